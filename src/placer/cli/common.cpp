@@ -1,0 +1,67 @@
+#include "placer/cli/common.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "placer/util/error.hpp"
+
+namespace placer::cli {
+
+ModelOptions ModelArgs::resolve() const {
+  ModelOptions o;
+  o.mode = parse_mode(mode);
+  o.optimizer = parse_optimizer(optimizer);
+  o.onnx.data_inputs = data_inputs;
+  for (const auto& d : dims) {
+    auto eq = d.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("--dim expects NAME=VALUE, got '" + d + "'");
+    try {
+      std::size_t used = 0;
+      long long v = std::stoll(d.substr(eq + 1), &used);
+      if (used != d.size() - eq - 1 || v <= 0) throw std::invalid_argument("");
+      o.onnx.dim_values[d.substr(0, eq)] = v;
+    } catch (const std::exception&) {
+      throw Error("--dim expects a positive integer value, got '" + d + "'");
+    }
+  }
+  if (!unknown_ops.empty() && unknown_ops != "error") o.onnx.unknown_op_default = parse_op_class(unknown_ops);
+  return o;
+}
+
+void add_model_options(CLI::App* cmd, ModelArgs& args) {
+  cmd->add_option("--mode", args.mode, "training (forward, backward and update ops) or inference (forward only)")
+      ->check(CLI::IsMember({"training", "inference"}))
+      ->capture_default_str();
+  cmd->add_option("--optimizer", args.optimizer, "parameter update of the training step: sgd, momentum or adam")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
+      ->capture_default_str();
+  cmd->add_option("--data-inputs", args.data_inputs,
+                  "graph inputs that are data (comma-separated); all other inputs become parameters or buffers")
+      ->delimiter(',');
+  cmd->add_option("--dim", args.dims, "value of a symbolic input dimension, NAME=VALUE (repeatable)");
+  cmd->add_option("--unknown-ops", args.unknown_ops,
+                  "price op types with no cost rule as this class (elementwise, matmul, ...) instead of failing");
+}
+
+std::string human_count(double n) {
+  const char* units[] = {"", "K", "M", "G", "T", "P"};
+  int u = 0;
+  while (std::fabs(n) >= 1000.0 && u < 5) n /= 1000.0, ++u;
+  return u == 0 ? fmt::format("{:.0f}", n) : fmt::format("{:.2f}{}", n, units[u]);
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1024.0 && u < 4) bytes /= 1024.0, ++u;
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
+std::string human_seconds(double s) {
+  if (s >= 1.0) return fmt::format("{:.3f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+}  // namespace placer::cli

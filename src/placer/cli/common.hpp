@@ -1,0 +1,32 @@
+// Pieces every subcommand shares: the model options (--mode, --optimizer, --data-inputs, --dim,
+// --unknown-ops) and number formatting. The CLI is a thin layer: it parses, calls the library and
+// prints; errors are placer::Error, caught once in main().
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "placer/io/model.hpp"
+
+namespace placer::cli {
+
+// Options as typed on the command line, turned into ModelOptions by resolve().
+struct ModelArgs {
+  std::string mode = "training";
+  std::string optimizer = "sgd";
+  std::vector<std::string> data_inputs;
+  std::vector<std::string> dims;
+  std::string unknown_ops;
+  ModelOptions resolve() const;
+};
+void add_model_options(CLI::App* cmd, ModelArgs& args);
+
+std::string human_count(double n);            // 25.6M, 4.1G, ...
+std::string human_bytes(double bytes);        // 97.5 MiB
+std::string human_seconds(double seconds);    // 12.3 ms
+
+// Each subcommand registers itself on the app (one function per file in cli/).
+void register_inspect(CLI::App& app);
+
+}  // namespace placer::cli

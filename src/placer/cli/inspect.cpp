@@ -1,0 +1,141 @@
+// `placer inspect MODEL`: what a model holds (ops by type, parameters, FLOPs, activations, modules)
+// and the training step derived from it.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "placer/cli/common.hpp"
+
+namespace placer::cli {
+namespace {
+
+struct InspectArgs {
+  std::string model;
+  ModelArgs model_args;
+  std::uint32_t depth = 1;
+  bool json = false;
+};
+
+struct ModuleRow {
+  std::uint64_t ops = 0, params = 0;
+  double flops = 0.0, activation_bytes = 0.0;
+};
+
+void run_inspect(const InspectArgs& args) {
+  ModelOptions options = args.model_args.resolve();
+  Graph forward = load_forward_graph(args.model, options);
+  std::unique_ptr<Graph> step;
+  if (options.mode == Mode::training)
+    step = std::make_unique<Graph>(forward.num_forward_ops() == forward.num_ops()
+                                       ? derive_training_step(forward, options.optimizer)
+                                       : load_model(args.model, options));
+  const std::size_t num_fwd = forward.num_forward_ops();
+
+  GraphTotals totals{};
+  double forward_flops = 0.0;
+  std::map<std::string, std::uint64_t> by_type;
+  for (OpId o = 0; o < num_fwd; ++o) {
+    forward_flops += forward.op_work(o).flops;
+    ++by_type[forward.op_type(o)];
+  }
+  totals = graph_totals(forward);
+  std::vector<std::string> data_inputs;
+  for (TensorId t = 0; t < forward.num_tensors(); ++t)
+    if (forward.tensor_kind(t) == TensorKind::data) data_inputs.push_back(forward.tensor_name(t));
+
+  // Per-module summary at the requested depth; parameters count with their home op's module.
+  std::map<std::string, ModuleRow> modules;
+  for (OpId o = 0; o < num_fwd; ++o) {
+    auto& row = modules[forward.module_name(forward.module_ancestor(forward.op_module(o), args.depth))];
+    ++row.ops;
+    row.flops += forward.op_work(o).flops;
+    for (TensorId t : forward.op_outputs(o)) row.activation_bytes += static_cast<double>(forward.tensor_bytes(t));
+  }
+  for (TensorId t = 0; t < forward.num_tensors(); ++t)
+    if (forward.tensor_kind(t) == TensorKind::parameter && forward.param_home(t) != kNoId)
+      modules[forward.module_name(forward.module_ancestor(forward.op_module(forward.param_home(t)), args.depth))].params +=
+          forward.tensor_elements(t);
+
+  std::uint64_t backward_ops = 0, update_ops = 0;
+  double training_flops = 0.0;
+  if (step) {
+    for (OpId o = 0; o < step->num_ops(); ++o) {
+      training_flops += step->op_work(o).flops;
+      backward_ops += step->op_role(o) == OpRole::backward;
+      update_ops += step->op_role(o) == OpRole::update;
+    }
+  }
+
+  if (args.json) {
+    nlohmann::json j = {{"model", args.model},
+                        {"graph", forward.name()},
+                        {"ops", num_fwd},
+                        {"params", totals.trainable_params},
+                        {"param_bytes", totals.param_bytes},
+                        {"buffer_bytes", totals.buffer_bytes},
+                        {"forward_flops", forward_flops},
+                        {"activation_bytes", totals.activation_bytes},
+                        {"data_inputs", data_inputs},
+                        {"op_types", by_type}};
+    nlohmann::json mods = nlohmann::json::array();
+    for (const auto& [name, row] : modules)
+      mods.push_back({{"module", name}, {"ops", row.ops}, {"params", row.params}, {"flops", row.flops},
+                      {"activation_bytes", row.activation_bytes}});
+    j["modules"] = mods;
+    if (step)
+      j["training"] = {{"ops", step->num_ops()},
+                       {"flops", training_flops},
+                       {"backward_ops", backward_ops},
+                       {"update_ops", update_ops},
+                       {"optimizer", optimizer_name(options.optimizer)},
+                       {"optimizer_state_bytes", totals.param_bytes * step->optimizer_state_copies()}};
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+
+  fmt::print("model       {} (graph '{}')\n", args.model, forward.name());
+  std::string data;
+  for (const auto& d : data_inputs) {
+    TensorId t = forward.find_tensor(d);
+    auto shape = forward.tensor_shape(t);
+    data += fmt::format("{}{} [{}] {}", data.empty() ? "" : ", ", d, fmt::join(shape, ","), dtype_name(forward.tensor_dtype(t)));
+  }
+  fmt::print("data inputs {}\n", data.empty() ? "(none)" : data);
+  fmt::print("forward     {} ops, {} FLOPs, {} activations\n", num_fwd, human_count(forward_flops),
+             human_bytes(static_cast<double>(totals.activation_bytes)));
+  fmt::print("parameters  {} ({}), buffers {}\n", human_count(static_cast<double>(totals.trainable_params)),
+             human_bytes(static_cast<double>(totals.param_bytes)), human_bytes(static_cast<double>(totals.buffer_bytes)));
+  if (step)
+    fmt::print("training    {} ops ({} forward, {} backward, {} update; {}), {} FLOPs\n", step->num_ops(), num_fwd,
+               backward_ops, update_ops, optimizer_name(options.optimizer), human_count(training_flops));
+
+  std::vector<std::pair<std::string, std::uint64_t>> types(by_type.begin(), by_type.end());
+  std::stable_sort(types.begin(), types.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  fmt::print("\nops by type\n");
+  for (const auto& [type, count] : types) fmt::print("  {:<28} {:>7}\n", type, count);
+
+  fmt::print("\nmodules (depth {})\n  {:<40} {:>7} {:>10} {:>11} {:>12}\n", args.depth, "module", "ops", "params",
+             "FLOPs", "activations");
+  for (const auto& [name, row] : modules)
+    fmt::print("  {:<40} {:>7} {:>10} {:>11} {:>12}\n", name.empty() ? "(top level)" : name, row.ops,
+               human_count(static_cast<double>(row.params)), human_count(row.flops), human_bytes(row.activation_bytes));
+}
+
+}  // namespace
+
+void register_inspect(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Summarise a model: ops by type, parameters, FLOPs, modules, training step");
+  cmd->add_option("model", args->model, "model file: ONNX (.onnx) or placer graph JSON (.json)")->required();
+  add_model_options(cmd, args->model_args);
+  cmd->add_option("--depth", args->depth, "module depth of the per-module summary (1 = top-level modules)")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "print one JSON object for machines to read");
+  cmd->callback([args] { run_inspect(*args); });
+}
+
+}  // namespace placer::cli

@@ -1,0 +1,29 @@
+// placer: where each op of a training graph should run. Subcommands live one per file in cli/.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "placer/cli/common.hpp"
+#include "placer/util/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"placer: device placement of deep-learning training graphs (simulate, place, compare, run)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "placer 0.1.0");
+  placer::cli::register_inspect(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const placer::Error& e) {
+    std::fprintf(stderr, "placer: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "placer: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "placer: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,276 @@
+#include "placer/cluster/cluster.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <queue>
+#include <sstream>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+// Routes minimise the time a 1 MiB message would take if each hop were crossed in turn; the
+// probe size weighs bandwidth against latency the way mid-sized tensors do.
+constexpr double kRouteProbeBytes = 1024.0 * 1024.0;
+// Hop costs are compared as whole picoseconds so that equal paths tie exactly (no rounding
+// noise between sums taken in different orders); a hop is capped at 1000 s to keep sums in range.
+constexpr double kPicosPerSecond = 1e12;
+constexpr double kMaxHopCostS = 1e3;
+
+std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+std::string format_number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
+bool non_negative_finite(double v) { return std::isfinite(v) && v >= 0; }
+
+}  // namespace
+
+std::string_view device_kind_name(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::cpu: return "cpu";
+    case DeviceKind::gpu: return "gpu";
+  }
+  return "?";
+}
+
+DeviceKind parse_device_kind(std::string_view name) {
+  if (name == "cpu") return DeviceKind::cpu;
+  if (name == "gpu") return DeviceKind::gpu;
+  throw Error("unknown device kind " + in_quotes(name) + " (known: cpu, gpu)");
+}
+
+Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vector<std::string> switches,
+                       std::vector<Link> links) {
+  const std::string where = "cluster " + in_quotes(name);
+  if (name.empty()) throw Error("cluster has an empty name");
+  if (devices.empty()) throw Error(where + " has no devices");
+
+  // Node ids: devices 0..n-1, then switches n..n+s-1.
+  std::unordered_map<std::string, std::uint32_t> node_of;
+  const auto n = static_cast<std::uint32_t>(devices.size());
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const Device& d = devices[i];
+    if (d.name.empty()) throw Error(where + ": device #" + std::to_string(i) + " has an empty name");
+    const std::string dev = where + ": device " + in_quotes(d.name);
+    if (!positive_finite(d.peak_flops))
+      throw Error(dev + ": peak_flops must be positive and finite, got " + format_number(d.peak_flops));
+    if (!positive_finite(d.memory_bandwidth_bytes_per_s))
+      throw Error(dev + ": memory_bandwidth must be positive and finite, got " +
+                  format_number(d.memory_bandwidth_bytes_per_s));
+    if (d.memory_bytes == 0) throw Error(dev + ": memory_bytes must be positive, got 0");
+    if (!non_negative_finite(d.op_overhead_s))
+      throw Error(dev + ": op_overhead_s must be non-negative and finite, got " + format_number(d.op_overhead_s));
+    if (d.streams < 1) throw Error(dev + ": streams must be at least 1, got " + std::to_string(d.streams));
+    if (!node_of.emplace(d.name, i).second) throw Error(where + ": device " + in_quotes(d.name) + " is declared twice");
+  }
+  for (std::size_t s = 0; s < switches.size(); ++s) {
+    const std::string& sw = switches[s];
+    if (sw.empty()) throw Error(where + ": switch #" + std::to_string(s) + " has an empty name");
+    auto [it, inserted] = node_of.emplace(sw, n + static_cast<std::uint32_t>(s));
+    if (!inserted)
+      throw Error(where + ": switch " + in_quotes(sw) + " is declared twice (or shares its name with a device)");
+  }
+
+  auto node_list = [&] {
+    std::string out = "devices: ";
+    for (std::size_t i = 0; i < devices.size(); ++i) out += (i ? ", " : "") + devices[i].name;
+    if (!switches.empty()) {
+      out += "; switches: ";
+      for (std::size_t i = 0; i < switches.size(); ++i) out += (i ? ", " : "") + switches[i];
+    }
+    return out;
+  };
+
+  Cluster c;
+  const std::size_t num_channels = 2 * links.size();
+  c.channel_bandwidth_.resize(num_channels);
+  c.channel_latency_s_.resize(num_channels);
+  c.channel_source_node_.resize(num_channels);
+  c.channel_target_node_.resize(num_channels);
+  std::unordered_map<std::string, std::size_t> link_of;
+  for (std::size_t l = 0; l < links.size(); ++l) {
+    Link& link = links[l];
+    if (link.name.empty()) link.name = link.a + "<->" + link.b;
+    const std::string lk = where + ": link " + in_quotes(link.name);
+    if (!link_of.emplace(link.name, l).second)
+      throw Error(lk + " is declared twice (give parallel links distinct names)");
+    auto endpoint = [&](const std::string& node, const char* field) {
+      auto it = node_of.find(node);
+      if (it == node_of.end())
+        throw Error(lk + ": endpoint " + field + " " + in_quotes(node) + " is neither a device nor a switch (" +
+                    node_list() + ")");
+      return it->second;
+    };
+    const std::uint32_t a = endpoint(link.a, "a");
+    const std::uint32_t b = endpoint(link.b, "b");
+    if (a == b) throw Error(lk + " joins " + in_quotes(link.a) + " to itself");
+    if (!positive_finite(link.bandwidth_ab_bytes_per_s))
+      throw Error(lk + ": bandwidth " + link.a + "->" + link.b + " must be positive and finite, got " +
+                  format_number(link.bandwidth_ab_bytes_per_s));
+    if (!positive_finite(link.bandwidth_ba_bytes_per_s))
+      throw Error(lk + ": bandwidth " + link.b + "->" + link.a + " must be positive and finite, got " +
+                  format_number(link.bandwidth_ba_bytes_per_s));
+    if (!non_negative_finite(link.latency_s))
+      throw Error(lk + ": latency_s must be non-negative and finite, got " + format_number(link.latency_s));
+    const std::size_t ab = 2 * l, ba = 2 * l + 1;
+    c.channel_bandwidth_[ab] = link.bandwidth_ab_bytes_per_s;
+    c.channel_bandwidth_[ba] = link.bandwidth_ba_bytes_per_s;
+    c.channel_latency_s_[ab] = c.channel_latency_s_[ba] = link.latency_s;
+    c.channel_source_node_[ab] = c.channel_target_node_[ba] = a;
+    c.channel_target_node_[ab] = c.channel_source_node_[ba] = b;
+  }
+
+  c.name_ = std::move(name);
+  c.devices_ = std::move(devices);
+  c.switches_ = std::move(switches);
+  c.links_ = std::move(links);
+
+  // Channel names: "a->b", plus the link name where another link joins the same two nodes.
+  c.channel_names_.resize(num_channels);
+  for (ChannelId ch = 0; ch < num_channels; ++ch) {
+    const std::uint32_t s = c.channel_source_node_[ch], t = c.channel_target_node_[ch];
+    bool parallel = false;
+    for (std::size_t l = 0; l < c.links_.size() && !parallel; ++l) {
+      if (l == ch / 2) continue;
+      const std::uint32_t la = c.channel_source_node_[2 * l], lb = c.channel_target_node_[2 * l];
+      parallel = (la == s && lb == t) || (la == t && lb == s);
+    }
+    c.channel_names_[ch] = std::string(c.node_name(s)) + "->" + std::string(c.node_name(t));
+    if (parallel) c.channel_names_[ch] += " [" + c.links_[ch / 2].name + "]";
+  }
+
+  // Outgoing channels of every node, CSR, in channel id order.
+  const std::size_t num_nodes = c.devices_.size() + c.switches_.size();
+  std::vector<std::uint32_t> out_begin(num_nodes + 1, 0);
+  for (ChannelId ch = 0; ch < num_channels; ++ch) ++out_begin[c.channel_source_node_[ch] + 1];
+  for (std::size_t v = 0; v < num_nodes; ++v) out_begin[v + 1] += out_begin[v];
+  std::vector<ChannelId> out_channels(num_channels);
+  {
+    std::vector<std::uint32_t> fill(out_begin.begin(), out_begin.end() - 1);
+    for (ChannelId ch = 0; ch < num_channels; ++ch) out_channels[fill[c.channel_source_node_[ch]]++] = ch;
+  }
+  std::vector<std::int64_t> hop_cost_ps(num_channels);
+  for (ChannelId ch = 0; ch < num_channels; ++ch) {
+    const double s = c.channel_latency_s_[ch] + kRouteProbeBytes / c.channel_bandwidth_[ch];
+    hop_cost_ps[ch] = std::llround(std::min(s, kMaxHopCostS) * kPicosPerSecond);
+  }
+
+  // Dijkstra from every device on (cost, hops), ties broken by the lower id of the last channel.
+  // Devices other than the source are never expanded: they end routes, they do not relay them.
+  constexpr std::int64_t kUnreached = std::numeric_limits<std::int64_t>::max();
+  constexpr ChannelId kNoChannel = std::numeric_limits<ChannelId>::max();
+  struct Label {
+    std::int64_t cost_ps = kUnreached;
+    std::uint32_t hops = 0;
+    ChannelId via = kNoChannel;
+    bool better_than(const Label& o) const {
+      return std::tie(cost_ps, hops, via) < std::tie(o.cost_ps, o.hops, o.via);
+    }
+  };
+  using QueueEntry = std::tuple<std::int64_t, std::uint32_t, std::uint32_t>;  // cost, hops, node
+  std::vector<Label> label(num_nodes);
+  std::vector<char> settled(num_nodes);
+  std::vector<ChannelId> path;
+  c.route_begin_.assign(std::size_t{n} * n + 1, 0);
+  c.route_latency_s_.assign(std::size_t{n} * n, 0.0);
+  c.route_bandwidth_.assign(std::size_t{n} * n, std::numeric_limits<double>::infinity());
+  for (std::uint32_t from = 0; from < n; ++from) {
+    std::fill(label.begin(), label.end(), Label{});
+    std::fill(settled.begin(), settled.end(), 0);
+    std::priority_queue<QueueEntry, std::vector<QueueEntry>, std::greater<>> queue;
+    label[from] = Label{0, 0, kNoChannel};
+    queue.emplace(0, 0, from);
+    while (!queue.empty()) {
+      const auto [cost, hops, v] = queue.top();
+      queue.pop();
+      if (settled[v]) continue;
+      settled[v] = 1;
+      if (v < n && v != from) continue;
+      for (std::uint32_t i = out_begin[v]; i < out_begin[v + 1]; ++i) {
+        const ChannelId ch = out_channels[i];
+        const std::uint32_t t = c.channel_target_node_[ch];
+        if (settled[t]) continue;
+        const Label candidate{cost + hop_cost_ps[ch], hops + 1, ch};
+        if (candidate.better_than(label[t])) {
+          label[t] = candidate;
+          queue.emplace(candidate.cost_ps, candidate.hops, t);
+        }
+      }
+    }
+    for (std::uint32_t to = 0; to < n; ++to) {
+      const std::size_t k = std::size_t{from} * n + to;
+      path.clear();
+      if (to != from) {
+        if (label[to].cost_ps == kUnreached)
+          throw Error(where + ": no route from device " + in_quotes(c.devices_[from].name) + " to device " +
+                      in_quotes(c.devices_[to].name) +
+                      " (routes pass only through switches, never through another device)");
+        for (std::uint32_t v = to; v != from; v = c.channel_source_node_[label[v].via]) path.push_back(label[v].via);
+        std::reverse(path.begin(), path.end());
+        double latency = 0, bandwidth = std::numeric_limits<double>::infinity();
+        for (ChannelId ch : path) {
+          latency += c.channel_latency_s_[ch];
+          bandwidth = std::min(bandwidth, c.channel_bandwidth_[ch]);
+        }
+        c.route_latency_s_[k] = latency;
+        c.route_bandwidth_[k] = bandwidth;
+      }
+      c.route_channels_.insert(c.route_channels_.end(), path.begin(), path.end());
+      c.route_begin_[k + 1] = static_cast<std::uint32_t>(c.route_channels_.size());
+    }
+  }
+  return c;
+}
+
+std::optional<DeviceId> Cluster::find_device(std::string_view name) const {
+  for (std::size_t i = 0; i < devices_.size(); ++i)
+    if (devices_[i].name == name) return static_cast<DeviceId>(i);
+  return std::nullopt;
+}
+
+DeviceId Cluster::device_id(std::string_view name) const {
+  if (auto id = find_device(name)) return *id;
+  std::string known;
+  for (const Device& d : devices_) known += (known.empty() ? "" : ", ") + d.name;
+  throw Error("cluster " + in_quotes(name_) + " has no device " + in_quotes(name) + " (devices: " + known + ")");
+}
+
+std::vector<DeviceId> Cluster::device_ids(DeviceKind kind) const {
+  std::vector<DeviceId> ids;
+  for (std::size_t i = 0; i < devices_.size(); ++i)
+    if (devices_[i].kind == kind) ids.push_back(static_cast<DeviceId>(i));
+  return ids;
+}
+
+std::string_view Cluster::node_name(std::uint32_t node) const {
+  return node < devices_.size() ? std::string_view(devices_[node].name)
+                                : std::string_view(switches_[node - devices_.size()]);
+}
+
+std::string_view Cluster::channel_source(ChannelId c) const {
+  assert(c < num_channels());
+  return node_name(channel_source_node_[c]);
+}
+
+std::string_view Cluster::channel_target(ChannelId c) const {
+  assert(c < num_channels());
+  return node_name(channel_target_node_[c]);
+}
+
+std::string Cluster::route_description(DeviceId from, DeviceId to) const {
+  std::string out = devices_[from].name;
+  for (ChannelId ch : route(from, to)) out += " -> " + std::string(channel_target(ch));
+  return out;
+}
+
+}  // namespace placer

@@ -1,0 +1,146 @@
+// The machine a graph is placed on: compute devices (CPUs, GPUs), non-compute switches, and
+// full-duplex links between them, with the fastest route between every ordered pair of devices
+// computed once at build time. Units: seconds, bytes, bytes/s, FLOP/s. A built Cluster is immutable
+// and safe to share across threads; its hot lookups (route, channel_bandwidth, transfer_time_s)
+// are O(1) and never allocate. The JSON format and the presets are documented in docs/clusters.md.
+//
+//   Cluster c = resolve_cluster("k80x4");              // a preset name, or a cluster JSON file
+//   DeviceId a = c.device_id("gpu:0"), b = c.device_id("gpu:2");
+//   for (ChannelId ch : c.route(a, b)) ...             // gpu:0->pcie0, pcie0->root0, root0->pcie1, ...
+//   double t = c.transfer_time_s(a, b, 4e6);           // uncontended, cut-through
+#pragma once
+
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace placer {
+
+using DeviceId = std::uint32_t;
+// One direction of a link: channel = link * 2 + (0 for a->b, 1 for b->a).
+using ChannelId = std::uint32_t;
+
+enum class DeviceKind : std::uint8_t { cpu, gpu };
+std::string_view device_kind_name(DeviceKind kind);  // "cpu", "gpu"
+DeviceKind parse_device_kind(std::string_view name);  // throws Error naming the unknown kind
+
+struct Device {
+  std::string name;  // "cpu:0", "gpu:3", ...; unique among devices and switches
+  DeviceKind kind = DeviceKind::gpu;
+  std::string model;                         // free text, e.g. "NVIDIA Tesla K80 (one GK210)"
+  double peak_flops = 0;                     // FLOP/s a large fp32 matrix product can reach
+  double memory_bandwidth_bytes_per_s = 0;   // device memory (DRAM/HBM) bandwidth
+  std::uint64_t memory_bytes = 0;            // memory capacity
+  double op_overhead_s = 0;                  // fixed cost of every op (framework + launch)
+  int streams = 1;                           // ops the device can run at once
+  bool operator==(const Device&) const = default;
+};
+
+// A full-duplex link between two nodes (devices or switches), named by node name.
+struct Link {
+  std::string name;  // unique; Cluster::build names an unnamed link "a<->b"
+  std::string a, b;
+  double bandwidth_ab_bytes_per_s = 0;  // channel a->b
+  double bandwidth_ba_bytes_per_s = 0;  // channel b->a
+  double latency_s = 0;                 // each direction
+  bool operator==(const Link&) const = default;
+};
+
+class Cluster {
+ public:
+  // Validates the description and computes every route. Throws Error naming the culprit on: no
+  // devices, an empty or duplicate node or link name, a link naming a missing node or joining a
+  // node to itself, a non-positive or non-finite bandwidth/flops/memory, a negative latency or op
+  // overhead, fewer than one stream, a device pair with no route. Devices are endpoints only:
+  // a route never passes through a device, only through switches.
+  static Cluster build(std::string name, std::vector<Device> devices, std::vector<std::string> switches,
+                       std::vector<Link> links);
+
+  const std::string& name() const { return name_; }
+
+  std::size_t num_devices() const { return devices_.size(); }
+  const Device& device(DeviceId id) const { assert(id < devices_.size()); return devices_[id]; }
+  std::span<const Device> devices() const { return devices_; }
+  std::optional<DeviceId> find_device(std::string_view name) const;
+  // Throws Error naming the device and listing the cluster's devices.
+  DeviceId device_id(std::string_view name) const;
+  // The ids of every device of one kind, in id order.
+  std::vector<DeviceId> device_ids(DeviceKind kind) const;
+
+  std::size_t num_links() const { return links_.size(); }
+  const Link& link(std::size_t index) const { assert(index < links_.size()); return links_[index]; }
+  std::span<const Link> links() const { return links_; }
+  std::span<const std::string> switches() const { return switches_; }
+
+  std::size_t num_channels() const { return channel_bandwidth_.size(); }  // 2 * num_links
+  double channel_bandwidth(ChannelId c) const { assert(c < num_channels()); return channel_bandwidth_[c]; }
+  double channel_latency_s(ChannelId c) const { assert(c < num_channels()); return channel_latency_s_[c]; }
+  // "pcie0->gpu:1"; a link parallel to another between the same nodes adds " [link name]".
+  std::string channel_name(ChannelId c) const { assert(c < num_channels()); return channel_names_[c]; }
+  std::size_t channel_link(ChannelId c) const { return c / 2; }
+  std::string_view channel_source(ChannelId c) const;  // node name the channel leaves
+  std::string_view channel_target(ChannelId c) const;  // node name the channel enters
+
+  // The channels a transfer from -> to crosses, in order; empty when from == to. O(1), no allocation.
+  std::span<const ChannelId> route(DeviceId from, DeviceId to) const {
+    const std::size_t k = pair_index(from, to);
+    return {route_channels_.data() + route_begin_[k], route_channels_.data() + route_begin_[k + 1]};
+  }
+  double route_latency_s(DeviceId from, DeviceId to) const { return route_latency_s_[pair_index(from, to)]; }
+  // Bottleneck bandwidth of the route; +inf when from == to.
+  double route_bandwidth(DeviceId from, DeviceId to) const { return route_bandwidth_[pair_index(from, to)]; }
+  // Uncontended cut-through time: route latency + bytes / bottleneck bandwidth; 0 when from == to.
+  double transfer_time_s(DeviceId from, DeviceId to, double bytes) const {
+    const std::size_t k = pair_index(from, to);
+    return from == to ? 0.0 : route_latency_s_[k] + bytes / route_bandwidth_[k];
+  }
+  // "gpu:0 -> pcie0 -> gpu:1", for reports and messages; "gpu:0" when from == to.
+  std::string route_description(DeviceId from, DeviceId to) const;
+
+ private:
+  Cluster() = default;
+  std::size_t pair_index(DeviceId from, DeviceId to) const {
+    assert(from < devices_.size() && to < devices_.size());
+    return std::size_t{from} * devices_.size() + to;
+  }
+  std::string_view node_name(std::uint32_t node) const;  // devices first, then switches
+
+  std::string name_;
+  std::vector<Device> devices_;
+  std::vector<std::string> switches_;
+  std::vector<Link> links_;
+  // Per channel (struct of arrays).
+  std::vector<double> channel_bandwidth_;
+  std::vector<double> channel_latency_s_;
+  std::vector<std::uint32_t> channel_source_node_;
+  std::vector<std::uint32_t> channel_target_node_;
+  std::vector<std::string> channel_names_;
+  // Per ordered device pair k = from * n + to: channels route_channels_[route_begin_[k] .. route_begin_[k+1]).
+  std::vector<std::uint32_t> route_begin_;
+  std::vector<ChannelId> route_channels_;
+  std::vector<double> route_latency_s_;
+  std::vector<double> route_bandwidth_;
+};
+
+// JSON format "placer-cluster", version 1 (docs/clusters.md). `source` names the file in messages.
+Cluster parse_cluster_json(const nlohmann::json& j, const std::string& source);
+// Missing file, bad JSON or a bad cluster -> Error naming the path.
+Cluster load_cluster_file(const std::string& path);
+// Round-trips through parse_cluster_json: same devices, switches, links and so the same routes.
+nlohmann::json cluster_to_json(const Cluster& cluster);
+
+// Built-in machines (docs/clusters.md gives each constant's source).
+std::vector<std::string> cluster_preset_names();
+// Throws Error listing the presets for an unknown name.
+Cluster cluster_preset(std::string_view name);
+// A preset name, else a path to a cluster JSON file.
+Cluster resolve_cluster(const std::string& preset_or_path);
+
+}  // namespace placer

@@ -1,0 +1,220 @@
+// Reading and writing the "placer-cluster" JSON format (docs/clusters.md). The reader checks
+// shapes and types here and leaves value checks (positive bandwidth, routes, ...) to
+// Cluster::build, prefixing its messages with the source so every error names the file.
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "placer/cluster/cluster.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+constexpr std::string_view kFormat = "placer-cluster";
+constexpr int kVersion = 1;
+
+using json = nlohmann::json;
+
+std::string in_quotes(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out.append(1, '\'').append(s).append(1, '\'');
+  return out;
+}
+
+void require_object(const json& j, const std::string& where) {
+  if (!j.is_object()) throw Error(where + " must be a JSON object, got " + std::string(j.type_name()));
+}
+
+// Rejects misspelt fields instead of silently ignoring them.
+void check_fields(const json& j, std::initializer_list<std::string_view> known, const std::string& where) {
+  for (const auto& [key, value] : j.items()) {
+    bool ok = false;
+    for (std::string_view k : known) ok = ok || key == k;
+    if (!ok) {
+      std::string list;
+      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      throw Error(where + ": unknown field " + in_quotes(key) + " (known: " + list + ")");
+    }
+  }
+}
+
+const json& field(const json& j, std::string_view key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end()) throw Error(where + ": missing field " + in_quotes(key));
+  return *it;
+}
+
+std::string get_string(const json& j, std::string_view key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_string()) throw Error(where + ": field " + in_quotes(key) + " must be a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+double get_number(const json& j, std::string_view key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_number()) throw Error(where + ": field " + in_quotes(key) + " must be a number, got " + v.dump());
+  return v.get<double>();
+}
+
+// A non-negative whole number; JSON writers may spell big integers as 1.2e10.
+std::uint64_t get_count(const json& j, std::string_view key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d >= 0 && d < 1.8e19 && std::floor(d) == d) return static_cast<std::uint64_t>(d);
+  }
+  throw Error(where + ": field " + in_quotes(key) + " must be a non-negative whole number, got " + v.dump());
+}
+
+Device parse_device(const json& j, const std::string& where) {
+  require_object(j, where);
+  check_fields(j, {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams"},
+               where);
+  Device d;
+  d.name = get_string(j, "name", where);
+  const std::string here = where + " (" + in_quotes(d.name) + ")";
+  try {
+    d.kind = parse_device_kind(get_string(j, "kind", here));
+  } catch (const Error& e) {
+    throw Error(here + ": " + e.what());
+  }
+  if (j.contains("model")) d.model = get_string(j, "model", here);
+  d.peak_flops = get_number(j, "peak_flops", here);
+  d.memory_bandwidth_bytes_per_s = get_number(j, "memory_bandwidth", here);
+  d.memory_bytes = get_count(j, "memory_bytes", here);
+  d.op_overhead_s = get_number(j, "op_overhead_s", here);
+  if (j.contains("streams")) {
+    const std::uint64_t streams = get_count(j, "streams", here);
+    if (streams > 1024) throw Error(here + ": field 'streams' must be at most 1024, got " + std::to_string(streams));
+    d.streams = static_cast<int>(streams);
+  }
+  return d;
+}
+
+Link parse_link(const json& j, const std::string& where) {
+  require_object(j, where);
+  check_fields(j, {"name", "a", "b", "bandwidth", "bandwidth_ab", "bandwidth_ba", "latency_s"}, where);
+  Link l;
+  if (j.contains("name")) l.name = get_string(j, "name", where);
+  const std::string here = l.name.empty() ? where : where + " (" + in_quotes(l.name) + ")";
+  l.a = get_string(j, "a", here);
+  l.b = get_string(j, "b", here);
+  const bool both = j.contains("bandwidth");
+  const bool ab = j.contains("bandwidth_ab"), ba = j.contains("bandwidth_ba");
+  if (both && (ab || ba))
+    throw Error(here + ": give either 'bandwidth' (both directions) or 'bandwidth_ab' and 'bandwidth_ba', not both");
+  if (both) {
+    l.bandwidth_ab_bytes_per_s = l.bandwidth_ba_bytes_per_s = get_number(j, "bandwidth", here);
+  } else if (ab && ba) {
+    l.bandwidth_ab_bytes_per_s = get_number(j, "bandwidth_ab", here);
+    l.bandwidth_ba_bytes_per_s = get_number(j, "bandwidth_ba", here);
+  } else {
+    throw Error(here + ": missing field 'bandwidth' (or both 'bandwidth_ab' and 'bandwidth_ba')");
+  }
+  l.latency_s = get_number(j, "latency_s", here);
+  return l;
+}
+
+}  // namespace
+
+Cluster parse_cluster_json(const json& j, const std::string& source) {
+  require_object(j, source);
+  const json* format = j.contains("format") ? &j["format"] : nullptr;
+  if (format == nullptr || !format->is_string() || format->get<std::string>() != kFormat)
+    throw Error(source + ": not a placer cluster file: field 'format' is " +
+                (format ? format->dump() : std::string("missing")) + ", expected \"" + std::string(kFormat) + "\"");
+  const json& version = field(j, "version", source);
+  if (!version.is_number_integer())
+    throw Error(source + ": field 'version' must be an integer, got " + version.dump());
+  const auto v = version.get<std::int64_t>();
+  if (v > kVersion)
+    throw Error(source + ": cluster format version " + std::to_string(v) + " is newer than this placer reads (" +
+                std::to_string(kVersion) + ")");
+  if (v < 1) throw Error(source + ": field 'version' must be at least 1, got " + std::to_string(v));
+  check_fields(j, {"format", "version", "name", "description", "devices", "switches", "links"}, source);
+  if (j.contains("description") && !j["description"].is_string())
+    throw Error(source + ": field 'description' must be a string");
+
+  std::string name = get_string(j, "name", source);
+  std::vector<Device> devices;
+  const json& jd = field(j, "devices", source);
+  if (!jd.is_array()) throw Error(source + ": field 'devices' must be an array");
+  for (std::size_t i = 0; i < jd.size(); ++i)
+    devices.push_back(parse_device(jd[i], source + ": devices[" + std::to_string(i) + "]"));
+
+  std::vector<std::string> switches;
+  if (j.contains("switches")) {
+    const json& js = j["switches"];
+    if (!js.is_array()) throw Error(source + ": field 'switches' must be an array of names");
+    for (std::size_t i = 0; i < js.size(); ++i) {
+      if (!js[i].is_string())
+        throw Error(source + ": switches[" + std::to_string(i) + "] must be a string, got " + js[i].dump());
+      switches.push_back(js[i].get<std::string>());
+    }
+  }
+
+  std::vector<Link> links;
+  if (j.contains("links")) {
+    const json& jl = j["links"];
+    if (!jl.is_array()) throw Error(source + ": field 'links' must be an array");
+    for (std::size_t i = 0; i < jl.size(); ++i)
+      links.push_back(parse_link(jl[i], source + ": links[" + std::to_string(i) + "]"));
+  }
+
+  try {
+    return Cluster::build(std::move(name), std::move(devices), std::move(switches), std::move(links));
+  } catch (const Error& e) {
+    throw Error(source + ": " + e.what());
+  }
+}
+
+Cluster load_cluster_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open cluster file " + in_quotes(path));
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
+  return parse_cluster_json(j, path);
+}
+
+json cluster_to_json(const Cluster& cluster) {
+  json devices = json::array();
+  for (const Device& d : cluster.devices()) {
+    devices.push_back({{"name", d.name},
+                       {"kind", std::string(device_kind_name(d.kind))},
+                       {"model", d.model},
+                       {"peak_flops", d.peak_flops},
+                       {"memory_bandwidth", d.memory_bandwidth_bytes_per_s},
+                       {"memory_bytes", d.memory_bytes},
+                       {"op_overhead_s", d.op_overhead_s},
+                       {"streams", d.streams}});
+  }
+  json links = json::array();
+  for (const Link& l : cluster.links()) {
+    json jl = {{"name", l.name}, {"a", l.a}, {"b", l.b}};
+    if (l.bandwidth_ab_bytes_per_s == l.bandwidth_ba_bytes_per_s) {
+      jl["bandwidth"] = l.bandwidth_ab_bytes_per_s;
+    } else {
+      jl["bandwidth_ab"] = l.bandwidth_ab_bytes_per_s;
+      jl["bandwidth_ba"] = l.bandwidth_ba_bytes_per_s;
+    }
+    jl["latency_s"] = l.latency_s;
+    links.push_back(std::move(jl));
+  }
+  json switches = json::array();
+  for (const std::string& s : cluster.switches()) switches.push_back(s);
+  return {{"format", std::string(kFormat)}, {"version", kVersion}, {"name", cluster.name()},
+          {"devices", std::move(devices)},  {"switches", std::move(switches)}, {"links", std::move(links)}};
+}
+
+}  // namespace placer

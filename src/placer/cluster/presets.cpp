@@ -1,0 +1,191 @@
+// The built-in machines. Every constant below is explained, with its source, in docs/clusters.md
+// ("Presets"); change both together.
+#include <array>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "placer/cluster/cluster.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+// Literals are written in SI units (1.2e10 bytes/s, 1e-5 s) so that they print back as written.
+constexpr std::uint64_t kGiB = 1ull << 30;  // vendors' "GB" of memory are binary
+
+// ---- Shared figures -------------------------------------------------------------------------------
+// A small host<->GPU copy costs about 20 us end to end (measured on the h100-box); it is split
+// equally over the two PCIe hops (root complex -> switch, switch -> GPU) of a host-GPU route.
+constexpr double kPcieHopLatencyS = 10e-6;
+// A small GPU<->GPU copy over NVLink: about 10 us (estimate: no pageable staging, same call overhead).
+constexpr double kNvlinkLatencyS = 10e-6;       // one direct link
+constexpr double kNvswitchHopLatencyS = 5e-6;   // two hops through an NVSwitch
+constexpr double kPcie3BytesPerS = 12e9;        // x16 gen 3, effective
+constexpr double kTfGpuOpOverheadS = 15e-6;     // TensorFlow 1.x era, per GPU op
+constexpr double kCpuOpOverheadS = 8e-6;        // measured, PyTorch eager; TensorFlow: 5-10 us
+
+struct Builder {
+  std::string name;
+  std::vector<Device> devices;
+  std::vector<std::string> switches;
+  std::vector<Link> links;
+
+  void add_device(std::string device, DeviceKind kind, std::string model, double flops, double bandwidth,
+                  std::uint64_t memory, double overhead) {
+    devices.push_back(Device{std::move(device), kind, std::move(model), flops, bandwidth, memory, overhead, 1});
+  }
+  void add_link(const std::string& a, const std::string& b, double bw_ab, double bw_ba, double latency_s) {
+    links.push_back(Link{a + "<->" + b, a, b, bw_ab, bw_ba, latency_s});
+  }
+  void add_link(const std::string& a, const std::string& b, double bw, double latency_s) {
+    add_link(a, b, bw, bw, latency_s);
+  }
+  Cluster build() { return Cluster::build(std::move(name), std::move(devices), std::move(switches), std::move(links)); }
+};
+
+std::string gpu(int i) { return "gpu:" + std::to_string(i); }
+std::string cpu(int i) { return "cpu:" + std::to_string(i); }
+std::string indexed(const char* prefix, int i) { return prefix + std::to_string(i); }
+
+// Mirhoseini et al. 2017/2018: one 18-core Haswell (Xeon E5-2699 v3) and `num_gpus` GK210 GPUs,
+// two per K80 board behind the board's PCIe switch; the boards hang off the CPU's root complex.
+Cluster k80(int num_gpus) {
+  Builder b;
+  b.name = "k80x" + std::to_string(num_gpus);
+  b.add_device(cpu(0), DeviceKind::cpu, "Intel Xeon E5-2699 v3 (Haswell, 18 cores, 2.3 GHz)",
+               1.3248e12 /* 18 x 2.3 GHz x 32 */, 68.3e9, 256 * kGiB, kCpuOpOverheadS);
+  for (int g = 0; g < num_gpus; ++g)
+    b.add_device(gpu(g), DeviceKind::gpu, "NVIDIA Tesla K80 (one GK210 of two)", 4.37e12, 240e9, 12 * kGiB,
+                 kTfGpuOpOverheadS);
+  b.switches.push_back("root0");
+  b.add_link(cpu(0), "root0", 68.3e9, 0);
+  for (int board = 0; board < num_gpus / 2; ++board) {
+    const std::string sw = indexed("pcie", board);
+    b.switches.push_back(sw);
+    b.add_link("root0", sw, kPcie3BytesPerS, kPcieHopLatencyS);
+    b.add_link(sw, gpu(2 * board), kPcie3BytesPerS, kPcieHopLatencyS);
+    b.add_link(sw, gpu(2 * board + 1), kPcie3BytesPerS, kPcieHopLatencyS);
+  }
+  return b.build();
+}
+
+// DGX-1 (P100): GPUs in quads {0..3}, {4..7}, each quad fully joined by NVLink, plus i <-> i+4;
+// two GPUs per PCIe switch, two switches per CPU socket, sockets joined by QPI. p100x4 is one
+// quad with one socket.
+Cluster p100(int num_gpus) {
+  Builder b;
+  b.name = "p100x" + std::to_string(num_gpus);
+  const int sockets = num_gpus / 4;
+  for (int s = 0; s < sockets; ++s)
+    b.add_device(cpu(s), DeviceKind::cpu, "Intel Xeon E5-2698 v4 (Broadwell, 20 cores, 2.2 GHz)",
+                 1.408e12 /* 20 x 2.2 GHz x 32 */, 68.3e9, 256 * kGiB, kCpuOpOverheadS);
+  for (int g = 0; g < num_gpus; ++g)
+    b.add_device(gpu(g), DeviceKind::gpu, "NVIDIA Tesla P100 SXM2 16GB", 10.6e12, 732e9, 16 * kGiB,
+                 kTfGpuOpOverheadS);
+  for (int s = 0; s < sockets; ++s) {
+    const std::string root = indexed("root", s);
+    b.switches.push_back(root);
+    b.add_link(cpu(s), root, 68.3e9, 0);
+  }
+  if (sockets == 2) b.add_link("root0", "root1", 38.4e9, 0);  // QPI: 2 links x 9.6 GT/s x 2 bytes
+  for (int sw = 0; sw < num_gpus / 2; ++sw) {
+    const std::string name = indexed("pcie", sw);
+    b.switches.push_back(name);
+    b.add_link(indexed("root", sw / 2), name, kPcie3BytesPerS, kPcieHopLatencyS);
+    b.add_link(name, gpu(2 * sw), kPcie3BytesPerS, kPcieHopLatencyS);
+    b.add_link(name, gpu(2 * sw + 1), kPcie3BytesPerS, kPcieHopLatencyS);
+  }
+  constexpr double kNvlink1BytesPerS = 20e9;
+  for (int q = 0; q < sockets; ++q)
+    for (int i = 0; i < 4; ++i)
+      for (int j = i + 1; j < 4; ++j) b.add_link(gpu(4 * q + i), gpu(4 * q + j), kNvlink1BytesPerS, kNvlinkLatencyS);
+  if (sockets == 2)
+    for (int i = 0; i < 4; ++i) b.add_link(gpu(i), gpu(i + 4), kNvlink1BytesPerS, kNvlinkLatencyS);
+  return b.build();
+}
+
+// DGX H100: 8 H100 SXM5 on one NVSwitch fabric; two Xeon 8480C sockets, each with two PCIe gen 5
+// switches of two GPUs.
+Cluster dgx_h100() {
+  Builder b;
+  b.name = "dgx-h100";
+  constexpr double kPcie5BytesPerS = 52e9;  // measured pinned copies on the h100-box
+  for (int s = 0; s < 2; ++s)
+    b.add_device(cpu(s), DeviceKind::cpu, "Intel Xeon Platinum 8480C (56 cores, 2.0 GHz)",
+                 7.168e12 /* 56 x 2.0 GHz x 64 */, 307.2e9, 1024 * kGiB, kCpuOpOverheadS);
+  for (int g = 0; g < 8; ++g)
+    b.add_device(gpu(g), DeviceKind::gpu, "NVIDIA H100 SXM5 80GB", 51e12, 3.35e12, 80 * kGiB, 40e-6);
+  b.switches = {"root0", "root1", "pcie0", "pcie1", "pcie2", "pcie3", "nvswitch"};
+  for (int s = 0; s < 2; ++s) b.add_link(cpu(s), indexed("root", s), 307.2e9, 0);
+  b.add_link("root0", "root1", 128e9, 0);  // UPI: 4 links x 16 GT/s x 2 bytes
+  for (int sw = 0; sw < 4; ++sw) {
+    const std::string name = indexed("pcie", sw);
+    b.add_link(indexed("root", sw / 2), name, kPcie5BytesPerS, kPcieHopLatencyS);
+    b.add_link(name, gpu(2 * sw), kPcie5BytesPerS, kPcieHopLatencyS);
+    b.add_link(name, gpu(2 * sw + 1), kPcie5BytesPerS, kPcieHopLatencyS);
+  }
+  for (int g = 0; g < 8; ++g) b.add_link(gpu(g), "nvswitch", 450e9, kNvswitchHopLatencyS);
+  return b.build();
+}
+
+// One H100 and a 16-core CPU, from measurements on such a machine (PyTorch eager, pageable copies).
+Cluster h100_box() {
+  Builder b;
+  b.name = "h100-box";
+  b.add_device(cpu(0), DeviceKind::cpu, "16-core x86-64 CPU", 1.05e12, 150e9, 128 * kGiB, kCpuOpOverheadS);
+  b.add_device(gpu(0), DeviceKind::gpu, "NVIDIA H100 SXM5 80GB", 51e12, 3.35e12, 80 * kGiB, 40e-6);
+  b.add_link(cpu(0), gpu(0), 16e9, 11e9, 20e-6);
+  return b.build();
+}
+
+struct Preset {
+  const char* name;
+  std::function<Cluster()> make;
+};
+
+const std::array<Preset, 7>& presets() {
+  static const std::array<Preset, 7> all = {{
+      {"k80x2", [] { return k80(2); }},
+      {"k80x4", [] { return k80(4); }},
+      {"k80x8", [] { return k80(8); }},
+      {"p100x4", [] { return p100(4); }},
+      {"p100x8", [] { return p100(8); }},
+      {"dgx-h100", dgx_h100},
+      {"h100-box", h100_box},
+  }};
+  return all;
+}
+
+std::string preset_list() {
+  std::string out;
+  for (const Preset& p : presets()) out += (out.empty() ? "" : ", ") + std::string(p.name);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> cluster_preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : presets()) names.emplace_back(p.name);
+  return names;
+}
+
+Cluster cluster_preset(std::string_view name) {
+  for (const Preset& p : presets())
+    if (p.name == name) return p.make();
+  throw Error("unknown cluster preset '" + std::string(name) + "' (presets: " + preset_list() + ")");
+}
+
+Cluster resolve_cluster(const std::string& preset_or_path) {
+  for (const Preset& p : presets())
+    if (p.name == preset_or_path) return p.make();
+  std::error_code ec;
+  if (!std::filesystem::exists(preset_or_path, ec))
+    throw Error("'" + preset_or_path + "' is neither a cluster preset (" + preset_list() +
+                ") nor an existing cluster file");
+  return load_cluster_file(preset_or_path);
+}
+
+}  // namespace placer

@@ -1,0 +1,299 @@
+#include "placer/graph/graph.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <numeric>
+#include <sstream>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+bool is_graph_input_kind(TensorKind k) {
+  return k == TensorKind::data || k == TensorKind::parameter || k == TensorKind::buffer || k == TensorKind::constant;
+}
+
+std::string shape_string(std::span<const std::int64_t> shape) {
+  std::ostringstream out;
+  out << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? "," : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+// Builds CSR arrays from per-row lists given as (row, value) pairs already grouped by row order.
+template <typename Row>
+void to_csr(std::size_t rows, const Row& row_items, std::vector<std::uint32_t>& begin, std::vector<std::uint32_t>& items) {
+  begin.assign(rows + 1, 0);
+  for (std::size_t r = 0; r < rows; ++r) begin[r + 1] = begin[r] + static_cast<std::uint32_t>(row_items(r).size());
+  items.clear();
+  items.reserve(begin[rows]);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (auto v : row_items(r)) items.push_back(v);
+}
+
+}  // namespace
+
+std::uint64_t Graph::tensor_elements(TensorId t) const {
+  std::uint64_t n = 1;
+  for (auto d : tensor_shape(t)) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+TensorDesc Graph::tensor_desc(TensorId t) const {
+  if (t == kNoId) return TensorDesc{{}, DType::unknown, false};
+  return TensorDesc{tensor_shape(t), tensor_dtype(t), true};
+}
+
+ModuleId Graph::module_ancestor(ModuleId m, std::uint32_t depth) const {
+  while (module_depth_[m] > depth) m = module_parent_[m];
+  return m;
+}
+
+std::optional<ModuleId> Graph::find_module(std::string_view path) const {
+  auto it = module_by_name_.find(path);
+  if (it == module_by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+OpId Graph::find_op(std::string_view name) const {
+  auto it = op_by_name_.find(name);
+  return it == op_by_name_.end() ? kNoId : it->second;
+}
+
+TensorId Graph::find_tensor(std::string_view name) const {
+  auto it = tensor_by_name_.find(name);
+  return it == tensor_by_name_.end() ? kNoId : it->second;
+}
+
+GraphBuilder::GraphBuilder(std::string graph_name) : graph_name_(std::move(graph_name)) {}
+
+TensorId GraphBuilder::add_tensor(std::string name, std::vector<std::int64_t> shape, DType dtype, TensorKind kind) {
+  auto id = static_cast<TensorId>(tensors_.size());
+  auto [it, inserted] = tensor_by_name_.emplace(name, id);
+  if (!inserted) throw Error("tensor '" + name + "' is defined twice");
+  tensors_.push_back({std::move(name), std::move(shape), dtype, kind});
+  return id;
+}
+
+TensorId GraphBuilder::find_tensor(std::string_view name) const {
+  auto it = tensor_by_name_.find(std::string(name));
+  return it == tensor_by_name_.end() ? kNoId : it->second;
+}
+
+void GraphBuilder::set_tensor_kind(TensorId t, TensorKind kind) { tensors_.at(t).kind = kind; }
+
+OpId GraphBuilder::add_op(OpSpec spec) {
+  auto id = static_cast<OpId>(ops_.size());
+  for (TensorId t : spec.inputs)
+    if (t != kNoId && t >= tensors_.size()) throw Error("op '" + spec.name + "': input tensor id out of range");
+  for (TensorId t : spec.outputs) {
+    if (t == kNoId || t >= tensors_.size()) throw Error("op '" + spec.name + "': output tensor id out of range");
+    auto& tensor = tensors_[t];
+    if (tensor.producer != kNoId)
+      throw Error("tensor '" + tensor.name + "' is produced twice: by op '" + ops_[tensor.producer].name + "' and by op '" +
+                  spec.name + "'");
+    tensor.producer = id;
+  }
+  ops_.push_back(std::move(spec));
+  return id;
+}
+
+void GraphBuilder::mark_output(TensorId t) { outputs_.push_back(t); }
+
+Graph GraphBuilder::build() && {
+  Graph g;
+  g.name_ = std::move(graph_name_);
+  const std::size_t num_ops = ops_.size();
+  const std::size_t num_tensors = tensors_.size();
+  g.num_forward_ops_ = num_forward_ops_ == kNoId ? num_ops : num_forward_ops_;
+  g.optimizer_state_copies_ = optimizer_state_copies_;
+
+  // Tensors: shapes, sizes, kinds.
+  g.tensor_name_.reserve(num_tensors);
+  g.shape_begin_.reserve(num_tensors + 1);
+  g.shape_begin_.push_back(0);
+  for (auto& t : tensors_) {
+    auto where = [&] {
+      return t.producer != kNoId ? " (output of op '" + ops_[t.producer].name + "')" : std::string();
+    };
+    if (t.dtype == DType::unknown || t.dtype == DType::string)
+      throw Error("tensor '" + t.name + "'" + where() + ": unknown or unsupported element type");
+    std::uint64_t elements = 1;
+    for (std::size_t i = 0; i < t.shape.size(); ++i) {
+      if (t.shape[i] <= 0)
+        throw Error("tensor '" + t.name + "'" + where() + ": dimension " + std::to_string(i) + " of shape " +
+                    shape_string(t.shape) + " is missing or not positive");
+      if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(t.shape[i]), &elements))
+        throw Error("tensor '" + t.name + "'" + where() + ": shape " + shape_string(t.shape) + " overflows 64 bits");
+    }
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(t.dtype)), &bytes))
+      throw Error("tensor '" + t.name + "'" + where() + ": size in bytes overflows 64 bits");
+    g.shape_dims_.insert(g.shape_dims_.end(), t.shape.begin(), t.shape.end());
+    g.shape_begin_.push_back(static_cast<std::uint32_t>(g.shape_dims_.size()));
+    g.tensor_dtype_.push_back(t.dtype);
+    g.tensor_bytes_.push_back(bytes);
+    g.tensor_kind_.push_back(t.kind);
+    g.producer_.push_back(t.producer);
+  }
+
+  // Dangling inputs: a tensor read by an op must be produced by one or be a graph input.
+  for (const auto& op : ops_)
+    for (TensorId t : op.inputs)
+      if (t != kNoId && tensors_[t].producer == kNoId && !is_graph_input_kind(tensors_[t].kind))
+        throw Error("op '" + op.name + "': input tensor '" + tensors_[t].name +
+                    "' is produced by no op and is not a graph input (dangling input)");
+  for (TensorId t : outputs_)
+    if (tensors_[t].producer == kNoId && !is_graph_input_kind(tensors_[t].kind))
+      throw Error("graph output '" + tensors_[t].name + "' is produced by no op");
+
+  // CSR: op inputs and outputs, tensor consumers, op successors and predecessors.
+  to_csr(num_ops, [&](std::size_t o) -> const std::vector<TensorId>& { return ops_[o].inputs; }, g.op_input_begin_,
+         g.op_inputs_);
+  to_csr(num_ops, [&](std::size_t o) -> const std::vector<TensorId>& { return ops_[o].outputs; }, g.op_output_begin_,
+         g.op_outputs_);
+  {
+    std::vector<std::uint32_t> count(num_tensors + 1, 0);
+    for (std::size_t o = 0; o < num_ops; ++o) {
+      auto ins = g.op_inputs(static_cast<OpId>(o));
+      for (std::size_t i = 0; i < ins.size(); ++i)
+        if (ins[i] != kNoId && std::find(ins.begin(), ins.begin() + i, ins[i]) == ins.begin() + i) ++count[ins[i] + 1];
+    }
+    std::partial_sum(count.begin(), count.end(), count.begin());
+    g.consumer_begin_ = count;
+    g.consumers_.assign(count.back(), kNoId);
+    for (std::size_t o = 0; o < num_ops; ++o) {
+      auto ins = g.op_inputs(static_cast<OpId>(o));
+      for (std::size_t i = 0; i < ins.size(); ++i)
+        if (ins[i] != kNoId && std::find(ins.begin(), ins.begin() + i, ins[i]) == ins.begin() + i)
+          g.consumers_[count[ins[i]]++] = static_cast<OpId>(o);
+    }
+  }
+  {
+    std::vector<std::vector<OpId>> preds(num_ops);
+    for (std::size_t o = 0; o < num_ops; ++o) {
+      for (TensorId t : g.op_inputs(static_cast<OpId>(o)))
+        if (t != kNoId && g.producer_[t] != kNoId) preds[o].push_back(g.producer_[t]);
+      std::sort(preds[o].begin(), preds[o].end());
+      preds[o].erase(std::unique(preds[o].begin(), preds[o].end()), preds[o].end());
+    }
+    std::vector<std::vector<OpId>> succs(num_ops);
+    for (std::size_t o = 0; o < num_ops; ++o)
+      for (OpId p : preds[o]) succs[p].push_back(static_cast<OpId>(o));  // ascending since o ascends
+    to_csr(num_ops, [&](std::size_t o) -> const std::vector<OpId>& { return preds[o]; }, g.pred_begin_, g.pred_);
+    to_csr(num_ops, [&](std::size_t o) -> const std::vector<OpId>& { return succs[o]; }, g.succ_begin_, g.succ_);
+  }
+
+  // Topological order (Kahn, FIFO seeded by id: deterministic). Leftovers mean a cycle.
+  {
+    std::vector<std::uint32_t> missing(num_ops);
+    std::deque<OpId> ready;
+    for (std::size_t o = 0; o < num_ops; ++o) {
+      missing[o] = g.pred_begin_[o + 1] - g.pred_begin_[o];
+      if (missing[o] == 0) ready.push_back(static_cast<OpId>(o));
+    }
+    g.topo_.reserve(num_ops);
+    while (!ready.empty()) {
+      OpId o = ready.front();
+      ready.pop_front();
+      g.topo_.push_back(o);
+      for (OpId s : g.successors(o))
+        if (--missing[s] == 0) ready.push_back(s);
+    }
+    if (g.topo_.size() != num_ops) {
+      // Walk back along unfinished predecessors until an op repeats: that loop is a cycle.
+      OpId start = 0;
+      while (missing[start] == 0) ++start;
+      std::vector<OpId> path{start};
+      std::vector<std::int64_t> seen_at(num_ops, -1);
+      seen_at[start] = 0;
+      for (;;) {
+        OpId cur = path.back(), next = kNoId;
+        for (OpId p : g.predecessors(cur))
+          if (missing[p] != 0) { next = p; break; }
+        if (seen_at[next] >= 0) {
+          std::string msg = "the graph has a cycle: ";
+          for (std::size_t i = path.size(); i-- > static_cast<std::size_t>(seen_at[next]);)
+            msg += "'" + ops_[path[i]].name + "' -> ";
+          throw Error(msg + "'" + ops_[next].name + "'");
+        }
+        seen_at[next] = static_cast<std::int64_t>(path.size());
+        path.push_back(next);
+      }
+    }
+  }
+
+  // Modules: intern every path and its dot-separated ancestors; parents get smaller ids.
+  g.module_names_.push_back("");
+  g.module_parent_.push_back(0);
+  g.module_depth_.push_back(0);
+  std::unordered_map<std::string, ModuleId> module_ids{{"", 0}};
+  auto intern = [&](const std::string& path, auto& self) -> ModuleId {
+    if (auto it = module_ids.find(path); it != module_ids.end()) return it->second;
+    auto dot = path.rfind('.');
+    ModuleId parent = dot == std::string::npos ? 0 : self(path.substr(0, dot), self);
+    auto id = static_cast<ModuleId>(g.module_names_.size());
+    module_ids.emplace(path, id);
+    g.module_names_.push_back(path);
+    g.module_parent_.push_back(parent);
+    g.module_depth_.push_back(g.module_depth_[parent] + 1);
+    return id;
+  };
+
+  // Ops: names, interned types and modules, roles, work, attributes.
+  std::unordered_map<std::string, std::uint32_t> type_ids;
+  g.op_name_.reserve(num_ops);
+  for (auto& op : ops_) {
+    auto [it, inserted] = type_ids.emplace(op.type, static_cast<std::uint32_t>(g.type_names_.size()));
+    if (inserted) g.type_names_.push_back(op.type);
+    g.op_type_.push_back(it->second);
+    g.op_module_.push_back(intern(op.module, intern));
+    g.op_call_.push_back(op.call);
+    g.op_role_.push_back(op.role);
+    g.forward_op_.push_back(op.forward_op);
+    g.updated_param_.push_back(op.param);
+    g.op_work_.push_back(op.work);
+    g.op_attrs_.push_back(std::move(op.attrs));
+    g.op_name_.push_back(std::move(op.name));
+  }
+  g.outputs_ = std::move(outputs_);
+
+  // Parameter homes: the first consumer in topological order, unless the builder named one.
+  g.param_home_.assign(num_tensors, kNoId);
+  for (OpId o : g.topo_)
+    for (TensorId t : g.op_inputs(o))
+      if (t != kNoId && g.producer_[t] == kNoId && g.param_home_[t] == kNoId) g.param_home_[t] = o;
+  for (auto& t : tensors_) g.tensor_name_.push_back(std::move(t.name));
+
+  for (std::size_t o = 0; o < num_ops; ++o)
+    if (!g.op_by_name_.emplace(g.op_name_[o], static_cast<OpId>(o)).second)
+      throw Error("op name '" + g.op_name_[o] + "' is used twice");
+  for (std::size_t t = 0; t < num_tensors; ++t) g.tensor_by_name_.emplace(g.tensor_name_[t], static_cast<TensorId>(t));
+  for (std::size_t m = 0; m < g.module_names_.size(); ++m)
+    g.module_by_name_.emplace(g.module_names_[m], static_cast<ModuleId>(m));
+  return g;
+}
+
+GraphTotals graph_totals(const Graph& g) {
+  GraphTotals totals;
+  totals.ops = g.num_ops();
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    switch (g.tensor_kind(t)) {
+      case TensorKind::parameter:
+        totals.trainable_params += g.tensor_elements(t);
+        totals.param_bytes += g.tensor_bytes(t);
+        break;
+      case TensorKind::buffer: totals.buffer_bytes += g.tensor_bytes(t); break;
+      case TensorKind::activation:
+        if (g.producer(t) != kNoId && g.op_role(g.producer(t)) == OpRole::forward) totals.activation_bytes += g.tensor_bytes(t);
+        break;
+      default: break;
+    }
+  }
+  for (OpId o = 0; o < g.num_ops(); ++o) totals.flops += g.op_work(o).flops;
+  return totals;
+}
+
+}  // namespace placer

@@ -1,0 +1,674 @@
+// Cost rules of ONNX operators. One sorted table, kRules, maps an op type to its rule: the forward
+// formula, the op class, and how the gradient is priced and what it keeps alive. The reasoning behind
+// every number is in docs/op-rules.md; comments here say why where the code alone cannot.
+//
+// Conventions (docs/op-rules.md has the full table):
+// - A multiply-add is 2 FLOPs; a comparison, select or math-library call (exp, log, sqrt, erf, tanh,
+//   sin, pow) is 1. Elementwise ops are memory bound, so finer accounting of transcendentals would
+//   not change a roofline time.
+// - Every tensor an op touches is read (or written) once: the roofline lower bound. Caches and tiling
+//   make that true for weights, broadcast operands and overlapping pooling windows in practice.
+// - O(channels) side computations (BatchNorm's 1/sqrt(var + eps), Softmax's per-row log) are ignored.
+#include "placer/graph/op_work.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cctype>
+#include <cmath>
+#include <string>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+
+std::uint64_t TensorDesc::elements() const {
+  if (!present) return 0;
+  std::uint64_t n = 1;
+  for (std::int64_t d : shape) {
+    assert(d >= 0 && "TensorDesc: shapes must be fully known");
+    n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+  }
+  return n;
+}
+
+namespace {
+
+struct Rule;
+
+// What a forward or backward formula sees.
+struct Ctx {
+  const Attributes& attrs;
+  std::span<const TensorDesc> in;
+  std::span<const TensorDesc> out;
+  const Rule& rule;
+};
+
+// Which inputs get a gradient in one backward call.
+struct Grads {
+  std::vector<char> need;  // per input slot
+  bool operator[](std::size_t i) const { return i < need.size() && need[i]; }
+};
+
+using ForwardFn = OpWork (*)(const Ctx&);
+// Returns the FLOPs of the gradient; `fwd` is the forward work of the same op.
+using BackwardFn = double (*)(const Ctx&, const OpWork& fwd, const Grads&);
+
+inline constexpr std::uint32_t kAll = 0xFFFFFFFFu;
+
+struct Rule {
+  std::string_view type;
+  OpClass op_class;
+  ForwardFn forward;
+  double k1 = 0.0;  // forward constants, meaning per formula (usually FLOPs per element)
+  double k2 = 0.0;
+  BackwardFn backward = nullptr;  // nullptr: not differentiable
+  double bk = 0.0;                // backward constant (a factor), meaning per formula
+  // Forward inputs the gradient reads (bit i = slot i). With `cross`, the masked slots are operands
+  // of a product: operand j is read only when another operand needs a gradient (dA = dY·B needs B).
+  std::uint32_t saved_inputs = 0;
+  bool cross = false;
+  bool saves_outputs = false;
+  // Outputs that carry a gradient (0: all floating outputs). BatchNorm's running statistics and
+  // LayerNorm's Mean/InvStdDev are side outputs that never receive one.
+  std::uint8_t grad_outputs = 0;
+};
+
+// ---- helpers --------------------------------------------------------------------------------------
+
+const TensorDesc* slot(std::span<const TensorDesc> ts, std::size_t i) {
+  return i < ts.size() && ts[i].present ? &ts[i] : nullptr;
+}
+double elems(std::span<const TensorDesc> ts, std::size_t i) {
+  const TensorDesc* t = slot(ts, i);
+  return t ? static_cast<double>(t->elements()) : 0.0;
+}
+double sum_bytes(std::span<const TensorDesc> ts, std::size_t from = 0) {
+  double b = 0.0;
+  for (std::size_t i = from; i < ts.size(); ++i)
+    if (ts[i].present) b += static_cast<double>(ts[i].bytes());
+  return b;
+}
+double dim(std::span<const TensorDesc> ts, std::size_t i, std::size_t d) {
+  const TensorDesc* t = slot(ts, i);
+  return t && d < t->shape.size() ? static_cast<double>(t->shape[d]) : 0.0;
+}
+std::size_t rank(std::span<const TensorDesc> ts, std::size_t i) {
+  const TensorDesc* t = slot(ts, i);
+  return t ? t->shape.size() : 0;
+}
+std::size_t present_count(std::span<const TensorDesc> ts) {
+  return static_cast<std::size_t>(std::count_if(ts.begin(), ts.end(), [](const TensorDesc& t) { return t.present; }));
+}
+// Integer and boolean tensors never carry a gradient; unknown is given the benefit of the doubt.
+bool grad_capable(DType t) { return is_floating(t) || t == DType::unknown; }
+
+OpWork io(const Ctx& c, double flops) { return {flops, sum_bytes(c.in), sum_bytes(c.out), c.rule.op_class}; }
+
+
+// ---- forward formulas -----------------------------------------------------------------------------
+
+OpWork f_alias(const Ctx&) { return {}; }
+
+// Copies, permutations and fills: bytes only.
+OpWork f_copy(const Ctx& c) { return io(c, 0.0); }
+
+// k1 FLOPs per output element.
+OpWork f_pointwise(const Ctx& c) { return io(c, c.rule.k1 * elems(c.out, 0)); }
+
+// Variadic Sum/Max/Min/Mean: k1 per element per extra operand, plus k2 per element (Mean's divide).
+OpWork f_variadic(const Ctx& c) {
+  double n = static_cast<double>(present_count(c.in));
+  return io(c, elems(c.out, 0) * (c.rule.k1 * std::max(n - 1.0, 0.0) + c.rule.k2));
+}
+
+// Reductions: k1 per input element, k2 per output element (Mean's divide, L2's sqrt, LogSum's log).
+OpWork f_reduce(const Ctx& c) { return io(c, c.rule.k1 * elems(c.in, 0) + c.rule.k2 * elems(c.out, 0)); }
+
+OpWork f_gelu(const Ctx& c) {
+  // erf form: x * 0.5 * (1 + erf(x / sqrt 2)) = 5; tanh form adds the cubic polynomial: 9.
+  double per = c.attrs.get_string("approximate", "none") == "tanh" ? 9.0 : 5.0;
+  return io(c, per * elems(c.out, 0));
+}
+
+// Y = 2*K*|Y| covers every MatMul case of the spec: batch broadcasting is already in Y's shape, and
+// a 1-D operand only removes a unit dim from Y. A's last dim is always the contraction.
+double matmul_core(const Ctx& c) {
+  std::size_t r = rank(c.in, 0);
+  return r == 0 ? 0.0 : 2.0 * elems(c.out, 0) * dim(c.in, 0, r - 1);
+}
+OpWork f_matmul(const Ctx& c) { return io(c, matmul_core(c)); }
+
+double gemm_core(const Ctx& c) {
+  double k = c.attrs.get_int("transA", 0) ? dim(c.in, 0, 0) : dim(c.in, 0, 1);
+  return 2.0 * elems(c.out, 0) * k;
+}
+OpWork f_gemm(const Ctx& c) {
+  double mn = elems(c.out, 0);
+  double flops = gemm_core(c);
+  if (c.attrs.get_float("alpha", 1.0) != 1.0) flops += mn;
+  if (slot(c.in, 2)) {
+    flops += mn;                                              // + C
+    if (c.attrs.get_float("beta", 1.0) != 1.0) flops += mn;  // beta * C
+  }
+  return io(c, flops);
+}
+
+// Einsum: the naive contraction visits every combination of index values once; each visit multiplies
+// the n operands (n-1 multiplies) and, when some index is summed, accumulates (1 add).
+double einsum_core(const Ctx& c) {
+  std::string eq = c.attrs.get_string("equation", "");
+  std::erase(eq, ' ');
+  if (eq.empty()) throw Error("Einsum: missing 'equation' attribute");
+  std::string lhs = eq, rhs;
+  bool explicit_out = false;
+  if (auto arrow = eq.find("->"); arrow != std::string::npos) {
+    lhs = eq.substr(0, arrow);
+    rhs = eq.substr(arrow + 2);
+    explicit_out = true;
+  }
+  std::vector<std::string> terms;
+  for (std::size_t start = 0;;) {
+    std::size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != c.in.size())
+    throw Error("Einsum: equation '" + eq + "' has " + std::to_string(terms.size()) + " operands, node has " +
+                std::to_string(c.in.size()) + " inputs");
+
+  std::array<double, 128> size{};  // per letter, max over operands (a broadcast dim is 1)
+  std::array<int, 128> uses{};
+  std::vector<double> ellipsis;  // right-aligned, broadcast
+  bool input_has_ellipsis = false;
+  for (std::size_t t = 0; t < terms.size(); ++t) {
+    const std::string& term = terms[t];
+    std::size_t dots = term.find("...");
+    std::size_t letters = term.size() - (dots == std::string::npos ? 0 : 3);
+    std::size_t r = rank(c.in, t);
+    if (letters > r || (dots == std::string::npos && letters != r))
+      throw Error("Einsum: term '" + term + "' of equation '" + eq + "' does not match input rank " + std::to_string(r));
+    std::size_t ell = r - letters;
+    std::size_t d = 0;
+    for (std::size_t i = 0; i < term.size(); ++i) {
+      if (i == dots) {
+        input_has_ellipsis = true;
+        if (ellipsis.size() < ell) ellipsis.insert(ellipsis.begin(), ell - ellipsis.size(), 1.0);
+        for (std::size_t e = 0; e < ell; ++e) {
+          double& s = ellipsis[ellipsis.size() - ell + e];
+          s = std::max(s, dim(c.in, t, d++));
+        }
+        i += 2;
+        continue;
+      }
+      auto ch = static_cast<unsigned char>(term[i]);
+      if (ch >= 128 || !std::isalpha(ch)) throw Error("Einsum: bad character in equation '" + eq + "'");
+      size[ch] = std::max(size[ch], dim(c.in, t, d++));
+      ++uses[ch];
+    }
+  }
+  double visits = 1.0;
+  bool summed = false;
+  for (int ch = 0; ch < 128; ++ch) {
+    if (!uses[ch]) continue;
+    visits *= size[ch];
+    bool in_out = explicit_out ? rhs.find(static_cast<char>(ch)) != std::string::npos : uses[ch] == 1;
+    summed = summed || !in_out;
+  }
+  for (double s : ellipsis) visits *= s;
+  if (explicit_out && input_has_ellipsis && rhs.find("...") == std::string::npos) summed = true;
+  double n = static_cast<double>(terms.size());
+  return visits * std::max(n - 1.0 + (summed ? 1.0 : 0.0), 0.0);
+}
+OpWork f_einsum(const Ctx& c) { return io(c, einsum_core(c)); }
+
+// Conv: every output element is a dot product over (C/group) x kernel, and W = [M, C/group, k...]
+// holds exactly that extent, so `group` (and strides, pads, dilations) enter through the shapes.
+double conv_core(const Ctx& c) {
+  double per = dim(c.in, 1, 1);
+  for (std::size_t d = 2; d < rank(c.in, 1); ++d) per *= dim(c.in, 1, d);
+  return 2.0 * elems(c.out, 0) * per;
+}
+// ConvTranspose: W = [C, M/group, k...]; every input element scatters into (M/group) x kernel outputs.
+double conv_transpose_core(const Ctx& c) {
+  double per = dim(c.in, 1, 1);
+  for (std::size_t d = 2; d < rank(c.in, 1); ++d) per *= dim(c.in, 1, d);
+  return 2.0 * elems(c.in, 0) * per;
+}
+// The table marks ConvTranspose with k1 = 1.
+double conv_like_core(const Ctx& c) { return c.rule.k1 != 0.0 ? conv_transpose_core(c) : conv_core(c); }
+OpWork f_conv(const Ctx& c) { return io(c, conv_like_core(c) + (slot(c.in, 2) ? elems(c.out, 0) : 0.0)); }
+
+// Normalize-and-affine is 4 per element (subtract mean, scale by 1/sigma, times gamma, plus beta);
+// computing the statistics is 4 more (1 add for the mean; subtract, square, add for the variance).
+OpWork f_batchnorm(const Ctx& c) {
+  double per = c.attrs.get_int("training_mode", 0) ? 8.0 : 4.0;
+  return io(c, per * elems(c.out, 0));
+}
+OpWork f_layernorm(const Ctx& c) { return io(c, (slot(c.in, 2) ? 8.0 : 7.0) * elems(c.out, 0)); }
+OpWork f_lrn(const Ctx& c) {
+  // square-sum over `size` channels (2 each), then (bias + alpha/size * s)^beta and a divide.
+  double size = static_cast<double>(c.attrs.get_int("size", 1));
+  return io(c, (2.0 * size + 4.0) * elems(c.out, 0));
+}
+
+// Pooling: k1 per output element per kernel position.
+OpWork f_pool(const Ctx& c) {
+  double kernel = 1.0;
+  for (std::int64_t k : c.attrs.get_ints("kernel_shape")) kernel *= static_cast<double>(k);
+  return io(c, c.rule.k1 * elems(c.out, 0) * kernel);
+}
+// Global pooling: the kernel is the whole spatial extent, so k1 per input element.
+OpWork f_global_pool(const Ctx& c) { return io(c, c.rule.k1 * elems(c.in, 0)); }
+
+OpWork f_topk(const Ctx& c) {
+  // A heap of K along the axis: log2 K comparisons per input element.
+  std::size_t r = rank(c.in, 0);
+  std::int64_t axis = c.attrs.get_int("axis", -1);
+  if (axis < 0) axis += static_cast<std::int64_t>(r);
+  double k = r ? dim(c.out, 0, static_cast<std::size_t>(std::clamp<std::int64_t>(axis, 0, static_cast<std::int64_t>(r) - 1)))
+               : 1.0;
+  return io(c, elems(c.in, 0) * std::max(1.0, std::ceil(std::log2(std::max(k, 1.0)))));
+}
+
+// Slice reads only the region it copies (strided rows of the data), plus its index inputs.
+OpWork f_slice(const Ctx& c) { return {0.0, sum_bytes(c.out) + sum_bytes(c.in, 1), sum_bytes(c.out), c.rule.op_class}; }
+
+// Gather/GatherElements/GatherND read only the gathered elements (the output's size, in the data's
+// element type) and the indices; the rest of the data tensor is never touched.
+OpWork f_gather(const Ctx& c) {
+  const TensorDesc* data = slot(c.in, 0);
+  double gathered = elems(c.out, 0) * (data ? dtype_size(data->dtype) : 0);
+  return {0.0, gathered + sum_bytes(c.in, 1), sum_bytes(c.out), c.rule.op_class};
+}
+
+// Scatter copies data to the output and overwrites (or, with `reduction`, combines) the updates.
+OpWork f_scatter(const Ctx& c) {
+  bool combines = c.attrs.get_string("reduction", "none") != "none";
+  return io(c, combines ? elems(c.in, 2) : 0.0);
+}
+
+// Interpolation: each output element blends 2^r (linear) or 4^r (cubic) neighbours along the r
+// interpolated axes, a multiply-add each. Nearest is a copy.
+double interpolation(std::string_view mode, double axes) {
+  if (mode == "linear" || mode == "bilinear") return 2.0 * std::pow(2.0, axes);
+  if (mode == "cubic" || mode == "bicubic") return 2.0 * std::pow(4.0, axes);
+  return 0.0;
+}
+OpWork f_resize(const Ctx& c) {
+  double axes = 0;
+  for (std::size_t d = 0; d < rank(c.out, 0); ++d)
+    if (d >= rank(c.in, 0) || dim(c.in, 0, d) != dim(c.out, 0, d)) ++axes;
+  return io(c, elems(c.out, 0) * interpolation(c.attrs.get_string("mode", "nearest"), axes));
+}
+OpWork f_grid_sample(const Ctx& c) {
+  double axes = rank(c.in, 0) >= 2 ? static_cast<double>(rank(c.in, 0) - 2) : 0.0;
+  return io(c, elems(c.out, 0) * interpolation(c.attrs.get_string("mode", "bilinear"), axes));
+}
+
+// Fused recurrent ops (LSTM G=4, GRU G=3, RNN G=1 in k1). Per step, batch row and direction: the
+// gate products W·x and R·h (2·G·H·(I+H)), then pointwise work per hidden unit with the spec's
+// default activations (sigmoid counts 3, tanh 1, as the standalone ops do):
+//   LSTM: 4 gate sums + 3 sigmoids (9) + 2 tanh + cell f*c+i*g (3) + o*tanh(c) (1) = 19
+//   GRU:  2 gate sums + r*(R·h)+W·x (2) + 2 sigmoids (6) + tanh (1) + (1-z)*h'+z*h (4) = 15
+//   RNN:  1 gate sum + tanh = 2
+// plus the biases Wb and Rb (2·G per unit) and LSTM peepholes (3 multiply-adds = 6 per unit).
+struct RecurrentShape {
+  double steps = 0;  // directions x seq_length x batch
+  double gates = 0, hidden = 0, input = 0, pointwise = 0;
+};
+RecurrentShape recurrent_shape(const Ctx& c) {
+  RecurrentShape s;
+  s.gates = c.rule.k1;
+  s.input = dim(c.in, 1, 2);
+  s.hidden = dim(c.in, 2, 2);
+  if (s.hidden == 0) s.hidden = static_cast<double>(c.attrs.get_int("hidden_size", 0));
+  double seq = dim(c.in, 0, 0), batch = dim(c.in, 0, 1);
+  if (c.attrs.get_int("layout", 0)) std::swap(seq, batch);
+  s.steps = dim(c.in, 1, 0) * seq * batch;
+  double per_unit = c.rule.k2;
+  if (slot(c.in, 3)) per_unit += 2.0 * s.gates;
+  if (s.gates == 4 && slot(c.in, 7)) per_unit += 6.0;
+  s.pointwise = s.steps * s.hidden * per_unit;
+  return s;
+}
+OpWork f_recurrent(const Ctx& c) {
+  RecurrentShape s = recurrent_shape(c);
+  return io(c, s.steps * 2.0 * s.gates * s.hidden * (s.input + s.hidden) + s.pointwise);
+}
+
+// ---- backward formulas ----------------------------------------------------------------------------
+
+// How many of the first n inputs get a gradient.
+double operands(const Grads& g, std::size_t n) {
+  double count = 0;
+  for (std::size_t i = 0; i < n; ++i) count += g[i] ? 1.0 : 0.0;
+  return count;
+}
+
+// k times the forward FLOPs, once for all inputs (activations, normalizations, reductions).
+double b_times_forward(const Ctx& c, const OpWork& fwd, const Grads&) { return c.rule.bk * fwd.flops; }
+// k per output element (Softmax, MaxPool, TopK: the work follows the output, not the forward).
+double b_times_output(const Ctx& c, const OpWork&, const Grads&) { return c.rule.bk * elems(c.out, 0); }
+// k per output element for each input that needs a gradient (binary elementwise ops, where each
+// operand's gradient is its own pass over dY, reduced over its broadcast axes; Gather's scatter-add).
+double b_per_operand(const Ctx& c, const OpWork&, const Grads& g) {
+  return c.rule.bk * operands(g, c.in.size()) * elems(c.out, 0);
+}
+// Matrix products and convolutions: the gradient of each operand is one product the size of the
+// forward (dA = dY·Bᵀ, dB = Aᵀ·dY; conv's data and weight gradients), the "2x forward" of the
+// 6N training rule. A bias gradient is a sum of dY over everything but its axis.
+double b_matmul(const Ctx& c, const OpWork&, const Grads& g) { return matmul_core(c) * operands(g, 2); }
+double b_gemm(const Ctx& c, const OpWork&, const Grads& g) {
+  return gemm_core(c) * operands(g, 2) + (g[2] ? elems(c.out, 0) : 0.0);
+}
+double b_conv(const Ctx& c, const OpWork&, const Grads& g) {
+  return conv_like_core(c) * operands(g, 2) + (g[2] ? elems(c.out, 0) : 0.0);
+}
+double b_einsum(const Ctx& c, const OpWork&, const Grads& g) { return einsum_core(c) * operands(g, c.in.size()); }
+// Back-propagation through time always runs the recurrence backwards (dh through Rᵀ, one R-sized
+// product per step) once anything needs a gradient; dX, dW and dR add one forward-sized product
+// each; the pointwise gate derivatives cost 2x their forward.
+double b_recurrent(const Ctx& c, const OpWork&, const Grads& g) {
+  RecurrentShape s = recurrent_shape(c);
+  double mm_x = s.steps * 2.0 * s.gates * s.hidden * s.input;
+  double mm_h = s.steps * 2.0 * s.gates * s.hidden * s.hidden;
+  double flops = mm_h + 2.0 * s.pointwise;
+  if (g[0]) flops += mm_x;
+  if (g[1]) flops += mm_x;
+  if (g[2]) flops += mm_h;
+  if (g[3]) flops += s.steps * 2.0 * s.gates * s.hidden;
+  return flops;
+}
+// Linear interpolation's gradient scatters each dY with the same weights (as many FLOPs as the
+// forward); nearest's accumulates the dY of all copies of an element, one add per output element.
+double b_resize(const Ctx& c, const OpWork& fwd, const Grads&) { return fwd.flops > 0 ? fwd.flops : elems(c.out, 0); }
+
+// ---- the table ------------------------------------------------------------------------------------
+
+using enum OpClass;
+
+constexpr std::uint32_t slots(std::initializer_list<int> ss) {
+  std::uint32_t m = 0;
+  for (int s : ss) m |= 1u << s;
+  return m;
+}
+
+// Shape-only ops. `differentiable` ones pass the gradient through unchanged, for free.
+constexpr Rule alias_op(std::string_view t, bool differentiable) {
+  return {t, alias, f_alias, 0, 0, differentiable ? b_times_forward : nullptr};
+}
+// Unary elementwise: k FLOPs per element; gradient `bk` x forward.
+constexpr Rule unary(std::string_view t, double k, double bk, std::uint32_t saved, bool saves_out) {
+  return {t, elementwise, f_pointwise, k, 0, b_times_forward, bk, saved, false, saves_out};
+}
+// Binary (broadcasting) elementwise: gradient `bk` per output element per operand needing one.
+constexpr Rule binary(std::string_view t, double k, double bk, std::uint32_t saved, bool cross, bool saves_out) {
+  return {t, elementwise, f_pointwise, k, 0, b_per_operand, bk, saved, cross, saves_out};
+}
+constexpr Rule variadic(std::string_view t, double k2, std::uint32_t saved, bool saves_out) {
+  return {t, elementwise, f_variadic, 1, k2, b_per_operand, 1, saved, false, saves_out};
+}
+// Elementwise ops without a gradient: comparisons, logic, rounding (zero derivative a.e.), bits.
+constexpr Rule no_grad(std::string_view t, OpClass cls, ForwardFn f, double k = 1) { return {t, cls, f, k}; }
+// Data movement: bytes only; the gradient moves the bytes back.
+constexpr Rule copy_op(std::string_view t, ForwardFn f = f_copy, std::uint32_t saved = 0) {
+  return {t, data_movement, f, 0, 0, b_times_forward, 0, saved};
+}
+constexpr Rule norm(std::string_view t, ForwardFn f, double k, std::uint32_t saved) {
+  return {t, normalization, f, k, 0, b_times_forward, 2, saved, false, false, 1};
+}
+constexpr Rule reduce(std::string_view t, double k1, double k2, double bk, std::uint32_t saved, bool saves_out) {
+  return {t, reduction, f_reduce, k1, k2, b_times_forward, bk, saved, false, saves_out};
+}
+
+// Sorted by type (checked below) for binary search. FLOP constants: see docs/op-rules.md.
+constexpr auto kRules = std::to_array<Rule>({
+    unary("Abs", 1, 1, kAll, false),
+    unary("Acos", 1, 2, kAll, false),
+    unary("Acosh", 1, 2, kAll, false),
+    binary("Add", 1, 1, 0, false, false),
+    no_grad("And", elementwise, f_pointwise),
+    no_grad("ArgMax", reduction, f_reduce),
+    no_grad("ArgMin", reduction, f_reduce),
+    unary("Asin", 1, 2, kAll, false),
+    unary("Asinh", 1, 2, kAll, false),
+    unary("Atan", 1, 2, kAll, false),
+    unary("Atanh", 1, 2, kAll, false),
+    // Averaging spreads each dY/k over its window: as many FLOPs as the forward, nothing saved.
+    {"AveragePool", pooling, f_pool, 1, 0, b_times_forward, 1},
+    norm("BatchNormalization", f_batchnorm, 0, slots({0, 1, 3, 4})),
+    no_grad("Bernoulli", data_movement, f_copy),
+    no_grad("BitShift", elementwise, f_pointwise),
+    no_grad("BitwiseAnd", elementwise, f_pointwise),
+    no_grad("BitwiseNot", elementwise, f_pointwise),
+    no_grad("BitwiseOr", elementwise, f_pointwise),
+    no_grad("BitwiseXor", elementwise, f_pointwise),
+    // Integer casts get no gradient through the dtype filter of backward_work, not the rule.
+    copy_op("Cast"),
+    copy_op("CastLike"),
+    no_grad("Ceil", elementwise, f_pointwise),
+    unary("Celu", 5, 2, 0, true),
+    unary("Clip", 2, 1, slots({0}), false),
+    copy_op("Compress", f_copy, slots({1})),
+    copy_op("Concat"),
+    alias_op("Constant", false),
+    no_grad("ConstantOfShape", data_movement, f_copy),
+    {"Conv", conv, f_conv, 0, 0, b_conv, 0, slots({0, 1}), true},
+    {"ConvTranspose", conv, f_conv, 1, 0, b_conv, 0, slots({0, 1}), true},
+    unary("Cos", 1, 2, kAll, false),
+    unary("Cosh", 1, 2, kAll, false),
+    {"CumSum", reduction, f_reduce, 1, 0, b_times_forward, 1},
+    copy_op("DepthToSpace"),
+    binary("Div", 1, 2, slots({0, 1}), true, false),
+    alias_op("Dropout", true),
+    {"Einsum", matmul, f_einsum, 0, 0, b_einsum, 0, kAll, true},
+    unary("Elu", 4, 2, 0, true),
+    no_grad("Equal", elementwise, f_pointwise),
+    unary("Erf", 1, 2, kAll, false),
+    unary("Exp", 1, 2, 0, true),
+    // The gradient of a broadcast sums dY over the broadcast axes: one add per output element.
+    {"Expand", data_movement, f_copy, 0, 0, b_per_operand, 1},
+    no_grad("EyeLike", data_movement, f_copy),
+    alias_op("Flatten", true),
+    no_grad("Floor", elementwise, f_pointwise),
+    {"GRU", matmul, f_recurrent, 3, 15, b_recurrent, 0, kAll, false, true},
+    // Gathers' gradient scatter-adds dY into a zeroed data-shaped tensor.
+    {"Gather", data_movement, f_gather, 0, 0, b_per_operand, 1, slots({1})},
+    {"GatherElements", data_movement, f_gather, 0, 0, b_per_operand, 1, slots({1})},
+    {"GatherND", data_movement, f_gather, 0, 0, b_per_operand, 1, slots({1})},
+    {"Gelu", elementwise, f_gelu, 0, 0, b_times_forward, 2, kAll},
+    {"Gemm", matmul, f_gemm, 0, 0, b_gemm, 0, slots({0, 1}), true},
+    {"GlobalAveragePool", pooling, f_global_pool, 1, 0, b_times_forward, 1},
+    {"GlobalLpPool", pooling, f_global_pool, 2, 0, b_times_forward, 1, kAll, false, true},
+    {"GlobalMaxPool", pooling, f_global_pool, 1, 0, b_times_forward, 1, kAll, false, true},
+    no_grad("Greater", elementwise, f_pointwise),
+    no_grad("GreaterOrEqual", elementwise, f_pointwise),
+    {"GridSample", data_movement, f_grid_sample, 0, 0, b_times_forward, 2, slots({0, 1})},
+    norm("GroupNormalization", f_pointwise, 8, slots({0, 1})),
+    unary("HardSigmoid", 4, 1, kAll, false),
+    unary("HardSwish", 5, 1, kAll, false),
+    no_grad("Hardmax", reduction, f_pointwise),
+    alias_op("Identity", true),
+    norm("InstanceNormalization", f_pointwise, 8, slots({0, 1})),
+    no_grad("IsInf", elementwise, f_pointwise),
+    no_grad("IsNaN", elementwise, f_pointwise),
+    {"LRN", normalization, f_lrn, 0, 0, b_times_forward, 2, kAll, false, true},
+    {"LSTM", matmul, f_recurrent, 4, 19, b_recurrent, 0, kAll, false, true},
+    norm("LayerNormalization", f_layernorm, 0, slots({0, 1})),
+    unary("LeakyRelu", 2, 1, kAll, false),
+    no_grad("Less", elementwise, f_pointwise),
+    no_grad("LessOrEqual", elementwise, f_pointwise),
+    unary("Log", 1, 2, kAll, false),
+    // dX = dY - exp(Y) * sum(dY): exp, sum, multiply, subtract = 4 per element.
+    {"LogSoftmax", reduction, f_pointwise, 5, 0, b_times_output, 4, 0, false, true},
+    norm("LpNormalization", f_pointwise, 3, kAll),
+    {"LpPool", pooling, f_pool, 2, 0, b_times_forward, 1, kAll, false, true},
+    {"MatMul", matmul, f_matmul, 0, 0, b_matmul, 0, slots({0, 1}), true},
+    variadic("Max", 0, kAll, true),
+    // dX routes each dY to its window's argmax (found by comparing X with Y, or kept as indices).
+    {"MaxPool", pooling, f_pool, 1, 0, b_times_output, 1, slots({0}), false, true, 1},
+    variadic("Mean", 1, 0, false),
+    norm("MeanVarianceNormalization", f_pointwise, 6, kAll),
+    variadic("Min", 0, kAll, true),
+    unary("Mish", 5, 2, kAll, false),
+    no_grad("Mod", elementwise, f_pointwise),
+    binary("Mul", 1, 1, slots({0, 1}), true, false),
+    unary("Neg", 1, 1, 0, false),
+    // One compare per input element, then the compaction writes the indices.
+    no_grad("NonZero", data_movement, f_reduce),
+    no_grad("Not", elementwise, f_pointwise),
+    no_grad("OneHot", data_movement, f_copy),
+    no_grad("Or", elementwise, f_pointwise),
+    binary("PRelu", 2, 2, kAll, false, false),
+    copy_op("Pad"),
+    // dA = dY*B*A^(B-1), dB = dY*Y*ln A: 3 per element per operand.
+    binary("Pow", 1, 3, kAll, false, true),
+    {"RNN", matmul, f_recurrent, 1, 2, b_recurrent, 0, kAll, false, true},
+    no_grad("RandomNormal", data_movement, f_copy),
+    no_grad("RandomNormalLike", data_movement, f_copy),
+    no_grad("RandomUniform", data_movement, f_copy),
+    no_grad("RandomUniformLike", data_movement, f_copy),
+    no_grad("Range", data_movement, f_copy),
+    unary("Reciprocal", 1, 2, 0, true),
+    reduce("ReduceL1", 2, 0, 1, kAll, false),
+    reduce("ReduceL2", 2, 1, 1, kAll, true),
+    reduce("ReduceLogSum", 1, 1, 1, 0, true),
+    reduce("ReduceLogSumExp", 2, 1, 1, kAll, true),
+    reduce("ReduceMax", 1, 0, 1, kAll, true),
+    reduce("ReduceMean", 1, 1, 1, 0, false),
+    reduce("ReduceMin", 1, 0, 1, kAll, true),
+    reduce("ReduceProd", 1, 0, 2, kAll, true),
+    reduce("ReduceSum", 1, 0, 1, 0, false),
+    reduce("ReduceSumSquare", 2, 0, 1, kAll, false),
+    unary("Relu", 1, 1, 0, true),
+    alias_op("Reshape", true),
+    {"Resize", data_movement, f_resize, 0, 0, b_resize},
+    copy_op("ReverseSequence", f_copy, slots({1})),
+    no_grad("Round", elementwise, f_pointwise),
+    copy_op("Scatter", f_scatter, slots({1})),
+    copy_op("ScatterElements", f_scatter, slots({1})),
+    copy_op("ScatterND", f_scatter, slots({1})),
+    unary("Selu", 5, 2, 0, true),
+    alias_op("Shape", false),
+    unary("Shrink", 2, 1, kAll, false),
+    unary("Sigmoid", 3, 2, 0, true),
+    no_grad("Sign", elementwise, f_pointwise),
+    unary("Sin", 1, 2, kAll, false),
+    unary("Sinh", 1, 2, kAll, false),
+    alias_op("Size", false),
+    copy_op("Slice", f_slice),
+    // max, subtract, exp, sum, divide = 5; dX = Y * (dY - sum(dY * Y)) = 4 per element.
+    {"Softmax", reduction, f_pointwise, 5, 0, b_times_output, 4, 0, false, true},
+    unary("Softplus", 3, 2, kAll, false),
+    unary("Softsign", 3, 2, kAll, false),
+    copy_op("SpaceToDepth"),
+    copy_op("Split"),
+    unary("Sqrt", 1, 2, 0, true),
+    alias_op("Squeeze", true),
+    binary("Sub", 1, 1, 0, false, false),
+    variadic("Sum", 0, 0, false),
+    unary("Tan", 1, 2, kAll, false),
+    unary("Tanh", 1, 2, 0, true),
+    unary("ThresholdedRelu", 2, 1, kAll, false),
+    {"Tile", data_movement, f_copy, 0, 0, b_per_operand, 1},
+    // The gradient scatters dY back to the K positions kept in the Indices output.
+    {"TopK", reduction, f_topk, 0, 0, b_times_output, 1, 0, false, true, 1},
+    copy_op("Transpose"),
+    copy_op("Trilu"),
+    alias_op("Unsqueeze", true),
+    {"Upsample", data_movement, f_resize, 0, 0, b_resize},
+    binary("Where", 1, 1, slots({0}), false, false),
+    no_grad("Xor", elementwise, f_pointwise),
+});
+
+static_assert(std::ranges::adjacent_find(kRules, std::ranges::greater_equal{}, &Rule::type) == kRules.end(),
+              "kRules must be sorted by type without duplicates");
+
+const Rule* find_rule(std::string_view type) {
+  auto it = std::ranges::lower_bound(kRules, type, {}, &Rule::type);
+  return it != kRules.end() && it->type == type ? &*it : nullptr;
+}
+
+// An op type the rules do not know, priced as the caller's default class: one FLOP per output
+// element, every input and output touched once, differentiable at one forward's worth, and (being
+// unknown) assumed to keep its inputs for the gradient.
+Rule unknown_rule(std::string_view type, OpClass cls) {
+  if (cls == alias) return alias_op(type, true);
+  return {type, cls, f_pointwise, 1, 0, b_times_forward, 1, kAll};
+}
+
+Rule rule_for(std::string_view type, std::optional<OpClass> unknown_default) {
+  if (const Rule* r = find_rule(type)) return *r;
+  if (unknown_default) return unknown_rule(type, *unknown_default);
+  throw Error("unknown op type '" + std::string(type) + "': no cost rule (pass a default op class to price it anyway)");
+}
+
+}  // namespace
+
+OpWork op_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
+               std::span<const TensorDesc> outputs, std::optional<OpClass> unknown_default) {
+  Rule rule = rule_for(op_type, unknown_default);
+  return rule.forward(Ctx{attrs, inputs, outputs, rule});
+}
+
+bool is_known_op_type(std::string_view op_type) { return find_rule(op_type) != nullptr; }
+
+BackwardRule backward_rule(std::string_view op_type) {
+  const Rule* r = find_rule(op_type);
+  if (!r) return {true, true, false};
+  if (!r->backward) return {false, false, false};
+  if (r->op_class == alias) return {true, false, false};
+  return {true, r->saved_inputs != 0, r->saves_outputs};
+}
+
+OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
+                     std::span<const TensorDesc> outputs, std::span<const bool> needs_grad,
+                     std::optional<OpClass> unknown_default) {
+  Rule rule = rule_for(op_type, unknown_default);
+  if (!rule.backward || rule.op_class == alias) return {};
+
+  Grads g;
+  g.need.assign(inputs.size(), 0);
+  bool any_input = false;
+  for (std::size_t i = 0; i < inputs.size() && i < needs_grad.size(); ++i) {
+    g.need[i] = needs_grad[i] && inputs[i].present && grad_capable(inputs[i].dtype);
+    any_input = any_input || g.need[i];
+  }
+  // dY: the floating outputs that carry a gradient. With none (an integer Cast, say) nothing flows.
+  std::size_t carrying = rule.grad_outputs ? std::min<std::size_t>(rule.grad_outputs, outputs.size()) : outputs.size();
+  double incoming = 0.0;
+  bool any_output = false;
+  for (std::size_t i = 0; i < carrying; ++i)
+    if (outputs[i].present && grad_capable(outputs[i].dtype)) {
+      incoming += static_cast<double>(outputs[i].bytes());
+      any_output = true;
+    }
+  if (!any_input || !any_output) return {};
+
+  Ctx ctx{attrs, inputs, outputs, rule};
+  OpWork fwd = rule.forward(ctx);
+  OpWork w;
+  w.op_class = rule.op_class;
+  w.flops = rule.backward(ctx, fwd, g);
+
+  auto saved_slot = [&](std::size_t j) { return j < 32 && (rule.saved_inputs >> j & 1u) && inputs[j].present; };
+  int operands_needing = 0;
+  for (std::size_t j = 0; j < inputs.size(); ++j) operands_needing += saved_slot(j) && g[j];
+  double saved = 0.0;
+  for (std::size_t j = 0; j < inputs.size(); ++j) {
+    if (!saved_slot(j)) continue;
+    // A product operand is read only for the gradients of the other operands.
+    if (rule.cross && operands_needing - int{g[j]} == 0) continue;
+    saved += static_cast<double>(inputs[j].bytes());
+  }
+  if (rule.saves_outputs) saved += sum_bytes(outputs);
+
+  w.bytes_read = incoming + saved;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (g[i]) w.bytes_written += static_cast<double>(inputs[i].bytes());
+  return w;
+}
+
+}  // namespace placer

@@ -1,0 +1,73 @@
+// The work one op does, from its type, attributes and tensor shapes alone, following the ONNX
+// operator specification (not any particular model file): FLOPs (a multiply-add counts 2), bytes
+// read and written, and the op class that decides which roofline efficiency applies. Also the
+// rules of the backward pass: how much work an op's gradient takes and which forward tensors it
+// keeps alive. Pure functions; thread-safe.
+//
+//   TensorDesc x{{32, 3, 224, 224}, DType::f32}, w{{64, 3, 7, 7}, DType::f32}, y{{32, 64, 112, 112}, DType::f32};
+//   OpWork work = op_work("Conv", attrs, {x, w}, {y});   // work.flops == 2 * 32*64*112*112 * 3*7*7
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "placer/graph/types.hpp"
+
+namespace placer {
+
+// A view of one tensor's shape and element type. An absent optional input (empty ONNX name) has an
+// empty shape and DType::unknown, and `present == false`.
+struct TensorDesc {
+  std::span<const std::int64_t> shape;
+  DType dtype = DType::unknown;
+  bool present = true;
+  std::uint64_t elements() const;
+  std::uint64_t bytes() const { return elements() * dtype_size(dtype); }
+};
+
+struct OpWork {
+  double flops = 0.0;          // floating-point operations, 2 per multiply-add
+  double bytes_read = 0.0;     // bytes of inputs the op must read
+  double bytes_written = 0.0;  // bytes of outputs it writes
+  OpClass op_class = OpClass::alias;
+  bool operator==(const OpWork&) const = default;
+};
+
+// Work of a forward op. Aliases (Identity, Reshape, Flatten, Squeeze, Unsqueeze, Constant, Shape,
+// Size, ...) do no work: all zeros and OpClass::alias.
+// REQUIRES: inputs and outputs in ONNX slot order, shapes fully known (positive dims).
+// Throws Error naming the type when `op_type` is not known to the rules and `unknown_default` is
+// empty; with a default, an unknown op is priced as that class with one FLOP per output element.
+OpWork op_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
+               std::span<const TensorDesc> outputs, std::optional<OpClass> unknown_default = std::nullopt);
+
+// True when the rules know `op_type` (forward and backward).
+// The rules, their formulas and the reasoning behind them: docs/op-rules.md.
+bool is_known_op_type(std::string_view op_type);
+
+// How the backward pass treats an op.
+struct BackwardRule {
+  bool differentiable = true;  // false: gradients stop here (Shape, comparisons, ArgMax, integer ops, ...)
+  bool saves_inputs = false;   // the gradient reads the forward inputs (MatMul, Conv, Mul, Sigmoid via input, ...)
+  bool saves_outputs = false;  // the gradient reads the forward outputs (Relu, Sigmoid, Tanh, Softmax, ...)
+};
+// `saves_inputs` is coarse: some ops keep only some inputs (Gather its indices, Conv and MatMul the
+// operand the other gradient needs); docs/op-rules.md lists them. An unknown op type gets the
+// conservative {differentiable, saves_inputs}, the rule it is priced by when given a default class.
+BackwardRule backward_rule(std::string_view op_type);
+
+// Work of the gradient of a forward op. `needs_grad[i]` says whether input i needs a gradient.
+// Matrix products and convolutions cost one forward pass per operand that needs a gradient (the
+// data gradient and the weight gradient); other ops cost a per-type multiple of their forward
+// work. Bytes: the incoming output gradients, the saved tensors, and the input gradients written.
+// Only floating inputs get a gradient and only floating outputs carry one: all zeros (OpClass::alias)
+// when none does (an integer Cast), for non-differentiable ops and for aliases (a gradient passes
+// through a Reshape unchanged). Unknown types are handled as in op_work.
+OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
+                     std::span<const TensorDesc> outputs, std::span<const bool> needs_grad,
+                     std::optional<OpClass> unknown_default = std::nullopt);
+
+}  // namespace placer

@@ -1,0 +1,195 @@
+#include "placer/graph/training.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+
+std::string_view optimizer_name(Optimizer o) {
+  switch (o) {
+    case Optimizer::sgd: return "sgd";
+    case Optimizer::momentum: return "momentum";
+    case Optimizer::adam: return "adam";
+  }
+  return "sgd";
+}
+
+Optimizer parse_optimizer(std::string_view name) {
+  if (name == "sgd") return Optimizer::sgd;
+  if (name == "momentum") return Optimizer::momentum;
+  if (name == "adam") return Optimizer::adam;
+  throw Error("unknown optimizer '" + std::string(name) + "' (known: sgd, momentum, adam)");
+}
+
+Mode parse_mode(std::string_view name) {
+  if (name == "training") return Mode::training;
+  if (name == "inference") return Mode::inference;
+  throw Error("unknown mode '" + std::string(name) + "' (known: training, inference)");
+}
+
+namespace {
+
+struct UpdateRule {
+  const char* type;
+  double flops_per_element;     // arithmetic of one update of one element
+  double reads_per_element;     // parameter, gradient and state elements read
+  double writes_per_element;    // parameter and state elements written
+  std::uint32_t state_copies;   // optimizer state kept per parameter element
+};
+
+// w -= lr*g; momentum: v = mu*v + g, w -= lr*v; Adam: two moments, bias correction, sqrt and divide.
+UpdateRule update_rule(Optimizer o) {
+  switch (o) {
+    case Optimizer::sgd: return {"SGDUpdate", 2, 2, 1, 0};
+    case Optimizer::momentum: return {"MomentumUpdate", 4, 3, 2, 1};
+    case Optimizer::adam: return {"AdamUpdate", 12, 4, 3, 2};
+  }
+  return {"SGDUpdate", 2, 2, 1, 0};
+}
+
+}  // namespace
+
+Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
+  const std::size_t num_fwd = fwd.num_ops();
+  for (OpId o = 0; o < num_fwd; ++o)
+    if (fwd.op_role(o) != OpRole::forward)
+      throw Error("cannot derive a training step from graph '" + fwd.name() + "': it already holds backward or update ops");
+
+  GraphBuilder b(fwd.name());
+  for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
+    auto shape = fwd.tensor_shape(t);
+    b.add_tensor(fwd.tensor_name(t), {shape.begin(), shape.end()}, fwd.tensor_dtype(t), fwd.tensor_kind(t));
+  }
+  for (OpId o = 0; o < num_fwd; ++o) {
+    OpSpec spec{.name = fwd.op_name(o), .type = fwd.op_type(o)};
+    auto ins = fwd.op_inputs(o);
+    auto outs = fwd.op_outputs(o);
+    spec.inputs.assign(ins.begin(), ins.end());
+    spec.outputs.assign(outs.begin(), outs.end());
+    spec.attrs = fwd.op_attrs(o);
+    spec.module = fwd.module_name(fwd.op_module(o));
+    spec.call = fwd.op_call(o);
+    spec.work = fwd.op_work(o);
+    b.add_op(std::move(spec));
+  }
+  for (TensorId t : fwd.outputs()) b.mark_output(t);
+
+  // Which tensors carry a gradient: parameters, and float outputs of differentiable ops with an
+  // input that carries one.
+  std::vector<bool> requires_grad(fwd.num_tensors(), false);
+  for (TensorId t = 0; t < fwd.num_tensors(); ++t) requires_grad[t] = fwd.tensor_kind(t) == TensorKind::parameter;
+  for (OpId o : fwd.topological_order()) {
+    if (!backward_rule(fwd.op_type(o)).differentiable) continue;
+    bool any = false;
+    for (TensorId t : fwd.op_inputs(o)) any = any || (t != kNoId && requires_grad[t]);
+    if (!any) continue;
+    for (TensorId t : fwd.op_outputs(o)) requires_grad[t] = is_floating(fwd.tensor_dtype(t));
+  }
+
+  // Partial gradients of each tensor, in the order they are produced.
+  std::vector<std::vector<TensorId>> partials(fwd.num_tensors());
+  auto grad_tensor = [&](TensorId of, const std::string& from) {
+    auto shape = fwd.tensor_shape(of);
+    TensorId g = b.add_tensor("grad/" + fwd.tensor_name(of) + "/" + from, {shape.begin(), shape.end()}, fwd.tensor_dtype(of),
+                              TensorKind::gradient);
+    partials[of].push_back(g);
+    return g;
+  };
+  auto module_of = [&](OpId o) { return fwd.module_name(fwd.op_module(o)); };
+
+  // The loss: one op per graph output that carries a gradient, seeding its gradient.
+  for (TensorId t : fwd.outputs()) {
+    if (!requires_grad[t] || fwd.producer(t) == kNoId) continue;
+    OpId producer = fwd.producer(t);
+    OpSpec loss{.name = "loss/" + fwd.tensor_name(t), .type = "Loss", .inputs = {t}};
+    loss.outputs = {grad_tensor(t, "loss")};
+    loss.module = module_of(producer);
+    loss.call = fwd.op_call(producer);
+    loss.role = OpRole::backward;
+    loss.forward_op = producer;
+    // A softmax cross-entropy-like loss reads its input once and writes its gradient once.
+    double bytes = static_cast<double>(fwd.tensor_bytes(t));
+    loss.work = OpWork{4.0 * static_cast<double>(fwd.tensor_elements(t)), bytes, bytes, OpClass::elementwise};
+    b.add_op(std::move(loss));
+  }
+
+  // Backward ops in reverse topological order.
+  auto topo = fwd.topological_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    OpId o = *it;
+    auto ins = fwd.op_inputs(o);
+    auto outs = fwd.op_outputs(o);
+    std::vector<bool> needs(ins.size(), false);
+    bool any_needed = false, any_incoming = false;
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      needs[i] = ins[i] != kNoId && requires_grad[ins[i]];
+      any_needed = any_needed || needs[i];
+    }
+    for (TensorId t : outs) any_incoming = any_incoming || !partials[t].empty();
+    if (!any_needed || !any_incoming || !backward_rule(fwd.op_type(o)).differentiable) continue;
+
+    const BackwardRule rule = backward_rule(fwd.op_type(o));
+    OpSpec spec{.name = fwd.op_name(o) + "/grad", .type = fwd.op_type(o) + "Grad"};
+    spec.module = module_of(o);
+    spec.call = fwd.op_call(o);
+    spec.role = OpRole::backward;
+    spec.forward_op = o;
+    spec.attrs = fwd.op_attrs(o);
+    double accumulate_flops = 0.0, accumulate_bytes = 0.0;
+    for (TensorId t : outs) {
+      spec.inputs.insert(spec.inputs.end(), partials[t].begin(), partials[t].end());
+      if (partials[t].size() > 1) {
+        // Summing k partial gradients of a tensor used k times.
+        accumulate_flops += static_cast<double>((partials[t].size() - 1) * fwd.tensor_elements(t));
+        accumulate_bytes += static_cast<double>((partials[t].size() - 1) * fwd.tensor_bytes(t));
+      }
+    }
+    if (rule.saves_inputs)
+      for (TensorId t : ins)
+        if (t != kNoId && fwd.tensor_kind(t) != TensorKind::constant) spec.inputs.push_back(t);
+    if (rule.saves_outputs) spec.inputs.insert(spec.inputs.end(), outs.begin(), outs.end());
+
+    std::vector<TensorDesc> in_desc, out_desc;
+    for (TensorId t : ins) in_desc.push_back(fwd.tensor_desc(t));
+    for (TensorId t : outs) out_desc.push_back(fwd.tensor_desc(t));
+    auto needs_flags = std::make_unique<bool[]>(needs.size());
+    for (std::size_t i = 0; i < needs.size(); ++i) needs_flags[i] = needs[i];
+    spec.work = backward_work(fwd.op_type(o), fwd.op_attrs(o), in_desc, out_desc, {needs_flags.get(), needs.size()},
+                              OpClass::elementwise);
+    spec.work.flops += accumulate_flops;
+    spec.work.bytes_read += accumulate_bytes;
+    for (std::size_t i = 0; i < ins.size(); ++i)
+      if (needs[i] && std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) ==
+                          ins.begin() + static_cast<std::ptrdiff_t>(i))
+        spec.outputs.push_back(grad_tensor(ins[i], fwd.op_name(o)));
+    b.add_op(std::move(spec));
+  }
+
+  // One update per trainable parameter that received a gradient.
+  const UpdateRule update = update_rule(optimizer);
+  for (TensorId p = 0; p < fwd.num_tensors(); ++p) {
+    if (fwd.tensor_kind(p) != TensorKind::parameter || partials[p].empty()) continue;
+    OpSpec spec{.name = "update/" + fwd.tensor_name(p), .type = update.type, .inputs = {p}};
+    spec.inputs.insert(spec.inputs.end(), partials[p].begin(), partials[p].end());
+    OpId home = fwd.param_home(p);
+    if (home != kNoId) {
+      spec.module = module_of(home);
+      spec.call = fwd.op_call(home);
+    }
+    spec.role = OpRole::update;
+    spec.param = p;
+    const double n = static_cast<double>(fwd.tensor_elements(p));
+    const double elem = dtype_size(fwd.tensor_dtype(p));
+    const double extra = static_cast<double>(partials[p].size() - 1);
+    spec.work = OpWork{(update.flops_per_element + extra) * n, (update.reads_per_element + extra) * n * elem,
+                       update.writes_per_element * n * elem, OpClass::optimizer};
+    b.add_op(std::move(spec));
+  }
+  b.set_num_forward_ops(num_fwd);
+  b.set_optimizer_state_copies(update.state_copies);
+  return std::move(b).build();
+}
+
+}  // namespace placer

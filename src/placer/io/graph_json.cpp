@@ -1,0 +1,223 @@
+#include "placer/io/graph_json.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+using nlohmann::json;
+
+nlohmann::json attribute_value(const Attribute& a) {
+  switch (a.kind) {
+    case Attribute::Kind::integer: return a.i;
+    case Attribute::Kind::real: return a.f;
+    case Attribute::Kind::text: return a.s;
+    case Attribute::Kind::integers: return a.ints;
+    case Attribute::Kind::reals: return a.floats;
+  }
+  return nullptr;
+}
+
+Attribute attribute_from(const std::string& name, const json& v, const std::string& where) {
+  Attribute a{.name = name};
+  if (v.is_number_integer()) {
+    a.kind = Attribute::Kind::integer, a.i = v.get<std::int64_t>();
+  } else if (v.is_number_float()) {
+    a.kind = Attribute::Kind::real, a.f = v.get<double>();
+  } else if (v.is_string()) {
+    a.kind = Attribute::Kind::text, a.s = v.get<std::string>();
+  } else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number_integer(); })) {
+    a.kind = Attribute::Kind::integers, a.ints = v.get<std::vector<std::int64_t>>();
+  } else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); })) {
+    a.kind = Attribute::Kind::reals, a.floats = v.get<std::vector<double>>();
+  } else {
+    throw Error(where + ": attribute '" + name + "' must be a number, a string or a list of numbers");
+  }
+  return a;
+}
+
+const json& field(const json& obj, const char* name, const std::string& where) {
+  if (!obj.is_object()) throw Error(where + ": expected an object");
+  auto it = obj.find(name);
+  if (it == obj.end()) throw Error(where + ": missing field '" + name + "'");
+  return *it;
+}
+
+template <typename T>
+T field_as(const json& obj, const char* name, const std::string& where) {
+  const json& v = field(obj, name, where);
+  try {
+    return v.get<T>();
+  } catch (const json::exception&) {
+    throw Error(where + ": field '" + name + "' has the wrong type");
+  }
+}
+
+template <typename T>
+T optional_as(const json& obj, const char* name, T fallback, const std::string& where) {
+  auto it = obj.find(name);
+  if (it == obj.end()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw Error(where + ": field '" + name + "' has the wrong type");
+  }
+}
+
+}  // namespace
+
+json graph_to_json(const Graph& g) {
+  json tensors = json::array();
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    auto shape = g.tensor_shape(t);
+    tensors.push_back({{"name", g.tensor_name(t)},
+                       {"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
+                       {"dtype", dtype_name(g.tensor_dtype(t))},
+                       {"kind", tensor_kind_name(g.tensor_kind(t))}});
+  }
+  json ops = json::array();
+  for (OpId o = 0; o < g.num_ops(); ++o) {
+    json inputs = json::array(), outputs = json::array();
+    for (TensorId t : g.op_inputs(o)) inputs.push_back(t == kNoId ? json(nullptr) : json(g.tensor_name(t)));
+    for (TensorId t : g.op_outputs(o)) outputs.push_back(g.tensor_name(t));
+    json op = {{"name", g.op_name(o)}, {"type", g.op_type(o)}, {"inputs", inputs}, {"outputs", outputs}};
+    if (g.op_module(o) != 0) op["module"] = g.module_name(g.op_module(o));
+    if (g.op_call(o) != 0) op["call"] = g.op_call(o);
+    if (g.op_role(o) != OpRole::forward) op["role"] = op_role_name(g.op_role(o));
+    if (g.forward_op(o) != kNoId) op["forward_op"] = g.op_name(g.forward_op(o));
+    if (g.updated_param(o) != kNoId) op["param"] = g.tensor_name(g.updated_param(o));
+    if (!g.op_attrs(o).empty()) {
+      json attrs = json::object();
+      for (const auto& a : g.op_attrs(o).all()) attrs[a.name] = attribute_value(a);
+      op["attrs"] = attrs;
+    }
+    const OpWork& w = g.op_work(o);
+    op["class"] = op_class_name(w.op_class);
+    op["flops"] = w.flops;
+    op["bytes_read"] = w.bytes_read;
+    op["bytes_written"] = w.bytes_written;
+    ops.push_back(std::move(op));
+  }
+  json outputs = json::array();
+  for (TensorId t : g.outputs()) outputs.push_back(g.tensor_name(t));
+  return {{"format", "placer-graph"},
+          {"version", kGraphJsonVersion},
+          {"name", g.name()},
+          {"forward_ops", g.num_forward_ops()},
+          {"optimizer_state_copies", g.optimizer_state_copies()},
+          {"tensors", tensors},
+          {"ops", ops},
+          {"outputs", outputs}};
+}
+
+Graph graph_from_json(const json& j, const std::string& source, std::optional<OpClass> unknown_op_default) {
+  if (!j.is_object()) throw Error(source + ": a placer graph must be a JSON object");
+  if (optional_as<std::string>(j, "format", "", source) != "placer-graph")
+    throw Error(source + ": not a placer graph (field 'format' must be \"placer-graph\")");
+  int version = field_as<int>(j, "version", source);
+  if (version < 1 || version > kGraphJsonVersion)
+    throw Error(source + ": graph format version " + std::to_string(version) + " is not supported (this placer reads up to " +
+                std::to_string(kGraphJsonVersion) + ")");
+  GraphBuilder b(optional_as<std::string>(j, "name", "", source));
+  const json& tensors = field(j, "tensors", source);
+  if (!tensors.is_array()) throw Error(source + ": field 'tensors' must be a list");
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const json& t = tensors[i];
+    std::string where = source + ": tensors[" + std::to_string(i) + "]";
+    auto name = field_as<std::string>(t, "name", where);
+    where += " '" + name + "'";
+    b.add_tensor(name, field_as<std::vector<std::int64_t>>(t, "shape", where),
+                 parse_dtype(optional_as<std::string>(t, "dtype", "float32", where)),
+                 parse_tensor_kind(optional_as<std::string>(t, "kind", "activation", where)));
+  }
+  auto tensor_id = [&](const std::string& name, const std::string& where) {
+    TensorId id = b.find_tensor(name);
+    if (id == kNoId) throw Error(where + ": tensor '" + name + "' is not in 'tensors'");
+    return id;
+  };
+  const json& ops = field(j, "ops", source);
+  if (!ops.is_array()) throw Error(source + ": field 'ops' must be a list");
+  std::unordered_map<std::string, OpId> op_ids;
+  std::vector<std::pair<OpId, std::string>> forward_refs;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const json& op = ops[i];
+    std::string where = source + ": ops[" + std::to_string(i) + "]";
+    OpSpec spec;
+    spec.name = field_as<std::string>(op, "name", where);
+    where += " '" + spec.name + "'";
+    spec.type = field_as<std::string>(op, "type", where);
+    for (const json& in : field(op, "inputs", where))
+      spec.inputs.push_back(in.is_null() ? kNoId : tensor_id(in.get<std::string>(), where));
+    for (const json& out : field(op, "outputs", where)) spec.outputs.push_back(tensor_id(out.get<std::string>(), where));
+    spec.module = optional_as<std::string>(op, "module", "", where);
+    spec.call = optional_as<std::uint32_t>(op, "call", 0, where);
+    spec.role = parse_op_role(optional_as<std::string>(op, "role", "forward", where));
+    if (auto it = op.find("param"); it != op.end()) spec.param = tensor_id(it->get<std::string>(), where);
+    if (auto it = op.find("attrs"); it != op.end()) {
+      if (!it->is_object()) throw Error(where + ": field 'attrs' must be an object");
+      for (auto& [name, value] : it->items()) spec.attrs.set(attribute_from(name, value, where));
+    }
+    if (op.contains("flops")) {
+      spec.work.flops = field_as<double>(op, "flops", where);
+      spec.work.bytes_read = optional_as<double>(op, "bytes_read", 0.0, where);
+      spec.work.bytes_written = optional_as<double>(op, "bytes_written", 0.0, where);
+      spec.work.op_class = parse_op_class(optional_as<std::string>(op, "class", "elementwise", where));
+      if (spec.work.flops < 0 || spec.work.bytes_read < 0 || spec.work.bytes_written < 0)
+        throw Error(where + ": flops and bytes must not be negative");
+    } else {
+      std::vector<TensorDesc> ins, outs;
+      for (TensorId t : spec.inputs)
+        ins.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{b.tensor_shape(t), b.tensor_dtype(t), true});
+      for (TensorId t : spec.outputs) outs.push_back(TensorDesc{b.tensor_shape(t), b.tensor_dtype(t), true});
+      try {
+        spec.work = op_work(spec.type, spec.attrs, ins, outs, unknown_op_default);
+      } catch (const Error& e) {
+        throw Error(where + ": " + e.what());
+      }
+    }
+    if (auto it = op.find("forward_op"); it != op.end()) forward_refs.push_back({static_cast<OpId>(i), it->get<std::string>()});
+    std::string name = spec.name;
+    OpId id = b.add_op(std::move(spec));
+    op_ids.emplace(std::move(name), id);
+  }
+  for (auto& [op, name] : forward_refs) {
+    auto it = op_ids.find(name);
+    if (it == op_ids.end()) throw Error(source + ": op '" + b.op(op).name + "': forward_op '" + name + "' is not an op");
+    b.op(op).forward_op = it->second;
+  }
+  for (const json& out : optional_as<json>(j, "outputs", json::array(), source))
+    b.mark_output(tensor_id(out.get<std::string>(), source + ": outputs"));
+  b.set_num_forward_ops(optional_as<std::size_t>(j, "forward_ops", ops.size(), source));
+  b.set_optimizer_state_copies(optional_as<std::uint32_t>(j, "optimizer_state_copies", 0, source));
+  try {
+    return std::move(b).build();
+  } catch (const Error& e) {
+    throw Error(source + ": " + e.what());
+  }
+}
+
+void save_graph_json(const Graph& g, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write graph file '" + path + "'");
+  out << graph_to_json(g).dump(1) << "\n";
+  if (!out) throw Error("failed writing graph file '" + path + "'");
+}
+
+Graph load_graph_json(const std::string& path, std::optional<OpClass> unknown_op_default) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open graph file '" + path + "'");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    throw Error("graph file '" + path + "' is not valid JSON: " + what.substr(what.find(']') == std::string::npos ? 0 : what.find(']') + 2));
+  }
+  return graph_from_json(j, "graph file '" + path + "'", unknown_op_default);
+}
+
+}  // namespace placer

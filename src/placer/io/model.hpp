@@ -1,0 +1,23 @@
+// One entry point for every model file placer reads: ONNX (.onnx, or anything that is not JSON)
+// or placer's graph JSON (.json), then, in training mode, the derived training step.
+#pragma once
+
+#include <string>
+
+#include "placer/graph/training.hpp"
+#include "placer/io/onnx.hpp"
+
+namespace placer {
+
+struct ModelOptions {
+  OnnxImportOptions onnx;
+  Mode mode = Mode::training;
+  Optimizer optimizer = Optimizer::sgd;
+};
+
+// The forward graph of a model file.
+Graph load_forward_graph(const std::string& path, const ModelOptions& options);
+// The graph placer places: the forward graph in inference mode, the training step otherwise.
+Graph load_model(const std::string& path, const ModelOptions& options);
+
+}  // namespace placer

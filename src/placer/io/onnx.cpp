@@ -1,0 +1,407 @@
+#include "placer/io/onnx.hpp"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "placer/io/onnx_shapes.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+std::string first_line(const std::string& s) {
+  auto nl = s.find('\n');
+  std::string line = nl == std::string::npos ? s : s.substr(0, nl);
+  return line.size() > 200 ? line.substr(0, 200) + "..." : line;
+}
+
+std::vector<std::string> split_name(const std::string& name) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : name) {
+    if (c == '/') {
+      if (!cur.empty()) parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) parts.push_back(cur);
+  return parts;
+}
+
+// Appends a segment to a module path; a segment that repeats the path so far ("layer3" then
+// "layer3.0") replaces it instead of doubling it.
+std::string join_segment(const std::string& path, const std::string& segment) {
+  if (path.empty()) return segment;
+  if (segment.size() > path.size() && segment.compare(0, path.size(), path) == 0 && segment[path.size()] == '.')
+    return segment;
+  return path + "." + segment;
+}
+
+// Splits "cells.1_10" into ("cells.1", 10); nullopt when there is no numeric "_N" suffix.
+std::optional<std::pair<std::string, std::uint32_t>> split_call_suffix(const std::string& segment) {
+  auto us = segment.rfind('_');
+  if (us == std::string::npos || us == 0 || us + 1 == segment.size()) return std::nullopt;
+  for (std::size_t i = us + 1; i < segment.size(); ++i)
+    if (segment[i] < '0' || segment[i] > '9') return std::nullopt;
+  if (segment.size() - us - 1 > 9) return std::nullopt;
+  return std::make_pair(segment.substr(0, us), static_cast<std::uint32_t>(std::stoul(segment.substr(us + 1))));
+}
+
+// How a graph-level tensor (input or initializer) is used: the (op type, slot) pairs it reaches,
+// looking through ops that only re-shape or alias it.
+bool is_transparent(const std::string& type) {
+  static const std::unordered_set<std::string> kTypes = {"Identity", "Transpose", "Reshape", "Cast", "Unsqueeze",
+                                                         "Squeeze",  "Flatten",   "Slice",   "Expand"};
+  return kTypes.count(type) > 0;
+}
+
+enum class Use : std::uint8_t { none, weight, buffer, data };
+
+// The role of a tensor arriving at `slot` of an op of type `type`.
+Use slot_use(const std::string& type, std::size_t slot) {
+  if (type == "Conv" || type == "ConvTranspose" || type == "ConvInteger") return slot == 0 ? Use::data : Use::weight;
+  if (type == "Gemm") return slot == 0 ? Use::data : Use::weight;
+  if (type == "MatMul") return slot == 0 ? Use::data : Use::weight;
+  if (type == "BatchNormalization") return slot == 0 ? Use::data : slot <= 2 ? Use::weight : Use::buffer;
+  if (type == "LayerNormalization" || type == "InstanceNormalization" || type == "GroupNormalization" ||
+      type == "SimplifiedLayerNormalization" || type == "PRelu")
+    return slot == 0 ? Use::data : Use::weight;
+  if (type == "LSTM" || type == "GRU" || type == "RNN") return slot == 0 ? Use::data : slot <= 3 ? Use::weight : Use::none;
+  if (type == "Gather" || type == "GatherElements" || type == "GatherND") return slot == 0 ? Use::weight : Use::data;
+  if (type == "Embedding") return slot == 0 ? Use::weight : Use::data;
+  return Use::none;
+}
+
+struct SourceUses {
+  bool weight = false, buffer = false, data = false, integer_index = false;
+};
+
+std::vector<std::int64_t> dims_of(const onnx::TypeProto& type, const std::map<std::string, std::int64_t>& dim_values) {
+  std::vector<std::int64_t> dims;
+  if (!type.has_tensor_type() || !type.tensor_type().has_shape()) return {-1};  // unknown rank
+  for (const auto& d : type.tensor_type().shape().dim()) {
+    if (d.has_dim_value()) {
+      dims.push_back(d.dim_value());
+    } else if (d.has_dim_param() && dim_values.count(d.dim_param())) {
+      dims.push_back(dim_values.at(d.dim_param()));
+    } else {
+      dims.push_back(-1);
+    }
+  }
+  return dims;
+}
+
+Attributes convert_attributes(const onnx::NodeProto& node) {
+  Attributes attrs;
+  for (const auto& a : node.attribute()) {
+    Attribute out;
+    out.name = a.name();
+    switch (a.type()) {
+      case onnx::AttributeProto::INT: out.kind = Attribute::Kind::integer; out.i = a.i(); break;
+      case onnx::AttributeProto::FLOAT: out.kind = Attribute::Kind::real; out.f = a.f(); break;
+      case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::text; out.s = a.s(); break;
+      case onnx::AttributeProto::INTS:
+        out.kind = Attribute::Kind::integers;
+        out.ints.assign(a.ints().begin(), a.ints().end());
+        break;
+      case onnx::AttributeProto::FLOATS:
+        out.kind = Attribute::Kind::reals;
+        out.floats.assign(a.floats().begin(), a.floats().end());
+        break;
+      default: continue;  // tensors and graphs do not change an op's cost
+    }
+    attrs.set(std::move(out));
+  }
+  return attrs;
+}
+
+onnx::ModelProto read_model(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open model file '" + path + "'");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string bytes = buffer.str();
+  if (bytes.empty()) throw Error("model file '" + path + "' is empty");
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes))
+    throw Error("model file '" + path + "' is not a valid ONNX model (protobuf parse failed: truncated or corrupt?)");
+  if (!model.has_graph() || model.graph().node_size() == 0)
+    throw Error("model file '" + path + "' is not a valid ONNX model (no graph or no nodes)");
+  if (model.ir_version() <= 0)
+    throw Error("model file '" + path + "' is not a valid ONNX model (missing IR version)");
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    throw Error("model file '" + path + "' fails the ONNX checker: " + first_line(e.what()));
+  }
+  return model;
+}
+
+}  // namespace
+
+std::string literal_module_path(const std::string& node_name) {
+  auto parts = split_name(node_name);
+  std::string path;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) path = join_segment(path, parts[i]);
+  return path;
+}
+
+ModulePath parse_module_path(const std::string& node_name, const std::unordered_map<std::string, bool>& known_modules) {
+  auto parts = split_name(node_name);
+  ModulePath result;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    const std::string& segment = parts[i];
+    if (auto split = split_call_suffix(segment)) {
+      std::string base_path = join_segment(result.module, split->first);
+      if (known_modules.count(base_path)) {
+        result.module = base_path;
+        result.call = split->second;
+        continue;
+      }
+    }
+    result.module = join_segment(result.module, segment);
+  }
+  return result;
+}
+
+Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
+  onnx::ModelProto model = read_model(path);
+  onnx::GraphProto* graph = model.mutable_graph();
+
+  // Bind symbolic input dimensions the user gave, then infer shapes where any are missing.
+  if (!options.dim_values.empty())
+    for (auto& input : *graph->mutable_input())
+      if (input.type().has_tensor_type() && input.type().tensor_type().has_shape())
+        for (auto& d : *input.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
+          if (d.has_dim_param() && options.dim_values.count(d.dim_param())) d.set_dim_value(options.dim_values.at(d.dim_param()));
+  std::map<std::string, onnx::TypeProto> types;
+  try {
+    types = infer_all_shapes(model);
+  } catch (const Error& e) {
+    throw Error("model file '" + path + "': " + e.what());
+  }
+
+  // Consumers of every tensor name: (node index, slot).
+  std::unordered_map<std::string, std::vector<std::pair<int, int>>> consumers;
+  for (int n = 0; n < graph->node_size(); ++n) {
+    const auto& node = graph->node(n);
+    for (int s = 0; s < node.input_size(); ++s)
+      if (!node.input(s).empty()) consumers[node.input(s)].push_back({n, s});
+  }
+  std::unordered_set<std::string> graph_outputs;
+  for (const auto& o : graph->output()) graph_outputs.insert(o.name());
+
+  // Uses of a graph-level tensor, looking through re-shaping and aliasing ops.
+  auto uses_of = [&](const std::string& name) {
+    SourceUses uses;
+    std::vector<std::string> frontier{name};
+    std::unordered_set<std::string> seen{name};
+    while (!frontier.empty()) {
+      std::string cur = frontier.back();
+      frontier.pop_back();
+      auto it = consumers.find(cur);
+      if (it == consumers.end()) continue;
+      for (auto [n, s] : it->second) {
+        const auto& node = graph->node(n);
+        // Reshape's and Expand's second input is a shape, Slice's others are indices: not the tensor flowing through.
+        if (is_transparent(node.op_type()) && s == 0) {
+          for (const auto& out : node.output())
+            if (seen.insert(out).second) frontier.push_back(out);
+          continue;
+        }
+        switch (slot_use(node.op_type(), static_cast<std::size_t>(s))) {
+          case Use::weight: uses.weight = true; break;
+          case Use::buffer: uses.buffer = true; break;
+          case Use::data: uses.data = true; break;
+          case Use::none: break;
+        }
+      }
+    }
+    return uses;
+  };
+
+  GraphBuilder builder(graph->name());
+  auto add_named = [&](const std::string& name, DType dtype, std::vector<std::int64_t> dims, TensorKind kind,
+                       const std::string& producer_name) {
+    if (!dims.empty() && dims[0] == -1 && dims.size() == 1)
+      throw Error("tensor '" + name + "'" + (producer_name.empty() ? "" : " (output of op '" + producer_name + "')") +
+                  ": shape unknown after ONNX shape inference");
+    return builder.add_tensor(name, std::move(dims), dtype, kind);
+  };
+
+  // Graph-level tensors: initializers, then inputs that are not initializers.
+  std::unordered_set<std::string> initializer_names;
+  for (const auto& init : graph->initializer()) {
+    initializer_names.insert(init.name());
+    std::vector<std::int64_t> dims(init.dims().begin(), init.dims().end());
+    DType dtype = dtype_from_onnx(init.data_type());
+    SourceUses uses = uses_of(init.name());
+    std::uint64_t elements = 1;
+    for (auto d : dims) elements *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 1));
+    TensorKind kind = TensorKind::constant;
+    if (is_floating(dtype)) {
+      if (uses.buffer && !uses.weight) kind = TensorKind::buffer;
+      else if (uses.weight || elements > 1) kind = TensorKind::parameter;
+    }
+    builder.add_tensor(init.name(), std::move(dims), dtype, kind);
+  }
+  {
+    std::unordered_set<std::string> forced_data(options.data_inputs.begin(), options.data_inputs.end());
+    std::vector<const onnx::ValueInfoProto*> inputs;
+    for (const auto& vi : graph->input())
+      if (!initializer_names.count(vi.name())) inputs.push_back(&vi);
+    for (const auto& name : options.data_inputs)
+      if (std::none_of(inputs.begin(), inputs.end(), [&](auto* vi) { return vi->name() == name; }))
+        throw Error("--data-inputs names '" + name + "', which is not a graph input of '" + path + "'");
+    // Decide each input's kind from its uses; inputs whose uses say nothing are data when they
+    // come before the first recognised parameter (exporters list the caller's inputs first).
+    std::vector<TensorKind> kinds(inputs.size(), TensorKind::data);
+    std::vector<bool> decided(inputs.size(), false);
+    std::size_t first_param = inputs.size();
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::string& name = inputs[i]->name();
+      DType dtype = dtype_from_onnx(inputs[i]->type().tensor_type().elem_type());
+      SourceUses uses = uses_of(name);
+      if (!options.data_inputs.empty()) {
+        kinds[i] = forced_data.count(name) ? TensorKind::data
+                   : (uses.buffer && !uses.weight) ? TensorKind::buffer
+                   : is_floating(dtype)           ? TensorKind::parameter
+                                                  : TensorKind::constant;
+        decided[i] = true;
+        continue;
+      }
+      if (!is_floating(dtype)) {
+        kinds[i] = TensorKind::data, decided[i] = true;
+      } else if (uses.weight || (uses.buffer && !uses.data)) {
+        kinds[i] = uses.weight ? TensorKind::parameter : TensorKind::buffer, decided[i] = true;
+        first_param = std::min(first_param, i);
+      } else if (uses.data) {
+        kinds[i] = TensorKind::data, decided[i] = true;
+      }
+    }
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (!decided[i]) kinds[i] = i < first_param ? TensorKind::data : TensorKind::parameter;
+      DType dtype = dtype_from_onnx(inputs[i]->type().tensor_type().elem_type());
+      add_named(inputs[i]->name(), dtype, dims_of(inputs[i]->type(), options.dim_values), kinds[i], "");
+    }
+  }
+
+  // Module paths: every path read literally, then each node's path with call suffixes resolved.
+  std::unordered_map<std::string, bool> known_modules;
+  for (const auto& node : graph->node()) {
+    std::string p = literal_module_path(node.name());
+    while (!p.empty()) {
+      if (!known_modules.emplace(p, true).second) break;
+      auto dot = p.rfind('.');
+      p = dot == std::string::npos ? std::string() : p.substr(0, dot);
+    }
+  }
+
+  // Ops. An Identity of a parameter or buffer is a parameter of its own (the exporter merged
+  // parameters whose initial values were equal): its output becomes a fresh source tensor and the
+  // op keeps no edges, so that it costs nothing and ties nothing together.
+  std::vector<OpId> alias_ops;
+  std::unordered_set<std::string> used_names;
+  for (int n = 0; n < graph->node_size(); ++n) {
+    const auto& node = graph->node(n);
+    OpSpec spec;
+    spec.name = node.name();
+    if (spec.name.empty() || used_names.count(spec.name)) spec.name = node.op_type() + "_" + std::to_string(n) + (spec.name.empty() ? "" : "_dup");
+    used_names.insert(spec.name);
+    spec.type = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "::" + node.op_type();
+    spec.attrs = convert_attributes(node);
+    ModulePath mp = parse_module_path(node.name(), known_modules);
+    spec.module = mp.module;
+    spec.call = mp.call;
+
+    if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1) {
+      TensorId src = builder.find_tensor(node.input(0));
+      if (src != kNoId && builder.tensor_kind(src) != TensorKind::activation && builder.tensor_kind(src) != TensorKind::data &&
+          builder.tensor_kind(src) != TensorKind::constant) {
+        SourceUses uses = uses_of(node.output(0));
+        TensorKind kind = (uses.buffer && !uses.weight) ? TensorKind::buffer : TensorKind::parameter;
+        std::vector<std::int64_t> dims(builder.tensor_shape(src).begin(), builder.tensor_shape(src).end());
+        builder.add_tensor(node.output(0), std::move(dims), builder.tensor_dtype(src), kind);
+        Attribute alias{.name = "alias_of", .kind = Attribute::Kind::text};
+        alias.s = node.input(0);
+        spec.attrs.set(alias);
+        Attribute out{.name = "alias", .kind = Attribute::Kind::text};
+        out.s = node.output(0);
+        spec.attrs.set(out);
+        alias_ops.push_back(builder.add_op(std::move(spec)));
+        continue;
+      }
+    }
+
+    for (const auto& in : node.input()) {
+      if (in.empty()) {
+        spec.inputs.push_back(kNoId);
+        continue;
+      }
+      TensorId t = builder.find_tensor(in);
+      if (t == kNoId)
+        throw Error("op '" + spec.name + "' reads tensor '" + in +
+                    "', which no earlier node produces and which is not a graph input (dangling input, or nodes out of order)");
+      spec.inputs.push_back(t);
+    }
+    for (const auto& out : node.output()) {
+      if (out.empty()) continue;
+      auto it = types.find(out);
+      bool used = consumers.count(out) || graph_outputs.count(out);
+      if (it == types.end()) {
+        if (used) throw Error("tensor '" + out + "' (output of op '" + spec.name + "'): shape unknown after ONNX shape inference");
+        continue;  // an unused optional output without a shape (Dropout's mask, ...): nothing reads it
+      }
+      DType dtype = dtype_from_onnx(it->second.tensor_type().elem_type());
+      spec.outputs.push_back(add_named(out, dtype, dims_of(it->second, options.dim_values), TensorKind::activation, spec.name));
+    }
+    std::vector<TensorDesc> ins, outs;
+    for (TensorId t : spec.inputs)
+      ins.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{builder.tensor_shape(t), builder.tensor_dtype(t), true});
+    for (TensorId t : spec.outputs) outs.push_back(TensorDesc{builder.tensor_shape(t), builder.tensor_dtype(t), true});
+    for (std::size_t i = 0; i < ins.size(); ++i)
+      for (auto d : ins[i].shape)
+        if (d <= 0)
+          throw Error("op '" + spec.name + "': input '" + node.input(static_cast<int>(i)) + "' has a missing or non-positive dimension");
+    for (std::size_t i = 0; i < outs.size(); ++i)
+      for (auto d : outs[i].shape)
+        if (d <= 0)
+          throw Error("tensor '" + builder.tensor_name(spec.outputs[i]) + "' (output of op '" + spec.name +
+                      "'): missing or non-positive dimension (bind symbolic dimensions with --dim NAME=VALUE)");
+    try {
+      spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);
+    } catch (const Error& e) {
+      throw Error("op '" + spec.name + "': " + e.what());
+    }
+    builder.add_op(std::move(spec));
+  }
+  for (const auto& o : graph->output()) {
+    TensorId t = builder.find_tensor(o.name());
+    if (t == kNoId) throw Error("graph output '" + o.name() + "' is produced by no node");
+    builder.mark_output(t);
+  }
+
+  // Alias ops belong to the module of the op that consumes the parameter they stand for.
+  std::unordered_map<std::string, OpId> first_consumer;
+  for (OpId o = 0; o < builder.num_ops(); ++o)
+    for (TensorId t : builder.op(o).inputs)
+      if (t != kNoId) first_consumer.emplace(builder.tensor_name(t), o);
+  for (OpId a : alias_ops) {
+    auto it = first_consumer.find(builder.op(a).attrs.get_string("alias", ""));
+    if (it == first_consumer.end()) continue;
+    builder.op(a).module = builder.op(it->second).module;
+    builder.op(a).call = builder.op(it->second).call;
+  }
+  return std::move(builder).build();
+}
+
+}  // namespace placer

@@ -1,0 +1,536 @@
+#include "placer/io/onnx_shapes.hpp"
+
+#include <onnx/shape_inference/implementation.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+// A small tensor's value: element type (ONNX numbering), dims and elements as doubles (exact for
+// the integers of shape arithmetic).
+struct Value {
+  int elem_type = onnx::TensorProto::INT64;
+  std::vector<std::int64_t> dims;
+  std::vector<double> data;
+  std::size_t size() const { return data.size(); }
+};
+
+constexpr std::size_t kMaxElements = 4096;  // larger tensors are not shape arithmetic
+
+bool is_integer_type(int t) {
+  using TP = onnx::TensorProto;
+  return t == TP::INT64 || t == TP::INT32 || t == TP::INT16 || t == TP::INT8 || t == TP::UINT8 || t == TP::UINT16 ||
+         t == TP::UINT32 || t == TP::UINT64 || t == TP::BOOL;
+}
+
+std::optional<Value> from_tensor(const onnx::TensorProto& t) {
+  using TP = onnx::TensorProto;
+  Value v;
+  v.elem_type = t.data_type();
+  v.dims.assign(t.dims().begin(), t.dims().end());
+  std::int64_t n = 1;
+  for (auto d : v.dims) n *= d;
+  if (n < 0 || static_cast<std::size_t>(n) > kMaxElements) return std::nullopt;
+  v.data.reserve(static_cast<std::size_t>(n));
+  const std::string& raw = t.raw_data();
+  auto read_raw = [&](auto sample) {
+    using T = decltype(sample);
+    if (raw.size() != static_cast<std::size_t>(n) * sizeof(T)) return false;
+    for (std::int64_t i = 0; i < n; ++i) {
+      T x;
+      std::memcpy(&x, raw.data() + i * sizeof(T), sizeof(T));
+      v.data.push_back(static_cast<double>(x));
+    }
+    return true;
+  };
+  bool ok = true;
+  switch (v.elem_type) {
+    case TP::FLOAT:
+      if (t.has_raw_data()) ok = read_raw(float{});
+      else for (float x : t.float_data()) v.data.push_back(x);
+      break;
+    case TP::DOUBLE:
+      if (t.has_raw_data()) ok = read_raw(double{});
+      else for (double x : t.double_data()) v.data.push_back(x);
+      break;
+    case TP::INT64:
+      if (t.has_raw_data()) ok = read_raw(std::int64_t{});
+      else for (auto x : t.int64_data()) v.data.push_back(static_cast<double>(x));
+      break;
+    case TP::INT32:
+      if (t.has_raw_data()) ok = read_raw(std::int32_t{});
+      else for (auto x : t.int32_data()) v.data.push_back(x);
+      break;
+    case TP::BOOL:
+    case TP::UINT8:
+      if (t.has_raw_data()) ok = read_raw(std::uint8_t{});
+      else for (auto x : t.int32_data()) v.data.push_back(x);
+      break;
+    default: return std::nullopt;
+  }
+  if (!ok || v.data.size() != static_cast<std::size_t>(n)) return std::nullopt;
+  return v;
+}
+
+onnx::TensorProto to_tensor(const Value& v) {
+  using TP = onnx::TensorProto;
+  onnx::TensorProto t;
+  for (auto d : v.dims) t.add_dims(d);
+  if (v.elem_type == TP::FLOAT || v.elem_type == TP::DOUBLE || v.elem_type == TP::FLOAT16) {
+    t.set_data_type(v.elem_type == TP::DOUBLE ? TP::DOUBLE : TP::FLOAT);
+    for (double x : v.data) v.elem_type == TP::DOUBLE ? t.add_double_data(x) : t.add_float_data(static_cast<float>(x));
+  } else if (v.elem_type == TP::INT32 || v.elem_type == TP::BOOL || v.elem_type == TP::UINT8 || v.elem_type == TP::INT8) {
+    t.set_data_type(v.elem_type);
+    for (double x : v.data) t.add_int32_data(static_cast<std::int32_t>(x));
+  } else {
+    t.set_data_type(TP::INT64);
+    for (double x : v.data) t.add_int64_data(static_cast<std::int64_t>(x));
+  }
+  return t;
+}
+
+std::int64_t attr_int(const onnx::NodeProto& n, const char* name, std::int64_t fallback) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return a.i();
+  return fallback;
+}
+std::optional<std::vector<std::int64_t>> attr_ints(const onnx::NodeProto& n, const char* name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+  return std::nullopt;
+}
+
+std::vector<std::int64_t> as_ints(const Value& v) {
+  std::vector<std::int64_t> out;
+  for (double x : v.data) out.push_back(static_cast<std::int64_t>(x));
+  return out;
+}
+
+std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims) {
+  std::vector<std::int64_t> s(dims.size(), 1);
+  for (std::size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
+std::int64_t element_count(const std::vector<std::int64_t>& dims) {
+  return std::accumulate(dims.begin(), dims.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+// Numpy-style broadcast of two values through a binary function.
+std::optional<Value> broadcast(const Value& a, const Value& b, const std::function<double(double, double)>& f, int elem_type) {
+  std::size_t rank = std::max(a.dims.size(), b.dims.size());
+  std::vector<std::int64_t> da(rank, 1), db(rank, 1), out(rank, 1);
+  std::copy(a.dims.begin(), a.dims.end(), da.begin() + static_cast<std::ptrdiff_t>(rank - a.dims.size()));
+  std::copy(b.dims.begin(), b.dims.end(), db.begin() + static_cast<std::ptrdiff_t>(rank - b.dims.size()));
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (da[i] != db[i] && da[i] != 1 && db[i] != 1) return std::nullopt;
+    out[i] = std::max(da[i], db[i]);
+  }
+  if (static_cast<std::size_t>(element_count(out)) > kMaxElements) return std::nullopt;
+  auto sa = strides_of(da), sb = strides_of(db), so = strides_of(out);
+  Value r{elem_type, out, {}};
+  for (std::int64_t i = 0; i < element_count(out); ++i) {
+    std::int64_t ia = 0, ib = 0, rem = i;
+    for (std::size_t k = 0; k < rank; ++k) {
+      std::int64_t c = rem / so[k];
+      rem %= so[k];
+      if (da[k] != 1) ia += c * sa[k];
+      if (db[k] != 1) ib += c * sb[k];
+    }
+    r.data.push_back(f(a.data[static_cast<std::size_t>(ia)], b.data[static_cast<std::size_t>(ib)]));
+  }
+  return r;
+}
+
+// Evaluates one node on known input values; nullopt when the op or its inputs are out of scope.
+std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const Value*>& in,
+                              const std::function<const onnx::TypeProto*(const std::string&)>& type_of) {
+  const std::string& op = n.op_type();
+  auto all_known = [&](std::size_t count) {
+    if (in.size() < count) return false;
+    for (std::size_t i = 0; i < count; ++i)
+      if (!in[i]) return false;
+    return true;
+  };
+  if (op == "Constant") {
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "value") return from_tensor(a.t());
+      if (a.name() == "value_int") return Value{onnx::TensorProto::INT64, {}, {static_cast<double>(a.i())}};
+      if (a.name() == "value_ints") {
+        Value v{onnx::TensorProto::INT64, {a.ints_size()}, {}};
+        for (auto x : a.ints()) v.data.push_back(static_cast<double>(x));
+        return v;
+      }
+      if (a.name() == "value_float") return Value{onnx::TensorProto::FLOAT, {}, {a.f()}};
+    }
+    return std::nullopt;
+  }
+  if (op == "Shape" || op == "Size") {
+    const onnx::TypeProto* t = type_of(n.input(0));
+    if (!t || !t->tensor_type().has_shape()) return std::nullopt;
+    std::vector<std::int64_t> dims;
+    for (const auto& d : t->tensor_type().shape().dim()) {
+      if (!d.has_dim_value()) return std::nullopt;
+      dims.push_back(d.dim_value());
+    }
+    if (op == "Size") return Value{onnx::TensorProto::INT64, {}, {static_cast<double>(element_count(dims))}};
+    auto rank = static_cast<std::int64_t>(dims.size());
+    std::int64_t start = attr_int(n, "start", 0), end = attr_int(n, "end", rank);
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = std::clamp<std::int64_t>(start, 0, rank), end = std::clamp<std::int64_t>(end, 0, rank);
+    Value v{onnx::TensorProto::INT64, {std::max<std::int64_t>(end - start, 0)}, {}};
+    for (std::int64_t i = start; i < end; ++i) v.data.push_back(static_cast<double>(dims[static_cast<std::size_t>(i)]));
+    return v;
+  }
+  if (op == "Identity" && all_known(1)) return *in[0];
+  if (op == "Cast" && all_known(1)) {
+    Value v = *in[0];
+    v.elem_type = static_cast<int>(attr_int(n, "to", onnx::TensorProto::FLOAT));
+    if (is_integer_type(v.elem_type))
+      for (double& x : v.data) x = std::trunc(x);
+    return v;
+  }
+  using Unary = double (*)(double);
+  static const std::unordered_map<std::string, Unary> kUnary = {
+      {"Ceil", [](double x) { return std::ceil(x); }},   {"Floor", [](double x) { return std::floor(x); }},
+      {"Neg", [](double x) { return -x; }},              {"Abs", [](double x) { return std::fabs(x); }},
+      {"Sqrt", [](double x) { return std::sqrt(x); }},   {"Round", [](double x) { return std::nearbyint(x); }},
+      {"Relu", [](double x) { return x > 0 ? x : 0.0; }}, {"Not", [](double x) { return x == 0 ? 1.0 : 0.0; }}};
+  if (auto it = kUnary.find(op); it != kUnary.end() && all_known(1)) {
+    Value v = *in[0];
+    for (double& x : v.data) x = it->second(x);
+    return v;
+  }
+  static const std::unordered_map<std::string, std::function<double(double, double)>> kBinary = {
+      {"Add", std::plus<>()},
+      {"Sub", std::minus<>()},
+      {"Mul", std::multiplies<>()},
+      {"Max", [](double a, double b) { return std::max(a, b); }},
+      {"Min", [](double a, double b) { return std::min(a, b); }},
+      {"Pow", [](double a, double b) { return std::pow(a, b); }},
+      {"Mod", [](double a, double b) { return b == 0 ? 0.0 : std::fmod(a, b); }},
+      {"Equal", [](double a, double b) { return a == b ? 1.0 : 0.0; }},
+      {"Less", [](double a, double b) { return a < b ? 1.0 : 0.0; }},
+      {"Greater", [](double a, double b) { return a > b ? 1.0 : 0.0; }},
+      {"LessOrEqual", [](double a, double b) { return a <= b ? 1.0 : 0.0; }},
+      {"GreaterOrEqual", [](double a, double b) { return a >= b ? 1.0 : 0.0; }},
+      {"And", [](double a, double b) { return (a != 0 && b != 0) ? 1.0 : 0.0; }},
+      {"Or", [](double a, double b) { return (a != 0 || b != 0) ? 1.0 : 0.0; }}};
+  if (op == "Div" && all_known(2)) {
+    bool integer = is_integer_type(in[0]->elem_type);
+    return broadcast(*in[0], *in[1], [integer](double a, double b) {
+      if (b == 0) return 0.0;
+      return integer ? std::trunc(a / b) : a / b;
+    }, in[0]->elem_type);
+  }
+  if (auto it = kBinary.find(op); it != kBinary.end() && all_known(2)) {
+    bool logical = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
+                   op == "And" || op == "Or";
+    return broadcast(*in[0], *in[1], it->second, logical ? onnx::TensorProto::BOOL : in[0]->elem_type);
+  }
+  if (op == "Where" && all_known(3)) {
+    auto cond_x = broadcast(*in[0], *in[1], [](double c, double x) { return c != 0 ? x : std::nan(""); }, in[1]->elem_type);
+    if (!cond_x) return std::nullopt;
+    return broadcast(*cond_x, *in[2], [](double cx, double y) { return std::isnan(cx) ? y : cx; }, in[1]->elem_type);
+  }
+  if (op == "Clip" && all_known(1)) {
+    // Missing bounds (an empty input name) mean no bound.
+    auto bound = [&](std::size_t slot, double fallback) {
+      if (in.size() > slot && in[slot] && in[slot]->size() == 1) return in[slot]->data[0];
+      if (n.input_size() > static_cast<int>(slot) && !n.input(static_cast<int>(slot)).empty()) return std::nan("");
+      return fallback;
+    };
+    double lo = bound(1, -HUGE_VAL), hi = bound(2, HUGE_VAL);
+    if (std::isnan(lo) || std::isnan(hi)) return std::nullopt;
+    Value v = *in[0];
+    for (double& x : v.data) x = std::min(std::max(x, lo), hi);
+    return v;
+  }
+  if ((op == "Unsqueeze" || op == "Squeeze") && all_known(1)) {
+    std::vector<std::int64_t> axes;
+    if (in.size() > 1 && in[1]) axes = as_ints(*in[1]);
+    else if (auto a = attr_ints(n, "axes")) axes = *a;
+    Value v = *in[0];
+    if (op == "Unsqueeze") {
+      auto rank = static_cast<std::int64_t>(v.dims.size() + axes.size());
+      for (auto& a : axes) a = a < 0 ? a + rank : a;
+      std::sort(axes.begin(), axes.end());
+      for (auto a : axes) v.dims.insert(v.dims.begin() + a, 1);
+    } else {
+      auto rank = static_cast<std::int64_t>(v.dims.size());
+      std::vector<std::int64_t> dims;
+      for (std::int64_t i = 0; i < rank; ++i) {
+        bool drop = axes.empty() ? v.dims[static_cast<std::size_t>(i)] == 1
+                                 : std::any_of(axes.begin(), axes.end(), [&](auto a) { return (a < 0 ? a + rank : a) == i; });
+        if (!drop) dims.push_back(v.dims[static_cast<std::size_t>(i)]);
+      }
+      v.dims = dims;
+    }
+    return v;
+  }
+  if (op == "Concat") {
+    for (const Value* v : in)
+      if (!v) return std::nullopt;
+    if (in.empty()) return std::nullopt;
+    auto rank = static_cast<std::int64_t>(in[0]->dims.size());
+    std::int64_t axis = attr_int(n, "axis", 0);
+    if (axis < 0) axis += rank;
+    if (rank == 0) return std::nullopt;
+    // Concatenate along `axis`: blocks of (outer) x (axis dim * inner).
+    std::int64_t outer = 1, inner = 1;
+    for (std::int64_t i = 0; i < axis; ++i) outer *= in[0]->dims[static_cast<std::size_t>(i)];
+    for (std::int64_t i = axis + 1; i < rank; ++i) inner *= in[0]->dims[static_cast<std::size_t>(i)];
+    Value out{in[0]->elem_type, in[0]->dims, {}};
+    out.dims[static_cast<std::size_t>(axis)] = 0;
+    for (const Value* v : in) {
+      if (static_cast<std::int64_t>(v->dims.size()) != rank) return std::nullopt;
+      out.dims[static_cast<std::size_t>(axis)] += v->dims[static_cast<std::size_t>(axis)];
+    }
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (const Value* v : in) {
+        std::int64_t block = v->dims[static_cast<std::size_t>(axis)] * inner;
+        for (std::int64_t k = 0; k < block; ++k) out.data.push_back(v->data[static_cast<std::size_t>(o * block + k)]);
+      }
+    return out;
+  }
+  if (op == "Gather" && all_known(2)) {
+    const Value& data = *in[0];
+    auto rank = static_cast<std::int64_t>(data.dims.size());
+    std::int64_t axis = attr_int(n, "axis", 0);
+    if (axis < 0) axis += rank;
+    if (rank == 0) return std::nullopt;
+    std::int64_t outer = 1, inner = 1, dim = data.dims[static_cast<std::size_t>(axis)];
+    for (std::int64_t i = 0; i < axis; ++i) outer *= data.dims[static_cast<std::size_t>(i)];
+    for (std::int64_t i = axis + 1; i < rank; ++i) inner *= data.dims[static_cast<std::size_t>(i)];
+    Value out{data.elem_type, {}, {}};
+    out.dims.assign(data.dims.begin(), data.dims.begin() + axis);
+    out.dims.insert(out.dims.end(), in[1]->dims.begin(), in[1]->dims.end());
+    out.dims.insert(out.dims.end(), data.dims.begin() + axis + 1, data.dims.end());
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (auto idx : as_ints(*in[1])) {
+        if (idx < 0) idx += dim;
+        if (idx < 0 || idx >= dim) return std::nullopt;
+        for (std::int64_t k = 0; k < inner; ++k) out.data.push_back(data.data[static_cast<std::size_t>((o * dim + idx) * inner + k)]);
+      }
+    return out;
+  }
+  if (op == "Reshape" && all_known(2)) {
+    Value v = *in[0];
+    auto shape = as_ints(*in[1]);
+    std::int64_t known = 1, infer = -1;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] == 0 && attr_int(n, "allowzero", 0) == 0) shape[i] = i < v.dims.size() ? v.dims[i] : 1;
+      if (shape[i] == -1) infer = static_cast<std::int64_t>(i);
+      else known *= shape[i];
+    }
+    if (infer >= 0) shape[static_cast<std::size_t>(infer)] = known ? static_cast<std::int64_t>(v.size()) / known : 0;
+    if (element_count(shape) != static_cast<std::int64_t>(v.size())) return std::nullopt;
+    v.dims = shape;
+    return v;
+  }
+  if (op == "Transpose" && all_known(1)) {
+    const Value& v = *in[0];
+    auto rank = v.dims.size();
+    std::vector<std::int64_t> perm = attr_ints(n, "perm").value_or(std::vector<std::int64_t>{});
+    if (perm.empty())
+      for (std::size_t i = 0; i < rank; ++i) perm.push_back(static_cast<std::int64_t>(rank - 1 - i));
+    if (perm.size() != rank) return std::nullopt;
+    Value out{v.elem_type, {}, std::vector<double>(v.size())};
+    for (auto p : perm) out.dims.push_back(v.dims[static_cast<std::size_t>(p)]);
+    auto si = strides_of(v.dims), so = strides_of(out.dims);
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(v.size()); ++i) {
+      std::int64_t rem = i, src = 0;
+      for (std::size_t k = 0; k < rank; ++k) {
+        std::int64_t c = rem / so[k];
+        rem %= so[k];
+        src += c * si[static_cast<std::size_t>(perm[k])];
+      }
+      out.data[static_cast<std::size_t>(i)] = v.data[static_cast<std::size_t>(src)];
+    }
+    return out;
+  }
+  if (op == "Slice" && all_known(3)) {
+    const Value& v = *in[0];
+    auto starts = as_ints(*in[1]), ends = as_ints(*in[2]);
+    std::vector<std::int64_t> axes, steps;
+    if (in.size() > 3 && in[3]) axes = as_ints(*in[3]);
+    else for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+    if (in.size() > 4 && in[4]) steps = as_ints(*in[4]);
+    else steps.assign(starts.size(), 1);
+    auto rank = static_cast<std::int64_t>(v.dims.size());
+    std::vector<std::int64_t> lo(v.dims.size(), 0), step(v.dims.size(), 1), out_dims = v.dims;
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      std::int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (a < 0 || a >= rank || steps[i] == 0) return std::nullopt;
+      std::int64_t d = v.dims[static_cast<std::size_t>(a)], s = starts[i], e = ends[i], st = steps[i];
+      if (s < 0) s += d;
+      if (e < 0) e += d;
+      if (st > 0) {
+        s = std::clamp<std::int64_t>(s, 0, d), e = std::clamp<std::int64_t>(e, 0, d);
+        out_dims[static_cast<std::size_t>(a)] = std::max<std::int64_t>(0, (e - s + st - 1) / st);
+      } else {
+        s = std::clamp<std::int64_t>(s, -1, d - 1), e = std::clamp<std::int64_t>(e, -1, d - 1);
+        out_dims[static_cast<std::size_t>(a)] = std::max<std::int64_t>(0, (s - e - st - 1) / -st);
+      }
+      lo[static_cast<std::size_t>(a)] = s, step[static_cast<std::size_t>(a)] = st;
+    }
+    Value out{v.elem_type, out_dims, {}};
+    auto si = strides_of(v.dims), so = strides_of(out_dims);
+    for (std::int64_t i = 0; i < element_count(out_dims); ++i) {
+      std::int64_t rem = i, src = 0;
+      for (std::size_t k = 0; k < v.dims.size(); ++k) {
+        std::int64_t c = rem / so[k];
+        rem %= so[k];
+        src += (lo[k] + c * step[k]) * si[k];
+      }
+      out.data.push_back(v.data[static_cast<std::size_t>(src)]);
+    }
+    return out;
+  }
+  if (op == "ConstantOfShape" && all_known(1)) {
+    Value out{onnx::TensorProto::FLOAT, as_ints(*in[0]), {}};
+    if (element_count(out.dims) < 0 || static_cast<std::size_t>(element_count(out.dims)) > kMaxElements) return std::nullopt;
+    double fill = 0.0;
+    for (const auto& a : n.attribute())
+      if (a.name() == "value")
+        if (auto v = from_tensor(a.t()); v && v->size() == 1) fill = v->data[0], out.elem_type = v->elem_type;
+    out.data.assign(static_cast<std::size_t>(element_count(out.dims)), fill);
+    return out;
+  }
+  if (op == "Range" && all_known(3)) {
+    double start = in[0]->data.at(0), limit = in[1]->data.at(0), delta = in[2]->data.at(0);
+    if (delta == 0) return std::nullopt;
+    auto count = static_cast<std::int64_t>(std::max(0.0, std::ceil((limit - start) / delta)));
+    if (static_cast<std::size_t>(count) > kMaxElements) return std::nullopt;
+    Value out{in[0]->elem_type, {count}, {}};
+    for (std::int64_t i = 0; i < count; ++i) out.data.push_back(start + static_cast<double>(i) * delta);
+    return out;
+  }
+  if (op == "Expand" && all_known(2)) {
+    Value ones{in[0]->elem_type, as_ints(*in[1]), {}};
+    if (element_count(ones.dims) < 0 || static_cast<std::size_t>(element_count(ones.dims)) > kMaxElements) return std::nullopt;
+    ones.data.assign(static_cast<std::size_t>(element_count(ones.dims)), 1.0);
+    return broadcast(*in[0], ones, [](double a, double) { return a; }, in[0]->elem_type);
+  }
+  return std::nullopt;
+}
+
+bool fully_known(const onnx::TypeProto& t) {
+  if (!t.has_tensor_type() || !t.tensor_type().has_shape()) return false;
+  for (const auto& d : t.tensor_type().shape().dim())
+    if (!d.has_dim_value()) return false;
+  return true;
+}
+
+void run_onnx_inference(onnx::ModelProto& model) {
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    throw Error("ONNX shape inference failed: " + what.substr(0, what.find('\n')));
+  }
+}
+
+}  // namespace
+
+std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& original) {
+  onnx::ModelProto model = original;
+  onnx::GraphProto* graph = model.mutable_graph();
+  std::unordered_set<std::string> graph_outputs;
+  for (const auto& o : graph->output()) graph_outputs.insert(o.name());
+
+  auto collect = [&]() {
+    std::map<std::string, onnx::TypeProto> types;
+    for (const auto& vi : graph->input()) types[vi.name()] = vi.type();
+    for (const auto& init : graph->initializer()) {
+      onnx::TypeProto t;
+      t.mutable_tensor_type()->set_elem_type(init.data_type());
+      auto* shape = t.mutable_tensor_type()->mutable_shape();
+      for (auto d : init.dims()) shape->add_dim()->set_dim_value(d);
+      types[init.name()] = t;
+    }
+    for (const auto& vi : graph->value_info()) types[vi.name()] = vi.type();
+    for (const auto& vi : graph->output())
+      if (vi.type().has_tensor_type() && (vi.type().tensor_type().has_shape() || !types.count(vi.name()))) types[vi.name()] = vi.type();
+    return types;
+  };
+  auto count_unknown = [&](const std::map<std::string, onnx::TypeProto>& types) {
+    std::size_t unknown = 0;
+    for (const auto& node : graph->node())
+      for (const auto& out : node.output())
+        if (!out.empty() && (!types.count(out) || !fully_known(types.at(out)))) ++unknown;
+    return unknown;
+  };
+
+  std::map<std::string, onnx::TypeProto> types = collect();
+  std::size_t unknown = count_unknown(types);
+  if (unknown == 0) return types;
+  run_onnx_inference(model);
+  types = collect();
+  unknown = count_unknown(types);
+
+  std::unordered_map<std::string, Value> values;
+  for (const auto& init : graph->initializer())
+    if (auto v = from_tensor(init)) values.emplace(init.name(), std::move(*v));
+
+  for (int round = 0; round < 8 && unknown > 0; ++round) {
+    // Fold every node whose value can be computed into a Constant of that value.
+    bool folded = false;
+    auto type_of = [&](const std::string& name) -> const onnx::TypeProto* {
+      auto it = types.find(name);
+      return it == types.end() ? nullptr : &it->second;
+    };
+    for (auto& node : *graph->mutable_node()) {
+      if (node.output_size() != 1 || values.count(node.output(0))) continue;
+      std::vector<const Value*> in;
+      for (const auto& name : node.input()) {
+        auto it = values.find(name);
+        in.push_back(name.empty() || it == values.end() ? nullptr : &it->second);
+      }
+      std::optional<Value> v;
+      try {
+        v = evaluate(node, in, type_of);
+      } catch (const std::exception&) {
+        v.reset();  // out-of-range index or similar: leave the node to ONNX
+      }
+      if (!v) continue;
+      values.emplace(node.output(0), *v);
+      if (node.op_type() != "Constant") {
+        std::string out = node.output(0), name = node.name();
+        node.Clear();
+        node.set_op_type("Constant");
+        node.set_name(name);
+        node.add_output(out);
+        auto* attr = node.add_attribute();
+        attr->set_name("value");
+        attr->set_type(onnx::AttributeProto::TENSOR);
+        *attr->mutable_t() = to_tensor(*v);
+        folded = true;
+      }
+    }
+    if (!folded) break;
+    // Forget what ONNX could not infer, then let it infer again with the new constants.
+    auto* vis = graph->mutable_value_info();
+    for (int i = vis->size() - 1; i >= 0; --i)
+      if (!fully_known(vis->Get(i).type())) vis->DeleteSubrange(i, 1);
+    run_onnx_inference(model);
+    types = collect();
+    std::size_t now = count_unknown(types);
+    if (now >= unknown && !folded) break;
+    unknown = now;
+  }
+  return types;
+}
+
+}  // namespace placer

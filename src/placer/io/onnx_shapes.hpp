@@ -1,0 +1,20 @@
+// Shape inference for ONNX import. Exporters leave many shapes unknown where they depend on values
+// computed in the graph (NASNet's "same" padding computed from Ceil/Sub/Mul on constants, a
+// position table sliced to the sequence length read by Shape). We evaluate those small
+// shape-computation subgraphs on their constant values, hand the results to ONNX's own shape
+// inference as Constant nodes (in a copy of the model), and repeat until nothing new is learnt.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <string>
+
+namespace placer {
+
+// The type (element type and shape) of every tensor ONNX could infer, by name: graph inputs,
+// initializers, value_info and outputs of `model` after constant folding and shape inference.
+// Throws Error when ONNX shape inference itself fails.
+std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& model);
+
+}  // namespace placer

@@ -1,0 +1,518 @@
+// Specification of the cluster layer: routes, transfer times, presets, the JSON format and the
+// errors bad input gets.
+#include "placer/cluster/cluster.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr double kGB = 1e9;
+constexpr double kUs = 1e-6;
+
+// The message of the Error `f` throws; a test failure when it throws none.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a placer::Error";
+  return "";
+}
+
+Device gpu(std::string name, double flops = 10e12) {
+  return Device{std::move(name), DeviceKind::gpu, "test GPU", flops, 500 * kGB, 16ull << 30, 10 * kUs, 1};
+}
+
+Device cpu(std::string name) {
+  return Device{std::move(name), DeviceKind::cpu, "test CPU", 1e12, 100 * kGB, 64ull << 30, 5 * kUs, 1};
+}
+
+Link link(std::string a, std::string b, double bw, double latency_s, std::string name = "") {
+  return Link{std::move(name), std::move(a), std::move(b), bw, bw, latency_s};
+}
+
+// cpu:0 -- root -- pcie0 -- gpu:0
+//                       \-- gpu:1      (links 0..3 in this order)
+Cluster two_gpus_behind_a_switch() {
+  return Cluster::build("two-gpus", {cpu("cpu:0"), gpu("gpu:0"), gpu("gpu:1")}, {"root", "pcie0"},
+                        {link("cpu:0", "root", 50 * kGB, 0), link("root", "pcie0", 12 * kGB, 3 * kUs),
+                         link("pcie0", "gpu:0", 10 * kGB, 2 * kUs), link("pcie0", "gpu:1", 8 * kGB, 4 * kUs)});
+}
+
+std::vector<std::string> channel_names(const Cluster& c, DeviceId from, DeviceId to) {
+  std::vector<std::string> names;
+  for (ChannelId ch : c.route(from, to)) names.push_back(c.channel_name(ch));
+  return names;
+}
+
+std::string write_temp_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// ---- Routes -------------------------------------------------------------------------------------
+
+TEST(ClusterRoutes, TwoGpusBehindOneSwitchTalkThroughIt) {
+  const Cluster c = two_gpus_behind_a_switch();
+  const DeviceId g0 = c.device_id("gpu:0"), g1 = c.device_id("gpu:1");
+  EXPECT_THAT(channel_names(c, g0, g1), ElementsAre("gpu:0->pcie0", "pcie0->gpu:1"));
+  EXPECT_THAT(c.route(g0, g1), ElementsAre(2 * 2 + 1, 3 * 2 + 0));  // link 2 b->a, link 3 a->b
+  EXPECT_EQ(c.route_description(g0, g1), "gpu:0 -> pcie0 -> gpu:1");
+}
+
+TEST(ClusterRoutes, TwoHopTransferIsLatencySumPlusBytesOverBottleneck) {
+  const Cluster c = two_gpus_behind_a_switch();
+  const DeviceId g0 = c.device_id("gpu:0"), g1 = c.device_id("gpu:1");
+  EXPECT_DOUBLE_EQ(c.route_latency_s(g0, g1), 6 * kUs);
+  EXPECT_DOUBLE_EQ(c.route_bandwidth(g0, g1), 8 * kGB);
+  EXPECT_DOUBLE_EQ(c.transfer_time_s(g0, g1, 4e6), 6 * kUs + 4e6 / (8 * kGB));
+}
+
+TEST(ClusterRoutes, HostToGpuCrossesRootAndSwitch) {
+  const Cluster c = two_gpus_behind_a_switch();
+  const DeviceId host = c.device_id("cpu:0"), g0 = c.device_id("gpu:0");
+  EXPECT_THAT(channel_names(c, host, g0), ElementsAre("cpu:0->root", "root->pcie0", "pcie0->gpu:0"));
+  EXPECT_THAT(channel_names(c, g0, host), ElementsAre("gpu:0->pcie0", "pcie0->root", "root->cpu:0"));
+  EXPECT_DOUBLE_EQ(c.transfer_time_s(host, g0, 1e9), 5 * kUs + 1e9 / (10 * kGB));
+}
+
+TEST(ClusterRoutes, ChannelIdsAreLinkTimesTwoPlusDirection) {
+  const Cluster c = two_gpus_behind_a_switch();
+  ASSERT_EQ(c.num_links(), 4u);
+  ASSERT_EQ(c.num_channels(), 8u);
+  EXPECT_EQ(c.channel_name(2 * 1 + 0), "root->pcie0");
+  EXPECT_EQ(c.channel_name(2 * 1 + 1), "pcie0->root");
+  EXPECT_EQ(c.channel_source(3), "pcie0");
+  EXPECT_EQ(c.channel_target(3), "root");
+  EXPECT_EQ(c.channel_link(3), 1u);
+  EXPECT_DOUBLE_EQ(c.channel_latency_s(3), 3 * kUs);
+}
+
+TEST(ClusterRoutes, SameDeviceHasEmptyRouteAndFreeTransfer) {
+  const Cluster c = two_gpus_behind_a_switch();
+  EXPECT_TRUE(c.route(1, 1).empty());
+  EXPECT_EQ(c.route_latency_s(1, 1), 0.0);
+  EXPECT_EQ(c.route_bandwidth(1, 1), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(c.transfer_time_s(1, 1, 1e9), 0.0);
+}
+
+TEST(ClusterRoutes, AsymmetricLinkHasOneBandwidthPerDirection) {
+  const Cluster c = Cluster::build("asym", {cpu("cpu:0"), gpu("gpu:0")}, {},
+                                   {Link{"pcie", "cpu:0", "gpu:0", 16 * kGB, 11 * kGB, 20 * kUs}});
+  const DeviceId host = 0, dev = 1;
+  EXPECT_DOUBLE_EQ(c.channel_bandwidth(0), 16 * kGB);
+  EXPECT_DOUBLE_EQ(c.channel_bandwidth(1), 11 * kGB);
+  EXPECT_DOUBLE_EQ(c.transfer_time_s(host, dev, 1.6e9), 20 * kUs + 0.1);
+  EXPECT_DOUBLE_EQ(c.transfer_time_s(dev, host, 1.1e9), 20 * kUs + 0.1);
+}
+
+TEST(ClusterRoutes, FastTwoHopPathBeatsSlowDirectLink) {
+  // Direct: 1 GB/s (1 MiB probe: ~1049 us). Via the switch: two 100 GB/s hops of 5 us (~31 us).
+  const Cluster c = Cluster::build("fast", {gpu("gpu:0"), gpu("gpu:1")}, {"sw"},
+                                   {link("gpu:0", "gpu:1", 1 * kGB, 0), link("gpu:0", "sw", 100 * kGB, 5 * kUs),
+                                    link("sw", "gpu:1", 100 * kGB, 5 * kUs)});
+  EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->sw", "sw->gpu:1"));
+}
+
+TEST(ClusterRoutes, EqualPathsTieOnFewerHopsThenLowerChannel) {
+  // Two equal one-switch paths: the one through the lower channel id (sw-a, links 0 and 1) wins.
+  const Cluster equal = Cluster::build(
+      "tie", {gpu("gpu:0"), gpu("gpu:1")}, {"sw-a", "sw-b"},
+      {link("gpu:0", "sw-a", 10 * kGB, 1 * kUs), link("sw-a", "gpu:1", 10 * kGB, 1 * kUs),
+       link("gpu:0", "sw-b", 10 * kGB, 1 * kUs), link("sw-b", "gpu:1", 10 * kGB, 1 * kUs)});
+  EXPECT_THAT(channel_names(equal, 0, 1), ElementsAre("gpu:0->sw-a", "sw-a->gpu:1"));
+  EXPECT_THAT(channel_names(equal, 1, 0), ElementsAre("gpu:1->sw-a", "sw-a->gpu:0"));
+  // Same cost (bandwidth so high the probe adds nothing) in two hops or three: two hops win.
+  const Cluster hops = Cluster::build(
+      "hops", {gpu("gpu:0"), gpu("gpu:1")}, {"s1", "s2", "s3"},
+      {link("gpu:0", "s1", 1e20, 1 * kUs), link("s1", "s2", 1e20, 1 * kUs), link("s2", "gpu:1", 1e20, 1 * kUs),
+       link("gpu:0", "s3", 1e20, 1.5 * kUs), link("s3", "gpu:1", 1e20, 1.5 * kUs)});
+  EXPECT_THAT(channel_names(hops, 0, 1), ElementsAre("gpu:0->s3", "s3->gpu:1"));
+}
+
+TEST(ClusterRoutes, ParallelLinksGetDistinctChannelNames) {
+  const Cluster c = Cluster::build("par", {gpu("gpu:0"), gpu("gpu:1")}, {},
+                                   {link("gpu:0", "gpu:1", 20 * kGB, 0, "nvlink-a"),
+                                    link("gpu:0", "gpu:1", 20 * kGB, 0, "nvlink-b")});
+  EXPECT_EQ(c.channel_name(0), "gpu:0->gpu:1 [nvlink-a]");
+  EXPECT_EQ(c.channel_name(3), "gpu:1->gpu:0 [nvlink-b]");
+  EXPECT_THAT(c.route(0, 1), ElementsAre(0u));
+}
+
+TEST(ClusterRoutes, UnnamedLinksAreNamedAfterTheirEnds) {
+  const Cluster c = two_gpus_behind_a_switch();
+  EXPECT_EQ(c.link(2).name, "pcie0<->gpu:0");
+}
+
+TEST(ClusterLookups, DevicesByNameAndKind) {
+  const Cluster c = two_gpus_behind_a_switch();
+  EXPECT_EQ(c.name(), "two-gpus");
+  EXPECT_EQ(c.num_devices(), 3u);
+  EXPECT_EQ(c.find_device("gpu:1"), DeviceId{2});
+  EXPECT_EQ(c.find_device("gpu:7"), std::nullopt);
+  EXPECT_EQ(c.find_device("pcie0"), std::nullopt);  // a switch is not a device
+  EXPECT_THAT(c.device_ids(DeviceKind::gpu), ElementsAre(1u, 2u));
+  EXPECT_THAT(c.device_ids(DeviceKind::cpu), ElementsAre(0u));
+  EXPECT_THAT(c.switches(), ElementsAre("root", "pcie0"));
+  EXPECT_EQ(device_kind_name(DeviceKind::gpu), "gpu");
+  EXPECT_EQ(parse_device_kind("cpu"), DeviceKind::cpu);
+  EXPECT_THAT(error_of([] { parse_device_kind("tpu"); }), HasSubstr("'tpu'"));
+}
+
+TEST(ClusterLookups, UnknownDeviceNameListsTheDevices) {
+  const Cluster c = two_gpus_behind_a_switch();
+  EXPECT_THAT(error_of([&] { c.device_id("gpu:7"); }),
+              AllOf(HasSubstr("'gpu:7'"), HasSubstr("two-gpus"), HasSubstr("cpu:0, gpu:0, gpu:1")));
+}
+
+// ---- Presets ------------------------------------------------------------------------------------
+
+TEST(ClusterPresets, NamesAreTheDocumentedOnes) {
+  EXPECT_THAT(cluster_preset_names(),
+              ElementsAre("k80x2", "k80x4", "k80x8", "p100x4", "p100x8", "dgx-h100", "h100-box"));
+}
+
+TEST(ClusterPresets, EveryPresetBuildsWithItsDevicesAndAllRoutes) {
+  struct Expected {
+    const char* name;
+    int cpus, gpus;
+  };
+  for (const Expected& e : {Expected{"k80x2", 1, 2}, Expected{"k80x4", 1, 4}, Expected{"k80x8", 1, 8},
+                            Expected{"p100x4", 1, 4}, Expected{"p100x8", 2, 8}, Expected{"dgx-h100", 2, 8},
+                            Expected{"h100-box", 1, 1}}) {
+    SCOPED_TRACE(e.name);
+    const Cluster c = cluster_preset(e.name);
+    EXPECT_EQ(c.name(), e.name);
+    ASSERT_EQ(c.num_devices(), static_cast<std::size_t>(e.cpus + e.gpus));
+    for (int i = 0; i < e.cpus; ++i) {
+      const Device& d = c.device(static_cast<DeviceId>(i));
+      EXPECT_EQ(d.name, "cpu:" + std::to_string(i));
+      EXPECT_EQ(d.kind, DeviceKind::cpu);
+    }
+    for (int i = 0; i < e.gpus; ++i) {
+      const Device& d = c.device(static_cast<DeviceId>(e.cpus + i));
+      EXPECT_EQ(d.name, "gpu:" + std::to_string(i));
+      EXPECT_EQ(d.kind, DeviceKind::gpu);
+      EXPECT_GT(d.peak_flops, c.device(0).peak_flops);
+    }
+    for (DeviceId a = 0; a < c.num_devices(); ++a)
+      for (DeviceId b = 0; b < c.num_devices(); ++b) {
+        EXPECT_EQ(c.route(a, b).empty(), a == b) << c.device(a).name << " -> " << c.device(b).name;
+        if (a == b) continue;
+        EXPECT_GT(c.transfer_time_s(a, b, 1e6), 0.0);
+        EXPECT_TRUE(std::isfinite(c.route_bandwidth(a, b)));
+        EXPECT_EQ(c.channel_source(c.route(a, b).front()), c.device(a).name);
+        EXPECT_EQ(c.channel_target(c.route(a, b).back()), c.device(b).name);
+      }
+  }
+}
+
+TEST(ClusterPresets, K80PairsShareABoardSwitchAndOtherBoardsGoThroughTheHost) {
+  const Cluster c = cluster_preset("k80x4");
+  const DeviceId g0 = c.device_id("gpu:0"), g1 = c.device_id("gpu:1"), g2 = c.device_id("gpu:2");
+  EXPECT_EQ(c.route_description(g0, g1), "gpu:0 -> pcie0 -> gpu:1");
+  EXPECT_EQ(c.route_description(g0, g2), "gpu:0 -> pcie0 -> root0 -> pcie1 -> gpu:2");
+  EXPECT_EQ(c.route_description(c.device_id("cpu:0"), g2), "cpu:0 -> root0 -> pcie1 -> gpu:2");
+  EXPECT_DOUBLE_EQ(c.route_bandwidth(g0, g2), 12 * kGB);
+  EXPECT_DOUBLE_EQ(c.device(g0).peak_flops, 4.37e12);
+  EXPECT_EQ(c.device(g0).memory_bytes, 12ull << 30);
+}
+
+TEST(ClusterPresets, P100NvlinkNeighboursTalkDirectlyOthersOverPcie) {
+  const Cluster c = cluster_preset("p100x8");
+  EXPECT_EQ(c.route_description(c.device_id("gpu:0"), c.device_id("gpu:3")), "gpu:0 -> gpu:3");
+  EXPECT_EQ(c.route_description(c.device_id("gpu:1"), c.device_id("gpu:5")), "gpu:1 -> gpu:5");
+  EXPECT_EQ(c.route_description(c.device_id("gpu:0"), c.device_id("gpu:5")),
+            "gpu:0 -> pcie0 -> root0 -> root1 -> pcie2 -> gpu:5");
+  EXPECT_DOUBLE_EQ(c.route_bandwidth(c.device_id("gpu:0"), c.device_id("gpu:4")), 20 * kGB);
+}
+
+TEST(ClusterPresets, DgxH100GpusTalkThroughTheNvswitch) {
+  const Cluster c = cluster_preset("dgx-h100");
+  const DeviceId g0 = c.device_id("gpu:0"), g7 = c.device_id("gpu:7");
+  EXPECT_EQ(c.route_description(g0, c.device_id("gpu:1")), "gpu:0 -> nvswitch -> gpu:1");
+  EXPECT_DOUBLE_EQ(c.route_bandwidth(g0, g7), 450 * kGB);
+  EXPECT_EQ(c.route_description(c.device_id("cpu:1"), g0), "cpu:1 -> root1 -> root0 -> pcie0 -> gpu:0");
+}
+
+TEST(ClusterPresets, H100BoxUsesPageableCopyRates) {
+  const Cluster c = cluster_preset("h100-box");
+  const DeviceId host = c.device_id("cpu:0"), dev = c.device_id("gpu:0");
+  EXPECT_DOUBLE_EQ(c.transfer_time_s(host, dev, 16e9), 20 * kUs + 1.0);
+  EXPECT_DOUBLE_EQ(c.transfer_time_s(dev, host, 11e9), 20 * kUs + 1.0);
+  EXPECT_DOUBLE_EQ(c.device(dev).peak_flops, 51e12);
+  EXPECT_DOUBLE_EQ(c.device(host).peak_flops, 1.05e12);
+  EXPECT_DOUBLE_EQ(c.device(dev).op_overhead_s, 40 * kUs);
+  EXPECT_DOUBLE_EQ(c.device(host).op_overhead_s, 8 * kUs);
+}
+
+TEST(ClusterPresets, UnknownPresetListsThePresets) {
+  EXPECT_THAT(error_of([] { cluster_preset("k80x3"); }),
+              AllOf(HasSubstr("'k80x3'"), HasSubstr("k80x2"), HasSubstr("dgx-h100"), HasSubstr("h100-box")));
+}
+
+TEST(ClusterPresets, ResolveTakesAPresetOrAFile) {
+  EXPECT_EQ(resolve_cluster("p100x4").name(), "p100x4");
+  const std::string path =
+      write_temp_file("resolve_cluster.json", cluster_to_json(cluster_preset("k80x2")).dump(2));
+  EXPECT_EQ(resolve_cluster(path).name(), "k80x2");
+  EXPECT_THAT(error_of([] { resolve_cluster("no-such-cluster"); }),
+              AllOf(HasSubstr("'no-such-cluster'"), HasSubstr("k80x4")));
+}
+
+// ---- JSON ---------------------------------------------------------------------------------------
+
+void expect_same_cluster(const Cluster& a, const Cluster& b) {
+  EXPECT_EQ(a.name(), b.name());
+  ASSERT_EQ(a.num_devices(), b.num_devices());
+  for (DeviceId d = 0; d < a.num_devices(); ++d) EXPECT_EQ(a.device(d), b.device(d));
+  EXPECT_THAT(b.switches(), ::testing::ElementsAreArray(a.switches()));
+  ASSERT_EQ(a.num_links(), b.num_links());
+  for (std::size_t l = 0; l < a.num_links(); ++l) EXPECT_EQ(a.link(l), b.link(l));
+  for (DeviceId x = 0; x < a.num_devices(); ++x)
+    for (DeviceId y = 0; y < a.num_devices(); ++y) {
+      EXPECT_THAT(b.route(x, y), ::testing::ElementsAreArray(a.route(x, y)));
+      EXPECT_EQ(a.transfer_time_s(x, y, 3e7), b.transfer_time_s(x, y, 3e7));
+    }
+}
+
+TEST(ClusterJson, EveryPresetRoundTrips) {
+  for (const std::string& name : cluster_preset_names()) {
+    SCOPED_TRACE(name);
+    const Cluster original = cluster_preset(name);
+    expect_same_cluster(original, parse_cluster_json(cluster_to_json(original), name));
+    const auto text = cluster_to_json(original).dump(2);
+    expect_same_cluster(original, parse_cluster_json(nlohmann::json::parse(text), name));
+  }
+}
+
+TEST(ClusterJson, AsymmetricLinkRoundTripsAsTwoBandwidths) {
+  const Cluster original = cluster_preset("h100-box");
+  const nlohmann::json j = cluster_to_json(original);
+  EXPECT_EQ(j["links"][0]["bandwidth_ab"], 16e9);
+  EXPECT_EQ(j["links"][0]["bandwidth_ba"], 11e9);
+  EXPECT_FALSE(j["links"][0].contains("bandwidth"));
+  expect_same_cluster(original, parse_cluster_json(j, "h100-box.json"));
+}
+
+// The example of docs/clusters.md.
+constexpr const char* kDocExample = R"json({
+  "format": "placer-cluster",
+  "version": 1,
+  "name": "one-k80-board",
+  "devices": [
+    {"name": "cpu:0", "kind": "cpu", "model": "Intel Xeon E5-2699 v3", "peak_flops": 1.3248e12,
+     "memory_bandwidth": 6.83e10, "memory_bytes": 274877906944, "op_overhead_s": 8e-6},
+    {"name": "gpu:0", "kind": "gpu", "model": "NVIDIA Tesla K80 (one GK210 of two)", "peak_flops": 4.37e12,
+     "memory_bandwidth": 2.4e11, "memory_bytes": 12884901888, "op_overhead_s": 1.5e-5, "streams": 1},
+    {"name": "gpu:1", "kind": "gpu", "model": "NVIDIA Tesla K80 (one GK210 of two)", "peak_flops": 4.37e12,
+     "memory_bandwidth": 2.4e11, "memory_bytes": 12884901888, "op_overhead_s": 1.5e-5}
+  ],
+  "switches": ["root0", "pcie0"],
+  "links": [
+    {"name": "host-memory", "a": "cpu:0", "b": "root0", "bandwidth": 6.83e10, "latency_s": 0},
+    {"name": "uplink", "a": "root0", "b": "pcie0", "bandwidth_ab": 1.2e10, "bandwidth_ba": 1.3e10, "latency_s": 1e-5},
+    {"a": "pcie0", "b": "gpu:0", "bandwidth": 1.2e10, "latency_s": 1e-5},
+    {"a": "pcie0", "b": "gpu:1", "bandwidth": 1.2e10, "latency_s": 1e-5}
+  ]
+})json";
+
+TEST(ClusterJson, ParsesTheDocumentedExample) {
+  const Cluster c = parse_cluster_json(nlohmann::json::parse(kDocExample), "example.json");
+  EXPECT_EQ(c.name(), "one-k80-board");
+  EXPECT_EQ(c.num_devices(), 3u);
+  EXPECT_EQ(c.device(1).streams, 1);
+  EXPECT_EQ(c.device(2).memory_bytes, 12ull << 30);
+  EXPECT_EQ(c.link(2).name, "pcie0<->gpu:0");
+  EXPECT_EQ(c.route_description(1, 2), "gpu:0 -> pcie0 -> gpu:1");
+  EXPECT_DOUBLE_EQ(c.route_bandwidth(0, 1), 1.2e10);
+  EXPECT_DOUBLE_EQ(c.route_bandwidth(1, 0), 1.2e10);
+  EXPECT_DOUBLE_EQ(c.route_latency_s(0, 1), 2e-5);
+}
+
+// The two-host example of docs/clusters.md.
+constexpr const char* kTwoHostExample = R"json({
+  "format": "placer-cluster", "version": 1, "name": "two-hosts",
+  "devices": [
+    {"name": "h0/cpu:0", "kind": "cpu", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 137438953472, "op_overhead_s": 8e-6},
+    {"name": "h0/gpu:0", "kind": "gpu", "peak_flops": 5.1e13, "memory_bandwidth": 3.35e12, "memory_bytes": 85899345920, "op_overhead_s": 4e-5},
+    {"name": "h1/cpu:0", "kind": "cpu", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 137438953472, "op_overhead_s": 8e-6},
+    {"name": "h1/gpu:0", "kind": "gpu", "peak_flops": 5.1e13, "memory_bandwidth": 3.35e12, "memory_bytes": 85899345920, "op_overhead_s": 4e-5}
+  ],
+  "switches": ["h0/root", "h1/root", "ethernet"],
+  "links": [
+    {"a": "h0/cpu:0", "b": "h0/root", "bandwidth": 1e11, "latency_s": 0},
+    {"a": "h0/root", "b": "h0/gpu:0", "bandwidth_ab": 1.6e10, "bandwidth_ba": 1.1e10, "latency_s": 2e-5},
+    {"a": "h1/cpu:0", "b": "h1/root", "bandwidth": 1e11, "latency_s": 0},
+    {"a": "h1/root", "b": "h1/gpu:0", "bandwidth_ab": 1.6e10, "bandwidth_ba": 1.1e10, "latency_s": 2e-5},
+    {"name": "h0-nic", "a": "h0/root", "b": "ethernet", "bandwidth": 1.25e10, "latency_s": 5e-6},
+    {"name": "h1-nic", "a": "h1/root", "b": "ethernet", "bandwidth": 1.25e10, "latency_s": 5e-6}
+  ]
+})json";
+
+TEST(ClusterJson, ParsesTheTwoHostExample) {
+  const Cluster c = parse_cluster_json(nlohmann::json::parse(kTwoHostExample), "two-hosts.json");
+  const DeviceId g0 = c.device_id("h0/gpu:0"), g1 = c.device_id("h1/gpu:0");
+  EXPECT_EQ(c.route_description(g0, g1), "h0/gpu:0 -> h0/root -> ethernet -> h1/root -> h1/gpu:0");
+  EXPECT_DOUBLE_EQ(c.route_bandwidth(g0, g1), 1.1e10);  // leaving the GPU is the slowest hop
+  EXPECT_DOUBLE_EQ(c.route_latency_s(g0, g1), 5e-5);
+  EXPECT_DOUBLE_EQ(c.route_bandwidth(c.device_id("h0/cpu:0"), c.device_id("h1/cpu:0")), 1.25e10);
+}
+
+TEST(ClusterJson, LoadsAFile) {
+  const std::string path = write_temp_file("cluster_example.json", kDocExample);
+  EXPECT_EQ(load_cluster_file(path).num_devices(), 3u);
+}
+
+// ---- Bad input ----------------------------------------------------------------------------------
+
+TEST(ClusterErrors, NoDevices) {
+  EXPECT_THAT(error_of([] { Cluster::build("empty", {}, {"sw"}, {}); }),
+              AllOf(HasSubstr("'empty'"), HasSubstr("no devices")));
+}
+
+TEST(ClusterErrors, LinkToAMissingDevice) {
+  EXPECT_THAT(error_of([] {
+                Cluster::build("c", {gpu("gpu:0"), gpu("gpu:1")}, {"sw"},
+                               {link("gpu:0", "sw", kGB, 0), link("sw", "gpu:9", kGB, 0, "to-nine")});
+              }),
+              AllOf(HasSubstr("'to-nine'"), HasSubstr("'gpu:9'"), HasSubstr("gpu:0, gpu:1")));
+}
+
+TEST(ClusterErrors, NegativeBandwidth) {
+  EXPECT_THAT(error_of([] {
+                Cluster::build("c", {gpu("gpu:0"), gpu("gpu:1")}, {},
+                               {Link{"nv", "gpu:0", "gpu:1", 20 * kGB, -1, 0}});
+              }),
+              AllOf(HasSubstr("link 'nv'"), HasSubstr("gpu:1->gpu:0"), HasSubstr("-1")));
+}
+
+TEST(ClusterErrors, NegativeLatencyAndBadDeviceNumbers) {
+  EXPECT_THAT(error_of([] {
+                Cluster::build("c", {gpu("gpu:0"), gpu("gpu:1")}, {}, {link("gpu:0", "gpu:1", kGB, -1e-6, "slow")});
+              }),
+              AllOf(HasSubstr("'slow'"), HasSubstr("latency_s")));
+  EXPECT_THAT(error_of([] { Cluster::build("c", {gpu("gpu:0", 0.0)}, {}, {}); }),
+              AllOf(HasSubstr("'gpu:0'"), HasSubstr("peak_flops")));
+  Device no_memory = gpu("gpu:0");
+  no_memory.memory_bytes = 0;
+  EXPECT_THAT(error_of([&] { Cluster::build("c", {no_memory}, {}, {}); }),
+              AllOf(HasSubstr("'gpu:0'"), HasSubstr("memory_bytes")));
+  Device no_streams = gpu("gpu:0");
+  no_streams.streams = 0;
+  EXPECT_THAT(error_of([&] { Cluster::build("c", {no_streams}, {}, {}); }),
+              AllOf(HasSubstr("'gpu:0'"), HasSubstr("streams")));
+}
+
+TEST(ClusterErrors, DuplicateNames) {
+  EXPECT_THAT(error_of([] { Cluster::build("c", {gpu("gpu:0"), gpu("gpu:0")}, {}, {}); }),
+              AllOf(HasSubstr("'gpu:0'"), HasSubstr("twice")));
+  EXPECT_THAT(error_of([] { Cluster::build("c", {gpu("gpu:0")}, {"gpu:0"}, {}); }),
+              AllOf(HasSubstr("switch 'gpu:0'"), HasSubstr("twice")));
+  EXPECT_THAT(error_of([] {
+                Cluster::build("c", {gpu("gpu:0"), gpu("gpu:1")}, {},
+                               {link("gpu:0", "gpu:1", kGB, 0), link("gpu:0", "gpu:1", kGB, 0)});
+              }),
+              AllOf(HasSubstr("link 'gpu:0<->gpu:1'"), HasSubstr("twice")));
+}
+
+TEST(ClusterErrors, LinkToItself) {
+  EXPECT_THAT(error_of([] { Cluster::build("c", {gpu("gpu:0")}, {}, {link("gpu:0", "gpu:0", kGB, 0, "loop")}); }),
+              AllOf(HasSubstr("'loop'"), HasSubstr("itself")));
+}
+
+TEST(ClusterErrors, UnreachableDevice) {
+  EXPECT_THAT(error_of([] {
+                Cluster::build("c", {gpu("gpu:0"), gpu("gpu:1"), gpu("gpu:2")}, {"sw"},
+                               {link("gpu:0", "sw", kGB, 0), link("sw", "gpu:1", kGB, 0)});
+              }),
+              AllOf(HasSubstr("no route"), HasSubstr("'gpu:2'")));
+}
+
+TEST(ClusterErrors, DevicesDoNotRelayTraffic) {
+  // gpu:0 - gpu:1 - gpu:2 in a chain: gpu:0 cannot reach gpu:2 through gpu:1.
+  EXPECT_THAT(error_of([] {
+                Cluster::build("chain", {gpu("gpu:0"), gpu("gpu:1"), gpu("gpu:2")}, {},
+                               {link("gpu:0", "gpu:1", kGB, 0), link("gpu:1", "gpu:2", kGB, 0)});
+              }),
+              AllOf(HasSubstr("no route from device 'gpu:0' to device 'gpu:2'"), HasSubstr("'chain'")));
+}
+
+TEST(ClusterErrors, MalformedJsonFileNamesThePath) {
+  const std::string path = write_temp_file("broken_cluster.json", R"({"format": "placer-cluster", "version": )");
+  EXPECT_THAT(error_of([&] { load_cluster_file(path); }), AllOf(HasSubstr(path), HasSubstr("not valid JSON")));
+}
+
+TEST(ClusterErrors, MissingFileNamesThePath) {
+  EXPECT_THAT(error_of([] { load_cluster_file("/nonexistent/dir/cluster.json"); }),
+              HasSubstr("'/nonexistent/dir/cluster.json'"));
+}
+
+TEST(ClusterErrors, BuildErrorsInAFileNameTheFile) {
+  nlohmann::json j = nlohmann::json::parse(kDocExample);
+  j["links"][2]["b"] = "gpu:7";
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "mine.json"); }),
+              AllOf(HasSubstr("mine.json"), HasSubstr("'gpu:7'"), HasSubstr("'pcie0<->gpu:7'")));
+  j = nlohmann::json::parse(kDocExample);
+  j["links"][1]["bandwidth_ba"] = -5;
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "mine.json"); }),
+              AllOf(HasSubstr("mine.json"), HasSubstr("'uplink'"), HasSubstr("-5")));
+}
+
+TEST(ClusterErrors, WrongFormatOrTooNewVersion) {
+  nlohmann::json j = nlohmann::json::parse(kDocExample);
+  j["format"] = "placer-graph";
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "g.json"); }),
+              AllOf(HasSubstr("g.json"), HasSubstr("placer-graph"), HasSubstr("placer-cluster")));
+  j = nlohmann::json::parse(kDocExample);
+  j.erase("format");
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "g.json"); }), HasSubstr("'format' is missing"));
+  j = nlohmann::json::parse(kDocExample);
+  j["version"] = 2;
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "new.json"); }),
+              AllOf(HasSubstr("new.json"), HasSubstr("version 2"), HasSubstr("newer")));
+}
+
+TEST(ClusterErrors, BadFieldsNameTheirPlace) {
+  nlohmann::json j = nlohmann::json::parse(kDocExample);
+  j["links"][3]["lateny_s"] = 1e-5;
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }),
+              AllOf(HasSubstr("t.json: links[3]"), HasSubstr("'lateny_s'")));
+  j = nlohmann::json::parse(kDocExample);
+  j["devices"][1].erase("peak_flops");
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }),
+              AllOf(HasSubstr("devices[1]"), HasSubstr("'gpu:0'"), HasSubstr("'peak_flops'")));
+  j = nlohmann::json::parse(kDocExample);
+  j["devices"][2]["kind"] = "tpu";
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }),
+              AllOf(HasSubstr("devices[2]"), HasSubstr("'tpu'")));
+  j = nlohmann::json::parse(kDocExample);
+  j["devices"][0]["memory_bytes"] = -1;
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }),
+              AllOf(HasSubstr("'cpu:0'"), HasSubstr("memory_bytes")));
+  j = nlohmann::json::parse(kDocExample);
+  j["links"][0]["bandwidth_ab"] = 1e9;
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }),
+              AllOf(HasSubstr("links[0]"), HasSubstr("'host-memory'"), HasSubstr("not both")));
+}
+
+}  // namespace
+}  // namespace placer

@@ -1,0 +1,173 @@
+#include "placer/graph/graph.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// x -> a -> {b, c} -> d : a fork and a join.
+Graph diamond() {
+  GraphBuilder b("diamond");
+  TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data);
+  TensorId ta = b.add_tensor("ta", {4, 8}, DType::f32, TensorKind::activation);
+  TensorId tb = b.add_tensor("tb", {4, 8}, DType::f32, TensorKind::activation);
+  TensorId tc = b.add_tensor("tc", {4, 8}, DType::f32, TensorKind::activation);
+  TensorId td = b.add_tensor("td", {4, 8}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "/blk/a/Relu", .type = "Relu", .inputs = {x}, .outputs = {ta}, .module = "blk.a"});
+  b.add_op({.name = "/blk/b/Relu", .type = "Relu", .inputs = {ta}, .outputs = {tb}, .module = "blk.b"});
+  b.add_op({.name = "/blk/c/Relu", .type = "Relu", .inputs = {ta}, .outputs = {tc}, .module = "blk.c"});
+  b.add_op({.name = "/Add", .type = "Add", .inputs = {tb, tc}, .outputs = {td}});
+  b.mark_output(td);
+  return std::move(b).build();
+}
+
+TEST(Graph, StoresAdjacencyAsCsr) {
+  Graph g = diamond();
+  EXPECT_EQ(g.num_ops(), 4u);
+  EXPECT_EQ(g.num_tensors(), 5u);
+  EXPECT_THAT(g.successors(0), ElementsAre(1u, 2u));
+  EXPECT_THAT(g.predecessors(3), ElementsAre(1u, 2u));
+  EXPECT_THAT(g.consumers(g.find_tensor("ta")), ElementsAre(1u, 2u));
+  EXPECT_EQ(g.producer(g.find_tensor("td")), 3u);
+  EXPECT_EQ(g.producer(g.find_tensor("x")), kNoId);
+}
+
+TEST(Graph, TopologicalOrderPutsProducersFirst) {
+  Graph g = diamond();
+  EXPECT_THAT(g.topological_order(), ElementsAre(0u, 1u, 2u, 3u));
+}
+
+TEST(Graph, SizesTensorsFromShapeAndType) {
+  Graph g = diamond();
+  EXPECT_EQ(g.tensor_bytes(g.find_tensor("x")), 4u * 8u * 4u);
+  EXPECT_EQ(g.tensor_elements(g.find_tensor("x")), 32u);
+}
+
+TEST(Graph, KeepsModuleHierarchy) {
+  Graph g = diamond();
+  ModuleId a = g.op_module(0);
+  EXPECT_EQ(g.module_name(a), "blk.a");
+  EXPECT_EQ(g.module_depth(a), 2u);
+  EXPECT_EQ(g.module_name(g.module_parent(a)), "blk");
+  EXPECT_EQ(g.module_name(g.module_ancestor(a, 1)), "blk");
+  EXPECT_EQ(g.op_module(3), 0u);  // top-level functional op
+  EXPECT_TRUE(g.find_module("blk.c").has_value());
+  EXPECT_FALSE(g.find_module("blk.d").has_value());
+}
+
+TEST(Graph, ParameterLivesWithItsFirstConsumer) {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {2, 3}, DType::f32, TensorKind::data);
+  TensorId w = b.add_tensor("w", {3, 3}, DType::f32, TensorKind::parameter);
+  TensorId y = b.add_tensor("y", {2, 3}, DType::f32, TensorKind::activation);
+  TensorId z = b.add_tensor("z", {2, 3}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "mm1", .type = "MatMul", .inputs = {x, w}, .outputs = {y}});
+  b.add_op({.name = "mm2", .type = "MatMul", .inputs = {y, w}, .outputs = {z}});
+  Graph g = std::move(b).build();
+  EXPECT_EQ(g.param_home(w), 0u);
+  GraphTotals totals = graph_totals(g);
+  EXPECT_EQ(totals.trainable_params, 9u);
+  EXPECT_EQ(totals.param_bytes, 36u);
+}
+
+TEST(GraphValidation, RejectsACycleNamingItsOps) {
+  GraphBuilder b;
+  TensorId t1 = b.add_tensor("t1", {1}, DType::f32, TensorKind::activation);
+  TensorId t2 = b.add_tensor("t2", {1}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "first", .type = "Relu", .inputs = {t2}, .outputs = {t1}});
+  b.add_op({.name = "second", .type = "Relu", .inputs = {t1}, .outputs = {t2}});
+  try {
+    (void)std::move(b).build();
+    FAIL() << "a cycle was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cycle"));
+    EXPECT_THAT(e.what(), HasSubstr("'first'"));
+    EXPECT_THAT(e.what(), HasSubstr("'second'"));
+  }
+}
+
+TEST(GraphValidation, RejectsADanglingInput) {
+  GraphBuilder b;
+  TensorId orphan = b.add_tensor("orphan", {1}, DType::f32, TensorKind::activation);
+  TensorId out = b.add_tensor("out", {1}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "reader", .type = "Relu", .inputs = {orphan}, .outputs = {out}});
+  EXPECT_THROW(
+      {
+        try {
+          (void)std::move(b).build();
+        } catch (const Error& e) {
+          EXPECT_THAT(e.what(), HasSubstr("'orphan'"));
+          EXPECT_THAT(e.what(), HasSubstr("dangling"));
+          throw;
+        }
+      },
+      Error);
+}
+
+TEST(GraphValidation, RejectsNonPositiveDimensionNamingTheTensor) {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {4, 0}, DType::f32, TensorKind::data);
+  TensorId y = b.add_tensor("y", {4}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "op", .type = "Relu", .inputs = {x}, .outputs = {y}});
+  try {
+    (void)std::move(b).build();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'x'"));
+    EXPECT_THAT(e.what(), HasSubstr("not positive"));
+  }
+}
+
+TEST(GraphValidation, RejectsMissingDimension) {
+  GraphBuilder b;
+  b.add_tensor("x", {-1, 3}, DType::f32, TensorKind::data);
+  EXPECT_THROW((void)std::move(b).build(), Error);
+}
+
+TEST(GraphValidation, RejectsSizeOverflowing64Bits) {
+  GraphBuilder b;
+  b.add_tensor("huge", {1LL << 40, 1LL << 30}, DType::f32, TensorKind::data);
+  try {
+    (void)std::move(b).build();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'huge'"));
+    EXPECT_THAT(e.what(), HasSubstr("overflows"));
+  }
+}
+
+TEST(GraphValidation, RejectsTensorProducedTwice) {
+  GraphBuilder b;
+  TensorId t = b.add_tensor("t", {1}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "p1", .type = "Constant", .outputs = {t}});
+  EXPECT_THROW(b.add_op({.name = "p2", .type = "Constant", .outputs = {t}}), Error);
+}
+
+TEST(GraphValidation, RejectsDuplicateTensorName) {
+  GraphBuilder b;
+  b.add_tensor("t", {1}, DType::f32, TensorKind::data);
+  EXPECT_THROW(b.add_tensor("t", {1}, DType::f32, TensorKind::data), Error);
+}
+
+TEST(GraphScale, BuildsAMillionOpChain) {
+  GraphBuilder b;
+  const std::size_t n = 1'000'000;
+  TensorId prev = b.add_tensor("t0", {16}, DType::f32, TensorKind::data);
+  for (std::size_t i = 1; i <= n; ++i) {
+    TensorId next = b.add_tensor("t" + std::to_string(i), {16}, DType::f32, TensorKind::activation);
+    b.add_op({.name = "op" + std::to_string(i), .type = "Relu", .inputs = {prev}, .outputs = {next}});
+    prev = next;
+  }
+  Graph g = std::move(b).build();
+  EXPECT_EQ(g.num_ops(), n);
+  EXPECT_EQ(g.topological_order().back(), n - 1);
+}
+
+}  // namespace
+}  // namespace placer

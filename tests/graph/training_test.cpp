@@ -1,0 +1,146 @@
+#include "placer/graph/training.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+std::vector<TensorDesc> descs(GraphBuilder& b, std::initializer_list<TensorId> ids) {
+  std::vector<TensorDesc> out;
+  for (TensorId t : ids) out.push_back({b.tensor_shape(t), b.tensor_dtype(t), true});
+  return out;
+}
+
+// x[4,8] -> MatMul W1[8,16] -> Add b1[16] -> Relu -> MatMul W2[16,2] -> y[4,2]
+Graph tiny_mlp() {
+  GraphBuilder b("mlp");
+  TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data);
+  TensorId w1 = b.add_tensor("fc1.weight", {8, 16}, DType::f32, TensorKind::parameter);
+  TensorId b1 = b.add_tensor("fc1.bias", {16}, DType::f32, TensorKind::parameter);
+  TensorId w2 = b.add_tensor("fc2.weight", {16, 2}, DType::f32, TensorKind::parameter);
+  TensorId h = b.add_tensor("h", {4, 16}, DType::f32, TensorKind::activation);
+  TensorId a = b.add_tensor("a", {4, 16}, DType::f32, TensorKind::activation);
+  TensorId r = b.add_tensor("r", {4, 16}, DType::f32, TensorKind::activation);
+  TensorId y = b.add_tensor("y", {4, 2}, DType::f32, TensorKind::activation);
+  auto add = [&](std::string name, std::string type, std::vector<TensorId> in, TensorId out, std::string module) {
+    std::vector<TensorDesc> ins;
+    for (TensorId t : in) ins.push_back({b.tensor_shape(t), b.tensor_dtype(t), true});
+    OpSpec spec{.name = name, .type = type, .inputs = in, .outputs = {out}, .module = module};
+    spec.work = op_work(type, {}, ins, descs(b, {out}));
+    b.add_op(std::move(spec));
+  };
+  add("/fc1/MatMul", "MatMul", {x, w1}, h, "fc1");
+  add("/fc1/Add", "Add", {h, b1}, a, "fc1");
+  add("/Relu", "Relu", {a}, r, "");
+  add("/fc2/MatMul", "MatMul", {r, w2}, y, "fc2");
+  b.mark_output(y);
+  return std::move(b).build();
+}
+
+OpId find(const Graph& g, const std::string& name) {
+  OpId o = g.find_op(name);
+  EXPECT_NE(o, kNoId) << name;
+  return o;
+}
+
+TEST(TrainingStep, KeepsForwardOpsAndAddsLossBackwardAndUpdates) {
+  Graph fwd = tiny_mlp();
+  Graph step = derive_training_step(fwd, Optimizer::sgd);
+  EXPECT_EQ(step.num_forward_ops(), 4u);
+  // 4 forward + 1 loss + 4 gradients + 3 updates.
+  EXPECT_EQ(step.num_ops(), 12u);
+  for (OpId o = 0; o < 4; ++o) EXPECT_EQ(step.op_name(o), fwd.op_name(o));
+  EXPECT_EQ(step.op_role(find(step, "loss/y")), OpRole::backward);
+  EXPECT_EQ(step.op_role(find(step, "update/fc1.weight")), OpRole::update);
+}
+
+TEST(TrainingStep, GradientOpsRecordTheirForwardOpAndModule) {
+  Graph step = derive_training_step(tiny_mlp(), Optimizer::sgd);
+  OpId g = find(step, "/fc2/MatMul/grad");
+  EXPECT_EQ(step.forward_op(g), find(step, "/fc2/MatMul"));
+  EXPECT_EQ(step.module_name(step.op_module(g)), "fc2");
+  EXPECT_EQ(step.op_type(g), "MatMulGrad");
+}
+
+TEST(TrainingStep, DependenciesAreReversed) {
+  Graph step = derive_training_step(tiny_mlp(), Optimizer::sgd);
+  // The gradient of fc2 needs the loss gradient and fc2's saved input (the Relu output).
+  EXPECT_THAT(step.predecessors(find(step, "/fc2/MatMul/grad")),
+              UnorderedElementsAre(find(step, "/Relu"), find(step, "loss/y")));
+  // The gradient of Relu runs after the gradient of fc2.
+  EXPECT_THAT(step.predecessors(find(step, "/Relu/grad")),
+              ::testing::Contains(find(step, "/fc2/MatMul/grad")));
+}
+
+TEST(TrainingStep, MatmulGradientCostsOneForwardPerOperandNeedingIt) {
+  Graph step = derive_training_step(tiny_mlp(), Optimizer::sgd);
+  // fc2: data and weight gradients, 2 x (2*4*16*2) FLOPs.
+  EXPECT_DOUBLE_EQ(step.op_work(find(step, "/fc2/MatMul/grad")).flops, 2.0 * 256.0);
+  // fc1: its input is data, so only the weight gradient: 1 x (2*4*8*16).
+  EXPECT_DOUBLE_EQ(step.op_work(find(step, "/fc1/MatMul/grad")).flops, 1024.0);
+  OpId g1 = find(step, "/fc1/MatMul/grad");
+  ASSERT_EQ(step.op_outputs(g1).size(), 1u);  // no gradient for the data input
+  EXPECT_EQ(step.tensor_name(step.op_outputs(g1)[0]), "grad/fc1.weight//fc1/MatMul");
+}
+
+TEST(TrainingStep, UpdatesLiveWithTheirParameterAndSizeOptimizerState) {
+  Graph sgd = derive_training_step(tiny_mlp(), Optimizer::sgd);
+  OpId u = find(sgd, "update/fc1.weight");
+  EXPECT_EQ(sgd.updated_param(u), sgd.find_tensor("fc1.weight"));
+  EXPECT_EQ(sgd.module_name(sgd.op_module(u)), "fc1");
+  EXPECT_DOUBLE_EQ(sgd.op_work(u).flops, 2.0 * 128.0);
+  EXPECT_EQ(sgd.op_work(u).op_class, OpClass::optimizer);
+  EXPECT_EQ(sgd.optimizer_state_copies(), 0u);
+  EXPECT_EQ(derive_training_step(tiny_mlp(), Optimizer::momentum).optimizer_state_copies(), 1u);
+  Graph adam = derive_training_step(tiny_mlp(), Optimizer::adam);
+  EXPECT_EQ(adam.optimizer_state_copies(), 2u);
+  EXPECT_EQ(adam.op_type(find(adam, "update/fc1.weight")), "AdamUpdate");
+}
+
+TEST(TrainingStep, SharedWeightGradientsAreSummedByItsUpdate) {
+  // One weight used by two MatMuls (an unrolled recurrent cell).
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {2, 3}, DType::f32, TensorKind::data);
+  TensorId w = b.add_tensor("w", {3, 3}, DType::f32, TensorKind::parameter);
+  TensorId y = b.add_tensor("y", {2, 3}, DType::f32, TensorKind::activation);
+  TensorId z = b.add_tensor("z", {2, 3}, DType::f32, TensorKind::activation);
+  auto work = [&](TensorId a, TensorId out) {
+    return op_work("MatMul", {}, descs(b, {a, w}), descs(b, {out}));
+  };
+  b.add_op({.name = "step0", .type = "MatMul", .inputs = {x, w}, .outputs = {y}, .work = work(x, y)});
+  b.add_op({.name = "step1", .type = "MatMul", .inputs = {y, w}, .outputs = {z}, .work = work(y, z)});
+  b.mark_output(z);
+  Graph step = derive_training_step(std::move(b).build(), Optimizer::sgd);
+  OpId u = find(step, "update/w");
+  EXPECT_EQ(step.op_inputs(u).size(), 3u);  // the weight and two partial gradients
+  EXPECT_DOUBLE_EQ(step.op_work(u).flops, (2.0 + 1.0) * 9.0);
+}
+
+TEST(TrainingStep, SavedActivationsFeedTheirGradient) {
+  Graph step = derive_training_step(tiny_mlp(), Optimizer::sgd);
+  // Relu's output stays alive until the gradients that read it have run.
+  std::vector<std::string> readers;
+  for (OpId c : step.consumers(step.find_tensor("r"))) readers.push_back(step.op_name(c));
+  EXPECT_THAT(readers, ::testing::Contains("/fc2/MatMul/grad"));
+}
+
+TEST(TrainingStep, RejectsAGraphThatIsAlreadyATrainingStep) {
+  Graph step = derive_training_step(tiny_mlp(), Optimizer::sgd);
+  EXPECT_THROW(derive_training_step(step, Optimizer::sgd), Error);
+}
+
+TEST(TrainingStep, ParsesNames) {
+  EXPECT_EQ(parse_optimizer("adam"), Optimizer::adam);
+  EXPECT_EQ(parse_mode("inference"), Mode::inference);
+  EXPECT_THROW(parse_optimizer("lbfgs"), Error);
+  EXPECT_THROW(parse_mode("eval"), Error);
+}
+
+}  // namespace
+}  // namespace placer

@@ -1,0 +1,111 @@
+#include "placer/io/graph_json.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "placer/io/onnx.hpp"
+#include "placer/graph/training.hpp"
+#include "placer/util/error.hpp"
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::HasSubstr;
+
+void expect_same_graph(const Graph& a, const Graph& b) {
+  ASSERT_EQ(a.num_ops(), b.num_ops());
+  ASSERT_EQ(a.num_tensors(), b.num_tensors());
+  EXPECT_EQ(a.num_forward_ops(), b.num_forward_ops());
+  EXPECT_EQ(a.optimizer_state_copies(), b.optimizer_state_copies());
+  for (OpId o = 0; o < a.num_ops(); ++o) {
+    EXPECT_EQ(a.op_name(o), b.op_name(o));
+    EXPECT_EQ(a.op_type(o), b.op_type(o));
+    EXPECT_EQ(a.module_name(a.op_module(o)), b.module_name(b.op_module(o)));
+    EXPECT_EQ(a.op_call(o), b.op_call(o));
+    EXPECT_EQ(a.op_role(o), b.op_role(o));
+    EXPECT_EQ(a.forward_op(o), b.forward_op(o));
+    EXPECT_EQ(a.updated_param(o), b.updated_param(o));
+    EXPECT_EQ(a.op_work(o), b.op_work(o));
+    EXPECT_EQ(a.op_attrs(o), b.op_attrs(o));
+    EXPECT_TRUE(std::ranges::equal(a.op_inputs(o), b.op_inputs(o)));
+    EXPECT_TRUE(std::ranges::equal(a.op_outputs(o), b.op_outputs(o)));
+  }
+  for (TensorId t = 0; t < a.num_tensors(); ++t) {
+    EXPECT_EQ(a.tensor_name(t), b.tensor_name(t));
+    EXPECT_TRUE(std::ranges::equal(a.tensor_shape(t), b.tensor_shape(t)));
+    EXPECT_EQ(a.tensor_dtype(t), b.tensor_dtype(t));
+    EXPECT_EQ(a.tensor_kind(t), b.tensor_kind(t));
+  }
+}
+
+TEST(GraphJson, TrainingStepRoundTripsIdentically) {
+  Graph step = derive_training_step(load_onnx(test::example("inception_v3.onnx"), {}), Optimizer::adam);
+  std::string path = ::testing::TempDir() + "inception.graph.json";
+  save_graph_json(step, path);
+  Graph back = load_graph_json(path);
+  expect_same_graph(step, back);
+  EXPECT_EQ(graph_to_json(step).dump(), graph_to_json(back).dump());
+}
+
+TEST(GraphJson, OpsWithoutWorkArePricedByTheRules) {
+  nlohmann::json j = {{"format", "placer-graph"},
+                      {"version", 1},
+                      {"tensors",
+                       {{{"name", "x"}, {"shape", {8, 16}}, {"kind", "data"}},
+                        {{"name", "w"}, {"shape", {16, 4}}, {"kind", "parameter"}},
+                        {{"name", "y"}, {"shape", {8, 4}}}}},
+                      {"ops", {{{"name", "mm"}, {"type", "MatMul"}, {"inputs", {"x", "w"}}, {"outputs", {"y"}}}}},
+                      {"outputs", {"y"}}};
+  Graph g = graph_from_json(j, "test");
+  EXPECT_DOUBLE_EQ(g.op_work(0).flops, 2.0 * 8 * 16 * 4);
+  EXPECT_EQ(g.op_work(0).op_class, OpClass::matmul);
+}
+
+std::string write(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+void expect_error(const std::string& text, const std::string& fragment) {
+  try {
+    (void)load_graph_json(write("bad.json", text));
+    FAIL() << text;
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(fragment));
+  }
+}
+
+TEST(GraphJsonBadInput, MalformedJson) { expect_error("{\"ops\": [", "not valid JSON"); }
+TEST(GraphJsonBadInput, WrongFormat) { expect_error("{\"format\": \"other\"}", "not a placer graph"); }
+TEST(GraphJsonBadInput, FutureVersion) {
+  expect_error(R"({"format": "placer-graph", "version": 99, "tensors": [], "ops": []})", "not supported");
+}
+TEST(GraphJsonBadInput, MissingFieldNamesTheOp) {
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [], "ops": [{"name": "lonely"}]})", "'lonely'");
+}
+TEST(GraphJsonBadInput, UnknownTensorNamesIt) {
+  expect_error(
+      R"({"format": "placer-graph", "version": 1, "tensors": [], "ops": [{"name": "a", "type": "Relu", "inputs": ["ghost"], "outputs": []}]})",
+      "'ghost'");
+}
+TEST(GraphJsonBadInput, Cycle) {
+  expect_error(R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "t1", "shape": [1]}, {"name": "t2", "shape": [1]}],
+    "ops": [{"name": "a", "type": "Relu", "inputs": ["t2"], "outputs": ["t1"]},
+            {"name": "b", "type": "Relu", "inputs": ["t1"], "outputs": ["t2"]}]})",
+               "cycle");
+}
+TEST(GraphJsonBadInput, UnknownOpTypeWithoutWork) {
+  expect_error(R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [1], "kind": "data"}, {"name": "y", "shape": [1]}],
+    "ops": [{"name": "a", "type": "Frobnicate", "inputs": ["x"], "outputs": ["y"]}]})",
+               "Frobnicate");
+}
+
+}  // namespace
+}  // namespace placer
