@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 #include "placer/util/error.hpp"
 
@@ -42,6 +43,27 @@ void add_model_options(CLI::App* cmd, ModelArgs& args) {
   cmd->add_option("--dim", args.dims, "value of a symbolic input dimension, NAME=VALUE (repeatable)");
   cmd->add_option("--unknown-ops", args.unknown_ops,
                   "price op types with no cost rule as this class (elementwise, matmul, ...) instead of failing");
+}
+
+void add_problem_options(CLI::App* cmd, ProblemArgs& args) {
+  cmd->add_option("--model", args.model, "model file: ONNX (.onnx) or placer graph JSON (.json)")->required();
+  cmd->add_option("--cluster", args.cluster, "cluster preset name (see `placer clusters`) or cluster JSON file")->required();
+  cmd->add_option("--profile", args.profile, "measured op times (placer profile JSON) overriding the cost model");
+  cmd->add_option("--memory-fraction", args.memory_fraction, "fraction of each device's memory a placement may use")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  add_model_options(cmd, args.model_args);
+}
+
+LoadedProblem load_problem(const ProblemArgs& args) {
+  Graph graph = load_model(args.model, args.model_args.resolve());
+  Cluster cluster = resolve_cluster(args.cluster);
+  std::optional<Profile> profile;
+  if (!args.profile.empty()) profile = Profile::load(args.profile);
+  CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
+  SimOptions sim;
+  sim.memory_fraction = args.memory_fraction;
+  return LoadedProblem{std::move(graph), std::move(cluster), std::move(costs), sim};
 }
 
 std::string human_count(double n) {

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "placer/cluster/cluster.hpp"
+#include "placer/cost/cost_model.hpp"
 #include "placer/io/model.hpp"
+#include "placer/sim/simulator.hpp"
 
 namespace placer::cli {
 
@@ -22,11 +25,31 @@ struct ModelArgs {
 };
 void add_model_options(CLI::App* cmd, ModelArgs& args);
 
+// A model on a cluster, priced: what simulate, bounds, place and compare work on.
+struct ProblemArgs {
+  std::string model;
+  ModelArgs model_args;
+  std::string cluster;
+  std::string profile;
+  double memory_fraction = 1.0;
+};
+void add_problem_options(CLI::App* cmd, ProblemArgs& args);
+struct LoadedProblem {
+  Graph graph;
+  Cluster cluster;
+  CostTable costs;
+  SimOptions sim;
+};
+LoadedProblem load_problem(const ProblemArgs& args);
+
 std::string human_count(double n);            // 25.6M, 4.1G, ...
 std::string human_bytes(double bytes);        // 97.5 MiB
 std::string human_seconds(double seconds);    // 12.3 ms
 
 // Each subcommand registers itself on the app (one function per file in cli/).
 void register_inspect(CLI::App& app);
+void register_clusters(CLI::App& app);
+void register_simulate(CLI::App& app);
+void register_bounds(CLI::App& app);
 
 }  // namespace placer::cli

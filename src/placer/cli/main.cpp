@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "placer 0.1.0");
   placer::cli::register_inspect(app);
+  placer::cli::register_clusters(app);
+  placer::cli::register_simulate(app);
+  placer::cli::register_bounds(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

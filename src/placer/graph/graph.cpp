@@ -108,6 +108,9 @@ Graph GraphBuilder::build() && {
   const std::size_t num_ops = ops_.size();
   const std::size_t num_tensors = tensors_.size();
   g.num_forward_ops_ = num_forward_ops_ == kNoId ? num_ops : num_forward_ops_;
+  if (g.num_forward_ops_ > num_ops)
+    throw Error("graph '" + g.name_ + "' declares " + std::to_string(g.num_forward_ops_) + " forward ops but holds only " +
+                std::to_string(num_ops) + " ops");
   g.optimizer_state_copies_ = optimizer_state_copies_;
 
   // Tensors: shapes, sizes, kinds.

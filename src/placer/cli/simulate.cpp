@@ -1,0 +1,193 @@
+// `placer simulate`: one training (or inference) step of a model on a cluster under placements,
+// simulated; or the simulator's throughput on random placements. `placer bounds`: lower bounds.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "placer/cli/common.hpp"
+#include "placer/sim/placement.hpp"
+#include "placer/sim/trace.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::cli {
+namespace {
+
+struct SimulateArgs {
+  ProblemArgs problem;
+  std::vector<std::string> placements;
+  std::vector<std::string> on;
+  std::size_t random = 0;
+  std::uint64_t seed = 1;
+  std::string trace;
+  bool json = false;
+};
+
+nlohmann::json result_json(const LoadedProblem& p, const Simulator& sim, const SimResult& r, const std::string& label) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (DeviceId d = 0; d < r.devices.size(); ++d) {
+    const DeviceResult& dr = r.devices[d];
+    devices.push_back({{"name", p.cluster.device(d).name},
+                       {"ops", dr.ops},
+                       {"busy_s", dr.busy_s},
+                       {"peak_memory_bytes", dr.peak_memory_bytes},
+                       {"static_memory_bytes", dr.static_memory_bytes},
+                       {"capacity_bytes", dr.capacity_bytes}});
+  }
+  nlohmann::json channels = nlohmann::json::array();
+  for (ChannelId ch = 0; ch < r.channel_bytes.size(); ++ch)
+    if (r.channel_bytes[ch] > 0) channels.push_back({{"name", p.cluster.channel_name(ch)}, {"bytes", r.channel_bytes[ch]}});
+  nlohmann::json shortfalls = nlohmann::json::array();
+  for (auto [d, bytes] : r.shortfalls) shortfalls.push_back({{"device", p.cluster.device(d).name}, {"bytes", bytes}});
+  nlohmann::json path = nlohmann::json::array();
+  for (const PathStep& s : sim.critical_path()) {
+    const bool op = s.kind == PathStep::Kind::op;
+    path.push_back({{"kind", op ? "op" : "transfer"},
+                    {"name", op ? p.graph.op_name(s.id) : p.graph.tensor_name(s.id)},
+                    {"device", p.cluster.device(s.where).name},
+                    {"start_s", s.start_s},
+                    {"end_s", s.end_s}});
+  }
+  return {{"placement", label},        {"step_time_s", r.step_time_s}, {"fits", r.fits},
+          {"devices", devices},        {"channels", channels},         {"transfers", r.transfers},
+          {"transfer_bytes", r.transfer_bytes}, {"shortfalls", shortfalls}, {"critical_path", path}};
+}
+
+void print_result(const LoadedProblem& p, const Simulator& sim, const SimResult& r, const std::string& label, double bound) {
+  fmt::print("placement {}: step {}{}  ({:.2f}x the lower bound), {} transfers, {}\n", label, human_seconds(r.step_time_s),
+             r.fits ? "" : "  DOES NOT FIT", r.step_time_s / bound, r.transfers, human_bytes(r.transfer_bytes));
+  fmt::print("  {:<8} {:>6} {:>12} {:>6} {:>12} {:>12}\n", "device", "ops", "busy", "util", "peak memory", "limit");
+  for (DeviceId d = 0; d < r.devices.size(); ++d) {
+    const DeviceResult& dr = r.devices[d];
+    if (dr.ops == 0 && dr.peak_memory_bytes == 0) continue;
+    fmt::print("  {:<8} {:>6} {:>12} {:>5.0f}% {:>12} {:>12}{}\n", p.cluster.device(d).name, dr.ops, human_seconds(dr.busy_s),
+               r.step_time_s > 0 ? 100.0 * dr.busy_s / r.step_time_s : 0.0, human_bytes(static_cast<double>(dr.peak_memory_bytes)),
+               human_bytes(static_cast<double>(dr.capacity_bytes)), dr.peak_memory_bytes > dr.capacity_bytes ? "  over" : "");
+  }
+  auto path = sim.critical_path();
+  std::size_t ops = 0, transfers = 0;
+  for (const auto& s : path) (s.kind == PathStep::Kind::op ? ops : transfers)++;
+  fmt::print("  critical path: {} ops, {} transfers\n", ops, transfers);
+}
+
+void run_random(const SimulateArgs& args, const LoadedProblem& p) {
+  Simulator sim(p.graph, p.cluster, p.costs, p.sim);
+  std::mt19937_64 rng(args.seed);
+  std::uniform_int_distribution<DeviceId> pick(0, static_cast<DeviceId>(p.cluster.num_devices() - 1));
+  std::vector<std::vector<DeviceId>> placements(args.random);
+  std::vector<DeviceId> fwd(p.graph.num_forward_ops());
+  for (auto& placement : placements) {
+    for (auto& d : fwd) d = pick(rng);
+    placement = expand_placement(p.graph, fwd);
+  }
+  sim.simulate(placements[0]);  // warm-up: scratch allocated here, never again
+  double sum = 0.0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& placement : placements) sum += sim.simulate(placement).step_time_s;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double ops_per_second = static_cast<double>(args.random * p.graph.num_ops()) / wall;
+  if (args.json) {
+    std::cout << nlohmann::json{{"simulations", args.random},
+                                {"ops", p.graph.num_ops()},
+                                {"wall_s", wall},
+                                {"ops_per_second", ops_per_second},
+                                {"simulations_per_second", static_cast<double>(args.random) / wall},
+                                {"mean_step_time_s", sum / static_cast<double>(args.random)}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  fmt::print("{} random op-level placements of {} ops on {}: {:.2f} M simulated ops/s, {:.0f} simulations/s (one thread), "
+             "mean step {}\n",
+             args.random, p.graph.num_ops(), p.cluster.name(), ops_per_second / 1e6, static_cast<double>(args.random) / wall,
+             human_seconds(sum / static_cast<double>(args.random)));
+}
+
+void run_simulate(const SimulateArgs& args) {
+  if (args.random == 0 && args.placements.empty() && args.on.empty())
+    throw Error("give --placement FILE, --on DEVICE or --random N");
+  LoadedProblem p = load_problem(args.problem);
+  if (args.random > 0) return run_random(args, p);
+
+  std::vector<std::pair<std::string, std::vector<DeviceId>>> runs;
+  for (const auto& device : args.on) {
+    PlacementSpec spec{.default_device = device};
+    runs.push_back({"all on " + device, resolve_forward_placement(spec, p.graph, p.cluster, "--on")});
+  }
+  for (const auto& file : args.placements)
+    runs.push_back({file, resolve_forward_placement(load_placement_file(file), p.graph, p.cluster, "placement file '" + file + "'")});
+
+  const LowerBounds bounds = lower_bounds(p.graph, p.cluster, p.costs);
+  Simulator sim(p.graph, p.cluster, p.costs, p.sim);
+  nlohmann::json all = nlohmann::json::array();
+  if (!args.json)
+    fmt::print("{} ({} ops, {} mode) on {}; lower bound {}\n\n", args.problem.model, p.graph.num_ops(),
+               args.problem.model_args.mode, p.cluster.name(), human_seconds(bounds.best()));
+  for (const auto& [label, fwd] : runs) {
+    std::vector<DeviceId> devices = expand_placement(p.graph, fwd);
+    std::vector<TraceEvent> trace;
+    const bool tracing = !args.trace.empty() && runs.size() == 1;
+    const SimResult& r = tracing ? sim.simulate(devices, trace) : sim.simulate(devices);
+    if (tracing) write_chrome_trace(args.trace, p.graph, p.cluster, trace);
+    if (args.json) {
+      nlohmann::json j = result_json(p, sim, r, label);
+      j["lower_bound_s"] = bounds.best();
+      all.push_back(std::move(j));
+    } else {
+      print_result(p, sim, r, label, bounds.best());
+      fmt::print("\n");
+    }
+  }
+  if (!args.trace.empty() && runs.size() != 1) throw Error("--trace needs exactly one placement");
+  if (args.json) std::cout << (all.size() == 1 ? all[0] : nlohmann::json{{"placements", all}}).dump(2) << "\n";
+  if (!args.json && runs.size() > 1) {
+    fmt::print("{:<44} {:>12} {:>6} {:>10}\n", "placement", "step", "fits", "vs bound");
+    for (const auto& [label, fwd] : runs) {
+      const SimResult& r = sim.simulate(expand_placement(p.graph, fwd));
+      fmt::print("{:<44} {:>12} {:>6} {:>9.2f}x\n", label, human_seconds(r.step_time_s), r.fits ? "yes" : "NO",
+                 r.step_time_s / bounds.best());
+    }
+  }
+}
+
+}  // namespace
+
+void register_simulate(CLI::App& app) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Simulate one step of a model on a cluster under placements");
+  add_problem_options(cmd, args->problem);
+  cmd->add_option("--placement", args->placements, "placement JSON file(s), comma-separated")->delimiter(',');
+  cmd->add_option("--on", args->on, "place everything on this device (comma-separated: one run each)")->delimiter(',');
+  cmd->add_option("--random", args->random, "simulate N random op-level placements and report simulated ops per second");
+  cmd->add_option("--seed", args->seed, "seed of --random")->capture_default_str();
+  cmd->add_option("--trace", args->trace, "write the schedule as a Chrome trace (Perfetto) to this file");
+  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->callback([args] { run_simulate(*args); });
+}
+
+void register_bounds(CLI::App& app) {
+  auto args = std::make_shared<ProblemArgs>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("bounds", "Lower bounds on the step time of any placement");
+  add_problem_options(cmd, *args);
+  cmd->add_flag("--json", *json, "print JSON");
+  cmd->callback([args, json] {
+    LoadedProblem p = load_problem(*args);
+    LowerBounds b = lower_bounds(p.graph, p.cluster, p.costs);
+    if (*json) {
+      std::cout << nlohmann::json{{"critical_path_s", b.critical_path_s}, {"total_work_s", b.total_work_s}, {"lower_bound_s", b.best()}}
+                       .dump(2)
+                << "\n";
+      return;
+    }
+    fmt::print("critical path, every op on its fastest device, free communication: {}\n", human_seconds(b.critical_path_s));
+    fmt::print("total work spread perfectly over {} devices:                      {}\n", p.cluster.num_devices(),
+               human_seconds(b.total_work_s));
+    fmt::print("lower bound: {}\n", human_seconds(b.best()));
+  });
+}
+
+}  // namespace placer::cli

@@ -1,0 +1,189 @@
+#include "placer/cost/cost_model.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+
+CostModel CostModel::defaults() {
+  // Fractions of the device's peak FLOP/s (a large fp32 matrix product, see docs/clusters.md) and
+  // of its memory bandwidth that each op class reaches. Sources and reasoning: docs/cost-model.md.
+  CostModel m;
+  auto set = [&](DeviceKind k, OpClass c, double compute, double memory) { m.of(k, c) = {compute, memory}; };
+  for (DeviceKind k : {DeviceKind::cpu, DeviceKind::gpu}) set(k, OpClass::alias, 1.0, 1.0);
+  set(DeviceKind::gpu, OpClass::matmul, 0.80, 0.70);
+  set(DeviceKind::gpu, OpClass::conv, 0.60, 0.60);
+  set(DeviceKind::gpu, OpClass::elementwise, 0.50, 0.70);
+  set(DeviceKind::gpu, OpClass::normalization, 0.30, 0.60);
+  set(DeviceKind::gpu, OpClass::pooling, 0.30, 0.60);
+  set(DeviceKind::gpu, OpClass::reduction, 0.30, 0.50);
+  set(DeviceKind::gpu, OpClass::data_movement, 0.50, 0.60);
+  set(DeviceKind::gpu, OpClass::optimizer, 0.50, 0.70);
+  set(DeviceKind::cpu, OpClass::matmul, 0.80, 0.60);
+  set(DeviceKind::cpu, OpClass::conv, 0.50, 0.50);
+  set(DeviceKind::cpu, OpClass::elementwise, 0.30, 0.60);
+  set(DeviceKind::cpu, OpClass::normalization, 0.20, 0.50);
+  set(DeviceKind::cpu, OpClass::pooling, 0.20, 0.50);
+  set(DeviceKind::cpu, OpClass::reduction, 0.20, 0.50);
+  set(DeviceKind::cpu, OpClass::data_movement, 0.30, 0.50);
+  set(DeviceKind::cpu, OpClass::optimizer, 0.30, 0.60);
+  return m;
+}
+
+double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model) {
+  if (work.op_class == OpClass::alias) return 0.0;
+  const Efficiency& e = model.of(device.kind, work.op_class);
+  const double compute = work.flops / (device.peak_flops * e.compute);
+  const double memory = (work.bytes_read + work.bytes_written) / (device.memory_bandwidth_bytes_per_s * e.memory);
+  return device.op_overhead_s * model.overhead_scale + std::max(compute, memory);
+}
+
+std::string op_signature(const Graph& g, OpId op) {
+  std::ostringstream s;
+  s << g.op_type(op) << '(';
+  bool first = true;
+  for (TensorId t : g.op_inputs(op)) {
+    if (!first) s << ',';
+    first = false;
+    if (t == kNoId) continue;
+    auto shape = g.tensor_shape(t);
+    for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? "x" : "") << shape[i];
+    if (shape.empty()) s << "scalar";
+  }
+  s << ')';
+  return s.str();
+}
+
+void Profile::set_by_name(DeviceKind kind, std::string op_name, double seconds) {
+  by_name_[static_cast<std::size_t>(kind)][std::move(op_name)] = seconds;
+}
+
+void Profile::set_by_signature(DeviceKind kind, std::string signature, double seconds) {
+  by_signature_[static_cast<std::size_t>(kind)][std::move(signature)] = seconds;
+}
+
+std::optional<double> Profile::find(DeviceKind kind, const std::string& op_name, const std::string& signature) const {
+  const auto k = static_cast<std::size_t>(kind);
+  if (auto it = by_name_[k].find(op_name); it != by_name_[k].end()) return it->second;
+  if (auto it = by_signature_[k].find(signature); it != by_signature_[k].end()) return it->second;
+  return std::nullopt;
+}
+
+std::size_t Profile::size() const {
+  std::size_t n = 0;
+  for (std::size_t k = 0; k < 2; ++k) n += by_name_[k].size() + by_signature_[k].size();
+  return n;
+}
+
+nlohmann::json Profile::to_json() const {
+  using nlohmann::json;
+  json j = {{"format", "placer-profile"}, {"version", 1}, {"machine", device_description}};
+  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
+    const auto k = static_cast<std::size_t>(kind);
+    if (by_name_[k].empty() && by_signature_[k].empty()) continue;
+    json entry = {{"ops", json::object()}, {"signatures", json::object()}};
+    for (const auto& [name, t] : by_name_[k]) entry["ops"][name] = t;
+    for (const auto& [sig, t] : by_signature_[k]) entry["signatures"][sig] = t;
+    j["times_s"][std::string(device_kind_name(kind))] = entry;
+  }
+  if (model_) {
+    json eff = json::object();
+    for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
+      for (int c = 0; c < kNumOpClasses; ++c) {
+        const Efficiency& e = model_->of(kind, static_cast<OpClass>(c));
+        eff[std::string(device_kind_name(kind))][std::string(op_class_name(static_cast<OpClass>(c)))] = {
+            {"compute", e.compute}, {"memory", e.memory}};
+      }
+    j["model"] = {{"efficiency", eff}, {"overhead_scale", model_->overhead_scale}};
+  }
+  return j;
+}
+
+Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
+  Profile p;
+  if (!j.is_object() || j.value("format", "") != "placer-profile")
+    throw Error(source + ": not a placer profile (field 'format' must be \"placer-profile\")");
+  if (j.value("version", 0) != 1) throw Error(source + ": profile version " + j.value("version", nlohmann::json()).dump() + " is not supported");
+  p.device_description = j.value("machine", "");
+  auto check_time = [&](const std::string& what, const nlohmann::json& v) {
+    if (!v.is_number() || v.get<double>() < 0) throw Error(source + ": time of '" + what + "' must be a non-negative number of seconds");
+    return v.get<double>();
+  };
+  if (auto it = j.find("times_s"); it != j.end()) {
+    if (!it->is_object()) throw Error(source + ": 'times_s' must be an object keyed by device kind");
+    for (auto& [kind_name, entry] : it->items()) {
+      DeviceKind kind = parse_device_kind(kind_name);
+      if (auto ops = entry.find("ops"); ops != entry.end())
+        for (auto& [name, t] : ops->items()) p.set_by_name(kind, name, check_time(name, t));
+      if (auto sigs = entry.find("signatures"); sigs != entry.end())
+        for (auto& [sig, t] : sigs->items()) p.set_by_signature(kind, sig, check_time(sig, t));
+    }
+  }
+  if (auto it = j.find("model"); it != j.end()) {
+    CostModel m = CostModel::defaults();
+    m.overhead_scale = it->value("overhead_scale", 1.0);
+    if (auto eff = it->find("efficiency"); eff != it->end())
+      for (auto& [kind_name, classes] : eff->items())
+        for (auto& [class_name, e] : classes.items()) {
+          Efficiency& target = m.of(parse_device_kind(kind_name), parse_op_class(class_name));
+          target.compute = e.value("compute", target.compute);
+          target.memory = e.value("memory", target.memory);
+          if (target.compute <= 0 || target.memory <= 0)
+            throw Error(source + ": efficiency of " + kind_name + "/" + class_name + " must be positive");
+        }
+    p.set_model(m);
+  }
+  return p;
+}
+
+Profile Profile::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open profile file '" + path + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error&) {
+    throw Error("profile file '" + path + "' is not valid JSON");
+  }
+  return from_json(j, "profile file '" + path + "'");
+}
+
+void Profile::save(const std::string& path) const {
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write profile file '" + path + "'");
+  out << to_json().dump(1) << "\n";
+}
+
+CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile)
+    : num_devices_(c.num_devices()) {
+  const CostModel& m = profile && profile->model() ? *profile->model() : model;
+  time_s_.assign(g.num_ops() * num_devices_, 0.0);
+  source_.assign(g.num_ops() * num_devices_, CostSource::modelled);
+  const bool use_profile = profile && profile->size() > 0;
+  for (OpId o = 0; o < g.num_ops(); ++o) {
+    const OpWork& w = g.op_work(o);
+    std::string signature = use_profile ? op_signature(g, o) : std::string();
+    for (DeviceId d = 0; d < num_devices_; ++d) {
+      const std::size_t k = std::size_t{o} * num_devices_ + d;
+      if (w.op_class == OpClass::alias) {
+        source_[k] = CostSource::alias;
+        continue;
+      }
+      if (use_profile) {
+        if (auto t = profile->find(c.device(d).kind, g.op_name(o), signature)) {
+          time_s_[k] = *t;
+          source_[k] = CostSource::measured;
+          ++measured_;
+          continue;
+        }
+      }
+      time_s_[k] = modelled_time_s(w, c.device(d), m);
+    }
+  }
+}
+
+}  // namespace placer

@@ -1,0 +1,95 @@
+// Pricing: how long each op takes on each device of a cluster. A roofline — the larger of compute
+// time (FLOPs / (peak FLOP/s x compute efficiency)) and memory time (bytes / (bandwidth x memory
+// efficiency)) — plus the device's fixed per-op overhead; aliases cost nothing. Efficiencies are
+// per op class and device kind (docs/cost-model.md says where each comes from). A measured
+// profile, by op name or by op type and input shapes, overrides the model. Costs are computed once
+// per (graph, cluster) into a flat op-major table that the simulator only reads.
+//
+//   CostTable costs(graph, cluster, CostModel::defaults(), &profile);
+//   double t = costs.time_s(op, device);
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "placer/cluster/cluster.hpp"
+#include "placer/graph/graph.hpp"
+
+namespace placer {
+
+// Fraction of a device's peak FLOP/s and of its memory bandwidth an op class reaches.
+struct Efficiency {
+  double compute = 1.0;
+  double memory = 1.0;
+};
+
+struct CostModel {
+  // efficiency[device kind][op class]
+  std::array<std::array<Efficiency, kNumOpClasses>, 2> efficiency{};
+  // Multiplies every device's per-op overhead (1 = as the cluster says).
+  double overhead_scale = 1.0;
+  const Efficiency& of(DeviceKind kind, OpClass c) const {
+    return efficiency[static_cast<std::size_t>(kind)][static_cast<std::size_t>(c)];
+  }
+  Efficiency& of(DeviceKind kind, OpClass c) { return efficiency[static_cast<std::size_t>(kind)][static_cast<std::size_t>(c)]; }
+  static CostModel defaults();
+};
+
+// Time of one op with `work` on `device` under `model` (no profile).
+double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model);
+
+// Measured op times, per device kind: by exact op name, or by op signature (type and input
+// shapes, see op_signature). JSON format "placer-profile" in docs/formats.md. It may also carry a
+// fitted cost model (efficiencies), used for ops it has no time for.
+class Profile {
+ public:
+  void set_by_name(DeviceKind kind, std::string op_name, double seconds);
+  void set_by_signature(DeviceKind kind, std::string signature, double seconds);
+  std::optional<double> find(DeviceKind kind, const std::string& op_name, const std::string& signature) const;
+  void set_model(CostModel model) { model_ = model; }
+  const std::optional<CostModel>& model() const { return model_; }
+  std::size_t size() const;
+  std::string device_description;  // the machine it was measured on (free text)
+
+  nlohmann::json to_json() const;
+  static Profile from_json(const nlohmann::json& j, const std::string& source);
+  static Profile load(const std::string& path);
+  void save(const std::string& path) const;
+
+ private:
+  std::array<std::map<std::string, double, std::less<>>, 2> by_name_, by_signature_;
+  std::optional<CostModel> model_;
+};
+
+// "Conv(32x3x224x224,64x3x7x7)": the op type and its input shapes.
+std::string op_signature(const Graph& g, OpId op);
+
+enum class CostSource : std::uint8_t { alias, modelled, measured };
+
+// Op x device times, computed once. Immutable after construction; safe to share between threads.
+class CostTable {
+ public:
+  // `profile` may be null. The model is the profile's fitted one when it has one, else `model`.
+  CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile = nullptr);
+
+  std::size_t num_devices() const { return num_devices_; }
+  double time_s(OpId op, DeviceId d) const { return time_s_[std::size_t{op} * num_devices_ + d]; }
+  // Op-major table: times()[op * num_devices + device].
+  std::span<const double> times() const { return time_s_; }
+  CostSource source(OpId op, DeviceId d) const { return source_[std::size_t{op} * num_devices_ + d]; }
+  std::size_t measured_entries() const { return measured_; }
+
+ private:
+  std::size_t num_devices_ = 0;
+  std::vector<double> time_s_;
+  std::vector<CostSource> source_;
+  std::size_t measured_ = 0;
+};
+
+}  // namespace placer

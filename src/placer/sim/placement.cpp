@@ -1,0 +1,146 @@
+#include "placer/sim/placement.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+
+PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) throw Error(source + ": a placement must be a JSON object with 'default' and 'devices'");
+  PlacementSpec spec;
+  for (auto& [key, value] : j.items()) {
+    if (key == "default") {
+      if (!value.is_string()) throw Error(source + ": 'default' must be a device name");
+      spec.default_device = value.get<std::string>();
+    } else if (key == "devices") {
+      if (!value.is_object()) throw Error(source + ": 'devices' must be an object mapping op names or module paths to devices");
+      for (auto& [k, v] : value.items()) {
+        if (!v.is_string()) throw Error(source + ": device of '" + k + "' must be a device name");
+        spec.devices.emplace_back(k, v.get<std::string>());
+      }
+    } else if (key != "format" && key != "version" && key != "comment" && key != "meta") {
+      throw Error(source + ": unknown field '" + key + "' (expected 'default' and 'devices')");
+    }
+  }
+  if (spec.default_device.empty() && spec.devices.empty())
+    throw Error(source + ": the placement names no device (give 'default' and/or 'devices')");
+  return spec;
+}
+
+PlacementSpec load_placement_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open placement file '" + path + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error&) {
+    throw Error("placement file '" + path + "' is not valid JSON");
+  }
+  return parse_placement_json(j, "placement file '" + path + "'");
+}
+
+nlohmann::json placement_to_json(const PlacementSpec& spec) {
+  nlohmann::json devices = nlohmann::json::object();
+  for (const auto& [key, device] : spec.devices) devices[key] = device;
+  return {{"default", spec.default_device}, {"devices", devices}};
+}
+
+void save_placement_file(const PlacementSpec& spec, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write placement file '" + path + "'");
+  out << placement_to_json(spec).dump(2) << "\n";
+}
+
+std::vector<DeviceId> resolve_forward_placement(const PlacementSpec& spec, const Graph& g, const Cluster& c,
+                                                const std::string& source) {
+  auto device_of = [&](const std::string& name, const std::string& what) {
+    if (auto d = c.find_device(name)) return *d;
+    std::string known;
+    for (const auto& dev : c.devices()) known += (known.empty() ? "" : ", ") + dev.name;
+    throw Error(source + ": " + what + " names device '" + name + "', which cluster '" + c.name() + "' does not have (devices: " +
+                known + ")");
+  };
+  const std::size_t n = g.num_forward_ops();
+  constexpr DeviceId kUnset = 0xFFFFFFFFu;
+  std::vector<DeviceId> by_op(n, kUnset);
+  std::vector<DeviceId> by_module(g.num_modules(), kUnset);
+  for (const auto& [key, device] : spec.devices) {
+    const DeviceId d = device_of(device, "key '" + key + "'");
+    bool matched = false;
+    if (OpId o = g.find_op(key); o != kNoId && o < n) by_op[o] = d, matched = true;
+    if (auto m = g.find_module(key); m && *m != 0) by_module[*m] = d, matched = true;
+    if (!matched) throw Error(source + ": key '" + key + "' matches no forward op and no module of the model");
+  }
+  const DeviceId fallback = spec.default_device.empty() ? kUnset : device_of(spec.default_device, "'default'");
+  std::vector<DeviceId> out(n);
+  for (OpId o = 0; o < n; ++o) {
+    DeviceId d = by_op[o];
+    for (ModuleId m = g.op_module(o); d == kUnset && m != 0; m = g.module_parent(m)) d = by_module[m];
+    if (d == kUnset) d = fallback;
+    if (d == kUnset) throw Error(source + ": op '" + g.op_name(o) + "' is covered by no key and there is no 'default'");
+    out[o] = d;
+  }
+  return out;
+}
+
+void expand_placement(const Graph& g, std::span<const DeviceId> fwd, std::vector<DeviceId>& out) {
+  const std::size_t nf = g.num_forward_ops();
+  if (fwd.size() != nf)
+    throw Error("placement gives " + std::to_string(fwd.size()) + " devices for " + std::to_string(nf) + " forward ops");
+  out.resize(g.num_ops());
+  std::copy(fwd.begin(), fwd.end(), out.begin());
+  for (OpId o = static_cast<OpId>(nf); o < g.num_ops(); ++o) {
+    OpId anchor = g.forward_op(o);
+    if (anchor == kNoId && g.updated_param(o) != kNoId) anchor = g.param_home(g.updated_param(o));
+    out[o] = anchor != kNoId && anchor < nf ? fwd[anchor] : fwd.empty() ? 0 : fwd[0];
+  }
+}
+
+std::vector<DeviceId> expand_placement(const Graph& g, std::span<const DeviceId> fwd) {
+  std::vector<DeviceId> out;
+  expand_placement(g, fwd, out);
+  return out;
+}
+
+PlacementSpec describe_placement(const Graph& g, const Cluster& c, std::span<const DeviceId> fwd) {
+  const std::size_t n = g.num_forward_ops(), nm = g.num_modules();
+  constexpr DeviceId kNone = 0xFFFFFFFFu, kMixed = 0xFFFFFFFEu;
+  PlacementSpec spec;
+  std::vector<std::size_t> count(c.num_devices(), 0);
+  for (OpId o = 0; o < n; ++o) ++count[fwd[o]];
+  const auto default_device = static_cast<DeviceId>(std::max_element(count.begin(), count.end()) - count.begin());
+  spec.default_device = c.device(default_device).name;
+
+  // Device shared by every op under each module (kMixed when they differ).
+  std::vector<DeviceId> uniform(nm, kNone);
+  auto merge = [&](ModuleId m, DeviceId d) {
+    uniform[m] = uniform[m] == kNone ? d : (uniform[m] == d ? d : kMixed);
+  };
+  for (OpId o = 0; o < n; ++o)
+    for (ModuleId m = g.op_module(o);; m = g.module_parent(m)) {
+      merge(m, fwd[o]);
+      if (m == 0) break;
+    }
+  // Top-down: the device each module inherits, emitting a key where it changes.
+  std::vector<DeviceId> inherited(nm, default_device);
+  std::vector<bool> covered(nm, false);  // under an emitted uniform module
+  for (ModuleId m = 1; m < nm; ++m) {  // parents have smaller ids
+    const ModuleId parent = g.module_parent(m);
+    inherited[m] = inherited[parent];
+    covered[m] = covered[parent];
+    if (covered[m] || uniform[m] == kNone || uniform[m] == kMixed) continue;
+    if (uniform[m] != inherited[m]) spec.devices.emplace_back(g.module_name(m), c.device(uniform[m]).name);
+    inherited[m] = uniform[m];
+    covered[m] = true;
+  }
+  for (OpId o = 0; o < n; ++o)
+    if (!covered[g.op_module(o)] && fwd[o] != inherited[g.op_module(o)])
+      spec.devices.emplace_back(g.op_name(o), c.device(fwd[o]).name);
+  return spec;
+}
+
+}  // namespace placer

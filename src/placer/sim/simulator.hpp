@@ -1,0 +1,164 @@
+// Discrete-event simulation of one step of a graph under a placement: the inner loop of every
+// placement search. Rules (docs/simulator.md):
+// - Each device runs up to `streams` ops at a time; among its ready ops it starts the one that comes
+//   first in the graph's topological order (program order), so runs are deterministic.
+// - Tensors without a producer (data, parameters, buffers) live on the device of their home op and
+//   are sent at time 0 to every other device that reads them.
+// - A tensor read on another device is sent once per destination device, over the route the
+//   cluster computed; a transfer holds every channel of its route (each link direction carries one
+//   transfer at a time) for latency + bytes / bottleneck bandwidth. Copies overlap with compute.
+// - Memory: parameters, buffers and optimizer state stay on their device for the whole step; an
+//   activation is allocated when its producer starts and freed after its last reader on that
+//   device (and its last outgoing transfer); a copy is allocated on arrival's start and freed after
+//   its last reader there. Graph outputs stay to the end.
+// A Simulator owns its scratch memory and reuses it: no allocation per call after the first. It is
+// not thread-safe: use one per thread (they can share the Graph, Cluster and CostTable).
+//
+//   Simulator sim(graph, cluster, costs);
+//   const SimResult& r = sim.simulate(devices);   // devices: one per op (expand_placement)
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "placer/cluster/cluster.hpp"
+#include "placer/cost/cost_model.hpp"
+#include "placer/graph/graph.hpp"
+
+namespace placer {
+
+struct DeviceResult {
+  double busy_s = 0.0;                    // time spent running ops
+  std::uint64_t peak_memory_bytes = 0;    // static + peak of dynamic
+  std::uint64_t static_memory_bytes = 0;  // parameters, buffers, optimizer state, data living here
+  std::uint64_t capacity_bytes = 0;       // memory limit applied (capacity x memory fraction)
+  std::uint32_t ops = 0;
+};
+
+// One step of the schedule's critical path, last step first in SimResult::critical_path().
+struct PathStep {
+  enum class Kind : std::uint8_t { op, transfer };
+  Kind kind = Kind::op;
+  std::uint32_t id = 0;       // op id, or tensor id for a transfer
+  std::uint32_t where = 0;    // device of the op, or destination device of the transfer
+  double start_s = 0.0, end_s = 0.0;
+};
+
+struct TraceEvent {
+  enum class Kind : std::uint8_t { op, transfer };
+  Kind kind = Kind::op;
+  std::uint32_t id = 0;      // op id, or tensor id
+  std::uint32_t device = 0;  // op: its device; transfer: source device
+  std::uint32_t to = 0;      // transfer: destination device
+  double start_s = 0.0, end_s = 0.0;
+};
+
+struct SimResult {
+  double step_time_s = 0.0;
+  bool fits = true;
+  std::vector<DeviceResult> devices;
+  std::vector<double> channel_bytes;  // bytes carried by each channel (Cluster channel ids)
+  double transfer_bytes = 0.0;        // over all transfers
+  std::uint32_t transfers = 0;
+  // Devices over their limit and by how much (bytes); empty when everything fits.
+  std::vector<std::pair<DeviceId, std::uint64_t>> shortfalls;
+};
+
+struct SimOptions {
+  // Each device may use this fraction of its memory (head-room for fragmentation, workspaces).
+  double memory_fraction = 1.0;
+  // Per-device limits in bytes (0 = capacity x memory_fraction); empty = none.
+  std::vector<std::uint64_t> memory_limit_bytes;
+};
+
+class Simulator {
+ public:
+  // Borrows all three; they must outlive the Simulator.
+  Simulator(const Graph& g, const Cluster& c, const CostTable& costs, SimOptions options = {});
+
+  // Simulates one step. `devices` holds one device per op (see expand_placement).
+  // REQUIRES: devices.size() == graph.num_ops() and every id < cluster.num_devices().
+  const SimResult& simulate(std::span<const DeviceId> devices);
+  // The same, recording every op and transfer into `trace` (cleared first).
+  const SimResult& simulate(std::span<const DeviceId> devices, std::vector<TraceEvent>& trace);
+
+  // The critical path of the last simulation: the chain of ops and transfers that ends with the
+  // last event, each waiting on the one before. Last step first.
+  std::vector<PathStep> critical_path() const;
+
+  const SimResult& result() const { return result_; }
+  const Graph& graph() const { return graph_; }
+  const Cluster& cluster() const { return cluster_; }
+  const CostTable& costs() const { return costs_; }
+
+ private:
+  struct Event {
+    double time;
+    std::uint64_t seq;
+    std::uint32_t id;    // op (finish) or tensor (arrival)
+    std::uint32_t dest;  // kOpFinish, or destination device of an arrival
+  };
+  const SimResult& run(std::span<const DeviceId> devices, std::vector<TraceEvent>* trace);
+  void push_event(double time, std::uint32_t id, std::uint32_t dest);
+  void make_ready(std::uint32_t op, double time, std::uint32_t cause);
+  void start_ops(DeviceId d, double now, std::vector<TraceEvent>* trace);
+  void send(std::uint32_t tensor, DeviceId from, DeviceId to, double now, std::vector<TraceEvent>* trace);
+  void allocate(DeviceId d, std::uint64_t bytes);
+  void release(std::uint32_t tensor, DeviceId d);
+
+  const Graph& graph_;
+  const Cluster& cluster_;
+  const CostTable& costs_;
+  SimOptions options_;
+  std::size_t num_devices_;
+
+  // Per graph (computed once).
+  std::vector<std::uint32_t> rank_;            // op -> position in topological order
+  std::vector<std::uint32_t> in_begin_;        // op -> distinct input tensors (CSR)
+  std::vector<std::uint32_t> in_tensors_;
+  std::vector<std::uint32_t> out_begin_;       // op -> output tensors (CSR)
+  std::vector<std::uint32_t> out_tensors_;
+  std::vector<std::uint64_t> tensor_bytes_;
+  std::vector<std::uint32_t> tensor_home_;     // producer op, or home op of a source tensor
+  std::vector<std::uint8_t> tensor_is_source_; // no producer: data, parameter, buffer, constant
+  std::vector<std::uint8_t> tensor_keep_;      // graph outputs: never freed
+  std::vector<std::uint32_t> source_tensors_;  // tensors with no producer and a home
+  std::vector<std::uint64_t> static_extra_;    // per source tensor: optimizer state bytes
+  std::vector<std::uint32_t> cons_begin_;      // tensor -> consumer ops (CSR)
+  std::vector<std::uint32_t> cons_ops_;
+
+  // Scratch (reused).
+  const DeviceId* dev_ = nullptr;
+  std::vector<std::uint32_t> remaining_;       // op -> inputs not yet available on its device
+  std::vector<std::uint64_t> dest_mask_;       // tensor -> devices it must be sent to
+  std::vector<std::uint32_t> uses_;            // tensor x device -> readers (and sends) left
+  std::vector<std::vector<std::uint32_t>> ready_;  // device -> heap of ranks
+  std::vector<std::uint32_t> free_streams_;
+  std::vector<std::uint64_t> mem_now_;
+  std::vector<std::uint64_t> mem_peak_;
+  std::vector<double> channel_free_;
+  std::vector<Event> events_;
+  std::vector<std::uint32_t> zero_finished_;   // zero-time ops finished inline, to process
+  std::uint64_t seq_ = 0;
+  // For the critical path: what each op waited for last.
+  std::vector<double> op_start_, op_end_;
+  std::vector<std::uint32_t> op_cause_;        // kCauseNone, op id | kCauseOp, tensor id | kCauseArrival
+  std::vector<double> arrival_start_;          // tensor x device -> transfer start
+  std::vector<double> arrival_end_;
+  std::vector<std::uint32_t> last_finished_;   // device -> last op that finished there
+  std::uint32_t last_op_ = 0;
+  SimResult result_;
+};
+
+// Lower bounds on the step time of any placement: the critical path with every op on its fastest
+// device and free communication, and total work spread perfectly over the cluster.
+struct LowerBounds {
+  double critical_path_s = 0.0;
+  double total_work_s = 0.0;
+  double best() const { return critical_path_s > total_work_s ? critical_path_s : total_work_s; }
+};
+LowerBounds lower_bounds(const Graph& g, const Cluster& c, const CostTable& costs);
+
+}  // namespace placer

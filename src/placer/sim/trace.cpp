@@ -1,0 +1,48 @@
+#include "placer/sim/trace.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+
+void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& c, const std::vector<TraceEvent>& trace) {
+  using nlohmann::json;
+  const auto nd = static_cast<std::uint32_t>(c.num_devices());
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "placer: " + c.name()}}}});
+  for (std::uint32_t d = 0; d < nd; ++d) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", d}, {"args", {{"name", c.device(d).name}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", d}, {"args", {{"sort_index", d}}}});
+  }
+  std::vector<bool> channel_used(c.num_channels(), false);
+  for (const TraceEvent& e : trace) {
+    const double ts = e.start_s * 1e6, dur = (e.end_s - e.start_s) * 1e6;
+    if (e.kind == TraceEvent::Kind::op) {
+      const std::string& module = g.module_name(g.op_module(e.id));
+      events.push_back({{"name", g.op_name(e.id)},
+                        {"cat", std::string(op_role_name(g.op_role(e.id)))},
+                        {"ph", "X"}, {"pid", 0}, {"tid", e.device}, {"ts", ts}, {"dur", dur},
+                        {"args", {{"type", g.op_type(e.id)}, {"module", module}, {"call", g.op_call(e.id)}}}});
+    } else {
+      for (ChannelId ch : c.route(e.device, e.to)) {
+        channel_used[ch] = true;
+        events.push_back({{"name", g.tensor_name(e.id)},
+                          {"cat", "transfer"},
+                          {"ph", "X"}, {"pid", 0}, {"tid", nd + ch}, {"ts", ts}, {"dur", dur},
+                          {"args", {{"bytes", g.tensor_bytes(e.id)},
+                                    {"from", c.device(e.device).name},
+                                    {"to", c.device(e.to).name}}}});
+      }
+    }
+  }
+  for (ChannelId ch = 0; ch < c.num_channels(); ++ch)
+    if (channel_used[ch])
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", nd + ch}, {"args", {{"name", c.channel_name(ch)}}}});
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write trace file '" + path + "'");
+  out << json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+}
+
+}  // namespace placer
