@@ -15,7 +15,45 @@ constexpr std::uint32_t kOpFinish = 0xFFFFFFFFu;
 constexpr std::uint32_t kArrivalFlag = 0x80000000u;
 constexpr std::uint32_t kNoCause = 0xFFFFFFFFu;
 
+struct Later {
+  template <typename E>
+  bool operator()(const E& a, const E& b) const {
+    return a.time != b.time ? a.time > b.time : a.key > b.key;
+  }
+};
+
 }  // namespace
+
+void Simulator::RankSet::resize(std::size_t ranks) {
+  words_.assign((ranks + 63) / 64, 0);
+  summary_.assign((words_.size() + 63) / 64, 0);
+  count_ = 0;
+}
+
+inline void Simulator::RankSet::insert(std::uint32_t rank) {
+  const std::uint32_t w = rank >> 6;
+  words_[w] |= std::uint64_t{1} << (rank & 63);
+  summary_[w >> 6] |= std::uint64_t{1} << (w & 63);
+  ++count_;
+}
+
+inline std::uint32_t Simulator::RankSet::pop_min() {
+  std::size_t s = 0;
+  while (summary_[s] == 0) ++s;
+  const auto w = static_cast<std::uint32_t>(s * 64 + static_cast<std::size_t>(std::countr_zero(summary_[s])));
+  const auto bit = static_cast<std::uint32_t>(std::countr_zero(words_[w]));
+  words_[w] &= words_[w] - 1;
+  if (words_[w] == 0) summary_[w >> 6] &= ~(std::uint64_t{1} << (w & 63));
+  --count_;
+  return w * 64 + bit;
+}
+
+void Simulator::RankSet::clear() {
+  if (count_ == 0) return;
+  std::fill(words_.begin(), words_.end(), 0);
+  std::fill(summary_.begin(), summary_.end(), 0);
+  count_ = 0;
+}
 
 Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, SimOptions options)
     : graph_(g), cluster_(c), costs_(costs), options_(std::move(options)), num_devices_(c.num_devices()) {
@@ -49,6 +87,7 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   tensor_home_.resize(t);
   tensor_is_source_.resize(t);
   tensor_keep_.assign(t, 0);
+  tensor_dev_.assign(t, 0);
   static_extra_.assign(t, 0);
   cons_begin_.assign(1, 0);
   for (TensorId x = 0; x < t; ++x) {
@@ -68,12 +107,23 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   dest_mask_.resize(t);
   uses_.resize(t * num_devices_);
   ready_.resize(num_devices_);
-  for (auto& heap : ready_) heap.reserve(64);
+  for (auto& set : ready_) set.resize(n);
+  route_begin_.assign(1, 0);
+  for (DeviceId from = 0; from < num_devices_; ++from)
+    for (DeviceId to = 0; to < num_devices_; ++to) {
+      for (ChannelId ch : c.route(from, to)) route_channels_.push_back(ch);
+      route_begin_.push_back(static_cast<std::uint32_t>(route_channels_.size()));
+      route_latency_s_.push_back(from == to ? 0.0 : c.route_latency_s(from, to));
+      route_seconds_per_byte_.push_back(from == to ? 0.0 : 1.0 / c.route_bandwidth(from, to));
+    }
+  route_bytes_.resize(num_devices_ * num_devices_);
   free_streams_.resize(num_devices_);
   mem_now_.resize(num_devices_);
   mem_peak_.resize(num_devices_);
   channel_free_.resize(c.num_channels());
   events_.reserve(256);
+  route_queue_.resize(num_devices_ * num_devices_);
+  route_head_.resize(num_devices_ * num_devices_);
   op_start_.resize(n);
   op_end_.resize(n);
   op_cause_.resize(n);
@@ -89,41 +139,45 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   }
 }
 
-void Simulator::push_event(double time, std::uint32_t id, std::uint32_t dest) {
-  events_.push_back(Event{time, seq_++, id, dest});
-  std::push_heap(events_.begin(), events_.end(), [](const Event& a, const Event& b) {
-    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-  });
+inline void Simulator::push_event(double time, std::uint32_t id, std::uint32_t dest) {
+  events_.push_back(Event{time, (std::uint64_t{dest} << 32) | id});
+  std::push_heap(events_.begin(), events_.end(), Later());
 }
 
-void Simulator::allocate(DeviceId d, std::uint64_t bytes) {
+inline void Simulator::allocate(DeviceId d, std::uint64_t bytes) {
   mem_now_[d] += bytes;
   if (mem_now_[d] > mem_peak_[d]) mem_peak_[d] = mem_now_[d];
 }
 
-void Simulator::release(std::uint32_t tensor, DeviceId d) {
+inline void Simulator::release(std::uint32_t tensor, DeviceId d) {
   const std::size_t k = std::size_t{tensor} * num_devices_ + d;
   if (--uses_[k] != 0 || tensor_keep_[tensor]) return;
-  if (tensor_is_source_[tensor] && dev_[tensor_home_[tensor]] == d) return;  // lives here all step
+  if (tensor_is_source_[tensor] && tensor_dev_[tensor] == d) return;  // lives here all step
   mem_now_[d] -= tensor_bytes_[tensor];
 }
 
-void Simulator::make_ready(std::uint32_t op, double time, std::uint32_t cause) {
+inline void Simulator::make_ready(std::uint32_t op, double time, std::uint32_t cause) {
   op_cause_[op] = cause;
   op_start_[op] = time;  // ready time until the op starts
-  auto& heap = ready_[dev_[op]];
-  heap.push_back(rank_[op]);
-  std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  const DeviceId d = dev_[op];
+  if (costs_.times()[std::size_t{op} * num_devices_ + d] == 0.0) {
+    // An op that takes no time (an alias) does not wait for its device: it finishes at once.
+    ++result_.devices[d].ops;
+    for (std::uint32_t i = out_begin_[op]; i < out_begin_[op + 1]; ++i) allocate(d, tensor_bytes_[out_tensors_[i]]);
+    if (trace_) trace_->push_back({TraceEvent::Kind::op, op, d, d, time, time});
+    zero_finished_.push_back(op);
+    return;
+  }
+  ready_[d].insert(rank_[op]);
 }
 
-void Simulator::start_ops(DeviceId d, double now, std::vector<TraceEvent>* trace) {
-  auto& heap = ready_[d];
+inline void Simulator::start_ops(DeviceId d, double now) {
+  RankSet& ready = ready_[d];
+  if (ready.empty()) return;
   auto topo = graph_.topological_order();
   const double* times = costs_.times().data();
-  while (free_streams_[d] > 0 && !heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
-    const OpId o = topo[heap.back()];
-    heap.pop_back();
+  while (free_streams_[d] > 0 && !ready.empty()) {
+    const OpId o = topo[ready.pop_min()];
     --free_streams_[d];
     if (now > op_start_[o]) op_cause_[o] = last_finished_[d];  // it waited for the device
     op_start_[o] = now;
@@ -132,30 +186,31 @@ void Simulator::start_ops(DeviceId d, double now, std::vector<TraceEvent>* trace
     dr.busy_s += duration;
     ++dr.ops;
     for (std::uint32_t i = out_begin_[o]; i < out_begin_[o + 1]; ++i) allocate(d, tensor_bytes_[out_tensors_[i]]);
-    if (trace) trace->push_back({TraceEvent::Kind::op, o, d, d, now, now + duration});
-    if (duration == 0.0) zero_finished_.push_back(o);
-    else push_event(now + duration, o, kOpFinish);
+    if (trace_) trace_->push_back({TraceEvent::Kind::op, o, d, d, now, now + duration});
+    push_event(now + duration, o, kOpFinish);
   }
 }
 
-void Simulator::send(std::uint32_t tensor, DeviceId from, DeviceId to, double now, std::vector<TraceEvent>* trace) {
-  auto route = cluster_.route(from, to);
+void Simulator::send(std::uint32_t tensor, DeviceId from, DeviceId to, double now) {
+  const std::size_t r = std::size_t{from} * num_devices_ + to;
+  const ChannelId* first = route_channels_.data() + route_begin_[r];
+  const ChannelId* last = route_channels_.data() + route_begin_[r + 1];
   double start = now;
-  for (ChannelId ch : route) start = std::max(start, channel_free_[ch]);
+  for (const ChannelId* ch = first; ch != last; ++ch) start = std::max(start, channel_free_[*ch]);
   const double bytes = static_cast<double>(tensor_bytes_[tensor]);
-  const double end = start + cluster_.route_latency_s(from, to) + bytes / cluster_.route_bandwidth(from, to);
-  for (ChannelId ch : route) {
-    channel_free_[ch] = end;
-    result_.channel_bytes[ch] += bytes;
-  }
+  const double end = start + route_latency_s_[r] + bytes * route_seconds_per_byte_[r];
+  for (const ChannelId* ch = first; ch != last; ++ch) channel_free_[*ch] = end;
+  route_bytes_[r] += bytes;
   allocate(to, tensor_bytes_[tensor]);
   const std::size_t k = std::size_t{tensor} * num_devices_ + to;
   arrival_start_[k] = start;
   arrival_end_[k] = end;
   result_.transfer_bytes += bytes;
   ++result_.transfers;
-  if (trace) trace->push_back({TraceEvent::Kind::transfer, tensor, from, to, start, end});
-  push_event(end, tensor, to);
+  if (trace_) trace_->push_back({TraceEvent::Kind::transfer, tensor, from, to, start, end});
+  auto& queue = route_queue_[r];
+  if (route_head_[r] == queue.size()) push_event(end, tensor, to);  // the route was idle: this is its head
+  queue.push_back({end, tensor});
 }
 
 const SimResult& Simulator::simulate(std::span<const DeviceId> devices) { return run(devices, nullptr); }
@@ -166,6 +221,7 @@ const SimResult& Simulator::simulate(std::span<const DeviceId> devices, std::vec
 }
 
 const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<TraceEvent>* trace) {
+  trace_ = trace;
   const std::size_t n = graph_.num_ops();
   const std::size_t nd = num_devices_;
   if (devices.size() != n)
@@ -178,9 +234,9 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
   std::fill(uses_.begin(), uses_.end(), 0u);
   std::fill(mem_now_.begin(), mem_now_.end(), 0u);
   std::fill(channel_free_.begin(), channel_free_.end(), 0.0);
-  std::fill(result_.channel_bytes.begin(), result_.channel_bytes.end(), 0.0);
   for (DeviceId d = 0; d < nd; ++d) {
     ready_[d].clear();
+    std::fill(route_bytes_.begin() + d * nd, route_bytes_.begin() + (d + 1) * nd, 0.0);
     free_streams_[d] = static_cast<std::uint32_t>(std::max(1, cluster_.device(d).streams));
     last_finished_[d] = kNoCause;
     DeviceResult& dr = result_.devices[d];
@@ -188,7 +244,8 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
   }
   events_.clear();
   zero_finished_.clear();
-  seq_ = 0;
+  for (auto& q : route_queue_) q.clear();
+  std::fill(route_head_.begin(), route_head_.end(), 0u);
   result_.transfer_bytes = 0.0;
   result_.transfers = 0;
   result_.shortfalls.clear();
@@ -202,6 +259,9 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
   for (DeviceId d = 0; d < nd; ++d) result_.devices[d].static_memory_bytes = mem_now_[d];
   mem_peak_ = mem_now_;
 
+  for (std::size_t x = 0; x < tensor_dev_.size(); ++x)
+    tensor_dev_[x] = tensor_home_[x] == kNoId ? 0 : dev_[tensor_home_[x]];
+
   // Readers per (tensor, device), destinations per tensor, inputs each op waits for.
   for (OpId o = 0; o < n; ++o) {
     const DeviceId d = dev_[o];
@@ -210,7 +270,7 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
     for (std::uint32_t i = in_begin_[o]; i < in_begin_[o + 1]; ++i) {
       const std::uint32_t x = in_tensors_[i];
       ++uses_[std::size_t{x} * nd + d];
-      const DeviceId src = dev_[tensor_home_[x]];
+      const DeviceId src = tensor_dev_[x];
       if (src != d) {
         ++waits;
         const std::uint64_t bit = std::uint64_t{1} << d;
@@ -228,34 +288,37 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
   // Time 0: send sources to remote readers, start every op with nothing to wait for.
   for (std::uint32_t s : source_tensors_)
     for (std::uint64_t mask = dest_mask_[s]; mask; mask &= mask - 1)
-      send(s, dev_[tensor_home_[s]], static_cast<DeviceId>(std::countr_zero(mask)), 0.0, trace);
+      send(s, dev_[tensor_home_[s]], static_cast<DeviceId>(std::countr_zero(mask)), 0.0);
   for (OpId o : graph_.topological_order())
     if (remaining_[o] == 0) make_ready(o, 0.0, kNoCause);
-  for (DeviceId d = 0; d < nd; ++d) start_ops(d, 0.0, trace);
+  for (DeviceId d = 0; d < nd; ++d) start_ops(d, 0.0);
 
-  const auto later = [](const Event& a, const Event& b) { return a.time != b.time ? a.time > b.time : a.seq > b.seq; };
   double now = 0.0, step_end = 0.0;
   std::size_t finished = 0;
   last_op_ = 0;
   for (;;) {
     std::uint32_t id, dest;
+    bool took_device = true;
     if (!zero_finished_.empty()) {
       id = zero_finished_.back();
       zero_finished_.pop_back();
       dest = kOpFinish;
+      took_device = false;
     } else if (!events_.empty()) {
-      std::pop_heap(events_.begin(), events_.end(), later);
+      std::pop_heap(events_.begin(), events_.end(), Later());
       const Event e = events_.back();
       events_.pop_back();
-      now = e.time, id = e.id, dest = e.dest;
+      now = e.time, id = static_cast<std::uint32_t>(e.key), dest = static_cast<std::uint32_t>(e.key >> 32);
     } else {
       break;
     }
     if (dest == kOpFinish) {
       const OpId o = id;
       const DeviceId d = dev_[o];
-      ++free_streams_[d];
-      last_finished_[d] = o;
+      if (took_device) {
+        ++free_streams_[d];
+        last_finished_[d] = o;
+      }
       op_end_[o] = now;
       ++finished;
       if (now >= step_end) step_end = now, last_op_ = o;
@@ -267,10 +330,10 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
           if (dev_[c] == d && --remaining_[c] == 0) make_ready(c, now, o);
         }
         for (std::uint64_t mask = dest_mask_[x]; mask; mask &= mask - 1)
-          send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now, trace);
+          send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now);
         if (uses_[std::size_t{x} * nd + d] == 0 && !tensor_keep_[x]) mem_now_[d] -= tensor_bytes_[x];  // nobody reads it
       }
-      start_ops(d, now, trace);
+      start_ops(d, now);
     } else {
       const std::uint32_t x = id;
       const DeviceId d = dest;
@@ -278,12 +341,22 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
         const OpId c = cons_ops_[j];
         if (dev_[c] == d && --remaining_[c] == 0) make_ready(c, now, x | kArrivalFlag);
       }
-      release(x, dev_[tensor_home_[x]]);  // the sender's copy is no longer needed for this send
-      start_ops(d, now, trace);
+      const DeviceId from = tensor_dev_[x];
+      release(x, from);  // the sender's copy is no longer needed for this send
+      const std::size_t r = std::size_t{from} * nd + d;
+      if (++route_head_[r] < route_queue_[r].size()) {
+        const Pending& next = route_queue_[r][route_head_[r]];
+        push_event(next.end, next.tensor, d);
+      }
+      start_ops(d, now);
     }
   }
   if (finished != n) throw Error("simulation ended with " + std::to_string(n - finished) + " ops that never ran (internal error)");
 
+  std::fill(result_.channel_bytes.begin(), result_.channel_bytes.end(), 0.0);
+  for (std::size_t r = 0; r + 1 < route_begin_.size(); ++r)
+    if (route_bytes_[r] > 0)
+      for (std::uint32_t i = route_begin_[r]; i < route_begin_[r + 1]; ++i) result_.channel_bytes[route_channels_[i]] += route_bytes_[r];
   result_.step_time_s = step_end;
   result_.fits = true;
   for (DeviceId d = 0; d < nd; ++d) {

@@ -94,17 +94,17 @@ class Simulator {
   const CostTable& costs() const { return costs_; }
 
  private:
+  // Events at equal times are ordered by `key` ((dest << 32) | id, unique per event), so the
+  // order never depends on how the heap was filled.
   struct Event {
     double time;
-    std::uint64_t seq;
-    std::uint32_t id;    // op (finish) or tensor (arrival)
-    std::uint32_t dest;  // kOpFinish, or destination device of an arrival
+    std::uint64_t key;  // high: kOpFinish or destination device of an arrival; low: op or tensor id
   };
   const SimResult& run(std::span<const DeviceId> devices, std::vector<TraceEvent>* trace);
   void push_event(double time, std::uint32_t id, std::uint32_t dest);
   void make_ready(std::uint32_t op, double time, std::uint32_t cause);
-  void start_ops(DeviceId d, double now, std::vector<TraceEvent>* trace);
-  void send(std::uint32_t tensor, DeviceId from, DeviceId to, double now, std::vector<TraceEvent>* trace);
+  void start_ops(DeviceId d, double now);
+  void send(std::uint32_t tensor, DeviceId from, DeviceId to, double now);
   void allocate(DeviceId d, std::uint64_t bytes);
   void release(std::uint32_t tensor, DeviceId d);
 
@@ -131,17 +131,44 @@ class Simulator {
 
   // Scratch (reused).
   const DeviceId* dev_ = nullptr;
+  std::vector<TraceEvent>* trace_ = nullptr;
   std::vector<std::uint32_t> remaining_;       // op -> inputs not yet available on its device
   std::vector<std::uint64_t> dest_mask_;       // tensor -> devices it must be sent to
   std::vector<std::uint32_t> uses_;            // tensor x device -> readers (and sends) left
-  std::vector<std::vector<std::uint32_t>> ready_;  // device -> heap of ranks
+  // Ready ops of one device as a set of topological ranks: a two-level bitset, so that inserting
+  // and taking the lowest rank cost a few word operations whatever the queue length.
+  class RankSet {
+   public:
+    void resize(std::size_t ranks);
+    bool empty() const { return count_ == 0; }
+    void insert(std::uint32_t rank);
+    std::uint32_t pop_min();
+    void clear();
+
+   private:
+    std::vector<std::uint64_t> words_, summary_;
+    std::size_t count_ = 0;
+  };
+  std::vector<RankSet> ready_;                 // device -> ready ops
+  std::vector<std::uint32_t> route_begin_;     // route (from * n + to) -> channels (CSR)
+  std::vector<ChannelId> route_channels_;
+  std::vector<double> route_latency_s_, route_seconds_per_byte_;
+  std::vector<double> route_bytes_;
   std::vector<std::uint32_t> free_streams_;
   std::vector<std::uint64_t> mem_now_;
   std::vector<std::uint64_t> mem_peak_;
   std::vector<double> channel_free_;
-  std::vector<Event> events_;
+  std::vector<Event> events_;                  // heap: running ops and the head of each route's queue
+  // Transfers on one route end in the order they were sent, so each route keeps a FIFO of
+  // pending arrivals and only its head sits in the event heap (a small heap, whatever the traffic).
+  struct Pending {
+    double end;
+    std::uint32_t tensor;
+  };
+  std::vector<std::vector<Pending>> route_queue_;  // from * num_devices + to
+  std::vector<std::uint32_t> route_head_;
   std::vector<std::uint32_t> zero_finished_;   // zero-time ops finished inline, to process
-  std::uint64_t seq_ = 0;
+  std::vector<std::uint32_t> tensor_dev_;      // tensor -> device of its producer or home op
   // For the critical path: what each op waited for last.
   std::vector<double> op_start_, op_end_;
   std::vector<std::uint32_t> op_cause_;        // kCauseNone, op id | kCauseOp, tensor id | kCauseArrival

@@ -1,0 +1,119 @@
+#include "placer/cost/cost_model.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+Device gpu() {
+  return Device{.name = "gpu:0", .kind = DeviceKind::gpu, .model = "t", .peak_flops = 1e12, .memory_bandwidth_bytes_per_s = 1e11,
+                .memory_bytes = 1 << 30, .op_overhead_s = 1e-5};
+}
+
+CostModel unit_model() {
+  CostModel m = CostModel::defaults();
+  for (auto& per_kind : m.efficiency)
+    for (auto& e : per_kind) e = {1.0, 1.0};
+  return m;
+}
+
+TEST(CostModel, ComputeBoundOpTakesFlopsOverPeak) {
+  OpWork w{2e9, 1e6, 1e6, OpClass::matmul};  // 2 ms of compute, 20 us of memory
+  EXPECT_DOUBLE_EQ(modelled_time_s(w, gpu(), unit_model()), 1e-5 + 2e-3);
+}
+
+TEST(CostModel, MemoryBoundOpTakesBytesOverBandwidth) {
+  OpWork w{1e6, 4e8, 4e8, OpClass::elementwise};  // 1 us of compute, 8 ms of memory
+  EXPECT_DOUBLE_EQ(modelled_time_s(w, gpu(), unit_model()), 1e-5 + 8e-3);
+}
+
+TEST(CostModel, EfficiencyDividesThePeak) {
+  CostModel m = unit_model();
+  m.of(DeviceKind::gpu, OpClass::conv) = {0.5, 1.0};
+  EXPECT_DOUBLE_EQ(modelled_time_s(OpWork{1e9, 0, 0, OpClass::conv}, gpu(), m), 1e-5 + 2e-3);
+}
+
+TEST(CostModel, AliasesCostNothingNotEvenOverhead) {
+  EXPECT_EQ(modelled_time_s(OpWork{0, 0, 0, OpClass::alias}, gpu(), CostModel::defaults()), 0.0);
+}
+
+TEST(CostModel, DefaultsAreFractions) {
+  CostModel m = CostModel::defaults();
+  for (auto& per_kind : m.efficiency)
+    for (auto& e : per_kind) {
+      EXPECT_GT(e.compute, 0.0);
+      EXPECT_LE(e.compute, 1.0);
+      EXPECT_GT(e.memory, 0.0);
+      EXPECT_LE(e.memory, 1.0);
+    }
+}
+
+Graph one_op_graph() {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {8, 16}, DType::f32, TensorKind::data);
+  TensorId w = b.add_tensor("w", {16, 4}, DType::f32, TensorKind::parameter);
+  TensorId y = b.add_tensor("y", {8, 4}, DType::f32, TensorKind::activation);
+  OpSpec spec{.name = "mm", .type = "MatMul", .inputs = {x, w}, .outputs = {y}};
+  spec.work = OpWork{1024, 576, 128, OpClass::matmul};
+  b.add_op(std::move(spec));
+  return std::move(b).build();
+}
+
+Cluster one_gpu() {
+  Device cpu = gpu();
+  cpu.name = "cpu:0", cpu.kind = DeviceKind::cpu;
+  return Cluster::build("t", {cpu, gpu()}, {},
+                        {Link{.a = "cpu:0", .b = "gpu:0", .bandwidth_ab_bytes_per_s = 1e10, .bandwidth_ba_bytes_per_s = 1e10,
+                              .latency_s = 1e-5}});
+}
+
+TEST(Profile, SignatureIsTypeAndInputShapes) { EXPECT_EQ(op_signature(one_op_graph(), 0), "MatMul(8x16,16x4)"); }
+
+TEST(Profile, MeasuredTimeOverridesTheModelPerDeviceKind) {
+  Graph g = one_op_graph();
+  Cluster c = one_gpu();
+  Profile p;
+  p.set_by_signature(DeviceKind::gpu, "MatMul(8x16,16x4)", 0.25);
+  CostTable t(g, c, CostModel::defaults(), &p);
+  EXPECT_DOUBLE_EQ(t.time_s(0, 1), 0.25);
+  EXPECT_EQ(t.source(0, 1), CostSource::measured);
+  EXPECT_EQ(t.source(0, 0), CostSource::modelled);
+  p.set_by_name(DeviceKind::gpu, "mm", 0.5);  // a name beats a signature
+  EXPECT_DOUBLE_EQ(CostTable(g, c, CostModel::defaults(), &p).time_s(0, 1), 0.5);
+}
+
+TEST(Profile, RoundTripsThroughJson) {
+  Profile p;
+  p.device_description = "test box";
+  p.set_by_name(DeviceKind::cpu, "mm", 1e-3);
+  p.set_by_signature(DeviceKind::gpu, "Relu(4x4)", 2e-6);
+  CostModel m = CostModel::defaults();
+  m.of(DeviceKind::gpu, OpClass::conv).compute = 0.42;
+  p.set_model(m);
+  Profile back = Profile::from_json(p.to_json(), "t");
+  EXPECT_EQ(back.to_json(), p.to_json());
+  EXPECT_DOUBLE_EQ(back.model()->of(DeviceKind::gpu, OpClass::conv).compute, 0.42);
+  EXPECT_EQ(back.find(DeviceKind::cpu, "mm", ""), 1e-3);
+}
+
+TEST(Profile, BadInputIsAnError) {
+  EXPECT_THROW(Profile::from_json(nlohmann::json::parse(R"({"format": "other"})"), "t"), Error);
+  EXPECT_THROW(Profile::from_json(nlohmann::json::parse(R"({"format": "placer-profile", "version": 9})"), "t"), Error);
+  EXPECT_THROW(Profile::from_json(nlohmann::json::parse(
+                                      R"({"format": "placer-profile", "version": 1, "times_s": {"gpu": {"ops": {"a": -1}}}})"),
+                                  "t"),
+               Error);
+  EXPECT_THROW(Profile::from_json(nlohmann::json::parse(
+                                      R"({"format": "placer-profile", "version": 1, "times_s": {"tpu": {"ops": {}}}})"),
+                                  "t"),
+               Error);
+  EXPECT_THROW(Profile::load("/nonexistent/profile.json"), Error);
+}
+
+}  // namespace
+}  // namespace placer

@@ -1,0 +1,140 @@
+#include "placer/sim/placement.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "placer/graph/training.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Cluster cpu_and_two_gpus() {
+  auto dev = [](std::string name, DeviceKind kind) {
+    return Device{.name = std::move(name), .kind = kind, .model = "t", .peak_flops = 1e12, .memory_bandwidth_bytes_per_s = 1e11,
+                  .memory_bytes = 1 << 30, .op_overhead_s = 1e-5};
+  };
+  auto link = [](std::string a) {
+    return Link{.a = std::move(a), .b = "bus", .bandwidth_ab_bytes_per_s = 1e10, .bandwidth_ba_bytes_per_s = 1e10, .latency_s = 1e-5};
+  };
+  return Cluster::build("t", {dev("cpu:0", DeviceKind::cpu), dev("gpu:0", DeviceKind::gpu), dev("gpu:1", DeviceKind::gpu)}, {"bus"},
+                        {link("cpu:0"), link("gpu:0"), link("gpu:1")});
+}
+
+// A chain through modules cells.1, cells.10, layer4.0.conv, fc (with parameters, so it trains).
+Graph modular_graph() {
+  GraphBuilder b("m");
+  TensorId prev = b.add_tensor("x", {4, 4}, DType::f32, TensorKind::data);
+  const char* ops[][2] = {{"/cells.1/Gemm", "cells.1"}, {"/cells.10/Gemm", "cells.10"},
+                          {"/layer4/layer4.0/conv/Gemm", "layer4.0.conv"}, {"/fc/Gemm", "fc"}};
+  int i = 0;
+  for (auto& [name, module] : ops) {
+    TensorId w = b.add_tensor(std::string(module) + ".weight", {4, 4}, DType::f32, TensorKind::parameter);
+    TensorId out = b.add_tensor("t" + std::to_string(i++), {4, 4}, DType::f32, TensorKind::activation);
+    OpSpec spec{.name = name, .type = "Gemm", .inputs = {prev, w}, .outputs = {out}, .module = module};
+    spec.work = OpWork{128, 192, 64, OpClass::matmul};
+    b.add_op(std::move(spec));
+    prev = out;
+  }
+  b.mark_output(prev);
+  return std::move(b).build();
+}
+
+std::vector<DeviceId> resolve(const std::string& json, const Graph& g) {
+  return resolve_forward_placement(parse_placement_json(nlohmann::json::parse(json), "test"), g, cpu_and_two_gpus());
+}
+
+TEST(PlacementFile, DefaultCoversEverything) {
+  EXPECT_THAT(resolve(R"({"default": "gpu:1"})", modular_graph()), ElementsAre(2u, 2u, 2u, 2u));
+}
+
+TEST(PlacementFile, ModulePathMatchesAtDotBoundaries) {
+  // "cells.1" covers cells.1 but not cells.10.
+  EXPECT_THAT(resolve(R"({"default": "gpu:0", "devices": {"cells.1": "cpu:0"}})", modular_graph()), ElementsAre(0u, 1u, 1u, 1u));
+}
+
+TEST(PlacementFile, ModuleCoversEverythingUnderIt) {
+  EXPECT_THAT(resolve(R"({"default": "gpu:0", "devices": {"layer4": "gpu:1"}})", modular_graph()), ElementsAre(1u, 1u, 2u, 1u));
+}
+
+TEST(PlacementFile, LongerModuleWinsOverShorter) {
+  EXPECT_THAT(resolve(R"({"default": "gpu:0", "devices": {"layer4": "gpu:1", "layer4.0": "cpu:0"}})", modular_graph()),
+              ElementsAre(1u, 1u, 0u, 1u));
+}
+
+TEST(PlacementFile, ExactOpNameWinsOverModule) {
+  EXPECT_THAT(resolve(R"({"default": "gpu:0", "devices": {"layer4": "gpu:1", "/layer4/layer4.0/conv/Gemm": "cpu:0"}})",
+                      modular_graph()),
+              ElementsAre(1u, 1u, 0u, 1u));
+}
+
+TEST(PlacementFile, KeyMatchingNothingIsAnError) {
+  try {
+    resolve(R"({"default": "gpu:0", "devices": {"layer5": "gpu:1"}})", modular_graph());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'layer5'"));
+  }
+}
+
+TEST(PlacementFile, MissingDeviceIsAnErrorNamingIt) {
+  try {
+    resolve(R"({"default": "gpu:7"})", modular_graph());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'gpu:7'"));
+    EXPECT_THAT(e.what(), HasSubstr("gpu:1"));  // lists what the cluster has
+  }
+}
+
+TEST(PlacementFile, UncoveredOpWithoutDefaultIsAnError) {
+  EXPECT_THROW(resolve(R"({"devices": {"fc": "gpu:1"}})", modular_graph()), Error);
+}
+
+TEST(PlacementFile, MalformedFilesAreErrors) {
+  EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"([1, 2])"), "t"), Error);
+  EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"default": 3})"), "t"), Error);
+  EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"devices": {"fc": 1}})"), "t"), Error);
+  EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"defualt": "gpu:0"})"), "t"), Error);
+  EXPECT_THROW(load_placement_file("/nonexistent/placement.json"), Error);
+}
+
+TEST(ExpandPlacement, GradientsFollowTheirOpAndUpdatesTheirParameter) {
+  Graph step = derive_training_step(modular_graph(), Optimizer::sgd);
+  std::vector<DeviceId> fwd{0, 1, 2, 1};
+  std::vector<DeviceId> all = expand_placement(step, fwd);
+  ASSERT_EQ(all.size(), step.num_ops());
+  for (OpId o = 0; o < step.num_ops(); ++o) {
+    if (step.forward_op(o) != kNoId) EXPECT_EQ(all[o], fwd[step.forward_op(o)]) << step.op_name(o);
+    if (step.updated_param(o) != kNoId) EXPECT_EQ(all[o], fwd[step.param_home(step.updated_param(o))]) << step.op_name(o);
+  }
+  EXPECT_EQ(all[step.find_op("update/cells.10.weight")], 1u);
+  EXPECT_EQ(all[step.find_op("/layer4/layer4.0/conv/Gemm/grad")], 2u);
+}
+
+TEST(DescribePlacement, ResolvesBackToTheSamePlacement) {
+  Graph g = modular_graph();
+  Cluster c = cpu_and_two_gpus();
+  for (std::vector<DeviceId> fwd : {std::vector<DeviceId>{1, 1, 1, 1}, {0, 1, 2, 1}, {2, 2, 0, 0}, {1, 0, 0, 1}}) {
+    PlacementSpec spec = describe_placement(g, c, fwd);
+    EXPECT_EQ(resolve_forward_placement(spec, g, c), fwd);
+    // And through the file format.
+    EXPECT_EQ(resolve_forward_placement(parse_placement_json(placement_to_json(spec), "t"), g, c), fwd);
+  }
+}
+
+TEST(DescribePlacement, UsesModulesWhereTheyAreWhole) {
+  PlacementSpec spec = describe_placement(modular_graph(), cpu_and_two_gpus(), std::vector<DeviceId>{1, 1, 2, 1});
+  EXPECT_EQ(spec.default_device, "gpu:0");
+  ASSERT_EQ(spec.devices.size(), 1u);
+  EXPECT_EQ(spec.devices[0].first, "layer4");
+  EXPECT_EQ(spec.devices[0].second, "gpu:1");
+}
+
+}  // namespace
+}  // namespace placer

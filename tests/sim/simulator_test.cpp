@@ -1,0 +1,279 @@
+#include "placer/sim/simulator.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "placer/sim/placement.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::DoubleNear;
+
+// Two GPUs behind one switch: gpu:0 -> sw -> gpu:1 is two hops of 1 GB/s and 1 us each.
+Cluster two_gpus(std::uint64_t memory_bytes = 1'000'000, int streams = 1) {
+  auto gpu = [&](std::string name) {
+    return Device{.name = std::move(name), .kind = DeviceKind::gpu, .model = "test", .peak_flops = 1e12,
+                  .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = memory_bytes, .op_overhead_s = 0.0, .streams = streams};
+  };
+  Link l0{.name = "l0", .a = "gpu:0", .b = "sw", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 1e-6};
+  Link l1{.name = "l1", .a = "gpu:1", .b = "sw", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 1e-6};
+  return Cluster::build("test", {gpu("gpu:0"), gpu("gpu:1")}, {"sw"}, {l0, l1});
+}
+
+// A graph written op by op; every op gets a fixed time through a profile.
+struct Sketch {
+  GraphBuilder b{"sketch"};
+  Profile profile;
+  TensorId tensor(const std::string& name, std::int64_t bytes, TensorKind kind = TensorKind::activation) {
+    return b.add_tensor(name, {bytes}, DType::u8, kind);
+  }
+  OpId op(const std::string& name, std::vector<TensorId> in, std::vector<TensorId> out, double seconds) {
+    profile.set_by_name(DeviceKind::gpu, name, seconds);
+    OpSpec spec{.name = name, .type = "Relu", .inputs = std::move(in), .outputs = std::move(out)};
+    spec.work.op_class = OpClass::elementwise;
+    return b.add_op(std::move(spec));
+  }
+};
+
+struct Priced {
+  Graph g;
+  Cluster c;
+  CostTable costs;
+  Simulator sim;
+  Priced(Sketch&& s, Cluster cluster)
+      : g(std::move(s.b).build()), c(std::move(cluster)), costs(g, c, CostModel::defaults(), &s.profile), sim(g, c, costs) {}
+  const SimResult& on(std::vector<DeviceId> devices) { return sim.simulate(devices); }
+};
+
+constexpr double kHop = 1e-6;                   // latency per hop
+double xfer(double bytes) { return 2 * kHop + bytes / 1e9; }  // gpu:0 -> gpu:1, cut-through
+
+TEST(Simulator, ChainOnOneDeviceTakesTheSumOfItsOps) {
+  Sketch s;
+  TensorId x = s.tensor("x", 100, TensorKind::data), t1 = s.tensor("t1", 100), t2 = s.tensor("t2", 100), t3 = s.tensor("t3", 100);
+  s.op("a", {x}, {t1}, 1.0);
+  s.op("b", {t1}, {t2}, 2.0);
+  s.op("c", {t2}, {t3}, 3.0);
+  Priced r(std::move(s), two_gpus());
+  const SimResult& res = r.on({0, 0, 0});
+  EXPECT_DOUBLE_EQ(res.step_time_s, 6.0);
+  EXPECT_DOUBLE_EQ(res.devices[0].busy_s, 6.0);
+  EXPECT_EQ(res.devices[0].ops, 3u);
+  EXPECT_EQ(res.transfers, 0u);
+  EXPECT_TRUE(res.fits);
+}
+
+TEST(Simulator, ForkJoinAcrossDevicesPaysTwoTransfers) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), ta = s.tensor("ta", 1000), tb = s.tensor("tb", 10), tc = s.tensor("tc", 2000),
+           td = s.tensor("td", 10);
+  s.op("a", {x}, {ta}, 1.0);
+  s.op("b", {ta}, {tb}, 0.5);
+  s.op("c", {ta}, {tc}, 2.0);
+  s.op("d", {tb, tc}, {td}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  const SimResult& res = r.on({0, 0, 1, 0});
+  // c waits for ta to reach gpu:1, d waits for tc to come back.
+  EXPECT_THAT(res.step_time_s, DoubleNear(1.0 + xfer(1000) + 2.0 + xfer(2000) + 1.0, 1e-12));
+  EXPECT_EQ(res.transfers, 2u);
+  EXPECT_DOUBLE_EQ(res.transfer_bytes, 3000.0);
+  // Both channels of each direction carried the bytes once.
+  double total = 0;
+  for (double bytes : res.channel_bytes) total += bytes;
+  EXPECT_DOUBLE_EQ(total, 2 * 3000.0);
+}
+
+TEST(Simulator, TransfersOnOneLinkWaitForEachOther) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), p = s.tensor("p", 1'000'000), q = s.tensor("q", 1'000'000);
+  TensorId op = s.tensor("op", 10), oq = s.tensor("oq", 10);
+  s.op("split", {x}, {p, q}, 1.0);
+  s.op("use_p", {p}, {op}, 0.0001);
+  s.op("use_q", {q}, {oq}, 0.0001);
+  Priced r(std::move(s), two_gpus());
+  const SimResult& res = r.on({0, 1, 1});
+  // q's copy starts when p's ends: 1 + 2 * (2 us + 1 ms), then use_q.
+  EXPECT_THAT(res.step_time_s, DoubleNear(1.0 + 2 * xfer(1e6) + 0.0001, 1e-12));
+}
+
+TEST(Simulator, ATensorIsSentOncePerDestinationDevice) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), t = s.tensor("t", 5000);
+  TensorId o1 = s.tensor("o1", 10), o2 = s.tensor("o2", 10), o3 = s.tensor("o3", 10);
+  s.op("make", {x}, {t}, 1.0);
+  s.op("r1", {t}, {o1}, 1.0);
+  s.op("r2", {t}, {o2}, 1.0);
+  s.op("r3", {t}, {o3}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  const SimResult& res = r.on({0, 1, 1, 1});
+  EXPECT_EQ(res.transfers, 1u);
+  EXPECT_DOUBLE_EQ(res.transfer_bytes, 5000.0);
+  EXPECT_THAT(res.step_time_s, DoubleNear(1.0 + xfer(5000) + 3.0, 1e-12));
+}
+
+TEST(Simulator, TwoHopRouteAddsLatenciesAndUsesTheBottleneck) {
+  // gpu:0 -(10 GB/s)- sw -(1 GB/s)- gpu:1: the slower hop sets the pace.
+  auto gpu = [](std::string name) {
+    return Device{.name = std::move(name), .kind = DeviceKind::gpu, .model = "t", .peak_flops = 1e12,
+                  .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = 1 << 20, .op_overhead_s = 0.0};
+  };
+  Cluster c = Cluster::build("hops", {gpu("gpu:0"), gpu("gpu:1")}, {"sw"},
+                             {Link{.name = "fast", .a = "gpu:0", .b = "sw", .bandwidth_ab_bytes_per_s = 1e10,
+                                   .bandwidth_ba_bytes_per_s = 1e10, .latency_s = 3e-6},
+                              Link{.name = "slow", .a = "sw", .b = "gpu:1", .bandwidth_ab_bytes_per_s = 1e9,
+                                   .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 5e-6}});
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), t = s.tensor("t", 4000), o = s.tensor("o", 10);
+  s.op("a", {x}, {t}, 1.0);
+  s.op("b", {t}, {o}, 1.0);
+  Priced r(std::move(s), std::move(c));
+  EXPECT_THAT(r.on({0, 1}).step_time_s, DoubleNear(1.0 + 8e-6 + 4000 / 1e9 + 1.0, 1e-12));
+}
+
+TEST(Simulator, ParametersAreSentToRemoteReadersAtTimeZero) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), w = s.tensor("w", 1000, TensorKind::parameter);
+  TensorId y = s.tensor("y", 10), z = s.tensor("z", 10);
+  s.op("first", {x, w}, {y}, 1.0);   // home of w: gpu:0
+  s.op("second", {y, w}, {z}, 1.0);  // reads w on gpu:1
+  Priced r(std::move(s), two_gpus());
+  const SimResult& res = r.on({0, 1});
+  EXPECT_EQ(res.transfers, 2u);  // w at time 0, y after "first"
+  EXPECT_THAT(res.step_time_s, DoubleNear(1.0 + xfer(10) + 1.0, 1e-12));
+}
+
+TEST(SimulatorMemory, PeakCountsLiveActivationsByHand) {
+  Sketch s;
+  TensorId x = s.tensor("x", 100, TensorKind::data), t1 = s.tensor("t1", 200), t2 = s.tensor("t2", 300), t3 = s.tensor("t3", 50);
+  s.op("a", {x}, {t1}, 1.0);
+  s.op("b", {t1}, {t2}, 1.0);
+  s.op("c", {t2}, {t3}, 1.0);
+  s.b.mark_output(t3);
+  Priced r(std::move(s), two_gpus());
+  const SimResult& res = r.on({0, 0, 0});
+  // While b runs: x (static) + t1 (its input) + t2 (its output) = 600 bytes.
+  EXPECT_EQ(res.devices[0].static_memory_bytes, 100u);
+  EXPECT_EQ(res.devices[0].peak_memory_bytes, 600u);
+  EXPECT_EQ(res.devices[1].peak_memory_bytes, 0u);
+}
+
+TEST(SimulatorMemory, ACopyOccupiesTheDestinationToo) {
+  Sketch s;
+  TensorId x = s.tensor("x", 100, TensorKind::data), t = s.tensor("t", 400), o = s.tensor("o", 30);
+  s.op("a", {x}, {t}, 1.0);
+  s.op("b", {t}, {o}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  const SimResult& res = r.on({0, 1});
+  EXPECT_EQ(res.devices[0].peak_memory_bytes, 500u);  // x + t until its copy is sent
+  EXPECT_EQ(res.devices[1].peak_memory_bytes, 430u);  // the copy of t + o
+}
+
+TEST(SimulatorMemory, OutOfMemoryIsReportedWithTheShortfall) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), w = s.tensor("w", 5000, TensorKind::parameter), y = s.tensor("y", 10);
+  s.op("a", {x, w}, {y}, 1.0);
+  Priced r(std::move(s), two_gpus(/*memory_bytes=*/4000));
+  const SimResult& res = r.on({0});
+  EXPECT_FALSE(res.fits);
+  ASSERT_EQ(res.shortfalls.size(), 1u);
+  EXPECT_EQ(res.shortfalls[0].first, 0u);
+  EXPECT_EQ(res.shortfalls[0].second, 5000u + 10u + 10u - 4000u);
+}
+
+TEST(SimulatorMemory, MemoryFractionLowersTheLimit) {
+  Sketch s;
+  TensorId x = s.tensor("x", 600, TensorKind::data), y = s.tensor("y", 10);
+  s.op("a", {x}, {y}, 1.0);
+  Graph g = std::move(s.b).build();
+  Cluster c = two_gpus(1000);
+  CostTable costs(g, c, CostModel::defaults(), &s.profile);
+  EXPECT_TRUE(Simulator(g, c, costs).simulate(std::vector<DeviceId>{0}).fits);
+  EXPECT_FALSE(Simulator(g, c, costs, SimOptions{.memory_fraction = 0.5}).simulate(std::vector<DeviceId>{0}).fits);
+}
+
+TEST(Simulator, StreamsRunIndependentOpsTogether) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), a = s.tensor("ta", 10), b = s.tensor("tb", 10);
+  s.op("a", {x}, {a}, 1.0);
+  s.op("b", {x}, {b}, 1.0);
+  Priced one(std::move(s), two_gpus(1'000'000, 1));
+  EXPECT_DOUBLE_EQ(one.on({0, 0}).step_time_s, 2.0);
+  Sketch s2;
+  x = s2.tensor("x", 10, TensorKind::data), a = s2.tensor("ta", 10), b = s2.tensor("tb", 10);
+  s2.op("a", {x}, {a}, 1.0);
+  s2.op("b", {x}, {b}, 1.0);
+  Priced two(std::move(s2), two_gpus(1'000'000, 2));
+  EXPECT_DOUBLE_EQ(two.on({0, 0}).step_time_s, 1.0);
+}
+
+TEST(Simulator, ReadyOpsStartInProgramOrder) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), a = s.tensor("ta", 10), b = s.tensor("tb", 10), c = s.tensor("tc", 10);
+  s.op("first", {x}, {a}, 1.0);
+  s.op("second", {x}, {b}, 1.0);
+  s.op("third", {x}, {c}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  std::vector<TraceEvent> trace;
+  r.sim.simulate(std::vector<DeviceId>{0, 0, 0}, trace);
+  ASSERT_EQ(trace.size(), 3u);
+  EXPECT_EQ(trace[0].id, 0u);
+  EXPECT_EQ(trace[1].id, 1u);
+  EXPECT_DOUBLE_EQ(trace[2].start_s, 2.0);
+}
+
+TEST(Simulator, CriticalPathFollowsTheTransfer) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), ta = s.tensor("ta", 1000), tb = s.tensor("tb", 10);
+  s.op("a", {x}, {ta}, 1.0);
+  s.op("b", {ta}, {tb}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  r.on({0, 1});
+  auto path = r.sim.critical_path();
+  ASSERT_EQ(path.size(), 3u);
+  EXPECT_EQ(path[0].kind, PathStep::Kind::op);
+  EXPECT_EQ(path[0].id, 1u);
+  EXPECT_EQ(path[1].kind, PathStep::Kind::transfer);
+  EXPECT_EQ(path[2].id, 0u);
+}
+
+TEST(Simulator, SameInputSameResult) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), ta = s.tensor("ta", 1000), tb = s.tensor("tb", 10), tc = s.tensor("tc", 10);
+  s.op("a", {x}, {ta}, 1.0);
+  s.op("b", {ta}, {tb}, 1.0);
+  s.op("c", {ta}, {tc}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  const double first = r.on({0, 1, 0}).step_time_s;
+  r.on({1, 1, 1});
+  EXPECT_DOUBLE_EQ(r.on({0, 1, 0}).step_time_s, first);
+}
+
+TEST(Simulator, RejectsAPlacementOfTheWrongSize) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), y = s.tensor("y", 10);
+  s.op("a", {x}, {y}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  EXPECT_THROW(r.on({0, 1}), Error);
+  EXPECT_THROW(r.on({7}), Error);
+}
+
+TEST(LowerBounds, CriticalPathAndTotalWork) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), a = s.tensor("ta", 10), b = s.tensor("tb", 10), c = s.tensor("tc", 10);
+  s.op("a", {x}, {a}, 1.0);
+  s.op("b", {x}, {b}, 1.0);
+  s.op("c", {a, b}, {c}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  LowerBounds lb = lower_bounds(r.g, r.c, r.costs);
+  EXPECT_DOUBLE_EQ(lb.critical_path_s, 2.0);
+  EXPECT_NEAR(lb.total_work_s, 1.5, 1e-9);  // 3 s of work over two equal devices
+  // No placement beats the bound.
+  for (DeviceId a0 : {0u, 1u})
+    for (DeviceId b0 : {0u, 1u})
+      for (DeviceId c0 : {0u, 1u}) EXPECT_GE(r.on({a0, b0, c0}).step_time_s + 1e-12, lb.best());
+}
+
+}  // namespace
+}  // namespace placer
