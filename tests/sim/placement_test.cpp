@@ -34,8 +34,12 @@ Graph modular_graph() {
                           {"/layer4/layer4.0/conv/Gemm", "layer4.0.conv"}, {"/fc/Gemm", "fc"}};
   int i = 0;
   for (auto& [name, module] : ops) {
-    TensorId w = b.add_tensor(std::string(module) + ".weight", {4, 4}, DType::f32, TensorKind::parameter);
-    TensorId out = b.add_tensor("t" + std::to_string(i++), {4, 4}, DType::f32, TensorKind::activation);
+    std::string weight = module;
+    weight += ".weight";
+    TensorId w = b.add_tensor(weight, {4, 4}, DType::f32, TensorKind::parameter);
+    std::string out_name = "t";
+    out_name += std::to_string(i++);
+    TensorId out = b.add_tensor(out_name, {4, 4}, DType::f32, TensorKind::activation);
     OpSpec spec{.name = name, .type = "Gemm", .inputs = {prev, w}, .outputs = {out}, .module = module};
     spec.work = OpWork{128, 192, 64, OpClass::matmul};
     b.add_op(std::move(spec));
@@ -110,8 +114,12 @@ TEST(ExpandPlacement, GradientsFollowTheirOpAndUpdatesTheirParameter) {
   std::vector<DeviceId> all = expand_placement(step, fwd);
   ASSERT_EQ(all.size(), step.num_ops());
   for (OpId o = 0; o < step.num_ops(); ++o) {
-    if (step.forward_op(o) != kNoId) EXPECT_EQ(all[o], fwd[step.forward_op(o)]) << step.op_name(o);
-    if (step.updated_param(o) != kNoId) EXPECT_EQ(all[o], fwd[step.param_home(step.updated_param(o))]) << step.op_name(o);
+    if (step.forward_op(o) != kNoId) {
+      EXPECT_EQ(all[o], fwd[step.forward_op(o)]) << step.op_name(o);
+    }
+    if (step.updated_param(o) != kNoId) {
+      EXPECT_EQ(all[o], fwd[step.param_home(step.updated_param(o))]) << step.op_name(o);
+    }
   }
   EXPECT_EQ(all[step.find_op("update/cells.10.weight")], 1u);
   EXPECT_EQ(all[step.find_op("/layer4/layer4.0/conv/Gemm/grad")], 2u);

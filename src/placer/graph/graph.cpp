@@ -263,7 +263,7 @@ Graph GraphBuilder::build() && {
   }
   g.outputs_ = std::move(outputs_);
 
-  // Parameter homes: the first consumer in topological order, unless the builder named one.
+  // Homes of tensors without a producer: their first consumer in topological order.
   g.param_home_.assign(num_tensors, kNoId);
   for (OpId o : g.topo_)
     for (TensorId t : g.op_inputs(o))

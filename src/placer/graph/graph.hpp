@@ -83,8 +83,9 @@ class Graph {
   TensorDesc tensor_desc(TensorId t) const;
   // The graph's outputs (what a loss would read).
   std::span<const TensorId> outputs() const { return outputs_; }
-  // Parameters: the op a parameter lives with (its first consumer in topological order, or the op
-  // that aliases it): placements of ops extend to parameters through it. kNoId if never used.
+  // Tensors without a producer (parameters, buffers, data): the op they live with, their first
+  // consumer in topological order; placements of ops extend to parameters through it. kNoId if
+  // nothing reads the tensor.
   OpId param_home(TensorId t) const { return param_home_[t]; }
   // Optimizer state kept per parameter element (0 for SGD, 1 for momentum, 2 for Adam).
   std::uint32_t optimizer_state_copies() const { return optimizer_state_copies_; }

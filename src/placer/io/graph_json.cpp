@@ -134,7 +134,9 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
                  parse_dtype(optional_as<std::string>(t, "dtype", "float32", where)),
                  parse_tensor_kind(optional_as<std::string>(t, "kind", "activation", where)));
   }
-  auto tensor_id = [&](const std::string& name, const std::string& where) {
+  auto tensor_id = [&](const json& name_json, const std::string& where) {
+    if (!name_json.is_string()) throw Error(where + ": tensor names must be strings, got " + name_json.dump());
+    const std::string name = name_json.get<std::string>();
     TensorId id = b.find_tensor(name);
     if (id == kNoId) throw Error(where + ": tensor '" + name + "' is not in 'tensors'");
     return id;
@@ -151,12 +153,12 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     where += " '" + spec.name + "'";
     spec.type = field_as<std::string>(op, "type", where);
     for (const json& in : field(op, "inputs", where))
-      spec.inputs.push_back(in.is_null() ? kNoId : tensor_id(in.get<std::string>(), where));
-    for (const json& out : field(op, "outputs", where)) spec.outputs.push_back(tensor_id(out.get<std::string>(), where));
+      spec.inputs.push_back(in.is_null() ? kNoId : tensor_id(in, where));
+    for (const json& out : field(op, "outputs", where)) spec.outputs.push_back(tensor_id(out, where));
     spec.module = optional_as<std::string>(op, "module", "", where);
     spec.call = optional_as<std::uint32_t>(op, "call", 0, where);
     spec.role = parse_op_role(optional_as<std::string>(op, "role", "forward", where));
-    if (auto it = op.find("param"); it != op.end()) spec.param = tensor_id(it->get<std::string>(), where);
+    if (auto it = op.find("param"); it != op.end()) spec.param = tensor_id(*it, where);
     if (auto it = op.find("attrs"); it != op.end()) {
       if (!it->is_object()) throw Error(where + ": field 'attrs' must be an object");
       for (auto& [name, value] : it->items()) spec.attrs.set(attribute_from(name, value, where));
@@ -179,7 +181,10 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
         throw Error(where + ": " + e.what());
       }
     }
-    if (auto it = op.find("forward_op"); it != op.end()) forward_refs.push_back({static_cast<OpId>(i), it->get<std::string>()});
+    if (auto it = op.find("forward_op"); it != op.end()) {
+      if (!it->is_string()) throw Error(where + ": field 'forward_op' must be an op name");
+      forward_refs.push_back({static_cast<OpId>(i), it->get<std::string>()});
+    }
     std::string name = spec.name;
     OpId id = b.add_op(std::move(spec));
     op_ids.emplace(std::move(name), id);
@@ -190,7 +195,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     b.op(op).forward_op = it->second;
   }
   for (const json& out : optional_as<json>(j, "outputs", json::array(), source))
-    b.mark_output(tensor_id(out.get<std::string>(), source + ": outputs"));
+    b.mark_output(tensor_id(out, source + ": outputs"));
   b.set_num_forward_ops(optional_as<std::size_t>(j, "forward_ops", ops.size(), source));
   b.set_optimizer_state_copies(optional_as<std::uint32_t>(j, "optimizer_state_copies", 0, source));
   try {

@@ -1,0 +1,341 @@
+// The `placer` command as a user runs it: the built binary, its exit code, what it prints on stdout
+// and on stderr. Each test states one promise of the CLI (README.md, "Using it").
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+struct Outcome {
+  int exit_code = -1;  // 128 + signal when the process was killed by one; 124 when it timed out
+  std::string out;
+  std::string err;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string quoted(const std::string& arg) {
+  std::string q = "'";
+  for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string temp_path(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = "suite";
+  if (info) test.assign(info->test_suite_name()).append(".").append(info->name());
+  // The process id keeps tests that CTest runs in parallel (each in a process of its own) apart.
+  std::string path = ::testing::TempDir();
+  path.append("placer_cli_").append(std::to_string(::getpid())).append("_").append(test).append("_").append(name);
+  return path;
+}
+
+// Runs `placer ARGS...` with stdout and stderr captured in files; a hang is cut off after 120 s.
+Outcome placer(const std::vector<std::string>& args) {
+  const std::string out = temp_path("stdout"), err = temp_path("stderr");
+  std::string cmd = "timeout 120 " + quoted(test::placer_binary());
+  for (const auto& a : args) cmd.append(" ").append(quoted(a));
+  cmd.append(" >").append(quoted(out)).append(" 2>").append(quoted(err)).append(" </dev/null");
+  int status = std::system(cmd.c_str());
+  Outcome run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  run.out = read_file(out);
+  run.err = read_file(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  return run;
+}
+
+// Input files the tests write, removed when the test program ends.
+class TempInputs : public ::testing::Environment {
+ public:
+  static std::vector<std::string>& paths() {
+    static std::vector<std::string> written;
+    return written;
+  }
+  void TearDown() override {
+    for (const auto& p : paths()) std::remove(p.c_str());
+  }
+};
+const auto* const kTempInputs = ::testing::AddGlobalTestEnvironment(new TempInputs);
+
+std::string write_file(const std::string& name, const std::string& bytes) {
+  std::string path = temp_path(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  TempInputs::paths().push_back(path);
+  return path;
+}
+
+std::size_t count_lines(const std::string& text) {
+  std::size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines + (!text.empty() && text.back() != '\n');
+}
+
+// A failure as the README promises it: a non-zero exit that is not a crash, a signal or a timeout,
+// and exactly one line on stderr, placer's own.
+void expect_clean_failure(const Outcome& run) {
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_LT(run.exit_code, 124) << "crashed, killed or timed out; stderr: " << run.err;
+  EXPECT_EQ(count_lines(run.err), 1u) << run.err;
+  EXPECT_THAT(run.err, StartsWith("placer: error: "));
+  for (const char* crash : {"terminate called", "Segmentation", "Aborted", "core dumped", "what():"})
+    EXPECT_THAT(run.err, Not(HasSubstr(crash)));
+}
+
+nlohmann::json parse_json(const Outcome& run) {
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  try {
+    return nlohmann::json::parse(run.out);
+  } catch (const nlohmann::json::exception& e) {
+    ADD_FAILURE() << "stdout is not JSON: " << e.what() << "\n" << run.out.substr(0, 500);
+    return nlohmann::json::object();
+  }
+}
+
+// ---- help --------------------------------------------------------------------------------------
+
+TEST(Help, TopLevelHelpListsTheInspectSubcommand) {
+  Outcome run = placer({"--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("inspect"));
+}
+
+TEST(Help, InspectHelpListsEveryOption) {
+  Outcome run = placer({"inspect", "--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  for (const char* option : {"--mode", "--optimizer", "--data-inputs", "--dim", "--unknown-ops", "--depth", "--json"})
+    EXPECT_THAT(run.out, HasSubstr(option)) << option;
+}
+
+TEST(Help, NoSubcommandIsAnError) {
+  Outcome run = placer({});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_LT(run.exit_code, 124);
+}
+
+// ---- inspect --json on the bundled Inception-V3 ----------------------------------------------------
+
+class InspectInceptionJson : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    Outcome run = placer({"inspect", test::example("inception_v3.onnx"), "--json"});
+    report_ = new nlohmann::json(parse_json(run));
+  }
+  static void TearDownTestSuite() {
+    delete report_;
+    report_ = nullptr;
+  }
+  const nlohmann::json& report() const { return *report_; }
+
+ private:
+  static nlohmann::json* report_;
+};
+nlohmann::json* InspectInceptionJson::report_ = nullptr;
+
+TEST_F(InspectInceptionJson, CountsOneForwardOpPerOnnxNode) { EXPECT_EQ(report().value("ops", 0), 663); }
+
+TEST_F(InspectInceptionJson, CountsTrainableScalarParameters) {
+  EXPECT_EQ(report().value("params", std::uint64_t{0}), 23834568u);
+}
+
+TEST_F(InspectInceptionJson, ParameterBytesAreFourPerFloatParameter) {
+  EXPECT_EQ(report().value("param_bytes", std::uint64_t{0}), 4u * 23834568u);
+}
+
+TEST_F(InspectInceptionJson, TakesTheImageAsTheOnlyDataInput) {
+  EXPECT_EQ(report().value("data_inputs", nlohmann::json()), nlohmann::json::array({"input.1"}));
+}
+
+TEST_F(InspectInceptionJson, TrainingStepAddsBackwardAndUpdateOps) {
+  ASSERT_TRUE(report().contains("training"));
+  EXPECT_GT(report()["training"].value("ops", 0), 663);
+}
+
+TEST_F(InspectInceptionJson, TrainingStepCostsMoreThanOneAndAHalfForwardPasses) {
+  ASSERT_TRUE(report().contains("training"));
+  const double forward = report().value("forward_flops", 0.0);
+  EXPECT_GT(forward, 0.0);
+  EXPECT_GT(report()["training"].value("flops", 0.0), 1.5 * forward);
+}
+
+TEST_F(InspectInceptionJson, TrainingStepDefaultsToSgd) {
+  ASSERT_TRUE(report().contains("training"));
+  EXPECT_EQ(report()["training"].value("optimizer", ""), "sgd");
+}
+
+TEST(InspectJson, InferenceModeHasNoTrainingStep) {
+  nlohmann::json report = parse_json(placer({"inspect", test::example("inception_v3.onnx"), "--json", "--mode", "inference"}));
+  EXPECT_EQ(report.value("ops", 0), 663);
+  EXPECT_FALSE(report.contains("training"));
+}
+
+TEST(InspectJson, AdamKeepsTwoStateCopiesPerParameter) {
+  nlohmann::json report = parse_json(placer({"inspect", test::example("inception_v3.onnx"), "--json", "--optimizer", "adam"}));
+  ASSERT_TRUE(report.contains("training"));
+  EXPECT_EQ(report["training"].value("optimizer", ""), "adam");
+  EXPECT_EQ(report["training"].value("optimizer_state_bytes", std::uint64_t{0}), 2u * report.value("param_bytes", std::uint64_t{0}));
+}
+
+TEST(InspectText, SaysWhichInputsItTookAsData) {
+  Outcome run = placer({"inspect", test::example("inception_v3.onnx")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("data inputs input.1 [32,3,299,299] float32"));
+  EXPECT_TRUE(run.err.empty()) << run.err;
+}
+
+// ---- --data-inputs ------------------------------------------------------------------------------
+
+TEST(DataInputs, NmtTakesBothTokenInputsAsDataByDefault) {
+  REQUIRE_SHARED_MODELS();
+  nlohmann::json report = parse_json(placer({"inspect", test::shared_model("nmt"), "--json", "--mode", "inference"}));
+  EXPECT_EQ(report.value("data_inputs", nlohmann::json()), nlohmann::json::array({"input.1", "input"}));
+}
+
+TEST(DataInputs, OverrideMakesExactlyTheNamedInputsData) {
+  REQUIRE_SHARED_MODELS();
+  nlohmann::json by_use = parse_json(placer({"inspect", test::shared_model("nmt"), "--json", "--mode", "inference"}));
+  nlohmann::json forced = parse_json(
+      placer({"inspect", test::shared_model("nmt"), "--json", "--mode", "inference", "--data-inputs", "input.1"}));
+  EXPECT_EQ(forced.value("data_inputs", nlohmann::json()), nlohmann::json::array({"input.1"}));
+  // The other token input is an integer tensor: not data, and not a trainable parameter either.
+  EXPECT_EQ(forced.value("params", std::uint64_t{0}), by_use.value("params", std::uint64_t{1}));
+}
+
+TEST(DataInputs, OverrideTakesACommaSeparatedList) {
+  REQUIRE_SHARED_MODELS();
+  nlohmann::json report = parse_json(
+      placer({"inspect", test::shared_model("nmt"), "--json", "--mode", "inference", "--data-inputs", "input,input.1"}));
+  EXPECT_EQ(report.value("data_inputs", nlohmann::json()), nlohmann::json::array({"input.1", "input"}));
+}
+
+TEST(DataInputs, NamingSomethingThatIsNotAGraphInputIsAnError) {
+  Outcome run = placer({"inspect", test::example("inception_v3.onnx"), "--data-inputs", "no_such_input"});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("no_such_input"));
+}
+
+// ---- bad input: one line on stderr, a non-zero exit, never a crash or a hang ---------------------
+
+TEST(BadInput, MissingFile) {
+  Outcome run = placer({"inspect", temp_path("does_not_exist.onnx")});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("does_not_exist.onnx"));
+}
+
+TEST(BadInput, EmptyFile) {
+  Outcome run = placer({"inspect", write_file("empty.onnx", "")});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("empty"));
+}
+
+TEST(BadInput, TruncatedOnnx) {
+  std::string model = read_file(test::example("inception_v3.onnx"));
+  ASSERT_GT(model.size(), 20000u);
+  Outcome run = placer({"inspect", write_file("truncated.onnx", model.substr(0, 20000))});
+  expect_clean_failure(run);
+}
+
+TEST(BadInput, RandomBytes) {
+  std::mt19937 rng(7);
+  std::string bytes(65536, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng() & 0xFF);
+  Outcome run = placer({"inspect", write_file("random.onnx", bytes)});
+  expect_clean_failure(run);
+}
+
+TEST(BadInput, MalformedGraphJson) {
+  Outcome run = placer({"inspect", write_file("malformed.json", R"({"ops": [)")});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("not valid JSON"));
+}
+
+TEST(BadInput, GraphJsonWithACycle) {
+  // a -> b -> a: each op reads the other's output.
+  nlohmann::json graph = {
+      {"format", "placer-graph"},
+      {"version", 1},
+      {"tensors", {{{"name", "ta"}, {"shape", {4}}}, {{"name", "tb"}, {"shape", {4}}}}},
+      {"ops",
+       {{{"name", "a"}, {"type", "Relu"}, {"inputs", {"tb"}}, {"outputs", {"ta"}}},
+        {{"name", "b"}, {"type", "Relu"}, {"inputs", {"ta"}}, {"outputs", {"tb"}}}}}};
+  Outcome run = placer({"inspect", write_file("cycle.json", graph.dump())});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("cycle"));
+}
+
+TEST(BadInput, GraphJsonDeclaringMoreForwardOpsThanItHolds) {
+  nlohmann::json graph = {{"format", "placer-graph"},
+                          {"version", 1},
+                          {"forward_ops", 5},
+                          {"tensors", {{{"name", "x"}, {"shape", {4}}, {"kind", "data"}}, {{"name", "y"}, {"shape", {4}}}}},
+                          {"ops", {{{"name", "r"}, {"type", "Relu"}, {"inputs", {"x"}}, {"outputs", {"y"}}}}}};
+  Outcome run = placer({"inspect", write_file("too_many_forward.json", graph.dump())});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("forward ops"));
+}
+
+TEST(BadInput, DimWithANonNumericValue) {
+  Outcome run = placer({"inspect", test::example("inception_v3.onnx"), "--dim", "batch=abc"});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("--dim"));
+}
+
+TEST(BadInput, DimWithANonPositiveValue) {
+  Outcome run = placer({"inspect", test::example("inception_v3.onnx"), "--dim", "batch=0"});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("--dim"));
+}
+
+TEST(BadInput, DimWithoutAValue) {
+  Outcome run = placer({"inspect", test::example("inception_v3.onnx"), "--dim", "batch"});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("NAME=VALUE"));
+}
+
+// ---- the documentation's examples ----------------------------------------------------------------
+
+// The first ```json block after `heading` in a file of docs/.
+std::string doc_json_block(const std::string& doc, const std::string& heading) {
+  std::string text = read_file(std::string(PLACER_EXAMPLES) + "/../docs/" + doc);
+  std::size_t at = text.find(heading);
+  if (at == std::string::npos) return "";
+  std::size_t begin = text.find("```json\n", at);
+  if (begin == std::string::npos) return "";
+  begin += 8;
+  std::size_t end = text.find("```", begin);
+  return end == std::string::npos ? "" : text.substr(begin, end - begin);
+}
+
+TEST(Docs, GraphJsonExampleLoads) {
+  std::string example = doc_json_block("formats.md", "### Example: a tiny MLP");
+  ASSERT_FALSE(example.empty()) << "no JSON example under the heading in docs/formats.md";
+  Outcome run = placer({"inspect", write_file("mlp.graph.json", example)});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("forward     4 ops, 6.51M FLOPs"));
+  EXPECT_THAT(run.out, HasSubstr("training    13 ops (4 forward, 5 backward, 4 update; sgd)"));
+}
+
+}  // namespace
+}  // namespace placer
