@@ -22,7 +22,11 @@ PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& s
         if (!v.is_string()) throw Error(source + ": device of '" + k + "' must be a device name");
         spec.devices.emplace_back(k, v.get<std::string>());
       }
-    } else if (key != "format" && key != "version" && key != "comment" && key != "meta") {
+    } else if (key == "format") {
+      if (value != "placer-placement") throw Error(source + ": 'format' must be \"placer-placement\"");
+    } else if (key == "version") {
+      if (value != 1) throw Error(source + ": placement version " + value.dump() + " is not supported (this placer reads 1)");
+    } else if (key != "comment" && key != "meta") {
       throw Error(source + ": unknown field '" + key + "' (expected 'default' and 'devices')");
     }
   }
@@ -46,7 +50,7 @@ PlacementSpec load_placement_file(const std::string& path) {
 nlohmann::json placement_to_json(const PlacementSpec& spec) {
   nlohmann::json devices = nlohmann::json::object();
   for (const auto& [key, device] : spec.devices) devices[key] = device;
-  return {{"default", spec.default_device}, {"devices", devices}};
+  return {{"format", "placer-placement"}, {"version", 1}, {"default", spec.default_device}, {"devices", devices}};
 }
 
 void save_placement_file(const PlacementSpec& spec, const std::string& path) {

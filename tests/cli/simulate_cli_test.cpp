@@ -1,0 +1,134 @@
+// `placer simulate`, `placer bounds` and `placer clusters` as a user runs them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/paths.hpp"
+#include "support/run_placer.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::HasSubstr;
+using test::placer;
+
+std::string write(const std::string& name, const std::string& text) {
+  std::string path = test::temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+const std::string kModel = test::example("inception_v3.onnx");
+
+TEST(SimulateCli, JsonHasStepTimeFitsAndDevices) {
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto j = nlohmann::json::parse(run.out);
+  EXPECT_GT(j["step_time_s"].get<double>(), 0.0);
+  EXPECT_TRUE(j["fits"].get<bool>());
+  ASSERT_EQ(j["devices"].size(), 5u);
+  EXPECT_EQ(j["devices"][1]["name"], "gpu:0");
+  EXPECT_GT(j["devices"][1]["busy_s"].get<double>(), 0.0);
+  EXPECT_GT(j["devices"][1]["peak_memory_bytes"].get<double>(), 0.0);
+  EXPECT_GE(j["step_time_s"].get<double>(), j["lower_bound_s"].get<double>());
+}
+
+TEST(SimulateCli, APlacementFileReproducesItsSplit) {
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement", test::example("inception_v3.k80x4.split.json"),
+                     "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto j = nlohmann::json::parse(run.out);
+  for (int d = 1; d <= 4; ++d) EXPECT_GT(j["devices"][d]["ops"].get<int>(), 0) << d;
+  EXPECT_GT(j["transfers"].get<int>(), 0);
+}
+
+TEST(SimulateCli, TraceIsAChromeTrace) {
+  const std::string trace = test::temp_path("trace.json");
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement", test::example("inception_v3.k80x4.split.json"),
+                     "--trace", trace});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto j = nlohmann::json::parse(test::read_file(trace));
+  std::size_t ops = 0, transfers = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    (e["cat"] == "transfer" ? transfers : ops)++;
+  }
+  EXPECT_EQ(ops, 1257u);  // every op of the training step
+  EXPECT_GT(transfers, 0u);
+  std::remove(trace.c_str());
+}
+
+TEST(SimulateCli, RandomReportsThroughput) {
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "5", "--seed", "3", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_GT(nlohmann::json::parse(run.out)["ops_per_second"].get<double>(), 0.0);
+}
+
+TEST(SimulateCli, BoundsArePositive) {
+  auto run = placer({"bounds", "--model", kModel, "--cluster", "k80x4", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto j = nlohmann::json::parse(run.out);
+  EXPECT_GT(j["critical_path_s"].get<double>(), 0.0);
+  EXPECT_GT(j["total_work_s"].get<double>(), 0.0);
+}
+
+TEST(ClustersCli, ListsEveryPreset) {
+  auto run = placer({"clusters"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  for (const char* name : {"k80x2", "k80x4", "k80x8", "p100x4", "p100x8", "dgx-h100", "h100-box"}) EXPECT_THAT(run.out, HasSubstr(name));
+  auto json = placer({"clusters", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(json.out).size(), 7u);
+}
+
+void expect_one_line_error(const std::vector<std::string>& args, const std::string& fragment) {
+  auto run = placer(args);
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_LT(run.exit_code, 124);
+  EXPECT_THAT(run.err, HasSubstr(fragment));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+}
+
+TEST(SimulateCliBadInput, PlacementNamingAMissingDevice) {
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement", write("p.json", R"({"default": "gpu:9"})")},
+                        "gpu:9");
+}
+
+TEST(SimulateCliBadInput, PlacementNamingAMissingOp) {
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement",
+                         write("p.json", R"({"default": "gpu:0", "devices": {"Mixed_9z": "gpu:1"}})")},
+                        "Mixed_9z");
+}
+
+TEST(SimulateCliBadInput, ClusterWithNoDevices) {
+  expect_one_line_error({"simulate", "--model", kModel, "--on", "gpu:0", "--cluster",
+                         write("c.json", R"({"format": "placer-cluster", "version": 1, "name": "empty", "devices": [], "switches": [], "links": []})")},
+                        "device");
+}
+
+TEST(SimulateCliBadInput, ClusterLinkToAMissingDevice) {
+  expect_one_line_error(
+      {"simulate", "--model", kModel, "--on", "cpu:0", "--cluster",
+       write("c.json", R"({"format": "placer-cluster", "version": 1, "name": "x",
+         "devices": [{"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e10, "op_overhead_s": 1e-5}],
+         "switches": [], "links": [{"a": "cpu:0", "b": "gpu:7", "bandwidth": 1e10, "latency_s": 1e-5}]})")},
+      "gpu:7");
+}
+
+TEST(SimulateCliBadInput, NegativeBandwidth) {
+  expect_one_line_error(
+      {"simulate", "--model", kModel, "--on", "cpu:0", "--cluster",
+       write("c.json", R"({"format": "placer-cluster", "version": 1, "name": "x",
+         "devices": [{"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e10, "op_overhead_s": 1e-5},
+                     {"name": "gpu:0", "kind": "gpu", "model": "g", "peak_flops": 1e13, "memory_bandwidth": 1e12, "memory_bytes": 1e10, "op_overhead_s": 1e-5}],
+         "switches": [], "links": [{"a": "cpu:0", "b": "gpu:0", "bandwidth": -5, "latency_s": 1e-5}]})")},
+      "bandwidth");
+}
+
+TEST(SimulateCliBadInput, UnknownPreset) { expect_one_line_error({"simulate", "--model", kModel, "--on", "gpu:0", "--cluster", "tpu-pod"}, "tpu-pod"); }
+
+TEST(SimulateCliBadInput, NothingToSimulate) { expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4"}, "--placement"); }
+
+}  // namespace
+}  // namespace placer
