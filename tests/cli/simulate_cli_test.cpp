@@ -78,8 +78,9 @@ TEST(ClustersCli, ListsEveryPreset) {
   auto run = placer({"clusters"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   for (const char* name : {"k80x2", "k80x4", "k80x8", "p100x4", "p100x8", "dgx-h100", "h100-box"}) EXPECT_THAT(run.out, HasSubstr(name));
+  EXPECT_THAT(run.out, HasSubstr("local"));  // the machine placer runs on, detected
   auto json = placer({"clusters", "--json"});
-  EXPECT_EQ(nlohmann::json::parse(json.out).size(), 7u);
+  EXPECT_EQ(nlohmann::json::parse(json.out).size(), 8u);
 }
 
 void expect_one_line_error(const std::vector<std::string>& args, const std::string& fragment) {

@@ -51,5 +51,11 @@ void register_inspect(CLI::App& app);
 void register_clusters(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_bounds(CLI::App& app);
+void register_place(CLI::App& app);
+void register_compare(CLI::App& app);
+// Real execution (exec layer, libtorch): run, profile, validate (cli/run.cpp).
+void register_run(CLI::App& app);
+void register_profile(CLI::App& app);
+void register_validate(CLI::App& app);
 
 }  // namespace placer::cli

@@ -4,16 +4,27 @@
 #include <exception>
 
 #include "placer/cli/common.hpp"
+#include "placer/exec/exec.hpp"
+#include "placer/rl/learned.hpp"
 #include "placer/util/error.hpp"
 
 int main(int argc, char** argv) {
+  placer::register_learned_placers();
   CLI::App app{"placer: device placement of deep-learning training graphs (simulate, place, compare, run)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "placer 0.1.0");
+  // Usage errors: one line, like every other error.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return "placer: error: " + std::string(e.what()) + " (see --help)\n"; });
   placer::cli::register_inspect(app);
   placer::cli::register_clusters(app);
   placer::cli::register_simulate(app);
   placer::cli::register_bounds(app);
+  placer::cli::register_place(app);
+  placer::cli::register_compare(app);
+  placer::exec::register_exec_presets();  // the `local` cluster preset
+  placer::cli::register_run(app);
+  placer::cli::register_profile(app);
+  placer::cli::register_validate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,6 +13,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -142,5 +143,10 @@ std::vector<std::string> cluster_preset_names();
 Cluster cluster_preset(std::string_view name);
 // A preset name, else a path to a cluster JSON file.
 Cluster resolve_cluster(const std::string& preset_or_path);
+
+// Adds a preset at run time (layers above the cluster layer, e.g. exec's `local`, the detected
+// machine); consulted after the built-in presets by cluster_preset_names, cluster_preset and
+// resolve_cluster. Registering a name again replaces it. Not thread-safe: call at start-up.
+void register_cluster_preset(std::string name, std::function<Cluster()> make);
 
 }  // namespace placer

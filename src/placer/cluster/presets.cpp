@@ -158,9 +158,21 @@ const std::array<Preset, 7>& presets() {
   return all;
 }
 
+std::vector<std::pair<std::string, std::function<Cluster()>>>& registered_presets() {
+  static std::vector<std::pair<std::string, std::function<Cluster()>>> all;
+  return all;
+}
+
+const std::function<Cluster()>* find_registered(std::string_view name) {
+  for (const auto& [n, make] : registered_presets())
+    if (n == name) return &make;
+  return nullptr;
+}
+
 std::string preset_list() {
   std::string out;
   for (const Preset& p : presets()) out += (out.empty() ? "" : ", ") + std::string(p.name);
+  for (const auto& entry : registered_presets()) out += ", " + entry.first;
   return out;
 }
 
@@ -169,18 +181,30 @@ std::string preset_list() {
 std::vector<std::string> cluster_preset_names() {
   std::vector<std::string> names;
   for (const Preset& p : presets()) names.emplace_back(p.name);
+  for (const auto& entry : registered_presets()) names.push_back(entry.first);
   return names;
+}
+
+void register_cluster_preset(std::string name, std::function<Cluster()> make) {
+  for (auto& entry : registered_presets())
+    if (entry.first == name) {
+      entry.second = std::move(make);
+      return;
+    }
+  registered_presets().emplace_back(std::move(name), std::move(make));
 }
 
 Cluster cluster_preset(std::string_view name) {
   for (const Preset& p : presets())
     if (p.name == name) return p.make();
+  if (const auto* make = find_registered(name)) return (*make)();
   throw Error("unknown cluster preset '" + std::string(name) + "' (presets: " + preset_list() + ")");
 }
 
 Cluster resolve_cluster(const std::string& preset_or_path) {
   for (const Preset& p : presets())
     if (p.name == preset_or_path) return p.make();
+  if (const auto* make = find_registered(preset_or_path)) return (*make)();
   std::error_code ec;
   if (!std::filesystem::exists(preset_or_path, ec))
     throw Error("'" + preset_or_path + "' is neither a cluster preset (" + preset_list() +

@@ -226,12 +226,17 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
   const std::size_t nd = num_devices_;
   if (devices.size() != n)
     throw Error("placement covers " + std::to_string(devices.size()) + " ops, the graph has " + std::to_string(n));
-  dev_ = devices.data();
+  placement_.assign(devices.begin(), devices.end());  // kept: critical_path() reads it after the call
+  dev_ = placement_.data();
 
   // Reset scratch.
   std::fill(remaining_.begin(), remaining_.end(), 0u);
   std::fill(dest_mask_.begin(), dest_mask_.end(), 0u);
-  std::fill(uses_.begin(), uses_.end(), 0u);
+  // uses_ is all zeros here: every count a run adds, the same run takes back (readers finish,
+  // sends arrive). A run that fails part-way marks it dirty.
+  if (uses_dirty_) std::fill(uses_.begin(), uses_.end(), 0u), uses_dirty_ = false;
+  for (OpId o = 0; o < n; ++o)
+    if (dev_[o] >= nd) throw Error("placement puts op '" + graph_.op_name(o) + "' on a device id out of range");
   std::fill(mem_now_.begin(), mem_now_.end(), 0u);
   std::fill(channel_free_.begin(), channel_free_.end(), 0.0);
   for (DeviceId d = 0; d < nd; ++d) {
@@ -253,7 +258,6 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
   // Static memory: tensors without a producer live on their home op's device.
   for (std::uint32_t s : source_tensors_) {
     const DeviceId h = dev_[tensor_home_[s]];
-    if (h >= nd) throw Error("placement puts op '" + graph_.op_name(tensor_home_[s]) + "' on a device id out of range");
     mem_now_[h] += tensor_bytes_[s] + static_extra_[s];
   }
   for (DeviceId d = 0; d < nd; ++d) result_.devices[d].static_memory_bytes = mem_now_[d];
@@ -265,7 +269,6 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
   // Readers per (tensor, device), destinations per tensor, inputs each op waits for.
   for (OpId o = 0; o < n; ++o) {
     const DeviceId d = dev_[o];
-    if (d >= nd) throw Error("placement puts op '" + graph_.op_name(o) + "' on a device id out of range");
     std::uint32_t waits = 0;
     for (std::uint32_t i = in_begin_[o]; i < in_begin_[o + 1]; ++i) {
       const std::uint32_t x = in_tensors_[i];
@@ -351,6 +354,7 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
       start_ops(d, now);
     }
   }
+  if (finished != n) uses_dirty_ = true;
   if (finished != n) throw Error("simulation ended with " + std::to_string(n - finished) + " ops that never ran (internal error)");
 
   std::fill(result_.channel_bytes.begin(), result_.channel_bytes.end(), 0.0);

@@ -130,11 +130,13 @@ class Simulator {
   std::vector<std::uint32_t> cons_ops_;
 
   // Scratch (reused).
+  std::vector<DeviceId> placement_;            // copy of the last placement simulated
   const DeviceId* dev_ = nullptr;
   std::vector<TraceEvent>* trace_ = nullptr;
   std::vector<std::uint32_t> remaining_;       // op -> inputs not yet available on its device
   std::vector<std::uint64_t> dest_mask_;       // tensor -> devices it must be sent to
   std::vector<std::uint32_t> uses_;            // tensor x device -> readers (and sends) left
+  bool uses_dirty_ = false;
   // Ready ops of one device as a set of topological ranks: a two-level bitset, so that inserting
   // and taking the lowest rank cost a few word operations whatever the queue length.
   class RankSet {

@@ -1,0 +1,251 @@
+// Memory-filling module maps as Hugging Face Accelerate computes them (`infer_auto_device_map`,
+// `get_balanced_memory`), for `device_map="sequential"` and `"balanced"`:
+// - Devices are filled in order, GPUs first (gpu:0, gpu:1, ...), then the CPU as the overflow
+//   device. Top-level modules are taken in execution order (the order of their first op in the
+//   topological order); ops of the top level are items of their own, so they land on the device of
+//   the module before them (or after them, at the start).
+// - A module that does not fit in what is left of the current device is split into its children
+//   (its direct ops and its child modules), as Accelerate does without `no_split_module_classes`;
+//   a module without child modules cannot be split and moves, whole, to the next device.
+// - Size of an item: the static bytes of its ops' families (parameters and optimizer state) plus,
+//   in a training step, the bytes of the forward activations its ops produce (they stay alive
+//   until the backward pass reads them) and of the partial gradients of the parameters its ops
+//   read (one per read, alive until the parameter's update at the end of the step). On top of what a device holds, room is kept for the largest transient
+//   working set placed there (the rest of an op family's outputs: the gradients of activations;
+//   in inference, the op's outputs), as Accelerate keeps room for its largest layer.
+// - "balanced" caps every GPU but the last at total size / number of GPUs + a buffer of 1.25 x
+//   the mean size of the leaf modules (Accelerate's get_balanced_memory); the last GPU keeps its
+//   whole budget.
+// Our estimate of memory is not the simulator's: when the simulated placement does not fit, the
+// budgets of the devices that overflowed shrink by the shortfall and the map is recomputed (at most
+// a few rounds), so that the result honours the memory limits wherever the model fits at all.
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <numeric>
+
+#include "placer/algorithms/families.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+
+// Modules as a tree with the forward ops under each, and per module its size and reserve.
+struct ModuleTree {
+  std::vector<std::vector<ModuleId>> children;
+  std::vector<std::vector<OpId>> direct_ops;  // forward ops whose own module it is, topological order
+  std::vector<std::uint32_t> first_rank;      // smallest topological rank of an op in the subtree
+  std::vector<std::uint64_t> size_bytes;      // subtree totals
+  std::vector<std::uint64_t> reserve_bytes;   // largest activation family in the subtree
+  std::vector<std::uint64_t> op_size, op_reserve;
+  std::vector<std::uint32_t> op_rank;
+};
+
+ModuleTree build_tree(const Problem& p) {
+  const Graph& g = p.graph;
+  const std::size_t nf = g.num_forward_ops(), nm = std::max<std::size_t>(g.num_modules(), 1);
+  const bool training = nf != g.num_ops();
+  const FamilyMemory mem = family_memory(p);
+  ModuleTree t;
+  t.children.resize(nm);
+  t.direct_ops.resize(nm);
+  t.first_rank.assign(nm, kNone);
+  t.size_bytes.assign(nm, 0);
+  t.reserve_bytes.assign(nm, 0);
+  t.op_size.assign(nf, 0);
+  t.op_reserve.assign(nf, 0);
+  t.op_rank.assign(nf, kNone);
+  std::uint32_t r = 0;
+  for (OpId o : g.topological_order()) {
+    if (o < nf) t.op_rank[o] = r, t.direct_ops[g.op_module(o)].push_back(o);
+    ++r;
+  }
+  // Every read of a trained parameter yields a partial gradient that stays until the parameter's
+  // update at the end of the step (a weight shared by 20 time steps: 20 of them).
+  std::vector<std::uint64_t> param_grad(nf, 0);
+  if (training)
+    for (OpId o = 0; o < nf; ++o) {
+      const auto ins = g.op_inputs(o);
+      for (std::size_t i = 0; i < ins.size(); ++i) {
+        const TensorId x = ins[i];
+        if (x == kNoId || g.producer(x) != kNoId || g.tensor_kind(x) != TensorKind::parameter) continue;
+        if (std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), x) != ins.begin() + static_cast<std::ptrdiff_t>(i)) continue;
+        param_grad[o] += g.tensor_bytes(x);
+      }
+    }
+  for (OpId o = 0; o < nf; ++o) {
+    std::uint64_t activations = 0;
+    if (training)
+      for (TensorId out : g.op_outputs(o)) activations += g.tensor_bytes(out);
+    t.op_size[o] = mem.static_bytes[o] + activations + param_grad[o];
+    const std::uint64_t held = activations + param_grad[o];
+    t.op_reserve[o] = mem.activation_bytes[o] > held ? mem.activation_bytes[o] - held : 0;
+    const ModuleId m = g.op_module(o);
+    t.size_bytes[m] += t.op_size[o];
+    t.reserve_bytes[m] = std::max(t.reserve_bytes[m], t.op_reserve[o]);
+    t.first_rank[m] = std::min(t.first_rank[m], t.op_rank[o]);
+  }
+  // Parents have smaller ids than their children: one backward sweep totals the subtrees.
+  for (ModuleId m = static_cast<ModuleId>(g.num_modules()); m-- > 1;) {
+    const ModuleId parent = g.module_parent(m);
+    t.children[parent].push_back(m);
+    t.size_bytes[parent] += t.size_bytes[m];
+    t.reserve_bytes[parent] = std::max(t.reserve_bytes[parent], t.reserve_bytes[m]);
+    t.first_rank[parent] = std::min(t.first_rank[parent], t.first_rank[m]);
+  }
+  return t;
+}
+
+struct Item {
+  bool module = false;
+  std::uint32_t id = 0;  // module id or op id
+};
+
+class ModuleMap {
+ public:
+  ModuleMap(const Problem& p, const ModuleTree& t) : p_(p), t_(t) {}
+
+  // Children of a module in execution order: its direct ops and its child modules that hold ops.
+  std::vector<Item> children(ModuleId m) const {
+    std::vector<std::pair<std::uint32_t, Item>> ranked;
+    for (OpId o : t_.direct_ops[m]) ranked.push_back({t_.op_rank[o], Item{false, o}});
+    for (ModuleId c : t_.children[m])
+      if (t_.first_rank[c] != kNone) ranked.push_back({t_.first_rank[c], Item{true, c}});
+    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<Item> out;
+    for (const auto& [rank, item] : ranked) out.push_back(item);
+    return out;
+  }
+
+  std::uint64_t size(const Item& it) const { return it.module ? t_.size_bytes[it.id] : t_.op_size[it.id]; }
+  std::uint64_t reserve(const Item& it) const { return it.module ? t_.reserve_bytes[it.id] : t_.op_reserve[it.id]; }
+  bool splittable(const Item& it) const { return it.module && !t_.children[it.id].empty(); }
+
+  // Fills `devices` in order under `budget` (per device id). Throws Error when an item fits nowhere.
+  std::vector<DeviceId> fill(const std::vector<DeviceId>& devices, const std::vector<std::uint64_t>& budget) const {
+    const Graph& g = p_.graph;
+    std::vector<DeviceId> placement(g.num_forward_ops(), devices.front());
+    std::deque<Item> todo;
+    for (const Item& it : children(0)) todo.push_back(it);
+    std::size_t current = 0;
+    std::uint64_t used = 0, reserved = 0;
+    while (!todo.empty()) {
+      const Item it = todo.front();
+      const DeviceId d = devices[current];
+      const std::uint64_t need = used + size(it) + std::max(reserved, reserve(it));
+      if (need <= budget[d]) {
+        todo.pop_front();
+        assign(it, d, placement);
+        used += size(it);
+        reserved = std::max(reserved, reserve(it));
+        continue;
+      }
+      if (splittable(it)) {
+        todo.pop_front();
+        const std::vector<Item> parts = children(it.id);
+        todo.insert(todo.begin(), parts.begin(), parts.end());
+        continue;
+      }
+      if (++current == devices.size()) {
+        const Device& last = p_.cluster.device(devices.back());
+        throw Error(std::string(it.module ? "module '" + g.module_name(it.id) + "'" : "op '" + g.op_name(it.id) + "'") + " (" +
+                    std::to_string(size(it) + reserve(it)) + " bytes with its working set) fits on no device: the last one, " +
+                    last.name + ", has " + std::to_string(budget[devices.back()]) + " bytes of budget left for it");
+      }
+      used = reserved = 0;
+    }
+    return placement;
+  }
+
+ private:
+  void assign(const Item& it, DeviceId d, std::vector<DeviceId>& placement) const {
+    if (!it.module) {
+      placement[it.id] = d;
+      return;
+    }
+    for (OpId o : t_.direct_ops[it.id]) placement[o] = d;
+    for (ModuleId c : t_.children[it.id]) assign(Item{true, c}, d, placement);
+  }
+
+  const Problem& p_;
+  const ModuleTree& t_;
+};
+
+// GPUs in id order, then the CPUs (the overflow devices); CPUs only when there is no GPU.
+std::vector<DeviceId> fill_order(const Cluster& c) {
+  std::vector<DeviceId> order = c.device_ids(DeviceKind::gpu);
+  for (DeviceId d : c.device_ids(DeviceKind::cpu)) order.push_back(d);
+  return order;
+}
+
+class MemoryMapPlacer final : public Placer {
+ public:
+  MemoryMapPlacer(bool balanced, const PlacerOptions& o)
+      : balanced_(balanced), fraction_(o.get_double("max-memory-fraction", 1.0)), rounds_(o.get_int("repair-rounds", 8)) {
+    if (!(fraction_ > 0.0 && fraction_ <= 1.0)) throw Error("option 'max-memory-fraction' must be in (0, 1]");
+    if (rounds_ < 0) throw Error("option 'repair-rounds' must be >= 0");
+  }
+
+  PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t) override {
+    const ModuleTree tree = build_tree(p);
+    const ModuleMap map(p, tree);
+    const std::vector<DeviceId> devices = fill_order(p.cluster);
+    const std::vector<DeviceId> gpus = p.cluster.device_ids(DeviceKind::gpu);
+    std::vector<std::uint64_t> budget = memory_limits(p);
+    for (auto& b : budget) b = static_cast<std::uint64_t>(static_cast<double>(b) * fraction_);
+    if (balanced_ && gpus.size() > 1) {
+      // get_balanced_memory: total / GPUs, plus 1.25 x the mean leaf module as a buffer; the last
+      // GPU keeps its whole budget in case the buffer is not enough.
+      std::uint64_t leaf_total = 0, leaves = 0;
+      for (ModuleId m = 1; m < tree.children.size(); ++m)
+        if (tree.children[m].empty() && tree.first_rank[m] != kNone) leaf_total += tree.size_bytes[m], ++leaves;
+      const std::uint64_t buffer = leaves == 0 ? 0 : static_cast<std::uint64_t>(1.25 * static_cast<double>(leaf_total / leaves));
+      const std::uint64_t per_gpu = tree.size_bytes[0] / gpus.size() + buffer;
+      for (std::size_t i = 0; i + 1 < gpus.size(); ++i) budget[gpus[i]] = std::min(budget[gpus[i]], per_gpu);
+    }
+    Evaluator eval(p);
+    std::vector<DeviceId> placement = map.fill(devices, budget);
+    for (std::int64_t round = 0; round < rounds_ && !observer.stop_requested(); ++round) {
+      const SimResult& r = eval.evaluate(placement);
+      observer.on_progress({.samples = eval.evaluations(), .best_step_time_s = r.fits ? r.step_time_s : 0.0});
+      if (r.fits) return finish(p, std::move(placement), eval.evaluations());
+      // Our estimate was short by the simulated overflow: shrink those budgets and fill again.
+      for (const auto& [d, over] : r.shortfalls) {
+        const std::uint64_t cut = over + memory_limits(p)[d] / 100;
+        budget[d] = budget[d] > cut ? budget[d] - cut : 0;
+      }
+      try {
+        placement = map.fill(devices, budget);
+      } catch (const Error& e) {
+        return finish(p, std::move(placement), eval.evaluations(), std::string("the map overflows and no smaller budget fits: ") + e.what());
+      }
+    }
+    return finish(p, std::move(placement), eval.evaluations(),
+                  rounds_ == 0 ? std::string() : "the map still overflows after " + std::to_string(rounds_) + " rounds of budget repair");
+  }
+
+ private:
+  bool balanced_;
+  double fraction_;
+  std::int64_t rounds_;
+};
+
+const std::vector<OptionDoc> kMapOptions = {
+    {"max-memory-fraction", "1.0", "fill each device up to this fraction of its memory limit (Accelerate's max_memory)"},
+    {"repair-rounds", "8", "when the simulated map overflows, shrink the budgets that overflowed and refill, at most this often"},
+};
+
+}  // namespace
+
+void register_memory_maps(std::vector<PlacerInfo>& r) {
+  r.push_back({"sequential", "memory-map",
+               "Accelerate's device_map=\"sequential\": whole modules in execution order fill gpu:0, gpu:1, ..., then the CPU",
+               kMapOptions, [](const PlacerOptions& o) { return std::make_unique<MemoryMapPlacer>(false, o); }});
+  r.push_back({"balanced", "memory-map",
+               "Accelerate's device_map=\"balanced\": modules spread evenly by memory over the GPUs, CPU as overflow",
+               kMapOptions, [](const PlacerOptions& o) { return std::make_unique<MemoryMapPlacer>(true, o); }});
+}
+
+}  // namespace placer

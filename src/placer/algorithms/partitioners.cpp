@@ -1,0 +1,269 @@
+// Graph partitioning with the real libraries, as the device-placement papers' baselines did:
+// METIS (`metis`: METIS_PartGraphKway or METIS_PartGraphRecursive) and Scotch (`scotch`:
+// SCOTCH_graphMap onto a weighted complete architecture). Both work on the group graph (ColocRL
+// co-location groups coarsened to at most 256 by default, as in the papers): vertex weights are a
+// group's family time on its fastest target device, edge weights the bytes between groups, both
+// scaled to integers (edges at least 1); there are as many parts as target devices, with target
+// part weights proportional to each device's peak FLOP/s.
+// Partitioners know nothing of memory, so a repair pass follows: while the simulated placement
+// overflows a device, its groups move, lightest compute first, to the target device with the most
+// free memory (any device once the targets are full) until the moved groups' resident bytes (static
+// + activations of their families) cover the overflow; then the placement is simulated again.
+// Deterministic under the seed (METIS_OPTION_SEED; SCOTCH_randomSeed + SCOTCH_randomReset, under a
+// lock since Scotch's generator is global).
+#include <stdint.h>
+#include <stdio.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <numeric>
+
+extern "C" {
+#include <metis.h>
+#include <scotch.h>
+}
+
+#include "placer/algorithms/families.hpp"
+#include "placer/algorithms/grouping.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+std::vector<DeviceId> target_devices(const Cluster& c, const std::string& which) {
+  std::vector<DeviceId> all(c.num_devices());
+  std::iota(all.begin(), all.end(), DeviceId{0});
+  if (which == "all") return all;
+  if (which != "gpus") throw Error("option 'devices' must be 'gpus' or 'all', got '" + which + "'");
+  std::vector<DeviceId> gpus = c.device_ids(DeviceKind::gpu);
+  return gpus.empty() ? all : gpus;
+}
+
+// Integer weights sum to about this: fine enough for 256 groups, and far from 32-bit overflow in
+// the libraries' sums and products (Scotch multiplies loads by architecture weights).
+constexpr double kWeightTotal = 1e6;
+
+// Positive integers proportional to `values`, summing to about `total` (each at least 1).
+template <typename Int>
+std::vector<Int> scaled(const std::vector<double>& values, double total) {
+  const double sum = std::accumulate(values.begin(), values.end(), 0.0);
+  std::vector<Int> out(values.size(), 1);
+  if (!(sum > 0.0)) return out;
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = static_cast<Int>(std::max<long long>(1, std::llround(values[i] / sum * total)));
+  return out;
+}
+
+// The weighted graph handed to a partitioner (CSR, both directions of every edge).
+struct WeightedGraph {
+  std::vector<double> vertex;
+  std::vector<std::uint32_t> begin, adj;
+  std::vector<double> edge;
+  std::vector<double> part_share;  // per part, summing to 1
+};
+
+std::vector<std::uint32_t> partition_metis(const WeightedGraph& w, std::uint64_t seed, bool recursive, double imbalance) {
+  const std::size_t n = w.vertex.size(), k = w.part_share.size();
+  idx_t nvtxs = static_cast<idx_t>(n), ncon = 1, nparts = static_cast<idx_t>(k), objval = 0;
+  std::vector<idx_t> xadj(w.begin.begin(), w.begin.end()), adjncy(w.adj.begin(), w.adj.end());
+  std::vector<idx_t> vwgt = scaled<idx_t>(w.vertex, kWeightTotal), adjwgt = scaled<idx_t>(w.edge, kWeightTotal), part(n, 0);
+  std::vector<real_t> tpwgts(k);
+  for (std::size_t i = 0; i < k; ++i) tpwgts[i] = static_cast<real_t>(w.part_share[i]);
+  real_t ubvec = static_cast<real_t>(imbalance);
+  idx_t options[METIS_NOPTIONS];
+  METIS_SetDefaultOptions(options);
+  options[METIS_OPTION_SEED] = static_cast<idx_t>(seed % 2147483647u);
+  options[METIS_OPTION_NUMBERING] = 0;
+  idx_t dummy = 0;  // METIS reads no edge arrays of an edgeless graph, but wants valid pointers
+  idx_t* adj_ptr = adjncy.empty() ? &dummy : adjncy.data();
+  idx_t* adjw_ptr = adjwgt.empty() ? &dummy : adjwgt.data();
+  const int rc = recursive ? METIS_PartGraphRecursive(&nvtxs, &ncon, xadj.data(), adj_ptr, vwgt.data(), nullptr, adjw_ptr, &nparts,
+                                                      tpwgts.data(), &ubvec, options, &objval, part.data())
+                           : METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adj_ptr, vwgt.data(), nullptr, adjw_ptr, &nparts,
+                                                 tpwgts.data(), &ubvec, options, &objval, part.data());
+  if (rc != METIS_OK)
+    throw Error("metis: METIS_PartGraph" + std::string(recursive ? "Recursive" : "Kway") + " failed (code " + std::to_string(rc) + ") on " +
+                std::to_string(n) + " groups into " + std::to_string(k) + " parts");
+  return {part.begin(), part.end()};
+}
+
+std::mutex& scotch_lock() {
+  static std::mutex m;
+  return m;
+}
+
+std::vector<std::uint32_t> partition_scotch(const WeightedGraph& w, std::uint64_t seed, double imbalance) {
+  const std::size_t n = w.vertex.size(), k = w.part_share.size();
+  std::vector<SCOTCH_Num> verttab(w.begin.begin(), w.begin.end()), edgetab(w.adj.begin(), w.adj.end());
+  std::vector<SCOTCH_Num> velotab = scaled<SCOTCH_Num>(w.vertex, kWeightTotal), edlotab = scaled<SCOTCH_Num>(w.edge, kWeightTotal);
+  std::vector<SCOTCH_Num> archw = scaled<SCOTCH_Num>(w.part_share, 1000), parttab(n, 0);
+  SCOTCH_Num dummy = 0;
+  std::lock_guard<std::mutex> lock(scotch_lock());
+  SCOTCH_Graph graph;
+  SCOTCH_Arch arch;
+  SCOTCH_Strat strat;
+  if (SCOTCH_graphInit(&graph) != 0) throw Error("scotch: SCOTCH_graphInit failed");
+  SCOTCH_archInit(&arch);
+  SCOTCH_stratInit(&strat);
+  std::string failed;
+  if (SCOTCH_graphBuild(&graph, 0, static_cast<SCOTCH_Num>(n), verttab.data(), nullptr, velotab.data(), nullptr,
+                        static_cast<SCOTCH_Num>(edgetab.size()), edgetab.empty() ? &dummy : edgetab.data(),
+                        edlotab.empty() ? &dummy : edlotab.data()) != 0)
+    failed = "SCOTCH_graphBuild";
+  else if (SCOTCH_graphCheck(&graph) != 0)
+    failed = "SCOTCH_graphCheck";
+  else if (SCOTCH_archCmpltw(&arch, static_cast<SCOTCH_Num>(k), archw.data()) != 0)
+    failed = "SCOTCH_archCmpltw";
+  else if (SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATQUALITY, static_cast<SCOTCH_Num>(k), imbalance - 1.0) != 0)
+    failed = "SCOTCH_stratGraphMapBuild";
+  else {
+    SCOTCH_randomSeed(static_cast<SCOTCH_Num>(seed % 2147483647u));
+    SCOTCH_randomReset();
+    if (SCOTCH_graphMap(&graph, &arch, &strat, parttab.data()) != 0) failed = "SCOTCH_graphMap";
+  }
+  SCOTCH_stratExit(&strat);
+  SCOTCH_archExit(&arch);
+  SCOTCH_graphExit(&graph);
+  if (!failed.empty())
+    throw Error("scotch: " + failed + " failed on " + std::to_string(n) + " groups into " + std::to_string(k) + " parts");
+  std::vector<std::uint32_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::uint32_t>(parttab[i]);
+  return out;
+}
+
+// Moves groups off devices the simulation finds over their limit (see the header comment).
+void repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph& gg, const std::vector<DeviceId>& targets,
+                          std::vector<DeviceId>& group_device, std::size_t max_rounds, Evaluator& eval) {
+  const std::vector<std::uint64_t> limits = memory_limits(p);
+  const std::size_t nd = p.cluster.num_devices();
+  std::vector<double> fastest(gg.num_groups, std::numeric_limits<double>::infinity());
+  for (std::size_t grp = 0; grp < gg.num_groups; ++grp)
+    for (DeviceId d : targets) fastest[grp] = std::min(fastest[grp], gg.time_s[grp * nd + d]);
+  for (std::size_t round = 0; round < max_rounds; ++round) {
+    const SimResult& r = eval.evaluate(expand_groups(grouping, group_device));
+    if (r.fits) break;
+    std::vector<double> free(nd);
+    for (DeviceId d = 0; d < nd; ++d) free[d] = static_cast<double>(limits[d]) - static_cast<double>(r.devices[d].peak_memory_bytes);
+    bool moved_any = false;
+    for (const auto& [full, over] : r.shortfalls) {
+      std::vector<std::uint32_t> mine;
+      for (std::uint32_t grp = 0; grp < gg.num_groups; ++grp)
+        if (group_device[grp] == full && gg.static_bytes[grp] + gg.activation_bytes[grp] > 0) mine.push_back(grp);
+      std::stable_sort(mine.begin(), mine.end(), [&](std::uint32_t a, std::uint32_t b) { return fastest[a] < fastest[b]; });
+      double moved = 0.0;
+      for (std::uint32_t grp : mine) {
+        if (moved >= static_cast<double>(over)) break;
+        const double bytes = static_cast<double>(gg.static_bytes[grp] + gg.activation_bytes[grp]);
+        auto most_free = [&](const std::vector<DeviceId>& among) {
+          DeviceId best = kNoId;
+          for (DeviceId d : among)
+            if (d != full && (best == kNoId || free[d] > free[best])) best = d;
+          return best;
+        };
+        DeviceId dest = most_free(targets);
+        if (dest == kNoId || free[dest] < bytes) {
+          std::vector<DeviceId> all(nd);
+          std::iota(all.begin(), all.end(), DeviceId{0});
+          const DeviceId any = most_free(all);
+          if (any != kNoId && (dest == kNoId || free[any] > free[dest])) dest = any;
+        }
+        if (dest == kNoId) break;
+        group_device[grp] = dest;
+        free[dest] -= bytes;
+        free[full] += bytes;
+        moved += bytes;
+        moved_any = true;
+      }
+    }
+    if (!moved_any) break;
+  }
+}
+
+class PartitionPlacer final : public Placer {
+ public:
+  PartitionPlacer(bool scotch, const PlacerOptions& o)
+      : scotch_(scotch),
+        groups_(o.get("groups", "colocation")),
+        max_groups_(o.get_int("max-groups", 256)),
+        devices_(o.get("devices", "gpus")),
+        method_(o.get("method", "kway")),
+        imbalance_(o.get_double("imbalance", 1.05)),
+        repair_rounds_(o.get_int("repair-rounds", 32)) {
+    if (max_groups_ < 0) throw Error("option 'max-groups' must be >= 0 (0: no limit)");
+    if (method_ != "kway" && method_ != "recursive") throw Error("option 'method' must be 'kway' or 'recursive'");
+    if (!(imbalance_ >= 1.0)) throw Error("option 'imbalance' must be >= 1 (1.05: parts may be 5% over their target)");
+    if (repair_rounds_ < 0) throw Error("option 'repair-rounds' must be >= 0");
+  }
+
+  PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t seed) override {
+    const std::vector<DeviceId> targets = target_devices(p.cluster, devices_);
+    const std::size_t nd = p.cluster.num_devices(), k = targets.size();
+    Grouping grouping = make_grouping(p, groups_, static_cast<std::size_t>(max_groups_));
+    std::string note;
+    // Co-location folds a chain (VGG, an MLP) into a handful of groups that no partition can
+    // balance: below 4 groups per device, partition the ops themselves, coarsened as asked.
+    if (grouping.num_groups < 4 * k && groups_ != "op" && p.graph.num_forward_ops() > grouping.num_groups) {
+      grouping = make_grouping(p, "op", static_cast<std::size_t>(max_groups_));
+      note = "'" + groups_ + "' grouping too coarse to partition; used op groups";
+    }
+    const GroupGraph gg = group_graph(p, grouping);
+
+    WeightedGraph w;
+    w.vertex.assign(gg.num_groups, std::numeric_limits<double>::infinity());
+    for (std::size_t grp = 0; grp < gg.num_groups; ++grp)
+      for (DeviceId d : targets) w.vertex[grp] = std::min(w.vertex[grp], gg.time_s[grp * nd + d]);
+    w.begin = gg.adj_begin;
+    w.adj = gg.adj;
+    w.edge = gg.adj_bytes;
+    double flops = 0.0;
+    for (DeviceId d : targets) flops += p.cluster.device(d).peak_flops;
+    for (DeviceId d : targets) w.part_share.push_back(p.cluster.device(d).peak_flops / flops);
+
+    std::vector<std::uint32_t> part(gg.num_groups, 0);
+    if (k > 1 && gg.num_groups > 1)
+      part = scotch_ ? partition_scotch(w, seed, imbalance_) : partition_metis(w, seed, method_ == "recursive", imbalance_);
+    std::vector<DeviceId> group_device(gg.num_groups);
+    for (std::size_t grp = 0; grp < gg.num_groups; ++grp) group_device[grp] = targets[part[grp]];
+
+    Evaluator eval(p);
+    repair_memory(p, grouping, gg, targets, group_device, static_cast<std::size_t>(repair_rounds_), eval);
+    observer.on_progress({.samples = eval.evaluations()});
+    PlacementResult r = finish(p, expand_groups(grouping, group_device), eval.evaluations(), note);
+    if (!r.sim.fits) r.note += (r.note.empty() ? "" : "; ") + std::string("the partition still overflows device memory after the repair pass");
+    return r;
+  }
+
+ private:
+  bool scotch_;
+  std::string groups_;
+  std::int64_t max_groups_;
+  std::string devices_, method_;
+  double imbalance_;
+  std::int64_t repair_rounds_;
+};
+
+std::vector<OptionDoc> partition_options(bool metis) {
+  std::vector<OptionDoc> docs = {
+      {"groups", "colocation", "grouping of ops before partitioning: colocation, module[:DEPTH], module-call[:DEPTH] or op"},
+      {"max-groups", "256", "coarsen the grouping to at most this many groups (0: no limit); 256 as in the papers"},
+      {"devices", "gpus", "partition over 'gpus' (all devices when there is none) or 'all'"},
+      {"imbalance", "1.05", "largest allowed part weight over its target (1.05: 5% over)"},
+      {"repair-rounds", "32", "memory repair: at most this many rounds of moving groups off overflowing devices"},
+  };
+  if (metis) docs.push_back({"method", "kway", "METIS_PartGraphKway ('kway') or METIS_PartGraphRecursive ('recursive')"});
+  return docs;
+}
+
+}  // namespace
+
+void register_partitioners(std::vector<PlacerInfo>& r) {
+  r.push_back({"metis", "partitioning", "METIS k-way partition of the group graph (compute-weighted vertices, byte-weighted edges), "
+               "parts proportional to device speed, then memory repair",
+               partition_options(true), [](const PlacerOptions& o) { return std::make_unique<PartitionPlacer>(false, o); }});
+  r.push_back({"scotch", "partitioning", "Scotch mapping of the group graph onto a weighted complete architecture of the devices, "
+               "then memory repair",
+               partition_options(false), [](const PlacerOptions& o) { return std::make_unique<PartitionPlacer>(true, o); }});
+}
+
+}  // namespace placer

@@ -1,0 +1,139 @@
+#include "placer/algorithms/placer.hpp"
+
+#include "placer/sim/placement.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+
+std::string PlacerOptions::get(const std::string& key, const std::string& fallback) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? fallback : it->second;
+}
+
+double PlacerOptions::get_double(const std::string& key, double fallback) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  try {
+    std::size_t used = 0;
+    double v = std::stod(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw Error("option '" + key + "' expects a number, got '" + it->second + "'");
+}
+
+std::int64_t PlacerOptions::get_int(const std::string& key, std::int64_t fallback) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  try {
+    std::size_t used = 0;
+    long long v = std::stoll(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw Error("option '" + key + "' expects an integer, got '" + it->second + "'");
+}
+
+const PlacerInfo& find_placer(const std::string& name) {
+  for (const auto& info : placer_registry())
+    if (info.name == name) return info;
+  std::string known;
+  for (const auto& info : placer_registry()) known += (known.empty() ? "" : ", ") + info.name;
+  throw Error("unknown placement algorithm '" + name + "' (known: " + known + ")");
+}
+
+std::unique_ptr<Placer> make_placer(const std::string& name, const PlacerOptions& options) {
+  const PlacerInfo& info = find_placer(name);
+  for (const auto& [key, value] : options.all()) {
+    bool known = false;
+    for (const auto& doc : info.options) known = known || doc.key == key;
+    if (!known) {
+      std::string keys;
+      for (const auto& doc : info.options) keys += (keys.empty() ? "" : ", ") + doc.key;
+      throw Error("algorithm '" + name + "' has no option '" + key + "' (options: " + (keys.empty() ? "none" : keys) + ")");
+    }
+  }
+  return info.make(options);
+}
+
+Evaluator::Evaluator(const Problem& problem) : problem_(problem), sim_(problem.graph, problem.cluster, problem.costs, problem.sim) {}
+
+const SimResult& Evaluator::evaluate(std::span<const DeviceId> forward_devices) {
+  expand_placement(problem_.graph, forward_devices, all_);
+  ++evaluations_;
+  return sim_.simulate(all_);
+}
+
+PlacementResult finish(const Problem& problem, std::vector<DeviceId> forward_devices, std::size_t samples, std::string note) {
+  Evaluator eval(problem);
+  PlacementResult r;
+  r.sim = eval.evaluate(forward_devices);
+  r.forward_devices = std::move(forward_devices);
+  r.samples = samples;
+  r.note = std::move(note);
+  return r;
+}
+
+namespace {
+
+// The forward op each op of the step is placed with.
+std::vector<OpId> anchors(const Graph& g) {
+  const std::size_t nf = g.num_forward_ops();
+  std::vector<OpId> anchor(g.num_ops());
+  for (OpId o = 0; o < g.num_ops(); ++o) {
+    if (o < nf) {
+      anchor[o] = o;
+      continue;
+    }
+    OpId a = g.forward_op(o);
+    if (a == kNoId && g.updated_param(o) != kNoId) a = g.param_home(g.updated_param(o));
+    anchor[o] = a == kNoId || a >= nf ? 0 : a;
+  }
+  return anchor;
+}
+
+}  // namespace
+
+std::vector<double> family_times(const Problem& problem) {
+  const Graph& g = problem.graph;
+  const std::size_t nd = problem.cluster.num_devices();
+  std::vector<double> t(g.num_forward_ops() * nd, 0.0);
+  if (g.num_forward_ops() == 0) return t;
+  const std::vector<OpId> anchor = anchors(g);
+  for (OpId o = 0; o < g.num_ops(); ++o)
+    for (DeviceId d = 0; d < nd; ++d) t[std::size_t{anchor[o]} * nd + d] += problem.costs.time_s(o, d);
+  return t;
+}
+
+FamilyMemory family_memory(const Problem& problem) {
+  const Graph& g = problem.graph;
+  FamilyMemory m;
+  m.static_bytes.assign(g.num_forward_ops(), 0);
+  m.activation_bytes.assign(g.num_forward_ops(), 0);
+  if (g.num_forward_ops() == 0) return m;
+  const std::vector<OpId> anchor = anchors(g);
+  const bool training = g.num_forward_ops() != g.num_ops();
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (g.producer(t) == kNoId) {
+      const OpId home = g.param_home(t);
+      if (home == kNoId) continue;
+      std::uint64_t bytes = g.tensor_bytes(t);
+      if (training && g.tensor_kind(t) == TensorKind::parameter) bytes += std::uint64_t{g.optimizer_state_copies()} * bytes;
+      m.static_bytes[anchor[home]] += bytes;
+    } else {
+      m.activation_bytes[anchor[g.producer(t)]] += g.tensor_bytes(t);
+    }
+  }
+  return m;
+}
+
+std::vector<std::uint64_t> memory_limits(const Problem& problem) {
+  std::vector<std::uint64_t> limits(problem.cluster.num_devices());
+  for (DeviceId d = 0; d < limits.size(); ++d) {
+    limits[d] = static_cast<std::uint64_t>(static_cast<double>(problem.cluster.device(d).memory_bytes) * problem.sim.memory_fraction);
+    if (!problem.sim.memory_limit_bytes.empty() && problem.sim.memory_limit_bytes[d] > 0) limits[d] = problem.sim.memory_limit_bytes[d];
+  }
+  return limits;
+}
+
+}  // namespace placer

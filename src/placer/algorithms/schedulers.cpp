@@ -1,0 +1,699 @@
+// List schedulers that honour device memory: critical-path-first scheduling (Mayer et al.,
+// DIDL'17), HEFT (Topcuoglu et al., 2002) and Baechi's m-TOPO, m-ETF and m-SCT (Jeon et al.,
+// SoCC'20). They schedule the whole step graph (forward, backward and update ops) in one pass,
+// under the simulator's co-location rule: a backward op runs on its forward op's device and an
+// update op on its parameter's home op's device. So only the first op of a family to be scheduled
+// chooses (the family's device); the others are forced, as Baechi's co-location groups are.
+//
+// What a schedule assumes (the schedulers only choose devices; the simulator prices the result):
+// - op time: CostTable::time_s(op, device), one op at a time per device;
+// - a tensor read on another device arrives Cluster::transfer_time_s(from, to, bytes) after its
+//   producer ends (uncontended); parameters and data leave their home device at time 0;
+// - memory: choosing a device for a family commits the family's resident bytes (parameters,
+//   optimizer state) and its activation bytes (outputs of the op and of its gradient ops) for the
+//   whole step: Baechi's accounting of each op's permanent and output memory. This over-counts
+//   what the simulator keeps (it frees activations after their last reader) but leaves out copies
+//   of tensors received from other devices, so every schedule is simulated (schedule_within_memory):
+//   a device found over its limit gets its budget cut by the shortfall (and 2% of its limit) and
+//   the schedule is redone; when some family fits nowhere, activations count at half weight (then
+//   a quarter, then not at all) and the schedule is redone; when nothing fits on the GPUs
+//   (devices=gpus), every device (CPUs too) is tried.
+// Ties are broken by topological position, then device id: the schedulers are deterministic and
+// ignore the seed.
+#include <coin/ClpSimplex.hpp>
+#include <coin/CoinPackedMatrix.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <queue>
+
+#include "placer/algorithms/families.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+constexpr DeviceId kUnplaced = std::numeric_limits<DeviceId>::max();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The devices a scheduler may choose: the GPUs ("gpus"; every device when there is none) or all.
+std::vector<DeviceId> devices_of(const Cluster& c, const std::string& which) {
+  std::vector<DeviceId> all(c.num_devices());
+  for (DeviceId d = 0; d < all.size(); ++d) all[d] = d;
+  if (which == "all") return all;
+  if (which != "gpus") throw Error("option 'devices' must be 'gpus' or 'all', got '" + which + "'");
+  std::vector<DeviceId> gpus = c.device_ids(DeviceKind::gpu);
+  return gpus.empty() ? all : gpus;
+}
+
+// The step graph as the schedulers see it, computed once per place().
+struct StepGraph {
+  struct Input {
+    OpId from;    // producer, or the home op of a tensor without producer
+    bool source;  // no producer: the tensor is on its home's device from time 0
+    double bytes;
+  };
+  struct Edge {
+    OpId op;
+    double bytes;  // of every tensor the edge carries
+  };
+
+  const Problem& problem;
+  std::size_t num_ops = 0, num_devices = 0;
+  std::vector<DeviceId> candidates;
+  std::vector<OpId> anchor;          // the forward op whose device each op takes
+  std::vector<std::uint32_t> rank;   // position in the graph's topological order
+  std::vector<std::uint32_t> in_begin;
+  std::vector<Input> inputs;         // distinct tensors each op reads (CSR)
+  std::vector<std::uint32_t> pred_begin, succ_begin;
+  std::vector<Edge> preds, succs;    // distinct op-to-op edges (CSR, ascending op ids)
+  std::vector<double> mean_time;     // per op, over the candidates
+  double mean_latency_s = 0.0, mean_s_per_byte = 0.0;  // over ordered pairs of distinct candidates
+
+  StepGraph(const Problem& p, std::vector<DeviceId> devices);
+
+  double time(OpId o, DeviceId d) const { return problem.costs.time_s(o, d); }
+  // Mean time of an edge's transfer; 0 between ops of one family (always on one device).
+  double mean_comm(OpId from, OpId to, double bytes) const {
+    return anchor[from] == anchor[to] ? 0.0 : mean_latency_s + bytes * mean_s_per_byte;
+  }
+  std::span<const Edge> pred(OpId o) const { return {preds.data() + pred_begin[o], preds.data() + pred_begin[o + 1]}; }
+  std::span<const Edge> succ(OpId o) const { return {succs.data() + succ_begin[o], succs.data() + succ_begin[o + 1]}; }
+  std::span<const Input> in(OpId o) const { return {inputs.data() + in_begin[o], inputs.data() + in_begin[o + 1]}; }
+};
+
+StepGraph::StepGraph(const Problem& p, std::vector<DeviceId> devices)
+    : problem(p), num_ops(p.graph.num_ops()), num_devices(p.cluster.num_devices()), candidates(std::move(devices)) {
+  const Graph& g = p.graph;
+  const std::size_t nf = g.num_forward_ops();
+  anchor.resize(num_ops);
+  for (OpId o = 0; o < num_ops; ++o) {
+    OpId a = o < nf ? o : g.forward_op(o);
+    if (o >= nf && a == kNoId && g.updated_param(o) != kNoId) a = g.param_home(g.updated_param(o));
+    anchor[o] = a != kNoId && a < nf ? a : 0;  // as expand_placement does
+  }
+  rank.resize(num_ops);
+  const auto topo = g.topological_order();
+  for (std::uint32_t i = 0; i < topo.size(); ++i) rank[topo[i]] = i;
+
+  // Inputs and predecessor edges, one entry per distinct tensor / producer.
+  in_begin.assign(num_ops + 1, 0);
+  pred_begin.assign(num_ops + 1, 0);
+  std::vector<TensorId> seen;
+  for (OpId o = 0; o < num_ops; ++o) {
+    seen.assign(g.op_inputs(o).begin(), g.op_inputs(o).end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    const std::size_t first_pred = preds.size();
+    for (TensorId t : seen) {
+      if (t == kNoId) continue;
+      const double bytes = static_cast<double>(g.tensor_bytes(t));
+      const OpId producer = g.producer(t);
+      if (producer == kNoId) {
+        const OpId home = g.param_home(t);
+        if (home != kNoId && home != o) inputs.push_back({home, true, bytes});
+        continue;
+      }
+      inputs.push_back({producer, false, bytes});
+      preds.push_back({producer, bytes});
+    }
+    // Merge edges from one producer (several tensors).
+    std::sort(preds.begin() + static_cast<std::ptrdiff_t>(first_pred), preds.end(),
+              [](const Edge& a, const Edge& b) { return a.op < b.op; });
+    std::size_t out = first_pred;
+    for (std::size_t i = first_pred; i < preds.size(); ++i) {
+      if (out > first_pred && preds[out - 1].op == preds[i].op)
+        preds[out - 1].bytes += preds[i].bytes;
+      else
+        preds[out++] = preds[i];
+    }
+    preds.resize(out);
+    in_begin[o + 1] = static_cast<std::uint32_t>(inputs.size());
+    pred_begin[o + 1] = static_cast<std::uint32_t>(preds.size());
+  }
+  // Successor edges: the transpose.
+  succ_begin.assign(num_ops + 1, 0);
+  for (const Edge& e : preds) ++succ_begin[e.op + 1];
+  for (std::size_t o = 0; o < num_ops; ++o) succ_begin[o + 1] += succ_begin[o];
+  succs.resize(preds.size());
+  std::vector<std::uint32_t> fill(succ_begin.begin(), succ_begin.end() - 1);
+  for (OpId o = 0; o < num_ops; ++o)
+    for (const Edge& e : pred(o)) succs[fill[e.op]++] = {o, e.bytes};
+
+  mean_time.assign(num_ops, 0.0);
+  for (OpId o = 0; o < num_ops; ++o) {
+    double sum = 0.0;
+    for (DeviceId d : candidates) sum += time(o, d);
+    mean_time[o] = sum / static_cast<double>(candidates.size());
+  }
+  std::size_t pairs = 0;
+  for (DeviceId a : candidates)
+    for (DeviceId b : candidates)
+      if (a != b) {
+        mean_latency_s += p.cluster.route_latency_s(a, b);
+        mean_s_per_byte += 1.0 / p.cluster.route_bandwidth(a, b);
+        ++pairs;
+      }
+  if (pairs > 0) mean_latency_s /= static_cast<double>(pairs), mean_s_per_byte /= static_cast<double>(pairs);
+}
+
+// Bottom levels (HEFT's upward rank): the longest path from each op to the end of the step, with
+// mean op times and mean transfer times.
+std::vector<double> bottom_levels(const StepGraph& s) {
+  std::vector<double> level(s.num_ops, 0.0);
+  const auto topo = s.problem.graph.topological_order();
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    double tail = 0.0;
+    for (const auto& e : s.succ(*it)) tail = std::max(tail, s.mean_comm(*it, e.op, e.bytes) + level[e.op]);
+    level[*it] = s.mean_time[*it] + tail;
+  }
+  return level;
+}
+
+// Top levels: the longest path from the start of the step to each op's start.
+std::vector<double> top_levels(const StepGraph& s) {
+  std::vector<double> level(s.num_ops, 0.0);
+  for (OpId o : s.problem.graph.topological_order())
+    for (const auto& e : s.pred(o)) level[o] = std::max(level[o], level[e.op] + s.mean_time[e.op] + s.mean_comm(e.op, o, e.bytes));
+  return level;
+}
+
+// A schedule being built: devices of families, finish times of ops, memory committed per device.
+class Partial {
+ public:
+  Partial(const StepGraph& s, const std::vector<double>& footprint, const std::vector<double>& budget)
+      : s_(s), footprint_(footprint), budget_(budget), family_(s.problem.graph.num_forward_ops(), kUnplaced),
+        device_(s.num_ops, kUnplaced), finish_(s.num_ops, 0.0), avail_(s.num_devices, 0.0), used_(s.num_devices, 0.0) {}
+
+  DeviceId family_device(OpId o) const { return family_[s_.anchor[o]]; }
+  // Whether `o` may run on `d`: its family's device, or a candidate with room for the family.
+  bool allowed(OpId o, DeviceId d) const {
+    const OpId f = s_.anchor[o];
+    if (family_[f] != kUnplaced) return family_[f] == d;
+    return budget_[d] > 0.0 && used_[d] + footprint_[f] <= budget_[d];
+  }
+  template <typename F>
+  void for_each_allowed(OpId o, F&& f) const {
+    const DeviceId fixed = family_device(o);
+    if (fixed != kUnplaced) return f(fixed);
+    for (DeviceId d : s_.candidates)
+      if (allowed(o, d)) f(d);
+  }
+  // When all of `o`'s inputs could be on `d`. REQUIRES: its producers are scheduled.
+  double ready_time(OpId o, DeviceId d) const {
+    double t = 0.0;
+    for (const auto& in : s_.in(o)) {
+      if (in.source) {
+        const DeviceId home = family_device(in.from);
+        if (home != kUnplaced) t = std::max(t, s_.problem.cluster.transfer_time_s(home, d, in.bytes));
+      } else {
+        t = std::max(t, finish_[in.from] + s_.problem.cluster.transfer_time_s(device_[in.from], d, in.bytes));
+      }
+    }
+    return t;
+  }
+  double avail(DeviceId d) const { return avail_[d]; }
+  double used(DeviceId d) const { return used_[d]; }
+  double finish(OpId o) const { return finish_[o]; }
+  // Runs `o` on `d` from `start`, committing its family to `d`. REQUIRES: allowed(o, d).
+  void place(OpId o, DeviceId d, double start) {
+    commit_family(o, d);
+    device_[o] = d;
+    finish_[o] = start + s_.time(o, d);
+    avail_[d] = std::max(avail_[d], finish_[o]);
+  }
+  void commit_family(OpId o, DeviceId d) {
+    const OpId f = s_.anchor[o];
+    if (family_[f] != kUnplaced) return;
+    family_[f] = d;
+    used_[d] += footprint_[f];
+  }
+  std::vector<DeviceId> forward_devices() const {
+    std::vector<DeviceId> out = family_;
+    for (auto& d : out)
+      if (d == kUnplaced) d = s_.candidates.front();  // a forward op no op reached (never, in practice)
+    return out;
+  }
+
+ private:
+  const StepGraph& s_;
+  const std::vector<double>& footprint_;
+  const std::vector<double>& budget_;
+  std::vector<DeviceId> family_;  // per forward op
+  std::vector<DeviceId> device_;  // per op
+  std::vector<double> finish_;
+  std::vector<double> avail_;
+  std::vector<double> used_;
+};
+
+// One scheduling pass: devices of the forward ops, or nothing when some family fits nowhere.
+using Schedule = std::function<std::optional<std::vector<DeviceId>>(const StepGraph&, const std::vector<double>& footprint,
+                                                                    const std::vector<double>& budget)>;
+
+// m-TOPO: forward families in topological order fill the devices one after another, each up to
+// an equal share of the memory the model needs (total / devices + the largest family, Baechi's
+// rule) and within its limit; the last device takes what remains up to its limit.
+std::optional<std::vector<DeviceId>> m_topo(const StepGraph& s, const std::vector<double>& footprint,
+                                            const std::vector<double>& budget) {
+  double total = 0.0, largest = 0.0;
+  for (double f : footprint) total += f, largest = std::max(largest, f);
+  const double share = total / static_cast<double>(s.candidates.size()) + largest;
+  Partial st(s, footprint, budget);
+  std::size_t k = 0;
+  for (OpId o : s.problem.graph.topological_order()) {
+    if (st.family_device(o) != kUnplaced) continue;
+    const double need = footprint[s.anchor[o]];
+    for (; k < s.candidates.size(); ++k) {
+      const DeviceId d = s.candidates[k];
+      const double cap = k + 1 == s.candidates.size() ? budget[d] : std::min(budget[d], share);
+      if (st.allowed(o, d) && st.used(d) + need <= cap) break;
+    }
+    if (k == s.candidates.size()) return std::nullopt;
+    st.commit_family(o, s.candidates[k]);
+  }
+  return st.forward_devices();
+}
+
+// Earliest task first (Hwang et al. 1989) with memory, as Baechi's m-ETF: among every ready op and
+// every device it may take, start the pair that can start earliest (ties: topological position,
+// then device). With `favourite` (m-SCT), a device whose last op's favourite child is ready and
+// starts there no later than anywhere else is kept for that child: it takes another op only when
+// the op is urgent (ready on every device it may take by the time this device is free), and ties
+// go to favourite children.
+std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, const std::vector<double>& footprint,
+                                                         const std::vector<double>& budget, const std::vector<OpId>& favourite) {
+  const std::size_t n = s.num_ops, nd = s.num_devices;
+  Partial st(s, footprint, budget);
+  enum : std::uint8_t { kWaiting, kReady, kDone };
+  std::vector<std::uint8_t> state(n, kWaiting);
+  std::vector<std::uint32_t> pending(n);
+  std::vector<double> ready_at(n * nd, kInf);
+  std::vector<OpId> ready;
+  auto make_ready = [&](OpId o) {
+    state[o] = kReady;
+    ready.push_back(o);
+    for (DeviceId d : s.candidates) ready_at[std::size_t{o} * nd + d] = st.ready_time(o, d);
+  };
+  for (OpId o : s.problem.graph.topological_order()) {
+    pending[o] = static_cast<std::uint32_t>(s.pred(o).size());
+    if (pending[o] == 0) make_ready(o);
+  }
+  const bool sct = !favourite.empty();
+  std::vector<OpId> last_op(nd, kNoId), kept_for(nd, kNoId);
+  auto start_on = [&](OpId o, DeviceId d) { return std::max(ready_at[std::size_t{o} * nd + d], st.avail(d)); };
+
+  for (std::size_t step = 0; step < n; ++step) {
+    if (sct) {
+      for (DeviceId d : s.candidates) {
+        kept_for[d] = kNoId;
+        const OpId p = last_op[d];
+        const OpId c = p == kNoId ? kNoId : favourite[p];
+        if (c == kNoId || state[c] != kReady || !st.allowed(c, d)) continue;
+        const double here = start_on(c, d);
+        bool earliest = true;
+        st.for_each_allowed(c, [&](DeviceId e) { earliest = earliest && here <= start_on(c, e); });
+        if (earliest) kept_for[d] = c;
+      }
+    }
+    std::size_t best_index = ready.size();
+    DeviceId best_device = kUnplaced;
+    double best_start = kInf;
+    bool best_favourite = false;
+    for (std::size_t i = 0; i < ready.size(); ++i) {
+      const OpId o = ready[i];
+      double latest_ready = 0.0;
+      if (sct) st.for_each_allowed(o, [&](DeviceId e) { latest_ready = std::max(latest_ready, ready_at[std::size_t{o} * nd + e]); });
+      st.for_each_allowed(o, [&](DeviceId d) {
+        const bool is_favourite = sct && last_op[d] != kNoId && favourite[last_op[d]] == o;
+        if (sct && kept_for[d] != kNoId && kept_for[d] != o && latest_ready > st.avail(d)) return;  // not urgent
+        const double t = start_on(o, d);
+        bool better = best_index == ready.size() || t < best_start;
+        if (!better && t == best_start) {
+          if (is_favourite != best_favourite)
+            better = is_favourite;
+          else if (s.rank[o] != s.rank[ready[best_index]])
+            better = s.rank[o] < s.rank[ready[best_index]];
+          else
+            better = d < best_device;
+        }
+        if (better) best_index = i, best_device = d, best_start = t, best_favourite = is_favourite;
+      });
+    }
+    if (best_index == ready.size()) return std::nullopt;  // ready ops whose families fit nowhere
+    const OpId o = ready[best_index];
+    ready[best_index] = ready.back();
+    ready.pop_back();
+    st.place(o, best_device, best_start);
+    state[o] = kDone;
+    last_op[best_device] = o;
+    for (const auto& e : s.succ(o))
+      if (--pending[e.op] == 0) make_ready(e.op);
+  }
+  return st.forward_devices();
+}
+
+// Critical-path-first list scheduling (Mayer et al. 2017): the ready op with the longest path to
+// the end of the step (bottom level, mean costs) goes first, to the device where it finishes
+// earliest (appended after the device's last op). With `pin`, the ops of one critical path all go
+// to the one device that runs them fastest (as CPOP does), memory permitting.
+std::optional<std::vector<DeviceId>> critical_path_first(const StepGraph& s, const std::vector<double>& footprint,
+                                                         const std::vector<double>& budget, bool pin) {
+  const std::vector<double> bottom = bottom_levels(s);
+  std::vector<std::uint8_t> on_path(s.num_ops, 0);
+  DeviceId path_device = kUnplaced;
+  if (pin) {
+    const std::vector<double> top = top_levels(s);
+    double length = 0.0;
+    for (OpId o = 0; o < s.num_ops; ++o) length = std::max(length, top[o] + bottom[o]);
+    // One critical path (where several tie, the one through the earliest ops): from an op without
+    // predecessors, follow successors on the path.
+    const double tolerance = length * 1e-9;
+    auto on_critical = [&](OpId o) { return top[o] + bottom[o] >= length - tolerance; };
+    OpId at = kNoId;
+    for (OpId o : s.problem.graph.topological_order())
+      if (s.pred(o).empty() && on_critical(o)) {
+        at = o;
+        break;
+      }
+    std::vector<double> path_time(s.num_devices, 0.0);
+    while (at != kNoId) {
+      on_path[at] = 1;
+      for (DeviceId d : s.candidates) path_time[d] += s.time(at, d);
+      OpId next = kNoId;
+      for (const auto& e : s.succ(at))
+        if (on_critical(e.op) && top[at] + s.mean_time[at] + s.mean_comm(at, e.op, e.bytes) >= top[e.op] - tolerance &&
+            (next == kNoId || s.rank[e.op] < s.rank[next]))
+          next = e.op;
+      at = next;
+    }
+    for (DeviceId d : s.candidates)
+      if (path_device == kUnplaced || path_time[d] < path_time[path_device]) path_device = d;
+  }
+  Partial st(s, footprint, budget);
+  auto later = [&](OpId a, OpId b) { return bottom[a] != bottom[b] ? bottom[a] < bottom[b] : s.rank[a] > s.rank[b]; };
+  std::priority_queue<OpId, std::vector<OpId>, decltype(later)> ready(later);
+  std::vector<std::uint32_t> pending(s.num_ops);
+  for (OpId o = 0; o < s.num_ops; ++o) {
+    pending[o] = static_cast<std::uint32_t>(s.pred(o).size());
+    if (pending[o] == 0) ready.push(o);
+  }
+  while (!ready.empty()) {
+    const OpId o = ready.top();
+    ready.pop();
+    DeviceId best = kUnplaced;
+    double best_finish = kInf, best_start = 0.0;
+    if (on_path[o] && st.family_device(o) == kUnplaced && st.allowed(o, path_device)) {
+      best = path_device;
+      best_start = std::max(st.ready_time(o, best), st.avail(best));
+    } else {
+      st.for_each_allowed(o, [&](DeviceId d) {
+        const double start = std::max(st.ready_time(o, d), st.avail(d));
+        const double end = start + s.time(o, d);
+        if (end < best_finish) best = d, best_finish = end, best_start = start;
+      });
+    }
+    if (best == kUnplaced) return std::nullopt;
+    st.place(o, best, best_start);
+    for (const auto& e : s.succ(o))
+      if (--pending[e.op] == 0) ready.push(e.op);
+  }
+  return st.forward_devices();
+}
+
+// HEFT (Topcuoglu et al. 2002): ops in decreasing upward rank (mean costs; ties by topological
+// position, so producers come first), each on the device where it finishes earliest, inserted into
+// the first idle gap of that device long enough to hold it.
+std::optional<std::vector<DeviceId>> heft(const StepGraph& s, const std::vector<double>& footprint,
+                                          const std::vector<double>& budget) {
+  const std::vector<double> rank_up = bottom_levels(s);
+  std::vector<OpId> order(s.num_ops);
+  for (OpId o = 0; o < s.num_ops; ++o) order[o] = o;
+  std::sort(order.begin(), order.end(),
+            [&](OpId a, OpId b) { return rank_up[a] != rank_up[b] ? rank_up[a] > rank_up[b] : s.rank[a] < s.rank[b]; });
+  struct Busy {
+    double start, end;
+  };
+  std::vector<std::vector<Busy>> timeline(s.num_devices);  // per device, sorted, disjoint
+  // Earliest start of a job of `length` on `d` at or after `ready`, and where it goes in the timeline.
+  auto earliest_slot = [&](DeviceId d, double ready, double length) {
+    const auto& busy = timeline[d];
+    auto it = std::upper_bound(busy.begin(), busy.end(), ready, [](double t, const Busy& b) { return t < b.end; });
+    double t = ready;
+    for (; it != busy.end(); ++it) {
+      if (t + length <= it->start) break;
+      t = std::max(t, it->end);
+    }
+    return std::pair{t, static_cast<std::size_t>(it - busy.begin())};
+  };
+  Partial st(s, footprint, budget);
+  for (OpId o : order) {
+    DeviceId best = kUnplaced;
+    double best_finish = kInf, best_start = 0.0;
+    std::size_t best_slot = 0;
+    st.for_each_allowed(o, [&](DeviceId d) {
+      const auto [start, slot] = earliest_slot(d, st.ready_time(o, d), s.time(o, d));
+      if (start + s.time(o, d) < best_finish) best = d, best_finish = start + s.time(o, d), best_start = start, best_slot = slot;
+    });
+    if (best == kUnplaced) return std::nullopt;
+    st.place(o, best, best_start);
+    timeline[best].insert(timeline[best].begin() + static_cast<std::ptrdiff_t>(best_slot), Busy{best_start, best_finish});
+  }
+  return st.forward_devices();
+}
+
+// m-SCT's favourite children from the LP relaxation of Hanen and Munier's small-communication-time
+// model: x_e in [0,1] per edge (1: the edge pays its transfer), s_i >= 0 start times, w the
+// makespan; minimise w subject to s_i + p_i + c_e x_e <= s_j for each edge e = i->j, every op
+// having at most one favourite child (sum over its out-edges of x_e >= out-degree - 1) and at most
+// one favourite parent (likewise over in-edges), s_i + p_i <= w for ops without successors. Mean
+// op and transfer times, in microseconds. Edges within a family always stay on one device and take
+// no part (they keep only their precedence). An edge with x_e < threshold is a favourite; where
+// rounding gives an op two favourite children (or parents), the edge with the smaller x_e (then
+// the larger transfer, then the smaller ids) wins. Returns the favourite child of each op, kNoId
+// for none; an empty vector when the LP could not be solved.
+std::vector<OpId> favourite_children(const StepGraph& s, double threshold) {
+  const std::size_t n = s.num_ops;
+  struct LpEdge {
+    OpId from, to;
+    double comm_us;
+    int column;  // -1: a family-internal edge (precedence only)
+  };
+  std::vector<LpEdge> edges;
+  int columns = 0;
+  for (OpId i = 0; i < n; ++i)
+    for (const auto& e : s.succ(i)) {
+      const bool internal = s.anchor[i] == s.anchor[e.op];
+      edges.push_back({i, e.op, s.mean_comm(i, e.op, e.bytes) * 1e6, internal ? -1 : columns});
+      if (!internal) ++columns;
+    }
+  const int num_edge_columns = columns;
+  const int start_column = columns, makespan_column = columns + static_cast<int>(n);
+  const int num_columns = makespan_column + 1;
+
+  std::vector<int> rows, cols;
+  std::vector<double> values, row_lower, row_upper;
+  auto add = [&](int row, int col, double v) { rows.push_back(row), cols.push_back(col), values.push_back(v); };
+  int row = 0;
+  for (const LpEdge& e : edges) {  // s_i - s_j + c x <= -p_i
+    add(row, start_column + static_cast<int>(e.from), 1.0);
+    add(row, start_column + static_cast<int>(e.to), -1.0);
+    if (e.column >= 0 && e.comm_us > 0.0) add(row, e.column, e.comm_us);
+    row_lower.push_back(-COIN_DBL_MAX), row_upper.push_back(-s.mean_time[e.from] * 1e6);
+    ++row;
+  }
+  std::vector<std::vector<int>> out_columns(n), in_columns(n);
+  for (const LpEdge& e : edges)
+    if (e.column >= 0) out_columns[e.from].push_back(e.column), in_columns[e.to].push_back(e.column);
+  for (const auto* side : {&out_columns, &in_columns})
+    for (const auto& group : *side) {
+      if (group.size() < 2) continue;
+      for (int c : group) add(row, c, 1.0);
+      row_lower.push_back(static_cast<double>(group.size()) - 1.0), row_upper.push_back(COIN_DBL_MAX);
+      ++row;
+    }
+  for (OpId i = 0; i < n; ++i) {
+    if (!s.succ(i).empty()) continue;  // s_i + p_i <= w
+    add(row, start_column + static_cast<int>(i), 1.0);
+    add(row, makespan_column, -1.0);
+    row_lower.push_back(-COIN_DBL_MAX), row_upper.push_back(-s.mean_time[i] * 1e6);
+    ++row;
+  }
+  std::vector<double> col_lower(num_columns, 0.0), col_upper(num_columns, COIN_DBL_MAX), objective(num_columns, 0.0);
+  std::fill(col_upper.begin(), col_upper.begin() + num_edge_columns, 1.0);
+  objective[makespan_column] = 1.0;
+
+  CoinPackedMatrix matrix(false, rows.data(), cols.data(), values.data(), static_cast<CoinBigIndex>(values.size()));
+  matrix.setDimensions(row, num_columns);
+  ClpSimplex lp;
+  lp.setLogLevel(0);
+  lp.loadProblem(matrix, col_lower.data(), col_upper.data(), objective.data(), row_lower.data(), row_upper.data());
+  lp.dual();
+  if (!lp.isProvenOptimal()) return {};
+  const double* x = lp.primalColumnSolution();
+
+  std::vector<const LpEdge*> chosen;
+  for (const LpEdge& e : edges)
+    if (e.column >= 0 && x[e.column] < threshold) chosen.push_back(&e);
+  std::sort(chosen.begin(), chosen.end(), [&](const LpEdge* a, const LpEdge* b) {
+    if (x[a->column] != x[b->column]) return x[a->column] < x[b->column];
+    if (a->comm_us != b->comm_us) return a->comm_us > b->comm_us;
+    return a->from != b->from ? a->from < b->from : a->to < b->to;
+  });
+  std::vector<OpId> child(n, kNoId), parent(n, kNoId);
+  for (const LpEdge* e : chosen)
+    if (child[e->from] == kNoId && parent[e->to] == kNoId) child[e->from] = e->to, parent[e->to] = e->from;
+  return child;
+}
+
+std::string mib(double bytes) { return std::to_string(static_cast<long long>(std::ceil(bytes / (1024.0 * 1024.0)))) + " MiB"; }
+
+// Runs `schedule` until its placement fits in the simulator (see the file comment), and returns
+// it simulated. Throws Error when even the parameters and optimizer state fit nowhere.
+PlacementResult schedule_within_memory(const Problem& p, const std::string& name, const std::string& which,
+                                       const Schedule& schedule, Observer& observer, std::string note = {}) {
+  if (p.graph.num_forward_ops() == 0) throw Error(name + ": the graph has no forward op to place");
+  const FamilyMemory memory = family_memory(p);
+  const std::vector<std::uint64_t> limits = memory_limits(p);
+  const std::size_t nf = p.graph.num_forward_ops(), nd = p.cluster.num_devices();
+  std::vector<DeviceId> devices = devices_of(p.cluster, which);
+  Evaluator eval(p);
+  std::optional<std::vector<DeviceId>> closest;
+  double closest_shortfall = kInf;
+  std::size_t rounds = 0;
+  for (;;) {
+    const StepGraph step(p, devices);
+    std::vector<double> budget(nd, 0.0);
+    for (DeviceId d : devices) budget[d] = static_cast<double>(limits[d]);
+    double activation_weight = 1.0;
+    for (int round = 0; round < 12; ++round) {
+      std::vector<double> footprint(nf);
+      for (OpId f = 0; f < nf; ++f)
+        footprint[f] = static_cast<double>(memory.static_bytes[f]) + activation_weight * static_cast<double>(memory.activation_bytes[f]);
+      std::optional<std::vector<DeviceId>> fwd = schedule(step, footprint, budget);
+      ++rounds;
+      if (!fwd) {
+        if (activation_weight == 0.0) break;
+        activation_weight = activation_weight > 0.25 ? activation_weight / 2 : 0.0;
+        continue;
+      }
+      const SimResult& r = eval.evaluate(*fwd);
+      observer.on_progress({.samples = eval.evaluations(), .best_step_time_s = r.fits ? r.step_time_s : 0.0,
+                            .last_mean_step_time_s = r.step_time_s});
+      if (r.fits) {
+        if (rounds > 1)
+          note += (note.empty() ? "" : "; ") + std::string("rescheduled ") + std::to_string(rounds - 1) + " time(s) to fit in memory";
+        return finish(p, std::move(*fwd), eval.evaluations(), note);
+      }
+      double shortfall = 0.0;
+      for (const auto& [d, bytes] : r.shortfalls) {
+        shortfall += static_cast<double>(bytes);
+        budget[d] = std::max(0.0, budget[d] - static_cast<double>(bytes) - 0.02 * static_cast<double>(limits[d]));
+      }
+      if (shortfall < closest_shortfall) closest = std::move(*fwd), closest_shortfall = shortfall;
+    }
+    if (devices.size() == nd) break;
+    devices = devices_of(p.cluster, "all");  // the GPUs cannot hold it: let the CPUs take part
+  }
+  if (closest)
+    return finish(p, std::move(*closest), eval.evaluations(),
+                  "no schedule found that fits in memory; the one closest to fitting is shown");
+  double resident = 0.0, capacity = 0.0;
+  for (OpId f = 0; f < nf; ++f) resident += static_cast<double>(memory.static_bytes[f]);
+  for (DeviceId d = 0; d < nd; ++d) capacity += static_cast<double>(limits[d]);
+  throw Error(name + ": cannot place '" + p.graph.name() + "' on '" + p.cluster.name() + "': its parameters, optimizer state and data (" +
+              mib(resident) + ") do not fit in the devices' memory (" + mib(capacity) + " in all) family by family");
+}
+
+class SchedulerPlacer final : public Placer {
+ public:
+  enum class Kind { critical_path, heft, m_topo, m_etf, m_sct };
+  SchedulerPlacer(Kind kind, std::string name, const PlacerOptions& o)
+      : kind_(kind), name_(std::move(name)), devices_(o.get("devices", "gpus")) {
+    if (devices_ != "gpus" && devices_ != "all") throw Error(name_ + ": option 'devices' must be 'gpus' or 'all', got '" + devices_ + "'");
+    if (kind == Kind::critical_path) pin_ = o.get_int("pin-critical-path", 0) != 0;
+    if (kind == Kind::m_sct) {
+      threshold_ = o.get_double("threshold", 0.5);
+      lp_max_ops_ = o.get_int("lp-max-ops", 20000);
+      if (!(threshold_ > 0.0 && threshold_ <= 1.0)) throw Error("m-sct: option 'threshold' must be in (0, 1]");
+    }
+  }
+
+  PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t) override {
+    switch (kind_) {
+      case Kind::m_topo:
+        return schedule_within_memory(p, name_, devices_, m_topo, observer);
+      case Kind::m_etf:
+        return schedule_within_memory(
+            p, name_, devices_, [](const StepGraph& s, const auto& f, const auto& b) { return earliest_task_first(s, f, b, {}); },
+            observer);
+      case Kind::critical_path:
+        return schedule_within_memory(
+            p, name_, devices_, [&](const StepGraph& s, const auto& f, const auto& b) { return critical_path_first(s, f, b, pin_); },
+            observer);
+      case Kind::heft:
+        return schedule_within_memory(p, name_, devices_, heft, observer);
+      case Kind::m_sct:
+        break;
+    }
+    // m-SCT: favourite children once (they do not depend on memory), then ETF guided by them.
+    std::vector<OpId> favourite;
+    std::string note;
+    if (static_cast<std::int64_t>(p.graph.num_ops()) > lp_max_ops_) {
+      note = "graph larger than lp-max-ops: no favourite children, plain ETF";
+    } else {
+      const StepGraph step(p, devices_of(p.cluster, devices_));
+      favourite = favourite_children(step, threshold_);
+      if (favourite.empty()) note = "the SCT linear program was not solved: no favourite children, plain ETF";
+    }
+    return schedule_within_memory(
+        p, name_, devices_,
+        [&](const StepGraph& s, const auto& f, const auto& b) { return earliest_task_first(s, f, b, favourite); }, observer,
+        note);
+  }
+
+ private:
+  Kind kind_;
+  std::string name_;
+  std::string devices_;
+  bool pin_ = false;
+  double threshold_ = 0.5;
+  std::int64_t lp_max_ops_ = 20000;
+};
+
+const OptionDoc kDevicesOption{"devices", "gpus",
+                               "choose among the 'gpus' (every device when there is none, or when the GPUs cannot hold the "
+                               "model) or 'all' devices"};
+
+}  // namespace
+
+void register_schedulers(std::vector<PlacerInfo>& r) {
+  using Kind = SchedulerPlacer::Kind;
+  r.push_back({"critical-path", "scheduling",
+               "critical-path-first list scheduling (Mayer et al. 2017): longest path to the end first, on the device where it "
+               "finishes earliest, within memory",
+               {kDevicesOption,
+                {"pin-critical-path", "0", "1: put the ops of the critical path on the one device that runs them fastest (CPOP)"}},
+               [](const PlacerOptions& o) { return std::make_unique<SchedulerPlacer>(Kind::critical_path, "critical-path", o); }});
+  r.push_back({"heft", "scheduling",
+               "HEFT (Topcuoglu et al. 2002): decreasing upward rank, insertion-based earliest finish time, within memory",
+               {kDevicesOption},
+               [](const PlacerOptions& o) { return std::make_unique<SchedulerPlacer>(Kind::heft, "heft", o); }});
+  r.push_back({"m-topo", "scheduling",
+               "Baechi's m-TOPO: topological order filling each device up to an equal share of the model's memory",
+               {kDevicesOption},
+               [](const PlacerOptions& o) { return std::make_unique<SchedulerPlacer>(Kind::m_topo, "m-topo", o); }});
+  r.push_back({"m-etf", "scheduling", "Baechi's m-ETF: earliest task first with memory constraints",
+               {kDevicesOption},
+               [](const PlacerOptions& o) { return std::make_unique<SchedulerPlacer>(Kind::m_etf, "m-etf", o); }});
+  r.push_back({"m-sct", "scheduling",
+               "Baechi's m-SCT: ETF guided by favourite children from the SCT linear program (CLP), with memory constraints",
+               {kDevicesOption,
+                {"threshold", "0.5", "an edge whose LP variable is below this is a favourite-child edge"},
+                {"lp-max-ops", "20000", "larger graphs skip the LP (plain ETF)"}},
+               [](const PlacerOptions& o) { return std::make_unique<SchedulerPlacer>(Kind::m_sct, "m-sct", o); }});
+}
+
+}  // namespace placer

@@ -1,0 +1,698 @@
+// Search placers with the simulator as the objective:
+// - local-search: simulated annealing over groups of ops (ColocRL's co-location groups by default),
+//   started from another algorithm's placement, in independent chains run on every core;
+// - optimal: the optimum over groups for small problems, by exhaustive enumeration (simulating
+//   every placement) or, when that is too large, an integer program solved with CBC over a
+//   load + communication model whose solution is then simulated.
+// Both are deterministic under the seed: they stop on sample counts, never on the clock, unless a
+// wall-time budget is given, and results never depend on how many threads ran them.
+#include <coin/CbcModel.hpp>
+#include <coin/CoinPackedMatrix.hpp>
+#include <coin/OsiClpSolverInterface.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "placer/algorithms/families.hpp"
+#include "placer/algorithms/grouping.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The devices a search places on: the GPUs ("gpus"; every device when there are fewer than two,
+// since one device leaves nothing to search) or all.
+std::vector<DeviceId> devices_of(const Cluster& c, const std::string& which, const std::string& algo) {
+  std::vector<DeviceId> all(c.num_devices());
+  for (DeviceId d = 0; d < all.size(); ++d) all[d] = d;
+  if (which == "all") return all;
+  if (which != "gpus") throw Error(algo + ": option 'devices' must be 'gpus' or 'all', got '" + which + "'");
+  std::vector<DeviceId> gpus = c.device_ids(DeviceKind::gpu);
+  return gpus.size() < 2 ? all : gpus;
+}
+
+unsigned thread_count(const Budget& budget) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  return budget.threads == 0 ? hw : budget.threads;
+}
+
+// A seed per chain or worker, derived from the placer's seed (splitmix64).
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t index) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Forward ops of each group.
+std::vector<std::vector<OpId>> members_of(const Grouping& grouping) {
+  std::vector<std::vector<OpId>> members(grouping.num_groups);
+  for (OpId o = 0; o < grouping.group_of.size(); ++o) members[grouping.group_of[o]].push_back(o);
+  return members;
+}
+
+std::uint64_t total_shortfall(const SimResult& r) {
+  std::uint64_t s = 0;
+  for (const auto& [d, bytes] : r.shortfalls) s += bytes;
+  return s;
+}
+
+// What a search keeps as its best: a placement that fits beats one that does not; among those that
+// fit, the faster; among those that do not, the one closer to fitting.
+struct Candidate {
+  std::vector<DeviceId> devices;  // forward ops
+  bool fits = false;
+  double step_time_s = kInf;
+  std::uint64_t shortfall_bytes = std::numeric_limits<std::uint64_t>::max();
+  bool better_than(const Candidate& o) const {
+    if (fits != o.fits) return fits;
+    if (fits) return step_time_s < o.step_time_s;
+    return shortfall_bytes != o.shortfall_bytes ? shortfall_bytes < o.shortfall_bytes : step_time_s < o.step_time_s;
+  }
+  void take(std::span<const DeviceId> d, const SimResult& r) {
+    devices.assign(d.begin(), d.end());
+    fits = r.fits, step_time_s = r.step_time_s, shortfall_bytes = total_shortfall(r);
+  }
+  bool beaten_by(const SimResult& r) const {
+    Candidate c;
+    c.fits = r.fits, c.step_time_s = r.step_time_s, c.shortfall_bytes = total_shortfall(r);
+    return devices.empty() || c.better_than(*this);
+  }
+};
+
+// Lowers `best` to `value` atomically.
+void atomic_min(std::atomic<double>& best, double value) {
+  double now = best.load();
+  while (value < now && !best.compare_exchange_weak(now, value)) {
+  }
+}
+
+// Runs `work(worker)` on `threads` threads while the calling thread reports progress to the
+// observer (it is the thread that runs place()) and passes on a stop request.
+template <typename Work>
+void run_workers(unsigned threads, Work&& work, Observer& observer, std::atomic<bool>& stop, std::atomic<std::size_t>& samples,
+                 std::size_t samples_total, std::atomic<double>& best_time, Clock::time_point start) {
+  if (observer.stop_requested()) stop = true;
+  std::mutex mutex;
+  std::condition_variable finished;
+  unsigned running = threads;
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      work(t);
+      const std::lock_guard lock(mutex);
+      --running;
+      finished.notify_one();
+    });
+  auto report = [&] {
+    const double best = best_time.load();
+    observer.on_progress({.samples = samples.load(), .samples_total = samples_total, .best_step_time_s = best == kInf ? 0.0 : best,
+                          .elapsed_s = std::chrono::duration<double>(Clock::now() - start).count()});
+  };
+  for (;;) {
+    {
+      std::unique_lock lock(mutex);
+      if (finished.wait_for(lock, std::chrono::milliseconds(50), [&] { return running == 0; })) break;
+    }
+    if (observer.stop_requested()) stop = true;
+    report();
+  }
+  for (auto& t : pool) t.join();
+  report();
+}
+
+// Passes a stop request on to an algorithm run inside another; keeps its progress to itself.
+class Inner final : public Observer {
+ public:
+  explicit Inner(const Observer& outer) : outer_(outer) {}
+  bool stop_requested() const override { return outer_.stop_requested(); }
+
+ private:
+  const Observer& outer_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// local-search
+
+struct AnnealingSettings {
+  double t_start = 0.002;  // initial temperature, as a fraction of the start's step time
+  double t_end = 1e-5;     // final temperature, likewise
+  double swap_share = 0.3; // share of moves that swap two groups' devices
+  double pull_share = 0.5; // share of the other moves that take a neighbour group's device
+};
+
+// One annealing chain from `start`, `samples` attempts long (or `seconds`).
+// Moves: swap the devices of two groups, or re-place one group (every op of it) on another
+// candidate device: a random one, or (pull) the device of a random group it exchanges tensors
+// with, which removes transfers where the start (or a random move) scattered neighbours.
+// Cost: the step time, plus, for a placement that does not fit, the start's step time times
+// (1 + 10 x the shortfall's share of the candidates' memory), so that a start that does not fit
+// first drives memory down. Metropolis acceptance; geometric cooling by sample count (by elapsed
+// time when only seconds bound the chain).
+Candidate anneal(const Problem& p, const std::vector<std::vector<OpId>>& members, const GroupGraph& neighbours,
+                 const std::vector<DeviceId>& candidates,
+                 const std::vector<DeviceId>& start, std::size_t samples, double seconds, const AnnealingSettings& settings,
+                 std::uint64_t seed, std::atomic<bool>& stop, std::atomic<std::size_t>& progress, std::atomic<double>& best_time) {
+  Evaluator eval(p);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_int_distribution<std::size_t> pick_group(0, members.size() - 1);
+  const Clock::time_point began = Clock::now();
+
+  double capacity = 0.0;
+  for (DeviceId d : candidates) capacity += static_cast<double>(memory_limits(p)[d]);
+  std::vector<DeviceId> current = start;
+  const SimResult& initial = eval.evaluate(current);  // valid until the next evaluation
+  ++progress;
+  Candidate best;
+  best.take(current, initial);
+  if (initial.fits) atomic_min(best_time, initial.step_time_s);
+  const double scale = initial.step_time_s > 0.0 ? initial.step_time_s : 1.0;
+  auto cost_of = [&](const SimResult& r) {
+    if (r.fits) return r.step_time_s;
+    return r.step_time_s + scale * (1.0 + 10.0 * static_cast<double>(total_shortfall(r)) / std::max(capacity, 1.0));
+  };
+  double current_cost = cost_of(initial);
+  const double t0 = settings.t_start * scale, t1 = settings.t_end * scale;
+
+  std::vector<std::pair<OpId, DeviceId>> undo;
+  auto move_group = [&](std::size_t g, DeviceId d) {
+    for (OpId o : members[g])
+      if (current[o] != d) undo.push_back({o, current[o]}), current[o] = d;
+  };
+  for (std::size_t k = 1; (samples == 0 || k < samples) && !stop.load(); ++k) {
+    double elapsed_share = 0.0;
+    if (seconds > 0.0) {
+      elapsed_share = std::chrono::duration<double>(Clock::now() - began).count() / seconds;
+      if (elapsed_share >= 1.0) break;
+    }
+    const double share = samples > 0 ? std::max(static_cast<double>(k) / static_cast<double>(samples), elapsed_share) : elapsed_share;
+    const double temperature = t0 * std::pow(t1 / t0, share);
+
+    undo.clear();
+    const std::size_t g = pick_group(rng);
+    const DeviceId here = current[members[g].front()];
+    if (members.size() > 1 && unit(rng) < settings.swap_share) {
+      std::size_t h = pick_group(rng);
+      if (h == g) h = (h + 1) % members.size();
+      const DeviceId there = current[members[h].front()];
+      if (there == here) continue;  // nothing to swap: the attempt is not simulated
+      move_group(g, there);
+      move_group(h, here);
+    } else {
+      std::uniform_int_distribution<std::size_t> pick_device(0, candidates.size() - 1);
+      DeviceId d = candidates[pick_device(rng)];
+      const std::uint32_t first = neighbours.adj_begin[g], last = neighbours.adj_begin[g + 1];
+      if (last > first && unit(rng) < settings.pull_share) {
+        std::uniform_int_distribution<std::uint32_t> pick_neighbour(first, last - 1);
+        const DeviceId theirs = current[members[neighbours.adj[pick_neighbour(rng)]].front()];
+        if (std::find(candidates.begin(), candidates.end(), theirs) != candidates.end()) d = theirs;
+      }
+      if (d == here) {
+        if (candidates.size() < 2) continue;
+        d = candidates[(std::find(candidates.begin(), candidates.end(), d) - candidates.begin() + 1) % candidates.size()];
+      }
+      move_group(g, d);
+    }
+    if (undo.empty()) continue;
+    const SimResult& r = eval.evaluate(current);
+    ++progress;
+    const double cost = cost_of(r);
+    if (best.beaten_by(r)) {
+      best.take(current, r);
+      if (r.fits) atomic_min(best_time, r.step_time_s);
+    }
+    const double delta = cost - current_cost;
+    if (delta <= 0.0 || unit(rng) < std::exp(-delta / temperature)) {
+      current_cost = cost;
+    } else {
+      for (auto it = undo.rbegin(); it != undo.rend(); ++it) current[it->first] = it->second;
+    }
+  }
+  return best;
+}
+
+class LocalSearchPlacer final : public Placer {
+ public:
+  explicit LocalSearchPlacer(const PlacerOptions& o)
+      : init_(o.get("init", "")), groups_(o.get("groups", "colocation")), max_groups_(o.get_int("max-groups", 0)),
+        devices_(o.get("devices", "gpus")), chains_(o.get_int("chains", 8)) {
+    settings_.t_start = o.get_double("t-start", settings_.t_start);
+    settings_.t_end = o.get_double("t-end", settings_.t_end);
+    settings_.swap_share = o.get_double("swap", settings_.swap_share);
+    settings_.pull_share = o.get_double("pull", settings_.pull_share);
+    if (chains_ < 1) throw Error("local-search: option 'chains' must be at least 1");
+    if (max_groups_ < 0) throw Error("local-search: option 'max-groups' must be >= 0");
+    if (!(settings_.t_start > 0.0 && settings_.t_end > 0.0)) throw Error("local-search: temperatures must be positive");
+    if (!(settings_.swap_share >= 0.0 && settings_.swap_share <= 1.0)) throw Error("local-search: option 'swap' must be in [0, 1]");
+    if (!(settings_.pull_share >= 0.0 && settings_.pull_share <= 1.0)) throw Error("local-search: option 'pull' must be in [0, 1]");
+    if (init_ == "local-search") throw Error("local-search: option 'init' cannot be local-search itself");
+  }
+
+  PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t seed) override {
+    const Clock::time_point start = Clock::now();
+    const std::vector<DeviceId> candidates = devices_of(p.cluster, devices_, "local-search");
+
+    // The start: another algorithm's placement.
+    std::string init = init_;
+    if (init.empty()) {
+      init = "m-etf";
+      try {
+        find_placer(init);
+      } catch (const Error&) {
+        init = "single";
+      }
+    }
+    Inner inner(observer);
+    const PlacementResult first = make_placer(init, {})->place(p, Budget{.threads = budget.threads}, inner, seed);
+
+    const Grouping grouping = make_grouping(p, groups_, static_cast<std::size_t>(max_groups_));
+    const std::vector<std::vector<OpId>> members = members_of(grouping);
+    const GroupGraph neighbours = group_graph(p, grouping);
+
+    // Samples: the budget's (8000 by default) shared by the chains; none when only seconds bound it.
+    const std::size_t chains = static_cast<std::size_t>(chains_);
+    const std::size_t total = budget.samples > 0 ? budget.samples : budget.seconds > 0.0 ? 0 : 8000;
+    std::vector<std::size_t> per_chain(chains, 0);
+    if (total > 0)
+      for (std::size_t c = 0; c < chains; ++c) per_chain[c] = total / chains + (c < total % chains ? 1 : 0);
+    const double spent_s = std::chrono::duration<double>(Clock::now() - start).count();
+    const double seconds = budget.seconds > 0.0 ? std::max(0.0, budget.seconds - spent_s) : 0.0;
+
+    std::vector<Candidate> results(chains);
+    std::atomic<std::size_t> next{0}, samples{0};
+    std::atomic<bool> stop{false};
+    std::atomic<double> best_time{first.sim.fits ? first.sim.step_time_s : kInf};
+    const unsigned threads = static_cast<unsigned>(std::min<std::size_t>(thread_count(budget), chains));
+    run_workers(
+        threads,
+        [&](unsigned) {
+          for (std::size_t c = next++; c < chains; c = next++) {
+            if (total > 0 && per_chain[c] == 0) continue;
+            // With only a time budget, the chains share it: each runs for its slice.
+            const double slice = seconds > 0.0 && total == 0 ? seconds * threads / static_cast<double>(chains) : seconds;
+            results[c] = anneal(p, members, neighbours, candidates, first.forward_devices, per_chain[c], slice, settings_,
+                                derive_seed(seed, c), stop, samples, best_time);
+          }
+        },
+        observer, stop, samples, total, best_time, start);
+
+    Candidate best;
+    best.devices = first.forward_devices, best.fits = first.sim.fits, best.step_time_s = first.sim.step_time_s;
+    best.shortfall_bytes = total_shortfall(first.sim);
+    for (const Candidate& c : results)  // chain order: ties go to the lower chain
+      if (!c.devices.empty() && c.better_than(best)) best = c;
+    std::string note = "from " + init + " (" + std::to_string(first.sim.step_time_s) + " s" + (first.sim.fits ? "" : ", does not fit") +
+                       "), " + std::to_string(grouping.num_groups) + " groups, " + std::to_string(chains) + " chains";
+    if (!best.fits) note += "; no placement found that fits, the one closest to fitting is shown";
+    if (stop.load()) note += "; stopped early";
+    return finish(p, std::move(best.devices), first.samples + samples.load(), note);
+  }
+
+ private:
+  std::string init_, groups_;
+  std::int64_t max_groups_;
+  std::string devices_;
+  std::int64_t chains_;
+  AnnealingSettings settings_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// optimal
+
+// Devices a placement can swap without changing anything the simulator sees: the same specs,
+// memory limit and op times, and the same routes (latency, bandwidth, hops) to the other devices,
+// as a multiset. Returns, per candidate index, the index of its class's first member.
+std::vector<std::size_t> interchangeable(const Problem& p, const std::vector<DeviceId>& candidates) {
+  const Cluster& c = p.cluster;
+  const std::vector<std::uint64_t> limits = memory_limits(p);
+  auto profile = [&](DeviceId a) {
+    std::vector<std::tuple<double, double, double, double, std::size_t>> routes;
+    for (DeviceId x = 0; x < c.num_devices(); ++x)
+      if (x != a)
+        routes.emplace_back(c.route_latency_s(a, x), c.route_bandwidth(a, x), c.route_latency_s(x, a), c.route_bandwidth(x, a),
+                            c.route(a, x).size());
+    std::sort(routes.begin(), routes.end());
+    return routes;
+  };
+  auto same = [&](DeviceId a, DeviceId b) {
+    Device da = c.device(a), db = c.device(b);
+    da.name = db.name;
+    if (!(da == db) || limits[a] != limits[b] || profile(a) != profile(b)) return false;
+    for (OpId o = 0; o < p.graph.num_ops(); ++o)
+      if (p.costs.time_s(o, a) != p.costs.time_s(o, b)) return false;
+    return true;
+  };
+  std::vector<std::size_t> first(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    first[i] = i;
+    for (std::size_t j = 0; j < i; ++j)
+      if (first[j] == j && same(candidates[j], candidates[i])) {
+        first[i] = j;
+        break;
+      }
+  }
+  return first;
+}
+
+class OptimalPlacer final : public Placer {
+ public:
+  explicit OptimalPlacer(const PlacerOptions& o)
+      : groups_(o.get("groups", "colocation")), max_groups_(o.get_int("max-groups", 12)),
+        max_evaluations_(o.get_double("max-evaluations", 2e6)), method_(o.get("method", "auto")), devices_(o.get("devices", "gpus")),
+        ip_seconds_(o.get_double("ip-seconds", 20.0)) {
+    if (method_ != "auto" && method_ != "exhaustive" && method_ != "ip")
+      throw Error("optimal: option 'method' must be 'auto', 'exhaustive' or 'ip', got '" + method_ + "'");
+    if (max_groups_ < 1) throw Error("optimal: option 'max-groups' must be at least 1");
+    if (!(ip_seconds_ > 0.0)) throw Error("optimal: option 'ip-seconds' must be positive");
+  }
+
+  PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t) override {
+    const std::vector<DeviceId> candidates = devices_of(p.cluster, devices_, "optimal");
+    if (candidates.size() > kMaxDevices)
+      throw Error("optimal: too large: " + std::to_string(candidates.size()) + " devices to choose from (at most " +
+                  std::to_string(kMaxDevices) + "); use a smaller cluster");
+    const Grouping grouping = make_grouping(p, groups_, static_cast<std::size_t>(max_groups_));
+    if (candidates.size() == 1) return finish(p, std::vector<DeviceId>(p.graph.num_forward_ops(), candidates[0]), 0, "one device");
+    const double space = std::pow(static_cast<double>(candidates.size()), static_cast<double>(grouping.num_groups));
+    const bool exhaustive = method_ == "exhaustive" || (method_ == "auto" && space <= max_evaluations_);
+    if (exhaustive && space > max_evaluations_)
+      throw Error("optimal: too large to enumerate: " + std::to_string(candidates.size()) + "^" + std::to_string(grouping.num_groups) +
+                  " placements (max-evaluations " + std::to_string(static_cast<long long>(max_evaluations_)) +
+                  "); lower max-groups or use method=ip");
+    if (!exhaustive && grouping.num_groups > kMaxIpGroups)
+      throw Error("optimal: too large: " + std::to_string(grouping.num_groups) + " groups for the integer program (at most " +
+                  std::to_string(kMaxIpGroups) + "); lower max-groups");
+    return exhaustive ? enumerate(p, grouping, candidates, budget, observer) : integer_program(p, grouping, candidates, budget);
+  }
+
+ private:
+  static constexpr std::size_t kMaxDevices = 4, kMaxIpGroups = 24;
+  static constexpr int kSavedSolutions = 10;
+
+  // Every placement of the groups on the candidates, group 0 only on the first device of each
+  // class of interchangeable devices (a placement with group 0 elsewhere has a twin that is the
+  // same up to renaming devices). Placements are numbered (group 0's choice, then groups 1.. as
+  // base-D digits); threads take blocks of numbers; the best is the fastest that fits, ties to the
+  // lower number, so the result does not depend on the threads.
+  PlacementResult enumerate(const Problem& p, const Grouping& grouping, const std::vector<DeviceId>& candidates, const Budget& budget,
+                            Observer& observer) const {
+    const Clock::time_point start = Clock::now();
+    const std::size_t ng = grouping.num_groups, nd = candidates.size();
+    const std::vector<std::vector<OpId>> members = members_of(grouping);
+    const std::vector<std::size_t> cls = interchangeable(p, candidates);
+    std::vector<std::size_t> first_choices;
+    for (std::size_t k = 0; k < nd; ++k)
+      if (cls[k] == k) first_choices.push_back(k);
+    std::uint64_t rest = 1;
+    for (std::size_t g = 1; g < ng; ++g) rest *= nd;
+    const std::uint64_t total = rest * first_choices.size();
+    constexpr std::uint64_t kBlock = 1024;
+    const std::uint64_t blocks = (total + kBlock - 1) / kBlock;
+
+    struct Best {
+      bool found = false;
+      double time = kInf;
+      std::uint64_t index = 0;
+      std::vector<DeviceId> devices;
+    };
+    const unsigned threads = static_cast<unsigned>(std::min<std::uint64_t>(thread_count(budget), blocks));
+    std::vector<Best> best(threads);
+    std::atomic<std::uint64_t> next_block{0};
+    std::atomic<std::size_t> samples{0};
+    std::atomic<bool> stop{false};
+    std::atomic<double> best_time{kInf};
+    run_workers(
+        threads,
+        [&](unsigned t) {
+          Evaluator eval(p);
+          std::vector<std::size_t> digit(ng);
+          std::vector<DeviceId> fwd(p.graph.num_forward_ops());
+          for (std::uint64_t b = next_block++; b < blocks && !stop.load(); b = next_block++) {
+            const std::uint64_t lo = b * kBlock, hi = std::min(total, lo + kBlock);
+            // Decode `lo`, then count up.
+            std::uint64_t x = lo % rest;
+            digit[0] = first_choices[lo / rest];
+            for (std::size_t g = 1; g < ng; ++g) digit[g] = x % nd, x /= nd;
+            for (std::size_t g = 0; g < ng; ++g)
+              for (OpId o : members[g]) fwd[o] = candidates[digit[g]];
+            for (std::uint64_t i = lo; i < hi; ++i) {
+              const SimResult& r = eval.evaluate(fwd);
+              if (r.fits && (!best[t].found || r.step_time_s < best[t].time)) {
+                best[t] = {true, r.step_time_s, i, fwd};
+                atomic_min(best_time, r.step_time_s);
+              }
+              // Next number: groups 1.. as an odometer, then group 0's next choice.
+              std::size_t g = 1;
+              for (; g < ng; ++g) {
+                digit[g] = digit[g] + 1 == nd ? 0 : digit[g] + 1;
+                for (OpId o : members[g]) fwd[o] = candidates[digit[g]];
+                if (digit[g] != 0) break;
+              }
+              if (g == ng && i + 1 < total) {
+                digit[0] = first_choices[(i + 1) / rest];
+                for (OpId o : members[0]) fwd[o] = candidates[digit[0]];
+              }
+            }
+            samples += hi - lo;
+          }
+        },
+        observer, stop, samples, total, best_time, start);
+    const Best* winner = nullptr;
+    for (const Best& b : best)
+      if (b.found && (!winner || b.time < winner->time || (b.time == winner->time && b.index < winner->index))) winner = &b;
+    if (!winner && stop.load()) throw Error("optimal: stopped before finding a placement that fits in memory");
+    if (!winner)
+      throw Error("optimal: no placement of the " + std::to_string(ng) + " groups on the " + std::to_string(nd) +
+                  " devices fits in memory");
+    std::string note = "exhaustive over " + std::to_string(ng) + " groups: " + std::to_string(samples.load()) + " placements simulated";
+    if (stop.load()) note += "; stopped early: not proven optimal";
+    return finish(p, winner->devices, samples.load(), note);
+  }
+
+  // The integer program (CBC) over a load + communication model, not the simulator:
+  //   x[g][k] in {0,1}: group g on candidate k; sum_k x[g][k] = 1;
+  //   per device: sum_g time[g][k] x[g][k] <= T (family times: the op, its gradients, its updates)
+  //               sum_g bytes[g] x[g][k] <= limit[k] (resident + activation bytes; see below);
+  //   y[g][h] >= x[g][k] - x[h][k] and y[g][h] >= x[h][k] - x[g][k] for each pair of groups that
+  //   exchange tensors and each k (y = 1 when they are apart);
+  //   minimise T + sum c[g][h] y[g][h], c = the mean transfer time of the bytes between them
+  //   (twice in training: the gradients come back).
+  // Identical devices are ordered (see solve) so that CBC does not search twins. Memory counts
+  // activations in full first; when nothing is feasible, at half (a quarter, none). The model
+  // knows loads, not dependencies (a chain of groups spread over devices runs no faster), so the
+  // solutions CBC kept (up to 10, best first) and the one-device placements are simulated and the
+  // fastest that fits is returned; when none fits, the devices the program's best solution
+  // overfilled get their budget cut by the shortfall and it is solved again. Step times reported
+  // are the simulator's.
+  PlacementResult integer_program(const Problem& p, const Grouping& grouping, const std::vector<DeviceId>& candidates,
+                                  const Budget& budget) const {
+    const GroupGraph gg = group_graph(p, grouping);
+    const std::size_t ng = gg.num_groups, nd = candidates.size();
+    const std::vector<std::uint64_t> limits = memory_limits(p);
+    const bool training = p.graph.num_ops() > p.graph.num_forward_ops();
+    double latency = 0.0, seconds_per_byte = 0.0;
+    std::size_t pairs = 0;
+    for (DeviceId a : candidates)
+      for (DeviceId b : candidates)
+        if (a != b) latency += p.cluster.route_latency_s(a, b), seconds_per_byte += 1.0 / p.cluster.route_bandwidth(a, b), ++pairs;
+    latency /= static_cast<double>(pairs), seconds_per_byte /= static_cast<double>(pairs);
+    struct Pair {
+      std::size_t g, h;
+      double cost_s;
+    };
+    std::vector<Pair> edges;
+    for (std::size_t g = 0; g < ng; ++g)
+      for (std::uint32_t i = gg.adj_begin[g]; i < gg.adj_begin[g + 1]; ++i)
+        if (gg.adj[i] > g) edges.push_back({g, gg.adj[i], (training ? 2.0 : 1.0) * (latency + gg.adj_bytes[i] * seconds_per_byte)});
+
+    const double time_limit = budget.seconds > 0.0 ? std::min(budget.seconds, ip_seconds_) : ip_seconds_;
+    std::vector<double> budget_bytes(nd);
+    for (std::size_t k = 0; k < nd; ++k) budget_bytes[k] = static_cast<double>(limits[candidates[k]]);
+    Evaluator eval(p);
+    double activation_weight = 1.0;
+    std::optional<std::vector<DeviceId>> closest;
+    std::uint64_t closest_shortfall = std::numeric_limits<std::uint64_t>::max();
+    std::string status;
+    for (int round = 0; round < 8; ++round) {
+      std::vector<double> bytes(ng);
+      for (std::size_t g = 0; g < ng; ++g)
+        bytes[g] = static_cast<double>(gg.static_bytes[g]) + activation_weight * static_cast<double>(gg.activation_bytes[g]);
+      const std::vector<std::vector<std::size_t>> solutions = solve(gg, candidates, edges, bytes, budget_bytes, time_limit, status);
+      if (solutions.empty()) {
+        if (activation_weight == 0.0) break;
+        activation_weight = activation_weight > 0.25 ? activation_weight / 2 : 0.0;
+        continue;
+      }
+      // The program's solutions (best first), then every group on one device: the simulator picks.
+      Candidate best;
+      std::string picked;
+      std::vector<DeviceId> group_devices(ng);
+      for (std::size_t i = 0; i < solutions.size() + nd; ++i) {
+        for (std::size_t g = 0; g < ng; ++g) group_devices[g] = candidates[i < solutions.size() ? solutions[i][g] : i - solutions.size()];
+        const std::vector<DeviceId> fwd = expand_groups(grouping, group_devices);
+        const SimResult& r = eval.evaluate(fwd);
+        if (best.beaten_by(r))
+          best.take(fwd, r), picked = i == 0 ? "the program's best solution"
+                                 : i < solutions.size()
+                                     ? "its solution #" + std::to_string(i + 1)
+                                     : "everything on " + p.cluster.device(candidates[i - solutions.size()]).name;
+      }
+      if (best.fits)
+        return finish(p, std::move(best.devices), eval.evaluations(),
+                      "integer program (CBC) over " + std::to_string(ng) + " groups, " + status +
+                          " for the load + communication model; of its " + std::to_string(solutions.size()) + " solution(s) and the " +
+                          std::to_string(nd) + " one-device placements the simulator kept " + picked);
+      if (best.shortfall_bytes < closest_shortfall) closest = best.devices, closest_shortfall = best.shortfall_bytes;
+      for (std::size_t g = 0; g < ng; ++g) group_devices[g] = candidates[solutions[0][g]];
+      const SimResult& first = eval.evaluate(expand_groups(grouping, group_devices));
+      for (const auto& [d, short_bytes] : first.shortfalls)
+        for (std::size_t k = 0; k < nd; ++k)
+          if (candidates[k] == d)
+            budget_bytes[k] = std::max(0.0, budget_bytes[k] - static_cast<double>(short_bytes) - 0.02 * static_cast<double>(limits[d]));
+    }
+    if (closest)
+      return finish(p, std::move(*closest), eval.evaluations(),
+                    "integer program (CBC): no solution found that fits in memory; the one closest to fitting is shown");
+    throw Error("optimal: no placement of the " + std::to_string(ng) + " groups on the " + std::to_string(nd) +
+                " devices fits in memory (integer program infeasible)");
+  }
+
+  // Solves the program above: the solutions CBC kept (best first), each the candidate index of
+  // every group; none when infeasible.
+  template <typename Edges>
+  static std::vector<std::vector<std::size_t>> solve(const GroupGraph& gg, const std::vector<DeviceId>& candidates,
+                                                       const Edges& edges,
+                                                       const std::vector<double>& bytes, const std::vector<double>& budget_bytes,
+                                                       double time_limit, std::string& status) {
+    const std::size_t ng = gg.num_groups, nd = candidates.size();
+    auto x = [&](std::size_t g, std::size_t k) { return static_cast<int>(g * nd + k); };
+    const int t_col = static_cast<int>(ng * nd);
+    auto y = [&](std::size_t e) { return t_col + 1 + static_cast<int>(e); };
+    const int num_cols = t_col + 1 + static_cast<int>(edges.size());
+    std::vector<int> rows, cols;
+    std::vector<double> values, row_lo, row_hi;
+    int row = 0;
+    auto add = [&](int c, double v) { rows.push_back(row), cols.push_back(c), values.push_back(v); };
+    auto end_row = [&](double lo, double hi) { row_lo.push_back(lo), row_hi.push_back(hi), ++row; };
+    for (std::size_t g = 0; g < ng; ++g) {
+      for (std::size_t k = 0; k < nd; ++k) add(x(g, k), 1.0);
+      end_row(1.0, 1.0);
+    }
+    for (std::size_t k = 0; k < nd; ++k) {
+      for (std::size_t g = 0; g < ng; ++g) add(x(g, k), gg.time_s[g * gg.num_devices + candidates[k]]);
+      add(t_col, -1.0);
+      end_row(-COIN_DBL_MAX, 0.0);
+      for (std::size_t g = 0; g < ng; ++g) add(x(g, k), bytes[g]);
+      end_row(-COIN_DBL_MAX, budget_bytes[k]);
+    }
+    // Symmetry: devices with the same group times and memory budget are interchangeable in this
+    // model (transfers cost their mean whatever the pair), so within each such class, its j-th
+    // device takes group g only when its (j-1)-th holds a group before g: every solution has a
+    // twin of this form, and CBC need not search the others.
+    std::vector<std::size_t> previous(nd, nd);  // the class member before each device, nd for none
+    for (std::size_t k = 0; k < nd; ++k)
+      for (std::size_t j = k; j-- > 0;) {
+        bool same = budget_bytes[j] == budget_bytes[k];
+        for (std::size_t g = 0; g < ng && same; ++g)
+          same = gg.time_s[g * gg.num_devices + candidates[j]] == gg.time_s[g * gg.num_devices + candidates[k]];
+        if (same) {
+          previous[k] = j;
+          break;
+        }
+      }
+    for (std::size_t k = 0; k < nd; ++k) {
+      if (previous[k] == nd) continue;
+      for (std::size_t g = 0; g < ng; ++g) {  // x[g][k] <= sum_{h<g} x[h][previous]
+        add(x(g, k), 1.0);
+        for (std::size_t h = 0; h < g; ++h) add(x(h, previous[k]), -1.0);
+        end_row(-COIN_DBL_MAX, 0.0);
+      }
+    }
+    for (std::size_t e = 0; e < edges.size(); ++e)
+      for (std::size_t k = 0; k < nd; ++k)
+        for (double sign : {1.0, -1.0}) {
+          add(y(e), 1.0);
+          add(x(edges[e].g, k), -sign);
+          add(x(edges[e].h, k), sign);
+          end_row(0.0, COIN_DBL_MAX);
+        }
+    std::vector<double> col_lo(num_cols, 0.0), col_hi(num_cols, 1.0), objective(num_cols, 0.0);
+    col_hi[t_col] = COIN_DBL_MAX;
+    objective[t_col] = 1.0;
+    for (std::size_t e = 0; e < edges.size(); ++e) objective[y(e)] = edges[e].cost_s;
+    // Scale to milliseconds for CBC's tolerances.
+    for (double& v : objective) v *= 1e3;
+    CoinPackedMatrix matrix(false, rows.data(), cols.data(), values.data(), static_cast<CoinBigIndex>(values.size()));
+    matrix.setDimensions(row, num_cols);
+    OsiClpSolverInterface solver;
+    solver.loadProblem(matrix, col_lo.data(), col_hi.data(), objective.data(), row_lo.data(), row_hi.data());
+    for (int c = 0; c < t_col; ++c) solver.setInteger(c);
+    solver.messageHandler()->setLogLevel(0);
+    CbcModel model(solver);
+    model.setLogLevel(0);
+    model.messageHandler()->setLogLevel(0);
+    model.setMaximumSeconds(time_limit);
+    model.setMaximumSavedSolutions(kSavedSolutions);
+    model.branchAndBound();
+    if (!model.bestSolution()) return {};
+    status = model.isProvenOptimal() ? "optimal" : "best found in the time limit (not proven optimal)";
+    std::vector<std::vector<std::size_t>> solutions;
+    auto decode = [&](const double* sol) {
+      std::vector<std::size_t> choice(ng, 0);
+      for (std::size_t g = 0; g < ng; ++g)
+        for (std::size_t k = 0; k < nd; ++k)
+          if (sol[x(g, k)] > 0.5) choice[g] = k;
+      if (std::find(solutions.begin(), solutions.end(), choice) == solutions.end()) solutions.push_back(std::move(choice));
+    };
+    decode(model.bestSolution());
+    for (int i = 0; i < model.numberSavedSolutions(); ++i) decode(model.savedSolution(i));
+    return solutions;
+  }
+
+  std::string groups_;
+  std::int64_t max_groups_;
+  double max_evaluations_;
+  std::string method_, devices_;
+  double ip_seconds_;
+};
+
+}  // namespace
+
+void register_search(std::vector<PlacerInfo>& r) {
+  r.push_back({"local-search", "search",
+               "simulated annealing over groups with the simulator, from another algorithm's placement, in chains on every core",
+               {{"init", "m-etf", "the algorithm whose placement the search starts from ('single' when m-etf is not registered)"},
+                {"groups", "colocation", "what moves together: colocation, module[:DEPTH], module-call[:DEPTH] or op"},
+                {"max-groups", "0", "coarsen the groups to at most this many (0: no limit)"},
+                {"devices", "gpus", "devices groups move to: 'gpus' (every device when there are fewer than two) or 'all'"},
+                {"chains", "8", "independent annealing chains sharing the samples (results depend on chains, not on threads)"},
+                {"t-start", "0.002", "initial temperature, as a fraction of the start's step time"},
+                {"t-end", "0.00001", "final temperature, likewise (geometric cooling)"},
+                {"swap", "0.3", "share of moves that swap two groups' devices (the rest move one group)"},
+                {"pull", "0.5", "share of one-group moves that go to the device of a group it exchanges tensors with"}},
+               [](const PlacerOptions& o) { return std::make_unique<LocalSearchPlacer>(o); }});
+  r.push_back({"optimal", "search",
+               "the optimum over groups for small problems: every placement simulated, or an integer program (CBC) when too many",
+               {{"groups", "colocation", "grouping: colocation, module[:DEPTH], module-call[:DEPTH] or op"},
+                {"max-groups", "12", "coarsen the groups to at most this many"},
+                {"max-evaluations", "2000000", "enumerate when devices^groups is at most this; otherwise the integer program"},
+                {"method", "auto", "auto, exhaustive or ip (the integer program over a load + communication model)"},
+                {"devices", "gpus", "devices to place on (2 to 4): 'gpus' (every device when there are fewer than two) or 'all'"},
+                {"ip-seconds", "20", "time limit of the integer program (and the budget's seconds when lower)"}},
+               [](const PlacerOptions& o) { return std::make_unique<OptimalPlacer>(o); }});
+}
+
+}  // namespace placer

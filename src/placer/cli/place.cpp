@@ -1,0 +1,270 @@
+// `placer place`: run one placement algorithm and write its placement file.
+// `placer compare`: run several and print one row each.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "placer/algorithms/placer.hpp"
+#include "placer/cli/common.hpp"
+#include "placer/sim/placement.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted = true; }
+
+// Progress on stderr: a line redrawn in place on a terminal, plain periodic lines otherwise.
+// Ctrl-C asks the algorithm to stop and keep its best placement so far.
+class TerminalObserver final : public Observer {
+ public:
+  explicit TerminalObserver(std::string label, bool quiet) : label_(std::move(label)), quiet_(quiet), tty_(isatty(2)) {
+    g_interrupted = false;
+    previous_ = std::signal(SIGINT, on_sigint);
+    last_ = std::chrono::steady_clock::now();
+  }
+  ~TerminalObserver() override {
+    if (tty_ && drawn_) std::fputs("\n", stderr);
+    std::signal(SIGINT, previous_);
+  }
+  void on_progress(const Progress& p) override {
+    if (quiet_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    if (since < (tty_ ? 0.2 : 10.0)) return;
+    last_ = now;
+    std::string best = p.best_step_time_s > 0 ? human_seconds(p.best_step_time_s) : "none fits yet";
+    std::string total = p.samples_total ? fmt::format("/{}", p.samples_total) : "";
+    std::string remaining;
+    if (p.samples_total && p.samples && p.elapsed_s > 0)
+      remaining = fmt::format(", ~{:.0f} s left", p.elapsed_s * static_cast<double>(p.samples_total - p.samples) / static_cast<double>(p.samples));
+    const std::string line = fmt::format("{}: {}{} samples, best {}, {:.1f} s{}", label_, p.samples, total, best, p.elapsed_s, remaining);
+    if (tty_) {
+      fmt::print(stderr, "\r\033[K{}", line);
+      drawn_ = true;
+    } else {
+      fmt::print(stderr, "{}\n", line);
+    }
+    std::fflush(stderr);
+  }
+  bool stop_requested() const override { return g_interrupted.load(); }
+
+ private:
+  std::string label_;
+  bool quiet_, tty_, drawn_ = false;
+  std::chrono::steady_clock::time_point last_{};
+  void (*previous_)(int) = nullptr;
+};
+
+struct PlaceArgs {
+  ProblemArgs problem;
+  std::string algo;
+  std::vector<std::string> algos;
+  std::vector<std::string> opts;
+  std::string output;
+  std::size_t samples = 0;
+  double seconds = 0.0;
+  unsigned threads = 0;
+  std::string curve, checkpoint;
+  bool resume = false;
+  std::uint64_t seed = 1;
+  bool json = false;
+  bool quiet = false;
+};
+
+PlacerOptions parse_opts(const std::vector<std::string>& opts) {
+  std::map<std::string, std::string> values;
+  for (const auto& kv : opts) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("--opt expects KEY=VALUE, got '" + kv + "'");
+    values[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return PlacerOptions(std::move(values));
+}
+
+std::string algorithms_help() {
+  std::string help = "placement algorithm:";
+  for (const auto& info : placer_registry()) {
+    help += "\n    " + info.name + ": " + info.summary;
+    for (const auto& o : info.options)
+      help += "\n        --opt " + o.key + "=... " + o.help + (o.default_value.empty() ? "" : " (default " + o.default_value + ")");
+  }
+  return help;
+}
+
+struct Row {
+  std::string algo;
+  PlacementResult result;
+  double wall_s = 0.0;
+  std::string error;
+};
+
+Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerOptions& options, const PlaceArgs& args) {
+  Row row{.algo = algo};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    auto placer = make_placer(algo, options);
+    TerminalObserver observer(algo, args.quiet || args.json);
+    Budget budget{args.samples, args.seconds, args.threads, args.curve, args.checkpoint, args.resume};
+    row.result = placer->place(problem, budget, observer, args.seed);
+  } catch (const Error& e) {
+    row.error = e.what();
+  }
+  row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return row;
+}
+
+void run_place(const PlaceArgs& args) {
+  LoadedProblem p = load_problem(args.problem);
+  const Problem problem{p.graph, p.cluster, p.costs, p.sim};
+  Row row = run_algorithm(problem, args.algo, parse_opts(args.opts), args);
+  if (!row.error.empty()) throw Error(args.algo + ": " + row.error);
+  const PlacementResult& r = row.result;
+  PlacementSpec spec = describe_placement(p.graph, p.cluster, r.forward_devices);
+  if (!args.output.empty()) save_placement_file(spec, args.output);
+  if (args.json) {
+    std::cout << nlohmann::json{{"algo", args.algo},
+                                {"step_time_s", r.sim.step_time_s},
+                                {"fits", r.sim.fits},
+                                {"samples", r.samples},
+                                {"wall_s", row.wall_s},
+                                {"note", r.note},
+                                {"placement", placement_to_json(spec)}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  fmt::print("{} on {}: step {}{}, {} samples in {:.2f} s{}\n", args.algo, p.cluster.name(), human_seconds(r.sim.step_time_s),
+             r.sim.fits ? "" : " (DOES NOT FIT)", r.samples, row.wall_s, r.note.empty() ? "" : " — " + r.note);
+  for (DeviceId d = 0; d < r.sim.devices.size(); ++d)
+    if (r.sim.devices[d].ops > 0)
+      fmt::print("  {:<8} {:>6} ops  busy {:>10}  peak {:>10} of {}\n", p.cluster.device(d).name, r.sim.devices[d].ops,
+                 human_seconds(r.sim.devices[d].busy_s), human_bytes(static_cast<double>(r.sim.devices[d].peak_memory_bytes)),
+                 human_bytes(static_cast<double>(r.sim.devices[d].capacity_bytes)));
+  if (!args.output.empty()) fmt::print("wrote {} ({} keys)\n", args.output, spec.devices.size());
+}
+
+void run_compare(const PlaceArgs& args) {
+  LoadedProblem p = load_problem(args.problem);
+  const Problem problem{p.graph, p.cluster, p.costs, p.sim};
+  std::vector<std::string> algos = args.algos;
+  if (algos.empty() || (algos.size() == 1 && algos[0] == "all")) {
+    algos.clear();
+    for (const auto& info : placer_registry())
+      if (info.family != "learned") algos.push_back(info.name);
+  }
+  for (const auto& a : algos) find_placer(a);  // unknown names fail before anything runs
+  const LowerBounds bounds = lower_bounds(p.graph, p.cluster, p.costs);
+
+  // The best single device that fits: the reference every row's speedup is measured against.
+  Evaluator eval(problem);
+  double single = 0.0;
+  for (DeviceId d = 0; d < p.cluster.num_devices(); ++d) {
+    const SimResult& r = eval.evaluate(std::vector<DeviceId>(p.graph.num_forward_ops(), d));
+    if (r.fits && (single == 0.0 || r.step_time_s < single)) single = r.step_time_s;
+  }
+
+  std::vector<Row> rows;
+  for (const auto& algo : algos) rows.push_back(run_algorithm(problem, algo, PlacerOptions{}, args));
+  const Row* best = nullptr;
+  for (const auto& row : rows)
+    if (row.error.empty() && row.result.sim.fits && (!best || row.result.sim.step_time_s < best->result.sim.step_time_s)) best = &row;
+
+  if (args.json) {
+    nlohmann::json out_rows = nlohmann::json::array();
+    for (const auto& row : rows) {
+      nlohmann::json j = {{"algo", row.algo}, {"wall_s", row.wall_s}};
+      if (!row.error.empty()) {
+        j["error"] = row.error;
+        j["fits"] = false;
+        j["step_time_s"] = nullptr;
+      } else {
+        const SimResult& r = row.result.sim;
+        nlohmann::json peaks = nlohmann::json::object();
+        for (DeviceId d = 0; d < r.devices.size(); ++d) peaks[p.cluster.device(d).name] = r.devices[d].peak_memory_bytes;
+        j.update({{"step_time_s", r.step_time_s},
+                  {"fits", r.fits},
+                  {"speedup_over_single", single > 0 ? single / r.step_time_s : 0.0},
+                  {"gap_to_lower_bound", r.step_time_s / bounds.best() - 1.0},
+                  {"peak_memory_bytes", peaks},
+                  {"samples", row.result.samples},
+                  {"note", row.result.note}});
+      }
+      out_rows.push_back(std::move(j));
+    }
+    std::cout << nlohmann::json{{"model", args.problem.model},
+                                {"cluster", p.cluster.name()},
+                                {"mode", args.problem.model_args.mode},
+                                {"lower_bound_s", bounds.best()},
+                                {"single_device_step_time_s", single},
+                                {"rows", out_rows},
+                                {"best", best ? nlohmann::json(best->algo) : nlohmann::json(nullptr)}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  fmt::print("{} ({} ops, {}) on {}: lower bound {}, best single device {}\n\n", args.problem.model, p.graph.num_ops(),
+             args.problem.model_args.mode, p.cluster.name(), human_seconds(bounds.best()),
+             single > 0 ? human_seconds(single) : "none fits");
+  fmt::print("{:<14} {:>11} {:>8} {:>9} {:>5} {:>9}  {}\n", "algorithm", "step", "speedup", "vs bound", "fits", "wall", "peak memory per device");
+  for (const auto& row : rows) {
+    if (!row.error.empty()) {
+      fmt::print("{:<14} {:>11}  {}\n", row.algo, "-", row.error);
+      continue;
+    }
+    const SimResult& r = row.result.sim;
+    std::string peaks;
+    for (DeviceId d = 0; d < r.devices.size(); ++d)
+      if (r.devices[d].peak_memory_bytes > r.devices[d].static_memory_bytes || r.devices[d].ops > 0)
+        peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", p.cluster.device(d).name,
+                             human_bytes(static_cast<double>(r.devices[d].peak_memory_bytes)));
+    fmt::print("{:<14} {:>11} {:>7.2f}x {:>8.2f}x {:>5} {:>8.2f}s  {}{}\n", row.algo, human_seconds(r.step_time_s),
+               single > 0 ? single / r.step_time_s : 0.0, r.step_time_s / bounds.best(), r.fits ? "yes" : "NO", row.wall_s, peaks,
+               row.result.note.empty() ? "" : "  (" + row.result.note + ")");
+  }
+  fmt::print("\nbest placement that fits: {}\n", best ? best->algo : "none");
+}
+
+void add_run_options(CLI::App* cmd, PlaceArgs& args) {
+  add_problem_options(cmd, args.problem);
+  cmd->add_option("--samples", args.samples, "placements an algorithm may evaluate (0: its default)");
+  cmd->add_option("--seconds", args.seconds, "wall-clock budget per algorithm (0: none)");
+  cmd->add_option("--threads", args.threads, "threads for parallel search (0: every core)");
+  cmd->add_option("--seed", args.seed, "seed of every random choice")->capture_default_str();
+  cmd->add_flag("--json", args.json, "print JSON");
+  cmd->add_flag("--quiet", args.quiet, "no progress on stderr");
+}
+
+}  // namespace
+
+void register_place(CLI::App& app) {
+  auto args = std::make_shared<PlaceArgs>();
+  CLI::App* cmd = app.add_subcommand("place", "Place a model on a cluster with one algorithm and write the placement file");
+  add_run_options(cmd, *args);
+  cmd->add_option("--algo", args->algo, algorithms_help())->required();
+  cmd->add_option("--opt", args->opts, "algorithm option KEY=VALUE (repeatable; see --algo)");
+  cmd->add_option("-o,--output", args->output, "write the placement file here (JSON, read by simulate --placement)");
+  cmd->add_option("--curve", args->curve, "learned placers: write the learning curve (CSV) here");
+  cmd->add_option("--checkpoint", args->checkpoint, "learned placers: checkpoint file, written periodically and at the end");
+  cmd->add_flag("--resume", args->resume, "learned placers: continue from --checkpoint");
+  cmd->callback([args] { run_place(*args); });
+}
+
+void register_compare(CLI::App& app) {
+  auto args = std::make_shared<PlaceArgs>();
+  CLI::App* cmd = app.add_subcommand("compare", "Run several placement algorithms and print one row each");
+  add_run_options(cmd, *args);
+  cmd->add_option("--algos", args->algos, "comma-separated algorithm names, or 'all' (the default: every non-learned one)")
+      ->delimiter(',');
+  cmd->callback([args] { run_compare(*args); });
+}
+
+}  // namespace placer::cli

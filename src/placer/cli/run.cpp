@@ -1,0 +1,241 @@
+// `placer run`: a model's step executed for real (libtorch) under a placement, timed.
+// `placer profile`: every op measured on the machine, written as a profile with a fitted model.
+// `placer validate`: placements run for real and simulated, side by side.
+// Only exec/exec.hpp is included: the CLI never compiles torch headers.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "placer/cli/common.hpp"
+#include "placer/exec/exec.hpp"
+#include "placer/sim/placement.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  ModelArgs model_args;
+  std::string cluster = "local";
+  std::string placement;
+  std::string on;
+  int steps = 10;
+  int warmup = 3;
+  std::uint64_t seed = 1;
+  int threads = 0;
+  bool json = false;
+};
+
+void add_exec_options(CLI::App* cmd, int& threads, std::uint64_t& seed) {
+  cmd->add_option("--threads", threads, "intra-op threads of libtorch and OpenBLAS (0: $PLACER_THREADS, else every hardware thread but one)")
+      ->capture_default_str();
+  cmd->add_option("--seed", seed, "seed of the random parameters and data")->capture_default_str();
+}
+
+nlohmann::json times_json(const exec::StepTimes& t) {
+  return {{"median_s", t.median_s}, {"p10_s", t.p10_s}, {"p90_s", t.p90_s}, {"min_s", t.min_s},
+          {"max_s", t.max_s},       {"steps", t.times_s.size()}, {"times_s", t.times_s}};
+}
+
+void run_run(const RunArgs& args) {
+  if (args.placement.empty() == args.on.empty()) throw Error("give exactly one of --placement FILE or --on DEVICE");
+  if (args.steps < 1 || args.warmup < 0) throw Error("--steps must be at least 1 and --warmup at least 0");
+  const int threads = exec::configure_threads(args.threads);
+  ModelOptions options = args.model_args.resolve();
+  ModelOptions forward_options = options;
+  forward_options.mode = Mode::inference;
+  const Graph forward = load_forward_graph(args.model, forward_options);
+  const Cluster cluster = resolve_cluster(args.cluster);
+  const PlacementSpec spec = args.on.empty() ? load_placement_file(args.placement) : PlacementSpec{.default_device = args.on};
+  const std::string label = args.on.empty() ? args.placement : "all on " + args.on;
+  const std::vector<DeviceId> devices =
+      resolve_forward_placement(spec, forward, cluster, args.on.empty() ? "placement file '" + args.placement + "'" : "--on");
+  exec::Executor executor(args.model, options, cluster, devices,
+                          exec::ExecOptions{.mode = options.mode, .optimizer = options.optimizer, .seed = args.seed});
+  const exec::StepTimes t = executor.measure(args.steps, args.warmup);
+  if (args.json) {
+    nlohmann::json j = times_json(t);
+    j["warmup"] = args.warmup;
+    j["placement"] = label;
+    j["cluster"] = cluster.name();
+    j["mode"] = args.model_args.mode;
+    j["threads"] = threads;
+    j["copies_per_step"] = executor.copies_last_step();
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  fmt::print("{} ({} mode), {} on {}: step {} median  (p10 {}, p90 {}, min {}, max {}; {} steps after {} warm-up, {} threads, "
+             "{} copies per step)\n",
+             args.model, args.model_args.mode, label, cluster.name(), human_seconds(t.median_s), human_seconds(t.p10_s),
+             human_seconds(t.p90_s), human_seconds(t.min_s), human_seconds(t.max_s), t.times_s.size(), args.warmup, threads,
+             executor.copies_last_step());
+}
+
+struct ProfileArgs {
+  std::string model;
+  ModelArgs model_args;
+  std::string cluster;
+  std::string output;
+  int repeats = 10;
+  int steps = 8;
+  int warmup = 3;
+  std::uint64_t seed = 1;
+  int threads = 0;
+  bool no_fit = false;
+  bool json = false;
+};
+
+void run_profile(const ProfileArgs& args) {
+  exec::configure_threads(args.threads);
+  const ModelOptions options = args.model_args.resolve();
+  const Cluster cluster = resolve_cluster(args.cluster);
+  exec::ProfileOptions po{.mode = options.mode, .optimizer = options.optimizer, .repeats = args.repeats, .steps = args.steps,
+                          .warmup = args.warmup, .seed = args.seed, .fit = !args.no_fit};
+  const exec::ProfileReport report = exec::profile_model(args.model, options, cluster, po);
+  report.profile.save(args.output);
+  nlohmann::json kinds = nlohmann::json::array();
+  for (const auto& k : report.kinds) {
+    kinds.push_back({{"kind", std::string(device_kind_name(k.kind))},
+                     {"device", k.device},
+                     {"ops_measured", k.ops_measured},
+                     {"op_sum_s", k.op_sum_s},
+                     {"forward_step_s", k.forward_step_s},
+                     {"step_s", k.step_s},
+                     {"forward_residual_s", k.forward_residual_s},
+                     {"backward_residual_s", k.backward_residual_s},
+                     {"fitted_overhead_s", k.fitted_overhead_s},
+                     {"fit_median_abs_error", k.fit_median_abs_error}});
+    if (!args.json)
+      fmt::print("{} ({}): {} ops measured; step {} (forward {}), isolated ops sum to {}; residual forward {}, backward+update {}; "
+                 "fitted roofline: per-op overhead {}, median error {:.0f}%\n",
+                 k.device, device_kind_name(k.kind), k.ops_measured, human_seconds(k.step_s), human_seconds(k.forward_step_s),
+                 human_seconds(k.op_sum_s), human_seconds(k.forward_residual_s), human_seconds(k.backward_residual_s),
+                 human_seconds(k.fitted_overhead_s), 100 * k.fit_median_abs_error);
+  }
+  if (args.json) std::cout << nlohmann::json{{"profile", args.output}, {"kinds", kinds}}.dump(2) << "\n";
+  else fmt::print("wrote {} ({} entries)\n", args.output, report.profile.size());
+}
+
+struct ValidateArgs {
+  std::string model;
+  ModelArgs model_args;
+  std::string cluster;
+  std::string profile;
+  std::vector<std::string> placements;
+  std::vector<std::string> on;
+  int steps = 10;
+  int warmup = 3;
+  std::uint64_t seed = 1;
+  int threads = 0;
+  bool json = false;
+};
+
+void run_validate(const ValidateArgs& args) {
+  if (args.placements.empty() && args.on.empty()) throw Error("give --placements FILE,... or --on DEVICE,...");
+  exec::configure_threads(args.threads);
+  const ModelOptions options = args.model_args.resolve();
+  const Graph graph = load_model(args.model, options);
+  const Cluster cluster = resolve_cluster(args.cluster);
+  std::optional<Profile> profile;
+  if (!args.profile.empty()) profile = Profile::load(args.profile);
+  const CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
+  Simulator sim(graph, cluster, costs);
+
+  std::vector<std::pair<std::string, std::vector<DeviceId>>> runs;
+  for (const auto& device : args.on)
+    runs.push_back({"all on " + device, resolve_forward_placement(PlacementSpec{.default_device = device}, graph, cluster, "--on")});
+  for (const auto& file : args.placements)
+    runs.push_back({file, resolve_forward_placement(load_placement_file(file), graph, cluster, "placement file '" + file + "'")});
+
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> errors;
+  if (!args.json) fmt::print("{:<40} {:>12} {:>12} {:>8}\n", "placement", "measured", "simulated", "error");
+  for (const auto& [label, forward_devices] : runs) {
+    exec::Executor executor(args.model, options, cluster, forward_devices,
+                            exec::ExecOptions{.mode = options.mode, .optimizer = options.optimizer, .seed = args.seed});
+    const exec::StepTimes t = executor.measure(args.steps, args.warmup);
+    const double simulated = sim.simulate(expand_placement(graph, forward_devices)).step_time_s;
+    const double error = (simulated - t.median_s) / t.median_s;
+    errors.push_back(std::fabs(error));
+    nlohmann::json row = times_json(t);
+    row["placement"] = label;
+    row["simulated_s"] = simulated;
+    row["error"] = error;
+    row["copies_per_step"] = executor.copies_last_step();
+    rows.push_back(row);
+    if (!args.json)
+      fmt::print("{:<40} {:>12} {:>12} {:>+7.1f}%\n", label, human_seconds(t.median_s), human_seconds(simulated), 100 * error);
+  }
+  std::vector<double> sorted = errors;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  if (args.json) {
+    std::cout << nlohmann::json{{"model", args.model},
+                                {"cluster", cluster.name()},
+                                {"profile", args.profile},
+                                {"placements", rows},
+                                {"median_abs_error", median},
+                                {"max_abs_error", sorted.back()}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  fmt::print("median |error| {:.1f}%, worst {:.1f}% over {} placements\n", 100 * median, 100 * sorted.back(), sorted.size());
+}
+
+}  // namespace
+
+void register_run(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Run a model's step for real (libtorch) under a placement and time it");
+  cmd->add_option("--model", args->model, "ONNX model file")->required();
+  cmd->add_option("--cluster", args->cluster, "cluster preset or JSON file whose devices the placement names")->capture_default_str();
+  cmd->add_option("--placement", args->placement, "placement JSON file");
+  cmd->add_option("--on", args->on, "run every op on this device (cpu:0, gpu:0, ...)");
+  cmd->add_option("--steps", args->steps, "timed steps")->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "untimed steps first")->capture_default_str();
+  add_exec_options(cmd, args->threads, args->seed);
+  cmd->add_flag("--json", args->json, "print JSON (median_s, p10_s, p90_s, min_s, max_s, steps, times_s, ...)");
+  add_model_options(cmd, args->model_args);
+  cmd->callback([args] { run_run(*args); });
+}
+
+void register_profile(CLI::App& app) {
+  auto args = std::make_shared<ProfileArgs>();
+  CLI::App* cmd = app.add_subcommand("profile", "Measure every op of a model's step on this machine and fit the cost model");
+  cmd->add_option("--model", args->model, "ONNX model file")->required();
+  cmd->add_option("--cluster", args->cluster, "cluster whose device kinds are measured (usually `local`)")->required();
+  cmd->add_option("-o,--output", args->output, "profile JSON to write")->required();
+  cmd->add_option("--repeats", args->repeats, "timed runs per op (the median is kept)")->capture_default_str();
+  cmd->add_option("--steps", args->steps, "whole steps timed for the calibration")->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "untimed whole steps first")->capture_default_str();
+  add_exec_options(cmd, args->threads, args->seed);
+  cmd->add_flag("--no-fit", args->no_fit, "do not fit efficiencies and the per-op overhead");
+  cmd->add_flag("--json", args->json, "print the summary as JSON");
+  add_model_options(cmd, args->model_args);
+  cmd->callback([args] { run_profile(*args); });
+}
+
+void register_validate(CLI::App& app) {
+  auto args = std::make_shared<ValidateArgs>();
+  CLI::App* cmd = app.add_subcommand("validate", "Run placements for real and in the simulator and compare step times");
+  cmd->add_option("--model", args->model, "ONNX model file")->required();
+  cmd->add_option("--cluster", args->cluster, "cluster preset (usually `local`) or JSON file")->required();
+  cmd->add_option("--profile", args->profile, "measured op times (placer profile) for the simulator");
+  cmd->add_option("--placements", args->placements, "placement JSON files, comma-separated")->delimiter(',');
+  cmd->add_option("--on", args->on, "all ops on this device (comma-separated: one run each)")->delimiter(',');
+  cmd->add_option("--steps", args->steps, "timed steps per placement")->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "untimed steps first")->capture_default_str();
+  add_exec_options(cmd, args->threads, args->seed);
+  cmd->add_flag("--json", args->json, "print JSON");
+  add_model_options(cmd, args->model_args);
+  cmd->callback([args] { run_validate(*args); });
+}
+
+}  // namespace placer::cli

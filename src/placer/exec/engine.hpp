@@ -1,0 +1,122 @@
+// Internal to exec/ (includes torch; never include it from outside the layer): the prepared model
+// the Executor runs and the profiler measures. One ONNX node maps to one op of the forward graph
+// (the importer adds ops in node order), and every op type to one libtorch function (ops.cpp part
+// of executor.cpp). Shape arithmetic and constants are folded once at construction.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "placer/exec/exec.hpp"
+
+namespace placer::exec::detail {
+
+torch::ScalarType scalar_type(DType t);
+// configure_threads(0) unless threads were configured already (local.cpp).
+void ensure_threads();
+
+// What an op implementation sees.
+struct OpCall {
+  const Graph& g;
+  OpId op;
+  const onnx::NodeProto& node;
+  bool training;
+  std::span<const torch::Tensor> in;     // inputs on the op's device; undefined: absent or a value slot
+  std::span<const torch::Tensor> value;  // CPU values of folded (static) inputs; undefined otherwise
+  torch::Device device;
+
+  bool has(std::size_t slot) const;
+  std::vector<std::int64_t> ints(std::size_t slot) const;     // value of an integer input
+  std::optional<double> scalar(std::size_t slot) const;       // value of a one-element input
+  std::vector<std::int64_t> out_shape(std::size_t k) const;   // IR shape of output k
+  torch::Tensor input_or_value(std::size_t slot) const;       // device tensor, else the CPU value moved here
+};
+using OpFn = std::vector<torch::Tensor> (*)(const OpCall&);
+struct OpImpl {
+  OpFn fn = nullptr;
+  int first_value_slot = -1;  // slots >= this are read as values (shapes, indices, bounds); -1: none
+};
+// nullptr for an op type the executor cannot run.
+const OpImpl* find_op_impl(const std::string& type);
+
+class Engine {
+ public:
+  Engine(const std::string& model_path, const ModelOptions& model, const Cluster& cluster,
+         std::span<const DeviceId> forward_devices, const ExecOptions& options);
+
+  const Graph& graph() const { return graph_; }
+  const ExecOptions& options() const { return options_; }
+  bool training() const { return options_.mode == Mode::training; }
+  torch::Device torch_device(DeviceId d) const { return torch_devices_[d]; }
+  DeviceId op_device(OpId op) const { return op_device_[op]; }
+  const std::vector<DeviceId>& used_devices() const { return used_devices_; }
+
+  // One step; `keep_values` keeps every tensor's value (detached) for value().
+  void step(bool keep_values = false);
+  void synchronize() const;
+  // Forward pass only, with autograd off, keeping every tensor (the profiler's inputs) on request.
+  void forward_only(bool keep_values);
+  // Forward pass as in a training step (autograd recording), without loss or backward.
+  void forward_recording();
+
+  bool is_folded(OpId op) const { return op_folded_[op] != 0; }
+  bool is_skipped(OpId op) const { return op_skip_[op] != 0; }
+  const OpImpl* impl(OpId op) const { return impls_[op]; }
+  const onnx::NodeProto& node(OpId op) const { return model_.graph().node(static_cast<int>(op)); }
+  // Runs op `op` on `inputs` (already on `device`), as the step does.
+  std::vector<torch::Tensor> run_op(OpId op, std::span<const torch::Tensor> inputs, torch::Device device, bool training) const;
+  // Inputs of `op` for run_op on `device`, from the kept values of the last step (or folded values).
+  std::vector<torch::Tensor> inputs_for(OpId op, torch::Device device) const;
+  const torch::Tensor& value(TensorId t) const { return kept_[t]; }
+  const torch::Tensor& folded_value(TensorId t) const { return folded_[t]; }
+  bool is_source(TensorId t) const { return sources_[t].defined(); }
+  const torch::Tensor& source(TensorId t) const { return sources_[t]; }
+
+  std::vector<std::vector<float>> output_values() const;
+  std::vector<torch::Tensor> parameters() const;
+  std::vector<TensorId> parameter_ids() const { return param_ids_; }
+  double last_loss() const { return loss_.defined() ? loss_.item<double>() : 0.0; }
+  std::size_t copies_last_step() const { return copies_; }
+
+ private:
+  void fold_constants();
+  void create_sources();
+  void make_optimizer();
+  torch::Tensor fetch(TensorId t, DeviceId d);
+  void run_forward(bool keep_values);
+
+  ExecOptions options_;
+  onnx::ModelProto model_;
+  Graph graph_;
+  std::size_t num_devices_ = 0;
+  std::vector<torch::Device> torch_devices_;
+  std::vector<DeviceId> op_device_;
+  std::vector<DeviceId> used_devices_;
+  std::vector<const OpImpl*> impls_;
+  std::vector<std::uint8_t> op_folded_, op_skip_;
+  std::vector<std::vector<TensorId>> op_out_slots_;  // per op: IR tensor of each node output (kNoId: dropped)
+  std::vector<torch::Tensor> folded_;   // per tensor: CPU value of folded tensors
+  std::vector<std::vector<torch::Tensor>> folded_on_;  // per tensor: folded value per device (filled at setup)
+  std::vector<torch::Tensor> sources_;  // per tensor: parameters, buffers, data on their home device
+  std::vector<DeviceId> source_device_;
+  std::vector<TensorId> param_ids_;
+  std::vector<std::uint32_t> uses_;     // per tensor: readers among executed ops
+  // Per step.
+  std::vector<torch::Tensor> values_;   // per tensor: value on its producer's device
+  std::vector<torch::Tensor> copies_on_;  // per tensor x device: copy made this step
+  std::vector<std::uint32_t> remaining_;
+  std::vector<torch::Tensor> kept_;
+  std::vector<torch::Tensor> outputs_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  torch::Tensor loss_;
+  bool checked_shapes_ = false;
+  std::size_t copies_ = 0;
+};
+
+}  // namespace placer::exec::detail

@@ -1,0 +1,126 @@
+// Real execution with libtorch: run a model's step under a placement and time it (Executor), measure
+// every op's time and fit the cost model to the measurements (profile_model), and the `local`
+// cluster preset (the machine placer runs on, detected). This header is free of torch: the CLI and
+// other layers include it without compiling torch headers; everything torch lives in exec/*.cpp.
+// Rules and measured figures: docs/execution.md.
+//
+//   Cluster c = resolve_cluster("local");
+//   Graph fwd = load_forward_graph("cifarnet.onnx", {});
+//   Executor ex("cifarnet.onnx", {}, c, std::vector<DeviceId>(fwd.num_forward_ops(), 0), {});
+//   StepTimes t = ex.measure(10, 3);   // t.median_s
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "placer/cluster/cluster.hpp"
+#include "placer/cost/cost_model.hpp"
+#include "placer/graph/graph.hpp"
+#include "placer/io/model.hpp"
+
+namespace placer::exec {
+
+// Intra-op threads of libtorch (OpenMP) and of OpenBLAS, set together. `requested` <= 0 picks
+// $PLACER_THREADS, else every hardware thread but one (docs/execution.md gives the measurements
+// behind it). Returns the number set. Call before building an Executor; every exec entry point calls it once.
+int configure_threads(int requested = 0);
+
+struct ExecOptions {
+  Mode mode = Mode::training;
+  Optimizer optimizer = Optimizer::sgd;
+  double learning_rate = 0.01;
+  std::uint64_t seed = 1;  // parameters, buffers and data are drawn from it (on the CPU, then moved)
+  // Test mode: every device of the cluster, GPUs included, runs on the CPU; a tensor read on another
+  // device is still copied (cloned), so placements exercise the transfer path without a GPU.
+  bool all_on_cpu = false;
+};
+
+// Step times of a measurement, in seconds.
+struct StepTimes {
+  std::vector<double> times_s;  // in the order measured
+  double median_s = 0, p10_s = 0, p90_s = 0, min_s = 0, max_s = 0;
+  static StepTimes of(std::vector<double> times_s);
+};
+
+// Runs one step of an ONNX model (forward; in training also loss, backward through autograd and
+// the optimizer step) under a placement of its forward ops. Constructing it checks every op (an op
+// type it cannot run is an Error naming the op and its type, before anything runs), folds the
+// graph's constant subgraphs, and creates parameters, buffers and data on their devices.
+// Not thread-safe.
+class Executor {
+ public:
+  // `forward_devices`: a device of `cluster` for every forward op (resolve_forward_placement on the
+  // forward graph). Devices "cpu:N" run on the CPU, "gpu:N" on CUDA device N (an Error when this
+  // libtorch has no CUDA or no such device, unless options.all_on_cpu).
+  Executor(const std::string& model_path, const ModelOptions& model, const Cluster& cluster,
+           std::span<const DeviceId> forward_devices, const ExecOptions& options);
+  ~Executor();
+  Executor(Executor&&) noexcept;
+  Executor& operator=(Executor&&) noexcept;
+
+  const Graph& forward_graph() const;
+  void step();
+  // `warmup` untimed steps, then `steps` timed ones (wall clock; CUDA devices synchronised).
+  StepTimes measure(int steps, int warmup);
+
+  // For tests and checks: the graph outputs of the last step and a parameter's current value, as
+  // float on the CPU (row-major); tensors copied between devices in the last step.
+  std::vector<std::vector<float>> output_values() const;
+  std::vector<float> parameter_value(std::string_view name) const;
+  std::vector<std::string> parameter_names() const;
+  double last_loss() const;
+  std::size_t copies_last_step() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Throws Error naming the first forward op of `forward` whose type the executor cannot run.
+void check_supported(const Graph& forward);
+
+struct ProfileOptions {
+  Mode mode = Mode::training;
+  Optimizer optimizer = Optimizer::sgd;
+  int repeats = 10;     // timed runs per op (median kept)
+  int steps = 8;        // whole steps timed to calibrate the framework overhead
+  int warmup = 3;
+  std::uint64_t seed = 1;
+  bool fit = true;      // fit efficiencies and the overhead scale to the measurements
+};
+
+// What one device kind's measurements came to.
+struct KindSummary {
+  DeviceKind kind = DeviceKind::cpu;
+  std::string device;             // cluster device that was measured ("cpu:0")
+  std::size_t ops_measured = 0;   // op names of the step given a time
+  double op_sum_s = 0;            // sum of the isolated per-op times
+  double forward_step_s = 0;      // measured forward pass (median)
+  double step_s = 0;              // measured whole step (median): training step, or forward in inference
+  double forward_residual_s = 0;  // forward pass minus its ops' sum, spread over the forward ops
+  double backward_residual_s = 0; // rest of the step minus its ops' sum, spread over backward and update ops
+  double fitted_overhead_s = 0;   // per-op overhead of the fitted roofline
+  double fit_median_abs_error = 0;// of the fitted roofline over the measured ops (relative)
+};
+struct ProfileReport {
+  Profile profile;
+  std::vector<KindSummary> kinds;
+};
+
+// Measures every op of the model's step (forward ops; in training, gradient, loss and update ops)
+// on one device of every kind the cluster has and this machine can run, and fits the cost model.
+ProfileReport profile_model(const std::string& model_path, const ModelOptions& model, const Cluster& cluster,
+                            const ProfileOptions& options);
+
+// The machine placer runs on: "cpu:0" (model, cores, memory from /proc; peak FLOP/s, memory
+// bandwidth and per-op overhead measured once per process by short libtorch benchmarks) and
+// "gpu:N" for every CUDA device this libtorch sees, joined by a measured host link.
+Cluster detect_local_cluster();
+// Registers the `local` preset with the cluster layer (call once, from main).
+void register_exec_presets();
+
+}  // namespace placer::exec

@@ -1,0 +1,1018 @@
+// The executor: ONNX op types mapped to libtorch functions, the prepared model (Engine) and the
+// public Executor. Rules: docs/execution.md.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <unordered_map>
+
+#include "placer/exec/engine.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::exec {
+namespace detail {
+
+torch::ScalarType scalar_type(DType t) {
+  switch (t) {
+    case DType::f32: return torch::kFloat;
+    case DType::f16: return torch::kHalf;
+    case DType::bf16: return torch::kBFloat16;
+    case DType::f64: return torch::kDouble;
+    case DType::i8: return torch::kChar;
+    case DType::u8: return torch::kByte;
+    case DType::i16: return torch::kShort;
+    case DType::i32: return torch::kInt;
+    case DType::boolean: return torch::kBool;
+    default: return torch::kLong;  // i64 and the unsigned types torch lacks
+  }
+}
+
+namespace {
+
+std::string op_label(const Graph& g, OpId op) { return "op '" + g.op_name(op) + "' (" + g.op_type(op) + ")"; }
+
+std::string shape_text(c10::IntArrayRef s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// An ONNX TensorProto's value as a CPU tensor.
+torch::Tensor tensor_from_proto(const onnx::TensorProto& t, const std::string& what) {
+  using TP = onnx::TensorProto;
+  std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
+  const DType dtype = dtype_from_onnx(t.data_type());
+  const torch::ScalarType st = scalar_type(dtype);
+  std::int64_t n = 1;
+  for (auto d : dims) n *= d;
+  torch::Tensor out = torch::empty(dims, torch::TensorOptions().dtype(st));
+  if (t.has_raw_data()) {
+    const std::string& raw = t.raw_data();
+    if (raw.size() != static_cast<std::size_t>(n) * out.element_size())
+      throw Error(what + ": constant tensor of " + std::to_string(raw.size()) + " bytes does not match its shape");
+    if (n > 0) std::memcpy(out.data_ptr(), raw.data(), raw.size());
+    return out;
+  }
+  auto fill = [&](const auto& field, auto cast) {
+    if (static_cast<std::int64_t>(field.size()) != n) throw Error(what + ": constant tensor has the wrong number of values");
+    torch::Tensor d = torch::empty({n}, torch::kDouble);
+    auto* p = d.data_ptr<double>();
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(cast(field.Get(static_cast<int>(i))));
+    return d.reshape(dims).to(st);
+  };
+  auto id = [](auto x) { return x; };
+  switch (t.data_type()) {
+    case TP::FLOAT: return fill(t.float_data(), id);
+    case TP::DOUBLE: return fill(t.double_data(), id);
+    case TP::INT64: return fill(t.int64_data(), id);
+    case TP::INT32: case TP::INT16: case TP::INT8: case TP::UINT8: case TP::UINT16: case TP::BOOL:
+      return fill(t.int32_data(), id);
+    default: throw Error(what + ": constant of ONNX element type " + std::to_string(t.data_type()) + " is not supported");
+  }
+}
+
+// ONNX pads of the last `nd` dims ([b0..b(nd-1), e0..e(nd-1)]) in torch's order (last dim first).
+std::vector<std::int64_t> torch_pads(const std::vector<std::int64_t>& pads, std::size_t nd) {
+  std::vector<std::int64_t> out;
+  for (std::size_t i = nd; i-- > 0;) out.push_back(pads[i]), out.push_back(pads[i + nd]);
+  return out;
+}
+
+struct Window {
+  std::vector<std::int64_t> kernel, strides, dilations, pads;  // pads: begin..., end...
+  bool symmetric = true;
+};
+Window window_of(const OpCall& c, std::vector<std::int64_t> kernel) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const std::size_t nd = kernel.size();
+  Window w;
+  w.kernel = std::move(kernel);
+  w.strides = a.get_ints("strides", std::vector<std::int64_t>(nd, 1));
+  w.dilations = a.get_ints("dilations", std::vector<std::int64_t>(nd, 1));
+  w.pads = a.get_ints("pads", std::vector<std::int64_t>(2 * nd, 0));
+  const std::string auto_pad = a.get_string("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    auto in = c.in[0].sizes();
+    auto out = c.out_shape(0);
+    for (std::size_t i = 0; i < nd; ++i) {
+      std::int64_t total = std::max<std::int64_t>(
+          0, (out[i + 2] - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1 - in[i + 2]);
+      w.pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w.pads[i + nd] = total - w.pads[i];
+    }
+  } else if (auto_pad == "VALID") {
+    std::fill(w.pads.begin(), w.pads.end(), 0);
+  }
+  if (w.pads.size() != 2 * nd || w.strides.size() != nd || w.dilations.size() != nd)
+    throw Error(op_label(c.g, c.op) + ": pads, strides or dilations do not match the kernel's rank");
+  for (std::size_t i = 0; i < nd; ++i) w.symmetric = w.symmetric && w.pads[i] == w.pads[i + nd];
+  return w;
+}
+std::vector<std::int64_t> begin_pads(const Window& w) { return {w.pads.begin(), w.pads.begin() + static_cast<std::ptrdiff_t>(w.kernel.size())}; }
+
+using Tensors = std::vector<torch::Tensor>;
+
+Tensors op_conv(const OpCall& c) {
+  torch::Tensor x = c.in[0], w = c.in[1];
+  torch::Tensor b = c.has(2) ? c.in[2] : torch::Tensor();
+  const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
+  Window win = window_of(c, std::vector<std::int64_t>(w.sizes().begin() + 2, w.sizes().end()));
+  std::vector<std::int64_t> padding = begin_pads(win);
+  if (!win.symmetric) {
+    x = torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0);
+    std::fill(padding.begin(), padding.end(), 0);
+  }
+  const std::int64_t groups = c.g.op_attrs(c.op).get_int("group", 1);
+  return {torch::convolution(x, w, b, win.strides, padding, win.dilations, false, std::vector<std::int64_t>(nd, 0), groups)};
+}
+
+Tensors op_max_pool(const OpCall& c) {
+  torch::Tensor x = c.in[0];
+  const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
+  Window win = window_of(c, c.g.op_attrs(c.op).get_ints("kernel_shape"));
+  const bool ceil_mode = c.g.op_attrs(c.op).get_int("ceil_mode", 0) != 0;
+  std::vector<std::int64_t> padding = begin_pads(win);
+  if (!win.symmetric) {
+    x = torch::constant_pad_nd(x, torch_pads(win.pads, nd), -std::numeric_limits<double>::infinity());
+    std::fill(padding.begin(), padding.end(), 0);
+  }
+  if (nd == 1) return {torch::max_pool1d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)};
+  if (nd == 2) return {torch::max_pool2d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)};
+  return {torch::max_pool3d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)};
+}
+
+Tensors op_avg_pool(const OpCall& c) {
+  torch::Tensor x = c.in[0];
+  const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
+  Window win = window_of(c, c.g.op_attrs(c.op).get_ints("kernel_shape"));
+  const bool ceil_mode = c.g.op_attrs(c.op).get_int("ceil_mode", 0) != 0;
+  bool include_pad = c.g.op_attrs(c.op).get_int("count_include_pad", 0) != 0;
+  std::vector<std::int64_t> padding = begin_pads(win);
+  if (!win.symmetric) {
+    if (!include_pad) throw Error(op_label(c.g, c.op) + ": asymmetric pads with count_include_pad=0 are not supported");
+    x = torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0);
+    std::fill(padding.begin(), padding.end(), 0);
+  }
+  if (nd == 1) return {torch::avg_pool1d(x, win.kernel, win.strides, padding, ceil_mode, include_pad)};
+  if (nd == 2) return {torch::avg_pool2d(x, win.kernel, win.strides, padding, ceil_mode, include_pad)};
+  return {torch::avg_pool3d(x, win.kernel, win.strides, padding, ceil_mode, include_pad)};
+}
+
+std::vector<std::int64_t> spatial_dims(const torch::Tensor& x) {
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(x.dim() - 2));
+  std::iota(dims.begin(), dims.end(), 2);
+  return dims;
+}
+Tensors op_global_avg_pool(const OpCall& c) { return {c.in[0].mean(spatial_dims(c.in[0]), true)}; }
+Tensors op_global_max_pool(const OpCall& c) { return {c.in[0].amax(spatial_dims(c.in[0]), true)}; }
+
+Tensors op_batch_norm(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const double eps = a.get_float("epsilon", 1e-5), momentum = a.get_float("momentum", 0.9);
+  // ONNX: running = running * momentum + batch * (1 - momentum); torch's momentum is the latter factor.
+  return {torch::batch_norm(c.in[0], c.in[1], c.in[2], c.in[3], c.in[4], c.training, 1.0 - momentum, eps, true)};
+}
+
+Tensors op_layer_norm(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const torch::Tensor& x = c.in[0];
+  std::int64_t axis = a.get_int("axis", -1);
+  if (axis < 0) axis += x.dim();
+  std::vector<std::int64_t> shape(x.sizes().begin() + axis, x.sizes().end());
+  return {torch::layer_norm(x, shape, c.has(1) ? c.in[1] : torch::Tensor(), c.has(2) ? c.in[2] : torch::Tensor(),
+                            a.get_float("epsilon", 1e-5), true)};
+}
+
+Tensors op_reshape_to_ir(const OpCall& c) { return {c.in[0].reshape(c.out_shape(0))}; }
+Tensors op_identity(const OpCall& c) { return {c.in[0]}; }
+
+Tensors op_gemm(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  torch::Tensor A = a.get_int("transA", 0) ? c.in[0].t() : c.in[0];
+  torch::Tensor B = a.get_int("transB", 0) ? c.in[1].t() : c.in[1];
+  const double alpha = a.get_float("alpha", 1.0), beta = a.get_float("beta", 1.0);
+  if (c.has(2)) return {torch::addmm(c.in[2], A, B, beta, alpha)};
+  torch::Tensor y = torch::mm(A, B);
+  return {alpha == 1.0 ? y : y * alpha};
+}
+Tensors op_matmul(const OpCall& c) { return {torch::matmul(c.in[0], c.in[1])}; }
+Tensors op_einsum(const OpCall& c) {
+  return {torch::einsum(c.g.op_attrs(c.op).get_string("equation", ""), std::vector<torch::Tensor>(c.in.begin(), c.in.end()))};
+}
+
+Tensors op_add(const OpCall& c) { return {torch::add(c.in[0], c.in[1])}; }
+Tensors op_sub(const OpCall& c) { return {torch::sub(c.in[0], c.in[1])}; }
+Tensors op_mul(const OpCall& c) { return {torch::mul(c.in[0], c.in[1])}; }
+Tensors op_div(const OpCall& c) {
+  if (!c.in[0].is_floating_point()) return {torch::div(c.in[0], c.in[1], "trunc")};
+  return {torch::div(c.in[0], c.in[1])};
+}
+Tensors op_pow(const OpCall& c) {
+  if (c.value[1].defined() && c.value[1].numel() == 1) return {torch::pow(c.in[0], c.value[1].item<double>())};
+  return {torch::pow(c.in[0], c.in[1])};
+}
+Tensors op_mod(const OpCall& c) {
+  return {c.g.op_attrs(c.op).get_int("fmod", 0) ? torch::fmod(c.in[0], c.in[1]) : torch::remainder(c.in[0], c.in[1])};
+}
+template <torch::Tensor (*F)(const torch::Tensor&, const torch::Tensor&)>
+Tensors variadic(const OpCall& c) {
+  torch::Tensor acc = c.in[0];
+  for (std::size_t i = 1; i < c.in.size(); ++i) acc = F(acc, c.in[i]);
+  return {acc};
+}
+torch::Tensor add2(const torch::Tensor& a, const torch::Tensor& b) { return a + b; }
+torch::Tensor max2(const torch::Tensor& a, const torch::Tensor& b) { return torch::maximum(a, b); }
+torch::Tensor min2(const torch::Tensor& a, const torch::Tensor& b) { return torch::minimum(a, b); }
+Tensors op_mean_n(const OpCall& c) { return {variadic<add2>(c)[0] / static_cast<double>(c.in.size())}; }
+
+#define PLACER_UNARY(name, expr) \
+  Tensors name(const OpCall& c) { const torch::Tensor& x = c.in[0]; return {expr}; }
+PLACER_UNARY(op_relu, torch::relu(x))
+PLACER_UNARY(op_sigmoid, torch::sigmoid(x))
+PLACER_UNARY(op_tanh, torch::tanh(x))
+PLACER_UNARY(op_erf, torch::erf(x))
+PLACER_UNARY(op_exp, torch::exp(x))
+PLACER_UNARY(op_log, torch::log(x))
+PLACER_UNARY(op_sqrt, torch::sqrt(x))
+PLACER_UNARY(op_neg, torch::neg(x))
+PLACER_UNARY(op_abs, torch::abs(x))
+PLACER_UNARY(op_reciprocal, torch::reciprocal(x))
+PLACER_UNARY(op_ceil, torch::ceil(x))
+PLACER_UNARY(op_floor, torch::floor(x))
+PLACER_UNARY(op_round, torch::round(x))
+PLACER_UNARY(op_sign, torch::sign(x))
+PLACER_UNARY(op_not, torch::logical_not(x))
+PLACER_UNARY(op_softplus, torch::softplus(x))
+PLACER_UNARY(op_leaky_relu, torch::leaky_relu(x, c.g.op_attrs(c.op).get_float("alpha", 0.01)))
+PLACER_UNARY(op_elu, torch::elu(x, c.g.op_attrs(c.op).get_float("alpha", 1.0)))
+PLACER_UNARY(op_gelu, torch::gelu(x, c.g.op_attrs(c.op).get_string("approximate", "none")))
+PLACER_UNARY(op_hard_sigmoid, torch::clamp(x * c.g.op_attrs(c.op).get_float("alpha", 0.2) + c.g.op_attrs(c.op).get_float("beta", 0.5), 0.0, 1.0))
+PLACER_UNARY(op_hard_swish, x * torch::clamp(x / 6.0 + 0.5, 0.0, 1.0))
+PLACER_UNARY(op_softmax, torch::softmax(x, c.g.op_attrs(c.op).get_int("axis", -1)))
+PLACER_UNARY(op_log_softmax, torch::log_softmax(x, c.g.op_attrs(c.op).get_int("axis", -1)))
+PLACER_UNARY(op_cast, x.to(scalar_type(dtype_from_onnx(static_cast<int>(c.g.op_attrs(c.op).get_int("to", 1))))))
+#undef PLACER_UNARY
+
+#define PLACER_BINARY(name, expr) \
+  Tensors name(const OpCall& c) { const torch::Tensor &a = c.in[0], &b = c.in[1]; return {expr}; }
+PLACER_BINARY(op_equal, torch::eq(a, b))
+PLACER_BINARY(op_less, torch::lt(a, b))
+PLACER_BINARY(op_greater, torch::gt(a, b))
+PLACER_BINARY(op_less_equal, torch::le(a, b))
+PLACER_BINARY(op_greater_equal, torch::ge(a, b))
+PLACER_BINARY(op_and, torch::logical_and(a, b))
+PLACER_BINARY(op_or, torch::logical_or(a, b))
+#undef PLACER_BINARY
+Tensors op_where(const OpCall& c) { return {torch::where(c.in[0], c.in[1], c.in[2])}; }
+
+Tensors op_clip(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  std::optional<double> lo = c.has(1) ? c.scalar(1) : std::nullopt, hi = c.has(2) ? c.scalar(2) : std::nullopt;
+  if (!lo && a.find("min")) lo = a.get_float("min", 0);
+  if (!hi && a.find("max")) hi = a.get_float("max", 0);
+  c10::optional<torch::Scalar> l, h;
+  if (lo) l = *lo;
+  if (hi) h = *hi;
+  return {torch::clamp(c.in[0], l, h)};
+}
+
+Tensors op_softmax_like_reduce(const OpCall& c, int which) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  std::vector<std::int64_t> axes = a.get_ints("axes");
+  if (c.has(1)) axes = c.ints(1);
+  const bool keep = a.get_int("keepdims", 1) != 0;
+  const torch::Tensor& x = c.in[0];
+  if (axes.empty()) {
+    if (a.get_int("noop_with_empty_axes", 0)) return {x};
+    axes.resize(static_cast<std::size_t>(x.dim()));
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  switch (which) {
+    case 0: return {x.mean(axes, keep)};
+    case 1: return {x.sum(axes, keep)};
+    case 2: return {x.amax(axes, keep)};
+    default: return {x.amin(axes, keep)};
+  }
+}
+Tensors op_reduce_mean(const OpCall& c) { return op_softmax_like_reduce(c, 0); }
+Tensors op_reduce_sum(const OpCall& c) { return op_softmax_like_reduce(c, 1); }
+Tensors op_reduce_max(const OpCall& c) { return op_softmax_like_reduce(c, 2); }
+Tensors op_reduce_min(const OpCall& c) { return op_softmax_like_reduce(c, 3); }
+
+Tensors op_concat(const OpCall& c) {
+  return {torch::cat(std::vector<torch::Tensor>(c.in.begin(), c.in.end()), c.g.op_attrs(c.op).get_int("axis", 0))};
+}
+
+Tensors op_split(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const torch::Tensor& x = c.in[0];
+  std::int64_t axis = a.get_int("axis", 0);
+  if (axis < 0) axis += x.dim();
+  std::vector<std::int64_t> sizes = c.has(1) ? c.ints(1) : a.get_ints("split");
+  if (sizes.empty()) {
+    const auto n = static_cast<std::int64_t>(c.node.output_size());
+    const std::int64_t dim = x.size(axis), each = (dim + n - 1) / n;
+    for (std::int64_t i = 0; i < n; ++i) sizes.push_back(std::min(each, dim - i * each));
+  }
+  return torch::split_with_sizes(x, sizes, axis);
+}
+
+Tensors op_transpose(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  std::vector<std::int64_t> perm = c.g.op_attrs(c.op).get_ints("perm");
+  if (perm.empty())
+    for (std::int64_t i = x.dim(); i-- > 0;) perm.push_back(i);
+  return {x.permute(perm)};
+}
+
+Tensors op_slice(const OpCall& c) {
+  torch::Tensor x = c.in[0];
+  std::vector<std::int64_t> starts = c.ints(1), ends = c.ints(2), axes, steps;
+  if (c.has(3)) axes = c.ints(3);
+  else for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  if (c.has(4)) steps = c.ints(4);
+  else steps.assign(starts.size(), 1);
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const std::int64_t axis = axes[i] < 0 ? axes[i] + x.dim() : axes[i];
+    const std::int64_t d = x.size(axis), step = steps[i];
+    std::int64_t s = starts[i], e = ends[i];
+    if (s < 0) s = std::max<std::int64_t>(s, -d) + d;
+    if (e < 0) e = std::max<std::int64_t>(e, -d - 1) + d;
+    if (step > 0) {
+      s = std::clamp<std::int64_t>(s, 0, d), e = std::clamp<std::int64_t>(e, 0, d);
+      x = x.slice(axis, s, std::max(s, e), step);
+    } else {
+      s = std::clamp<std::int64_t>(s, -1, d - 1), e = std::clamp<std::int64_t>(e, -1, d - 1);
+      torch::Tensor idx = torch::arange(s, e, step, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+      x = x.index_select(axis, idx);
+    }
+  }
+  return {x};
+}
+
+Tensors op_gather(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  torch::Tensor idx = c.in[1];
+  std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", 0);
+  if (axis < 0) axis += x.dim();
+  if (c.value[1].defined() && (c.value[1] < 0).any().item<bool>()) idx = idx.remainder(x.size(axis));
+  if (axis == 0 && x.dim() == 2 && x.is_floating_point()) return {torch::embedding(x, idx)};
+  return {x.index_select(axis, idx.reshape(-1)).reshape(c.out_shape(0))};
+}
+
+Tensors op_shape(const OpCall& c) {
+  auto shape = c.g.tensor_shape(c.g.op_inputs(c.op)[0]);
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  const Attributes& a = c.g.op_attrs(c.op);
+  std::int64_t start = a.get_int("start", 0), end = a.get_int("end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<std::int64_t>(start, 0, rank), end = std::clamp<std::int64_t>(end, start, rank);
+  std::vector<std::int64_t> v(shape.begin() + start, shape.begin() + end);
+  return {torch::tensor(v, torch::kLong)};
+}
+Tensors op_size(const OpCall& c) {
+  return {torch::tensor(static_cast<std::int64_t>(c.g.tensor_elements(c.g.op_inputs(c.op)[0])), torch::kLong)};
+}
+
+Tensors op_constant(const OpCall& c) {
+  for (const auto& a : c.node.attribute()) {
+    if (a.name() == "value") return {tensor_from_proto(a.t(), op_label(c.g, c.op))};
+    if (a.name() == "value_float") return {torch::tensor(a.f(), torch::kFloat)};
+    if (a.name() == "value_int") return {torch::tensor(static_cast<std::int64_t>(a.i()), torch::kLong)};
+    if (a.name() == "value_floats") return {torch::tensor(std::vector<float>(a.floats().begin(), a.floats().end()), torch::kFloat)};
+    if (a.name() == "value_ints")
+      return {torch::tensor(std::vector<std::int64_t>(a.ints().begin(), a.ints().end()), torch::kLong)};
+  }
+  throw Error(op_label(c.g, c.op) + ": Constant without a value this executor reads");
+}
+
+Tensors op_constant_of_shape(const OpCall& c) {
+  torch::Tensor fill = torch::zeros({1}, torch::kFloat);
+  for (const auto& a : c.node.attribute())
+    if (a.name() == "value") fill = tensor_from_proto(a.t(), op_label(c.g, c.op)).reshape({-1});
+  return {torch::full(c.ints(0), fill.item(), torch::TensorOptions().dtype(fill.scalar_type()).device(c.device))};
+}
+
+Tensors op_range(const OpCall& c) {
+  const double start = *c.scalar(0), limit = *c.scalar(1), delta = *c.scalar(2);
+  return {torch::arange(start, limit, delta, torch::TensorOptions().dtype(scalar_type(c.g.tensor_dtype(c.g.op_outputs(c.op)[0]))).device(c.device))};
+}
+Tensors op_expand(const OpCall& c) { return {c.in[0].expand(c.out_shape(0))}; }
+Tensors op_tile(const OpCall& c) { return {c.in[0].repeat(c.ints(1))}; }
+
+Tensors op_trilu(const OpCall& c) {
+  const std::int64_t k = c.has(1) ? static_cast<std::int64_t>(*c.scalar(1)) : 0;
+  return {c.g.op_attrs(c.op).get_int("upper", 1) ? torch::triu(c.in[0], k) : torch::tril(c.in[0], k)};
+}
+
+Tensors op_pad(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const auto rank = static_cast<std::size_t>(x.dim());
+  std::vector<std::int64_t> pads = c.has(1) ? c.ints(1) : c.g.op_attrs(c.op).get_ints("pads");
+  if (c.has(3)) {  // pads of the listed axes only
+    std::vector<std::int64_t> axes = c.ints(3), full(2 * rank, 0);
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      const auto a = static_cast<std::size_t>(axes[i] < 0 ? axes[i] + x.dim() : axes[i]);
+      full[a] = pads[i], full[a + rank] = pads[i + axes.size()];
+    }
+    pads = full;
+  }
+  if (pads.size() != 2 * rank) throw Error(op_label(c.g, c.op) + ": pads do not match the input's rank");
+  const std::string mode = c.g.op_attrs(c.op).get_string("mode", "constant");
+  if (mode == "constant") {
+    const double value = c.has(2) ? c.scalar(2).value_or(0.0) : 0.0;
+    return {torch::constant_pad_nd(x, torch_pads(pads, rank), value)};
+  }
+  // reflect / edge: torch pads trailing dims only; leading dims must be unpadded.
+  std::size_t first = 0;
+  while (first < rank && pads[first] == 0 && pads[first + rank] == 0) ++first;
+  std::vector<std::int64_t> tp;
+  for (std::size_t i = rank; i-- > first;) tp.push_back(pads[i]), tp.push_back(pads[i + rank]);
+  namespace F = torch::nn::functional;
+  auto options = F::PadFuncOptions(tp);
+  if (mode == "reflect") options.mode(torch::kReflect);
+  else if (mode == "edge") options.mode(torch::kReplicate);
+  else throw Error(op_label(c.g, c.op) + ": Pad mode '" + mode + "' is not supported");
+  return {F::pad(x, options)};
+}
+
+const std::unordered_map<std::string, OpImpl>& op_table() {
+  static const std::unordered_map<std::string, OpImpl> table = {
+      {"Conv", {op_conv}},
+      {"BatchNormalization", {op_batch_norm}},
+      {"LayerNormalization", {op_layer_norm}},
+      {"MaxPool", {op_max_pool}},
+      {"AveragePool", {op_avg_pool}},
+      {"GlobalAveragePool", {op_global_avg_pool}},
+      {"GlobalMaxPool", {op_global_max_pool}},
+      {"Gemm", {op_gemm}},
+      {"MatMul", {op_matmul}},
+      {"Einsum", {op_einsum}},
+      {"Add", {op_add}},
+      {"Sub", {op_sub}},
+      {"Mul", {op_mul}},
+      {"Div", {op_div}},
+      {"Pow", {op_pow}},
+      {"Mod", {op_mod}},
+      {"Sum", {variadic<add2>}},
+      {"Max", {variadic<max2>}},
+      {"Min", {variadic<min2>}},
+      {"Mean", {op_mean_n}},
+      {"Relu", {op_relu}},
+      {"Sigmoid", {op_sigmoid}},
+      {"Tanh", {op_tanh}},
+      {"Erf", {op_erf}},
+      {"Exp", {op_exp}},
+      {"Log", {op_log}},
+      {"Sqrt", {op_sqrt}},
+      {"Neg", {op_neg}},
+      {"Abs", {op_abs}},
+      {"Reciprocal", {op_reciprocal}},
+      {"Ceil", {op_ceil}},
+      {"Floor", {op_floor}},
+      {"Round", {op_round}},
+      {"Sign", {op_sign}},
+      {"Not", {op_not}},
+      {"Softplus", {op_softplus}},
+      {"LeakyRelu", {op_leaky_relu}},
+      {"Elu", {op_elu}},
+      {"Gelu", {op_gelu}},
+      {"HardSigmoid", {op_hard_sigmoid}},
+      {"HardSwish", {op_hard_swish}},
+      {"Softmax", {op_softmax}},
+      {"LogSoftmax", {op_log_softmax}},
+      {"Cast", {op_cast}},
+      {"Equal", {op_equal}},
+      {"Less", {op_less}},
+      {"Greater", {op_greater}},
+      {"LessOrEqual", {op_less_equal}},
+      {"GreaterOrEqual", {op_greater_equal}},
+      {"And", {op_and}},
+      {"Or", {op_or}},
+      {"Where", {op_where}},
+      {"Clip", {op_clip, 1}},
+      {"ReduceMean", {op_reduce_mean, 1}},
+      {"ReduceSum", {op_reduce_sum, 1}},
+      {"ReduceMax", {op_reduce_max, 1}},
+      {"ReduceMin", {op_reduce_min, 1}},
+      {"Concat", {op_concat}},
+      {"Split", {op_split, 1}},
+      {"Transpose", {op_transpose}},
+      {"Slice", {op_slice, 1}},
+      {"Gather", {op_gather}},
+      {"Reshape", {op_reshape_to_ir, 1}},
+      {"Flatten", {op_reshape_to_ir}},
+      {"Squeeze", {op_reshape_to_ir, 1}},
+      {"Unsqueeze", {op_reshape_to_ir, 1}},
+      {"Identity", {op_identity}},
+      {"Dropout", {op_identity, 1}},
+      {"Shape", {op_shape, 0}},
+      {"Size", {op_size, 0}},
+      {"Constant", {op_constant}},
+      {"ConstantOfShape", {op_constant_of_shape, 0}},
+      {"Range", {op_range, 0}},
+      {"Expand", {op_expand, 1}},
+      {"Tile", {op_tile, 1}},
+      {"Trilu", {op_trilu, 1}},
+      {"Pad", {op_pad, 1}},
+  };
+  return table;
+}
+
+}  // namespace
+
+const OpImpl* find_op_impl(const std::string& type) {
+  auto it = op_table().find(type);
+  return it == op_table().end() ? nullptr : &it->second;
+}
+
+bool OpCall::has(std::size_t slot) const {
+  auto inputs = g.op_inputs(op);
+  return slot < inputs.size() && inputs[slot] != kNoId;
+}
+
+std::vector<std::int64_t> OpCall::ints(std::size_t slot) const {
+  const torch::Tensor& v = slot < value.size() && value[slot].defined() ? value[slot] : in[slot];
+  if (!v.defined()) throw Error(op_label(g, op) + ": input " + std::to_string(slot) + " has no value");
+  torch::Tensor cpu = v.to(torch::kCPU).to(torch::kLong).contiguous();
+  const auto* p = cpu.data_ptr<std::int64_t>();
+  return {p, p + cpu.numel()};
+}
+
+std::optional<double> OpCall::scalar(std::size_t slot) const {
+  if (!has(slot)) return std::nullopt;
+  const torch::Tensor& v = slot < value.size() && value[slot].defined() ? value[slot] : in[slot];
+  if (!v.defined() || v.numel() != 1) throw Error(op_label(g, op) + ": input " + std::to_string(slot) + " must be one value");
+  return v.to(torch::kCPU).to(torch::kDouble).item<double>();
+}
+
+std::vector<std::int64_t> OpCall::out_shape(std::size_t k) const {
+  auto s = g.tensor_shape(g.op_outputs(op)[k]);
+  return {s.begin(), s.end()};
+}
+
+torch::Tensor OpCall::input_or_value(std::size_t slot) const {
+  return in[slot].defined() ? in[slot] : value[slot].to(device);
+}
+
+// ---- Engine ---------------------------------------------------------------------------------------
+
+namespace {
+
+onnx::ModelProto read_onnx(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open model file '" + path + "'");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  onnx::ModelProto model;
+  if (!model.ParseFromString(buffer.str())) throw Error("model file '" + path + "' is not a valid ONNX model");
+  return model;
+}
+
+bool is_alias_op(const Graph& g, OpId op) {
+  return g.op_outputs(op).empty() && g.op_inputs(op).empty() && g.op_attrs(op).find("alias_of") != nullptr;
+}
+
+}  // namespace
+
+Engine::Engine(const std::string& model_path, const ModelOptions& model, const Cluster& cluster,
+               std::span<const DeviceId> forward_devices, const ExecOptions& options)
+    : options_(options) {
+  ensure_threads();
+  if (model_path.size() >= 5 && model_path.compare(model_path.size() - 5, 5, ".json") == 0)
+    throw Error("the executor runs ONNX models (it needs the constants graph JSON does not keep): '" + model_path + "'");
+  ModelOptions forward_options = model;
+  forward_options.mode = Mode::inference;
+  graph_ = load_forward_graph(model_path, forward_options);
+  model_ = read_onnx(model_path);
+  const std::size_t num_ops = graph_.num_ops();
+  if (static_cast<std::size_t>(model_.graph().node_size()) != num_ops)
+    throw Error("model file '" + model_path + "': the imported graph does not match the file's nodes one for one");
+  check_supported(graph_);
+  if (forward_devices.size() != num_ops)
+    throw Error("placement gives " + std::to_string(forward_devices.size()) + " devices for " + std::to_string(num_ops) + " forward ops");
+
+  // Devices: cpu:N on the host; gpu:N on CUDA device N.
+  num_devices_ = cluster.num_devices();
+  op_device_.assign(forward_devices.begin(), forward_devices.end());
+  std::vector<std::uint8_t> used(num_devices_, 0);
+  for (DeviceId d : op_device_) {
+    if (d >= num_devices_) throw Error("placement names device id " + std::to_string(d) + ", which the cluster does not have");
+    used[d] = 1;
+  }
+  for (DeviceId d = 0; d < num_devices_; ++d) {
+    const Device& dev = cluster.device(d);
+    if (dev.kind == DeviceKind::cpu || options_.all_on_cpu) {
+      torch_devices_.emplace_back(torch::kCPU);
+      continue;
+    }
+    const auto colon = dev.name.find(':');
+    const int index = colon == std::string::npos ? 0 : std::atoi(dev.name.c_str() + colon + 1);
+    if (used[d]) {
+      if (!torch::cuda::is_available())
+        throw Error("device '" + dev.name + "': this libtorch has no CUDA (a CPU-only build, or no GPU); see docs/execution.md");
+      if (index >= static_cast<int>(torch::cuda::device_count()))
+        throw Error("device '" + dev.name + "': libtorch sees only " + std::to_string(torch::cuda::device_count()) + " CUDA devices");
+    }
+    torch_devices_.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  }
+  for (DeviceId d = 0; d < num_devices_; ++d)
+    if (used[d]) used_devices_.push_back(d);
+
+  impls_.assign(num_ops, nullptr);
+  op_skip_.assign(num_ops, 0);
+  op_folded_.assign(num_ops, 0);
+  op_out_slots_.resize(num_ops);
+  for (OpId op = 0; op < num_ops; ++op) {
+    const auto& node = this->node(op);
+    if (node.op_type() != graph_.op_type(op))
+      throw Error("model file '" + model_path + "': node " + std::to_string(op) + " is not the graph's op '" + graph_.op_name(op) + "'");
+    if (is_alias_op(graph_, op)) {  // its output is a parameter of its own (docs/training-step.md)
+      op_skip_[op] = 1;
+      continue;
+    }
+    impls_[op] = find_op_impl(graph_.op_type(op));
+    for (const auto& out : node.output()) op_out_slots_[op].push_back(out.empty() ? kNoId : graph_.find_tensor(out));
+  }
+  fold_constants();
+  create_sources();
+
+  // Readers of every tensor among the ops that run each step (value slots read folded values or
+  // the producer's tensor in place, and are not counted).
+  uses_.assign(graph_.num_tensors(), 0);
+  folded_on_.assign(graph_.num_tensors(), {});
+  for (OpId op = 0; op < num_ops; ++op) {
+    if (op_skip_[op] || op_folded_[op]) continue;
+    auto inputs = graph_.op_inputs(op);
+    for (std::size_t s = 0; s < inputs.size(); ++s) {
+      const TensorId t = inputs[s];
+      if (t == kNoId) continue;
+      const bool value_slot = impls_[op]->first_value_slot >= 0 && s >= static_cast<std::size_t>(impls_[op]->first_value_slot);
+      if (folded_[t].defined()) {
+        if (!value_slot) {
+          auto& per_device = folded_on_[t];
+          if (per_device.empty()) per_device.resize(num_devices_);
+          const DeviceId d = op_device_[op];
+          if (!per_device[d].defined()) per_device[d] = folded_[t].to(torch_devices_[d]);
+        }
+        continue;
+      }
+      if (!value_slot && std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(s), t) == inputs.begin() + static_cast<std::ptrdiff_t>(s))
+        ++uses_[t];
+    }
+  }
+  if (training()) make_optimizer();
+}
+
+void Engine::fold_constants() {
+  // An op whose inputs are all known before the step (constants, shapes: every shape is static in
+  // the IR) is evaluated once here, on the CPU, as the importer folds shape arithmetic.
+  folded_.assign(graph_.num_tensors(), torch::Tensor());
+  for (const auto& init : model_.graph().initializer()) {
+    const TensorId t = graph_.find_tensor(init.name());
+    if (t != kNoId && graph_.tensor_kind(t) == TensorKind::constant) folded_[t] = tensor_from_proto(init, "initializer '" + init.name() + "'");
+  }
+  torch::NoGradGuard no_grad;
+  for (OpId op = 0; op < graph_.num_ops(); ++op) {
+    if (op_skip_[op]) continue;
+    const std::string& type = graph_.op_type(op);
+    auto inputs = graph_.op_inputs(op);
+    bool foldable = type == "Constant" || type == "Shape" || type == "Size";
+    if (!foldable && !inputs.empty()) {
+      foldable = true;
+      bool any = false;
+      for (TensorId t : inputs)
+        if (t != kNoId) foldable = foldable && folded_[t].defined(), any = true;
+      foldable = foldable && any;
+    }
+    if (!foldable) continue;
+    std::vector<torch::Tensor> in(inputs.size()), value(inputs.size());
+    for (std::size_t s = 0; s < inputs.size(); ++s)
+      if (inputs[s] != kNoId && folded_[inputs[s]].defined()) in[s] = value[s] = folded_[inputs[s]];
+    std::vector<torch::Tensor> outs = run_op(op, in, torch::kCPU, false);
+    for (std::size_t k = 0; k < outs.size() && k < op_out_slots_[op].size(); ++k)
+      if (op_out_slots_[op][k] != kNoId) folded_[op_out_slots_[op][k]] = outs[k].contiguous();
+    op_folded_[op] = 1;
+  }
+}
+
+void Engine::create_sources() {
+  // Drawn on the CPU in tensor-id order from one seed, then moved to the home device, so that every
+  // placement starts from the same values.
+  torch::manual_seed(options_.seed);
+  sources_.assign(graph_.num_tensors(), torch::Tensor());
+  source_device_.assign(graph_.num_tensors(), 0);
+  for (TensorId t = 0; t < graph_.num_tensors(); ++t) {
+    const TensorKind kind = graph_.tensor_kind(t);
+    if (graph_.producer(t) != kNoId || folded_[t].defined()) continue;
+    if (kind != TensorKind::parameter && kind != TensorKind::buffer && kind != TensorKind::data) continue;
+    const OpId home = graph_.param_home(t);
+    if (home == kNoId) continue;
+    auto shape = graph_.tensor_shape(t);
+    std::vector<std::int64_t> dims(shape.begin(), shape.end());
+    const torch::ScalarType st = scalar_type(graph_.tensor_dtype(t));
+    torch::Tensor v;
+    if (!is_floating(graph_.tensor_dtype(t))) {
+      // Indices: below the smallest table they index (2 when nothing says).
+      std::int64_t bound = std::numeric_limits<std::int64_t>::max();
+      for (OpId c : graph_.consumers(t)) {
+        if (graph_.op_type(c) != "Gather" || graph_.op_inputs(c).size() < 2 || graph_.op_inputs(c)[1] != t) continue;
+        auto table = graph_.tensor_shape(graph_.op_inputs(c)[0]);
+        std::int64_t axis = graph_.op_attrs(c).get_int("axis", 0);
+        if (axis < 0) axis += static_cast<std::int64_t>(table.size());
+        bound = std::min(bound, table[static_cast<std::size_t>(axis)]);
+      }
+      if (bound == std::numeric_limits<std::int64_t>::max()) bound = 2;
+      v = torch::randint(0, bound, dims, torch::TensorOptions().dtype(st));
+    } else if (kind == TensorKind::data) {
+      v = torch::randn(dims, torch::TensorOptions().dtype(st));
+    } else if (kind == TensorKind::buffer) {
+      // Running variance (BatchNormalization slot 4) starts at 1, everything else at 0.
+      bool variance = false;
+      for (OpId c : graph_.consumers(t))
+        if (graph_.op_type(c) == "BatchNormalization" && graph_.op_inputs(c).size() > 4 && graph_.op_inputs(c)[4] == t) variance = true;
+      v = variance ? torch::ones(dims, torch::TensorOptions().dtype(st)) : torch::zeros(dims, torch::TensorOptions().dtype(st));
+    } else if (dims.size() >= 2) {
+      // PyTorch's default for Linear and Conv: uniform in +-1/sqrt(fan in).
+      const double fan_in = static_cast<double>(graph_.tensor_elements(t)) / static_cast<double>(dims[0]);
+      const double bound = 1.0 / std::sqrt(std::max(1.0, fan_in));
+      v = torch::empty(dims, torch::TensorOptions().dtype(st)).uniform_(-bound, bound);
+    } else {
+      // Vectors: scales and biases, near one so that normalisations stay well conditioned.
+      v = torch::empty(dims, torch::TensorOptions().dtype(st)).uniform_(0.9, 1.1);
+    }
+    const DeviceId d = op_device_[home];
+    v = v.to(torch_devices_[d]);
+    if (kind == TensorKind::parameter && training()) {
+      v.requires_grad_(true);
+      param_ids_.push_back(t);
+    } else if (kind == TensorKind::parameter) {
+      param_ids_.push_back(t);
+    }
+    sources_[t] = v;
+    source_device_[t] = d;
+  }
+}
+
+void Engine::make_optimizer() {
+  std::vector<torch::Tensor> params = parameters();
+  if (params.empty()) return;
+  switch (options_.optimizer) {
+    case Optimizer::sgd:
+      optimizer_ = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(options_.learning_rate));
+      break;
+    case Optimizer::momentum:
+      optimizer_ = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(options_.learning_rate).momentum(0.9));
+      break;
+    case Optimizer::adam:
+      optimizer_ = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(options_.learning_rate));
+      break;
+  }
+}
+
+std::vector<torch::Tensor> Engine::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (TensorId t : param_ids_) out.push_back(sources_[t]);
+  return out;
+}
+
+std::vector<torch::Tensor> Engine::run_op(OpId op, std::span<const torch::Tensor> inputs, torch::Device device, bool training) const {
+  static const std::vector<torch::Tensor> kNone(64);
+  std::vector<torch::Tensor> value(inputs.size());
+  auto ids = graph_.op_inputs(op);
+  for (std::size_t s = 0; s < ids.size() && s < value.size(); ++s)
+    if (ids[s] != kNoId && !folded_.empty() && folded_[ids[s]].defined()) value[s] = folded_[ids[s]];
+  OpCall call{graph_, op, node(op), training, inputs, value, device};
+  return impls_[op]->fn(call);
+}
+
+torch::Tensor Engine::fetch(TensorId t, DeviceId d) {
+  const bool source = sources_[t].defined();
+  const torch::Tensor& base = source ? sources_[t] : values_[t];
+  const DeviceId from = source ? source_device_[t] : op_device_[graph_.producer(t)];
+  if (!base.defined()) throw Error("tensor '" + graph_.tensor_name(t) + "' has no value when it is read (internal error)");
+  if (from == d) return base;
+  torch::Tensor& copy = copies_on_[std::size_t{t} * num_devices_ + d];
+  if (!copy.defined()) {
+    // A copy per (tensor, destination device) per step; between two devices that are the same
+    // torch device (several CPUs of a cluster, or the test mode) a clone stands for the transfer.
+    copy = torch_devices_[from] == torch_devices_[d] ? base.clone() : base.to(torch_devices_[d]);
+    ++copies_;
+  }
+  return copy;
+}
+
+void Engine::run_forward(bool keep_values) {
+  const std::size_t nt = graph_.num_tensors();
+  values_.assign(nt, torch::Tensor());
+  copies_on_.assign(nt * num_devices_, torch::Tensor());
+  remaining_ = uses_;
+  copies_ = 0;
+  if (keep_values) {
+    kept_.assign(nt, torch::Tensor());
+    for (TensorId t = 0; t < nt; ++t)
+      if (sources_[t].defined()) kept_[t] = sources_[t].detach();
+  }
+  std::vector<std::uint8_t> is_output(nt, 0);
+  for (TensorId t : graph_.outputs()) is_output[t] = 1;
+  std::vector<torch::Tensor> in, value;
+  for (OpId op = 0; op < graph_.num_ops(); ++op) {
+    if (op_skip_[op] || op_folded_[op]) continue;
+    const DeviceId d = op_device_[op];
+    const torch::Device device = torch_devices_[d];
+    auto inputs = graph_.op_inputs(op);
+    const OpImpl* impl = impls_[op];
+    in.assign(inputs.size(), torch::Tensor());
+    value.assign(inputs.size(), torch::Tensor());
+    for (std::size_t s = 0; s < inputs.size(); ++s) {
+      const TensorId t = inputs[s];
+      if (t == kNoId) continue;
+      const bool value_slot = impl->first_value_slot >= 0 && s >= static_cast<std::size_t>(impl->first_value_slot);
+      if (folded_[t].defined()) {
+        value[s] = folded_[t];
+        if (!value_slot) in[s] = folded_on_[t][d];
+      } else if (value_slot) {
+        in[s] = sources_[t].defined() ? sources_[t] : values_[t];
+      } else {
+        in[s] = fetch(t, d);
+      }
+    }
+    OpCall call{graph_, op, node(op), training(), in, value, device};
+    std::vector<torch::Tensor> outs = impl->fn(call);
+    const auto& slots = op_out_slots_[op];
+    for (std::size_t k = 0; k < slots.size(); ++k) {
+      const TensorId t = slots[k];
+      if (t == kNoId) continue;
+      if (k >= outs.size() || !outs[k].defined())
+        throw Error(op_label(graph_, op) + ": output " + std::to_string(k) + " is not produced by the executor");
+      torch::Tensor out = outs[k];
+      const torch::ScalarType want = scalar_type(graph_.tensor_dtype(t));
+      if (out.scalar_type() != want) out = out.to(want);
+      if (!checked_shapes_) {
+        auto shape = graph_.tensor_shape(t);
+        if (!std::equal(shape.begin(), shape.end(), out.sizes().begin(), out.sizes().end()))
+          throw Error(op_label(graph_, op) + ": output '" + graph_.tensor_name(t) + "' has shape " + shape_text(out.sizes()) +
+                      ", the graph says " + shape_text(c10::IntArrayRef(shape.data(), shape.size())));
+      }
+      values_[t] = out;
+      if (keep_values) kept_[t] = out.detach();
+    }
+    // Drop our reference after the last reader (autograd keeps what the backward pass needs).
+    for (std::size_t s = 0; s < inputs.size(); ++s) {
+      const TensorId t = inputs[s];
+      if (t == kNoId || folded_[t].defined() || sources_[t].defined()) continue;
+      const bool value_slot = impl->first_value_slot >= 0 && s >= static_cast<std::size_t>(impl->first_value_slot);
+      if (value_slot || std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(s), t) != inputs.begin() + static_cast<std::ptrdiff_t>(s)) continue;
+      if (--remaining_[t] == 0 && !is_output[t]) {
+        values_[t].reset();
+        for (DeviceId dd = 0; dd < num_devices_; ++dd) copies_on_[std::size_t{t} * num_devices_ + dd].reset();
+      }
+    }
+  }
+  checked_shapes_ = true;
+  outputs_.clear();
+  for (TensorId t : graph_.outputs()) outputs_.push_back(folded_[t].defined() ? folded_[t] : values_[t]);
+}
+
+void Engine::forward_only(bool keep_values) {
+  torch::NoGradGuard no_grad;
+  run_forward(keep_values);
+  synchronize();
+}
+
+void Engine::forward_recording() {
+  run_forward(false);
+  synchronize();
+}
+
+void Engine::step(bool keep_values) {
+  if (!training()) {
+    forward_only(keep_values);
+    return;
+  }
+  for (TensorId t : param_ids_) sources_[t].mutable_grad().reset();  // as zero_grad(set_to_none=True)
+  run_forward(keep_values);
+  // Loss: the sum over the floating-point graph outputs of their mean, summed on the first output's device.
+  torch::Tensor loss;
+  for (const torch::Tensor& out : outputs_) {
+    if (!out.defined() || !out.requires_grad() || !out.is_floating_point()) continue;
+    torch::Tensor term = out.mean();
+    loss = loss.defined() ? loss + term.to(loss.device()) : term;
+  }
+  if (!loss.defined()) throw Error("training step: no graph output depends on a parameter (nothing to differentiate)");
+  loss.backward();
+  if (optimizer_) optimizer_->step();
+  loss_ = loss.detach();
+  synchronize();
+}
+
+void Engine::synchronize() const {
+  for (DeviceId d : used_devices_)
+    if (torch_devices_[d].is_cuda()) torch::cuda::synchronize(torch_devices_[d].index());
+}
+
+std::vector<torch::Tensor> Engine::inputs_for(OpId op, torch::Device device) const {
+  auto ids = graph_.op_inputs(op);
+  std::vector<torch::Tensor> in(ids.size());
+  const OpImpl* impl = impls_[op];
+  for (std::size_t s = 0; s < ids.size(); ++s) {
+    const TensorId t = ids[s];
+    if (t == kNoId) continue;
+    const bool value_slot = impl->first_value_slot >= 0 && s >= static_cast<std::size_t>(impl->first_value_slot);
+    if (folded_[t].defined()) {
+      if (!value_slot) in[s] = folded_[t].to(device);
+      continue;
+    }
+    if (!kept_[t].defined()) throw Error("tensor '" + graph_.tensor_name(t) + "' was not kept (internal error)");
+    in[s] = value_slot ? kept_[t] : kept_[t].to(device);
+  }
+  return in;
+}
+
+std::vector<std::vector<float>> Engine::output_values() const {
+  std::vector<std::vector<float>> out;
+  for (const torch::Tensor& t : outputs_) {
+    torch::Tensor c = t.detach().to(torch::kCPU).to(torch::kFloat).contiguous();
+    out.emplace_back(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
+}  // namespace detail
+
+// ---- Public API -----------------------------------------------------------------------------------
+
+void check_supported(const Graph& forward) {
+  for (OpId op = 0; op < forward.num_forward_ops() && op < forward.num_ops(); ++op) {
+    if (forward.op_outputs(op).empty() && forward.op_attrs(op).find("alias_of")) continue;
+    if (!detail::find_op_impl(forward.op_type(op)))
+      throw Error("op '" + forward.op_name(op) + "' has type '" + forward.op_type(op) +
+                  "', which the executor cannot run (docs/execution.md lists the supported types)");
+  }
+}
+
+StepTimes StepTimes::of(std::vector<double> times_s) {
+  StepTimes s;
+  s.times_s = times_s;
+  if (times_s.empty()) return s;
+  std::sort(times_s.begin(), times_s.end());
+  auto at = [&](double q) {
+    const double pos = q * static_cast<double>(times_s.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const auto hi = std::min(lo + 1, times_s.size() - 1);
+    return times_s[lo] + (pos - static_cast<double>(lo)) * (times_s[hi] - times_s[lo]);
+  };
+  s.median_s = at(0.5), s.p10_s = at(0.1), s.p90_s = at(0.9), s.min_s = times_s.front(), s.max_s = times_s.back();
+  return s;
+}
+
+struct Executor::Impl {
+  detail::Engine engine;
+};
+
+Executor::Executor(const std::string& model_path, const ModelOptions& model, const Cluster& cluster,
+                   std::span<const DeviceId> forward_devices, const ExecOptions& options)
+    : impl_(std::make_unique<Impl>(Impl{detail::Engine(model_path, model, cluster, forward_devices, options)})) {}
+Executor::~Executor() = default;
+Executor::Executor(Executor&&) noexcept = default;
+Executor& Executor::operator=(Executor&&) noexcept = default;
+
+const Graph& Executor::forward_graph() const { return impl_->engine.graph(); }
+void Executor::step() { impl_->engine.step(); }
+
+StepTimes Executor::measure(int steps, int warmup) {
+  for (int i = 0; i < warmup; ++i) impl_->engine.step();
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    impl_->engine.step();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return StepTimes::of(std::move(times));
+}
+
+std::vector<std::vector<float>> Executor::output_values() const { return impl_->engine.output_values(); }
+
+std::vector<float> Executor::parameter_value(std::string_view name) const {
+  const detail::Engine& e = impl_->engine;
+  const TensorId t = e.graph().find_tensor(name);
+  if (t == kNoId || !e.is_source(t)) throw Error("no parameter named '" + std::string(name) + "'");
+  torch::Tensor c = e.source(t).detach().to(torch::kCPU).to(torch::kFloat).contiguous();
+  return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
+}
+
+std::vector<std::string> Executor::parameter_names() const {
+  std::vector<std::string> names;
+  for (TensorId t : impl_->engine.parameter_ids()) names.push_back(impl_->engine.graph().tensor_name(t));
+  return names;
+}
+
+double Executor::last_loss() const { return impl_->engine.last_loss(); }
+std::size_t Executor::copies_last_step() const { return impl_->engine.copies_last_step(); }
+
+}  // namespace placer::exec

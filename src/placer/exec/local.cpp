@@ -1,0 +1,174 @@
+// Threads and the `local` cluster preset: the machine placer runs on, detected from /proc and
+// measured by short libtorch benchmarks (docs/execution.md, "The local preset").
+#include <dlfcn.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "placer/exec/exec.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::exec {
+namespace {
+
+bool g_threads_configured = false;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Best of a few timed runs of `body` (each run `reps` calls), seconds per call.
+template <typename F>
+double best_time_s(const torch::Device& device, int reps, int runs, F body) {
+  body();
+  sync(device);
+  double best = 1e30;
+  for (int r = 0; r < runs; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) body();
+    sync(device);
+    best = std::min(best, seconds_since(start) / reps);
+  }
+  return best;
+}
+
+struct Measured {
+  double peak_flops = 0, bandwidth = 0, overhead_s = 0;
+};
+
+// A large fp32 matrix product (the presets' definition of peak), a streaming copy (read + write
+// bytes), and a one-element add (the framework's fixed cost per op). About half a second on a CPU.
+Measured measure_device(const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  const bool gpu = device.is_cuda();
+  Measured m;
+  const std::int64_t n = gpu ? 4096 : 768;
+  auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  torch::Tensor a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts), c = torch::empty({n, n}, opts);
+  const double mm_s = best_time_s(device, gpu ? 20 : 3, 3, [&] { torch::mm_out(c, a, b); });
+  m.peak_flops = 2.0 * static_cast<double>(n) * n * n / mm_s;
+  const std::int64_t elems = gpu ? (64ll << 20) : (8ll << 20);
+  torch::Tensor src = torch::ones({elems}, opts), dst = torch::empty({elems}, opts);
+  const double copy_s = best_time_s(device, gpu ? 20 : 4, 3, [&] { dst.copy_(src); });
+  m.bandwidth = 2.0 * static_cast<double>(elems) * 4.0 / copy_s;
+  torch::Tensor x = torch::ones({1}, opts), y = torch::ones({1}, opts);
+  m.overhead_s = best_time_s(device, 2000, 3, [&] { torch::add(x, y); });
+  return m;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string name = line.substr(colon + 1);
+        name.erase(0, name.find_first_not_of(" \t"));
+        return name;
+      }
+    }
+  return "unknown CPU";
+}
+
+std::uint64_t memory_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemTotal:") return kib * 1024;
+  return 8ull << 30;
+}
+
+// GPU memory through the CUDA runtime libtorch loaded (no CUDA headers needed at build time).
+std::uint64_t gpu_memory_bytes(int index) {
+  using SetDevice = int (*)(int);
+  using MemGetInfo = int (*)(std::size_t*, std::size_t*);
+  auto set_device = reinterpret_cast<SetDevice>(dlsym(RTLD_DEFAULT, "cudaSetDevice"));
+  auto mem_get_info = reinterpret_cast<MemGetInfo>(dlsym(RTLD_DEFAULT, "cudaMemGetInfo"));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (set_device && mem_get_info && set_device(index) == 0 && mem_get_info(&free_bytes, &total_bytes) == 0) return total_bytes;
+  return 16ull << 30;  // unknown: docs/execution.md
+}
+
+Cluster build_local() {
+  configure_threads(0);
+  std::vector<Device> devices;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const Measured cpu = measure_device(torch::kCPU);
+  devices.push_back(Device{"cpu:0", DeviceKind::cpu,
+                           cpu_model_name() + " (" + std::to_string(cores) + " hardware threads, " +
+                               std::to_string(torch::get_num_threads()) + " used by libtorch)",
+                           cpu.peak_flops, cpu.bandwidth, memory_total_bytes(), cpu.overhead_s, 1});
+  std::vector<std::string> switches;
+  std::vector<Link> links;
+  if (torch::cuda::is_available()) {
+    const auto count = static_cast<int>(torch::cuda::device_count());
+    if (count > 0) switches.push_back("host");
+    links.push_back(Link{"cpu:0<->host", "cpu:0", "host", cpu.bandwidth, cpu.bandwidth, 0});
+    for (int g = 0; g < count; ++g) {
+      const torch::Device dev(torch::kCUDA, static_cast<c10::DeviceIndex>(g));
+      const Measured m = measure_device(dev);
+      const std::string name = "gpu:" + std::to_string(g);
+      devices.push_back(Device{name, DeviceKind::gpu, "CUDA device " + std::to_string(g), m.peak_flops, m.bandwidth,
+                               gpu_memory_bytes(g), m.overhead_s, 1});
+      // Host link: pageable 64 MiB copies each way for bandwidth, a 4-byte copy for latency.
+      torch::Tensor host = torch::ones({16ll << 20}), small = torch::ones({1});
+      torch::Tensor on_gpu = host.to(dev);
+      const double h2d = best_time_s(dev, 3, 3, [&] { on_gpu.copy_(host); });
+      const double d2h = best_time_s(dev, 3, 3, [&] { host.copy_(on_gpu); });
+      const double latency = best_time_s(dev, 200, 3, [&] { (void)small.to(dev); });
+      const double bytes = static_cast<double>(host.numel()) * 4.0;
+      links.push_back(Link{name + "<->host", name, "host", bytes / d2h, bytes / h2d, latency / 2});
+    }
+  }
+  if (switches.empty()) links.clear();
+  return Cluster::build("local", std::move(devices), std::move(switches), std::move(links));
+}
+
+}  // namespace
+
+namespace detail {
+void ensure_threads() {
+  if (!g_threads_configured) configure_threads(0);
+}
+}  // namespace detail
+
+int configure_threads(int requested) {
+  int n = requested;
+  if (n <= 0) {
+    if (const char* env = std::getenv("PLACER_THREADS")) n = std::atoi(env);
+    // One hardware thread is left to the rest of the machine: on a 2-core machine a second OpenMP
+    // thread that shares its core with anything else stalls every parallel region (docs/execution.md).
+    if (n <= 0) n = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1);
+  }
+  torch::set_num_threads(n);
+  // OpenBLAS (Debian's libtorch does its matrix products there) keeps its own pool.
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(n);
+  g_threads_configured = true;
+  return n;
+}
+
+Cluster detect_local_cluster() {
+  static std::once_flag once;
+  static std::optional<Cluster> local;
+  std::call_once(once, [] { local = build_local(); });
+  return *local;
+}
+
+void register_exec_presets() { register_cluster_preset("local", [] { return detect_local_cluster(); }); }
+
+}  // namespace placer::exec

@@ -1,0 +1,274 @@
+// The profiler: every op of a model's step timed in isolation on one device of each kind, the
+// whole step timed to calibrate what isolated timings miss (autograd bookkeeping, the optimizer's
+// loop, the allocator), and the roofline fitted to the result. Method: docs/execution.md.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <unordered_set>
+
+#include "placer/exec/engine.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::exec {
+namespace {
+
+using detail::Engine;
+
+void sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Median seconds of `repeats` calls of `body` (after one untimed call).
+template <typename F>
+double median_time_s(const torch::Device& device, int repeats, F body) {
+  body();
+  sync(device);
+  std::vector<double> times;
+  for (int i = 0; i < std::max(1, repeats); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    sync(device);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
+// Names of the forward tensors whose gradient backward op `b` of `step` produces
+// ("grad/<tensor>/<forward op name>").
+std::unordered_set<std::string> differentiated_inputs(const Graph& step, OpId b) {
+  std::unordered_set<std::string> names;
+  const std::string suffix = "/" + step.op_name(step.forward_op(b));
+  for (TensorId t : step.op_outputs(b)) {
+    const std::string& n = step.tensor_name(t);
+    if (n.rfind("grad/", 0) == 0 && n.size() > 5 + suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      names.insert(n.substr(5, n.size() - 5 - suffix.size()));
+  }
+  return names;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(Optimizer o, std::vector<torch::Tensor> params, double lr) {
+  switch (o) {
+    case Optimizer::momentum:
+      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(0.9));
+    case Optimizer::adam: return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+    default: return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
+  }
+}
+
+// Seconds of every op of `step` on one device: by step op id, -1 where nothing was measured (alias
+// ops, which the cost model prices at zero anyway).
+struct OpTimes {
+  std::vector<double> seconds;
+  std::vector<std::uint8_t> folded;  // forward ops evaluated once at set-up: zero per step
+};
+
+OpTimes measure_ops(Engine& engine, const Graph& step, const torch::Device& device, const ProfileOptions& options) {
+  const Graph& fwd = engine.graph();
+  OpTimes r;
+  r.seconds.assign(step.num_ops(), -1.0);
+  r.folded.assign(step.num_ops(), 0);
+  engine.forward_only(/*keep_values=*/true);
+  const bool training = engine.training();
+  for (OpId op = 0; op < step.num_ops(); ++op) {
+    if (step.op_work(op).op_class == OpClass::alias) continue;
+    const OpRole role = step.op_role(op);
+    if (role == OpRole::forward) {
+      if (engine.is_skipped(op)) continue;
+      if (engine.is_folded(op)) {
+        r.seconds[op] = 0.0, r.folded[op] = 1;
+        continue;
+      }
+      std::vector<torch::Tensor> in = engine.inputs_for(op, device);
+      torch::NoGradGuard no_grad;
+      r.seconds[op] = median_time_s(device, options.repeats, [&] { (void)engine.run_op(op, in, device, training); });
+    } else if (role == OpRole::backward && step.op_type(op) == "Loss") {
+      const TensorId out = step.op_inputs(op)[0];
+      torch::Tensor leaf = engine.value(out).to(device).detach().requires_grad_(true);
+      r.seconds[op] = median_time_s(device, options.repeats, [&] {
+        torch::Tensor m = leaf.mean();
+        (void)torch::autograd::grad({m}, {leaf});
+      });
+    } else if (role == OpRole::backward) {
+      const OpId f = step.forward_op(op);
+      if (engine.is_skipped(f) || engine.is_folded(f)) {
+        r.seconds[op] = 0.0;
+        continue;
+      }
+      const auto wanted = differentiated_inputs(step, op);
+      std::vector<torch::Tensor> in = engine.inputs_for(f, device);
+      std::vector<torch::Tensor> leaves;
+      auto ids = fwd.op_inputs(f);
+      for (std::size_t s = 0; s < ids.size(); ++s) {
+        if (ids[s] == kNoId || !in[s].defined() || !in[s].is_floating_point() || !wanted.count(fwd.tensor_name(ids[s]))) continue;
+        in[s] = in[s].detach().requires_grad_(true);
+        leaves.push_back(in[s]);
+      }
+      if (leaves.empty()) {
+        r.seconds[op] = 0.0;
+        continue;
+      }
+      std::vector<torch::Tensor> outs, grads;
+      for (torch::Tensor& o : engine.run_op(f, in, device, training))
+        if (o.defined() && o.requires_grad()) outs.push_back(o), grads.push_back(torch::ones_like(o));
+      if (outs.empty()) {
+        r.seconds[op] = 0.0;
+        continue;
+      }
+      r.seconds[op] = median_time_s(device, options.repeats, [&] {
+        (void)torch::autograd::grad(outs, leaves, grads, /*retain_graph=*/true, false, /*allow_unused=*/true);
+      });
+    } else {  // update
+      const TensorId p = step.updated_param(op);
+      auto shape = step.tensor_shape(p);
+      torch::Tensor param =
+          torch::randn(std::vector<std::int64_t>(shape.begin(), shape.end()), torch::TensorOptions().device(device)).requires_grad_(true);
+      param.mutable_grad() = torch::randn_like(param);
+      auto opt = make_optimizer(options.optimizer, {param}, 0.01);
+      r.seconds[op] = median_time_s(device, options.repeats, [&] { opt->step(); });
+    }
+  }
+  return r;
+}
+
+// Fits efficiencies (per op class) and the per-op overhead of one device kind to measured times,
+// by alternating weighted least squares on the roofline (relative errors: weights 1/t^2).
+struct Sample {
+  OpClass c;
+  double flops_s, bytes_s, t;  // compute and memory seconds at full efficiency; measured seconds
+};
+
+double predict(const Sample& s, const CostModel& m, DeviceKind kind, double overhead) {
+  const Efficiency& e = m.of(kind, s.c);
+  return overhead + std::max(s.flops_s / e.compute, s.bytes_s / e.memory);
+}
+
+double fit_model(const std::vector<Sample>& samples, DeviceKind kind, CostModel& model, double& overhead) {
+  if (samples.empty()) return 0.0;
+  for (int iter = 0; iter < 30; ++iter) {
+    for (int ci = 0; ci < kNumOpClasses; ++ci) {
+      const auto c = static_cast<OpClass>(ci);
+      if (c == OpClass::alias) continue;
+      Efficiency& e = model.of(kind, c);
+      double cn = 0, cd = 0, mn = 0, md = 0;
+      for (const Sample& s : samples) {
+        if (s.c != c) continue;
+        const double w = 1.0 / (s.t * s.t), y = std::max(s.t - overhead, 0.05 * s.t);
+        if (s.flops_s / e.compute >= s.bytes_s / e.memory) cn += w * s.flops_s * y, cd += w * s.flops_s * s.flops_s;
+        else mn += w * s.bytes_s * y, md += w * s.bytes_s * s.bytes_s;
+      }
+      // y = x * a with x = 1 / efficiency: x = sum(w a y) / sum(w a^2).
+      if (cd > 0 && cn > 0) e.compute = std::clamp(cd / cn, 0.005, 4.0);
+      if (md > 0 && mn > 0) e.memory = std::clamp(md / mn, 0.005, 4.0);
+    }
+    double num = 0, den = 0;
+    for (const Sample& s : samples) {
+      const double w = 1.0 / (s.t * s.t);
+      num += w * (s.t - (predict(s, model, kind, 0.0)));
+      den += w;
+    }
+    overhead = std::max(0.0, num / den);
+  }
+  std::vector<double> errors;
+  for (const Sample& s : samples) errors.push_back(std::fabs(predict(s, model, kind, overhead) - s.t) / s.t);
+  std::nth_element(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(errors.size() / 2), errors.end());
+  return errors[errors.size() / 2];
+}
+
+}  // namespace
+
+ProfileReport profile_model(const std::string& model_path, const ModelOptions& model, const Cluster& cluster,
+                            const ProfileOptions& options) {
+  detail::ensure_threads();
+  ModelOptions step_options = model;
+  step_options.mode = options.mode;
+  step_options.optimizer = options.optimizer;
+  const Graph step = load_model(model_path, step_options);
+  ProfileReport report;
+  CostModel fitted = CostModel::defaults();
+  bool have_fit = false;
+  std::string machine;
+  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
+    const auto ids = cluster.device_ids(kind);
+    if (ids.empty()) continue;
+    if (kind == DeviceKind::gpu && !torch::cuda::is_available()) continue;  // a CPU-only libtorch: CPU only
+    const DeviceId dev = ids.front();
+    const Device& device = cluster.device(dev);
+    machine += (machine.empty() ? "" : "; ") + device.name + ": " + device.model;
+
+    ExecOptions eo{.mode = options.mode, .optimizer = options.optimizer, .seed = options.seed};
+    const std::size_t num_forward = step.num_forward_ops();
+    Engine engine(model_path, model, cluster, std::vector<DeviceId>(num_forward, dev), eo);
+    const torch::Device tdev = engine.torch_device(dev);
+
+    // Whole step and forward pass, as `placer run` measures them.
+    KindSummary summary;
+    summary.kind = kind;
+    summary.device = device.name;
+    auto timed = [&](auto body) {
+      for (int i = 0; i < options.warmup; ++i) body();
+      std::vector<double> times;
+      for (int i = 0; i < std::max(1, options.steps); ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        body();
+        times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      return StepTimes::of(times).median_s;
+    };
+    summary.step_s = timed([&] { engine.step(); });
+    summary.forward_step_s = engine.training() ? timed([&] { engine.forward_recording(); }) : summary.step_s;
+
+    OpTimes times = measure_ops(engine, step, tdev, options);
+
+    // Calibration: what the isolated times miss, spread evenly over the ops that run (forward
+    // residual over forward ops, the rest over backward, loss and update ops); a negative residual
+    // scales that group's times down instead, so that no op goes below zero.
+    auto spread = [&](bool forward_group, double total_s) {
+      double sum = 0;
+      std::size_t n = 0;
+      for (OpId op = 0; op < step.num_ops(); ++op) {
+        if (times.seconds[op] < 0 || times.folded[op]) continue;
+        if ((step.op_role(op) == OpRole::forward) != forward_group) continue;
+        sum += times.seconds[op], ++n;
+      }
+      const double residual = total_s - sum;
+      for (OpId op = 0; op < step.num_ops() && n > 0; ++op) {
+        if (times.seconds[op] < 0 || times.folded[op]) continue;
+        if ((step.op_role(op) == OpRole::forward) != forward_group) continue;
+        times.seconds[op] = residual >= 0 ? times.seconds[op] + residual / static_cast<double>(n)
+                                          : times.seconds[op] * (total_s / std::max(sum, 1e-12));
+      }
+      summary.op_sum_s += sum;
+      return residual;
+    };
+    summary.forward_residual_s = spread(true, summary.forward_step_s);
+    if (engine.training()) summary.backward_residual_s = spread(false, summary.step_s - summary.forward_step_s);
+
+    std::vector<Sample> samples;
+    for (OpId op = 0; op < step.num_ops(); ++op) {
+      if (times.seconds[op] < 0) continue;
+      ++summary.ops_measured;
+      report.profile.set_by_name(kind, step.op_name(op), times.seconds[op]);
+      if (!times.folded[op]) report.profile.set_by_signature(kind, op_signature(step, op), times.seconds[op]);
+      const OpWork& w = step.op_work(op);
+      if (!times.folded[op] && times.seconds[op] > 0)
+        samples.push_back(Sample{w.op_class, w.flops / device.peak_flops,
+                                 (w.bytes_read + w.bytes_written) / device.memory_bandwidth_bytes_per_s, times.seconds[op]});
+    }
+    if (options.fit) {
+      double overhead = device.op_overhead_s;
+      summary.fit_median_abs_error = fit_model(samples, kind, fitted, overhead);
+      summary.fitted_overhead_s = overhead;
+      // One overhead scale for every device: the GPU's when both kinds were measured.
+      if (device.op_overhead_s > 0) fitted.overhead_scale = overhead / device.op_overhead_s;
+      have_fit = true;
+    }
+    report.kinds.push_back(summary);
+  }
+  if (report.kinds.empty()) throw Error("cluster '" + cluster.name() + "' has no device this machine can run");
+  if (have_fit) report.profile.set_model(fitted);
+  report.profile.device_description = machine;
+  return report;
+}
+
+}  // namespace placer::exec

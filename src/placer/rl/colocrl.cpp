@@ -1,0 +1,78 @@
+// ColocRL (Mirhoseini et al., ICML 2017): the forward ops' co-location groups, coarsened to at most
+// 256, are read by a seq2seq LSTM with additive attention that emits one device per group.
+// Hyper-parameters and their sources: docs/learned-placers.md#colocrl.
+#include "placer/algorithms/grouping.hpp"
+#include "placer/rl/trainer.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::rl {
+namespace {
+
+class ColocAgent final : public Agent {
+ public:
+  ColocAgent(const Problem& problem, Seq2SeqOptions so, std::size_t max_groups)
+      : grouping_(make_grouping(problem, "colocation", max_groups)) {
+    const FeatureBuilder features(problem);
+    x_ = to_tensors(features.groups(grouping_.group_of, grouping_.num_groups));
+    so.types = static_cast<std::int64_t>(features.num_types());
+    so.numeric = static_cast<std::int64_t>(features.num_numeric());
+    so.devices = static_cast<std::int64_t>(problem.cluster.num_devices());
+    net_ = Seq2SeqPlacer(so);
+  }
+  torch::nn::Module& module() override { return *net_; }
+  std::vector<std::vector<DeviceId>> sample(std::size_t k, std::mt19937_64& rng) override {
+    encoded_ = net_->encode(x_);
+    actions_ = net_->sample(encoded_, static_cast<std::int64_t>(k), rng);
+    std::vector<std::vector<DeviceId>> out(k);
+    const auto a = actions_.accessor<std::int64_t, 2>();
+    std::vector<DeviceId> groups(grouping_.num_groups);
+    for (std::size_t i = 0; i < k; ++i) {
+      for (std::size_t g = 0; g < groups.size(); ++g) groups[g] = static_cast<DeviceId>(a[static_cast<std::int64_t>(i)][static_cast<std::int64_t>(g)]);
+      out[i] = expand_groups(grouping_, groups);
+    }
+    return out;
+  }
+  LogProbs log_probs() override { return net_->log_probs(encoded_, actions_); }
+
+ private:
+  Grouping grouping_;
+  FeatureTensors x_;
+  Seq2SeqPlacer net_{nullptr};
+  Encoded encoded_;
+  torch::Tensor actions_;
+};
+
+TrainOptions defaults() {
+  TrainOptions o;
+  o.algo = "colocrl";
+  o.batch = 8;
+  o.learning_rate = 0.1;
+  o.entropy_weight = 0.0;
+  o.baseline_decay = 0.9;
+  o.clip_norm = 1.0;
+  return o;
+}
+
+}  // namespace
+
+PlacerInfo colocrl_info() {
+  PlacerInfo info;
+  info.name = "colocrl";
+  info.family = "learned";
+  info.summary = "ColocRL (Mirhoseini et al. 2017): seq2seq LSTM with attention over co-location groups, REINFORCE";
+  info.options = common_option_docs(defaults());
+  for (auto& d : seq2seq_option_docs(Seq2SeqOptions{})) info.options.push_back(d);
+  info.options.push_back({"groups", "256", "at most this many co-location groups (coarsened)"});
+  info.make = [](const PlacerOptions& opts) {
+    const TrainOptions train = read_common_options(opts, defaults());
+    const Seq2SeqOptions so = read_seq2seq_options(opts, Seq2SeqOptions{});
+    const std::int64_t groups = opts.get_int("groups", 256);
+    if (groups < 1) throw Error("option groups must be at least 1");
+    return make_learned_placer(train, [so, groups](const Problem& p) -> std::unique_ptr<Agent> {
+      return std::make_unique<ColocAgent>(p, so, static_cast<std::size_t>(groups));
+    });
+  };
+  return info;
+}
+
+}  // namespace placer::rl

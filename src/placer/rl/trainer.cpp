@@ -1,0 +1,357 @@
+#include "placer/rl/trainer.hpp"
+
+#include <dlfcn.h>
+#include <malloc.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "placer/rl/environment.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::rl {
+namespace {
+
+thread_local TrainStats g_stats;
+thread_local double g_sample_s = 0, g_logp_s = 0, g_update_s = 0;
+
+// One intra-op thread for torch and for the BLAS under it: these small products are faster on one
+// core, and OpenBLAS's own pool otherwise spins (sched_yield) against the simulator threads. The
+// BLAS is found at run time, so that any BLAS (or none) behind libtorch works.
+// Also keeps freed tensor memory in the heap: by default glibc returns every block over its mmap
+// threshold to the kernel, and the next step pays page faults and zeroing for it again (measured:
+// a fifth of the time of an update).
+void single_threaded_math() {
+  static const bool heap_kept = [] {
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    return true;
+  }();
+  (void)heap_kept;
+  torch::set_num_threads(1);
+  for (const char* name : {"openblas_set_num_threads", "goto_set_num_threads"})
+    if (void* f = dlsym(RTLD_DEFAULT, name)) {
+      reinterpret_cast<void (*)(int)>(f)(1);
+      break;
+    }
+}
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+constexpr const char* kFormat = "placer-rl-checkpoint";
+constexpr std::int64_t kVersion = 1;
+
+// Everything that decides the rest of a run, besides the policy and optimizer.
+struct State {
+  std::int64_t updates = 0, samples = 0;
+  double baseline = 0.0;
+  bool has_baseline = false;
+  double best_s = 0.0;  // 0: nothing fits yet
+  std::vector<DeviceId> best;
+  std::vector<std::array<double, 4>> curve;  // sample, mean step time of the batch, best so far, wall seconds
+  double elapsed_before_s = 0.0;             // wall seconds of earlier runs (resume)
+};
+
+void write_curve(const std::string& path, const std::vector<std::array<double, 4>>& curve) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write the learning curve to '" + path + "'");
+  out << "sample,mean_step_time_s,best_step_time_s,wall_s\n";
+  for (const auto& row : curve) out << fmt::format("{:.0f},{:.9g},{:.9g},{:.3f}\n", row[0], row[1], row[2], row[3]);
+}
+
+struct Fingerprint {
+  std::int64_t forward_ops, devices, batch, parameters;
+};
+
+Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, torch::nn::Module& m) {
+  std::int64_t params = 0;
+  for (const auto& p : m.parameters()) params += p.numel();
+  return {static_cast<std::int64_t>(problem.graph.num_forward_ops()), static_cast<std::int64_t>(problem.cluster.num_devices()),
+          static_cast<std::int64_t>(o.batch), params};
+}
+
+void save_checkpoint(const std::string& path, const TrainOptions& o, const Fingerprint& fp, const State& s, const std::mt19937_64& rng,
+                     torch::nn::Module& module, torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive ar;
+  ar.write("format", c10::IValue(std::string(kFormat)));
+  ar.write("version", c10::IValue(kVersion));
+  ar.write("algo", c10::IValue(o.algo));
+  ar.write("forward_ops", c10::IValue(fp.forward_ops));
+  ar.write("devices", c10::IValue(fp.devices));
+  ar.write("batch", c10::IValue(fp.batch));
+  ar.write("parameters", c10::IValue(fp.parameters));
+  ar.write("updates", c10::IValue(s.updates));
+  ar.write("samples", c10::IValue(s.samples));
+  ar.write("baseline", c10::IValue(s.baseline));
+  ar.write("has_baseline", c10::IValue(s.has_baseline));
+  ar.write("best_step_time_s", c10::IValue(s.best_s));
+  ar.write("elapsed_s", c10::IValue(s.elapsed_before_s));
+  std::vector<std::int64_t> best(s.best.begin(), s.best.end());
+  ar.write("best_placement", torch::tensor(best, torch::kInt64));
+  std::ostringstream rs;
+  rs << rng;
+  ar.write("rng", c10::IValue(rs.str()));
+  torch::Tensor curve = torch::zeros({static_cast<std::int64_t>(s.curve.size()), 4}, torch::kFloat64);
+  for (std::size_t i = 0; i < s.curve.size(); ++i)
+    for (std::size_t j = 0; j < 4; ++j) curve[static_cast<std::int64_t>(i)][static_cast<std::int64_t>(j)] = s.curve[i][j];
+  ar.write("curve", curve);
+  torch::serialize::OutputArchive policy, opt;
+  module.save(policy);
+  optimizer.save(opt);
+  ar.write("policy", policy);
+  ar.write("optimizer", opt);
+  const std::string tmp = path + ".tmp";
+  try {
+    ar.save_to(tmp);
+    std::filesystem::rename(tmp, path);
+  } catch (const std::exception& e) {
+    throw Error("cannot write checkpoint '" + path + "': " + e.what());
+  }
+}
+
+template <typename T>
+T read_value(torch::serialize::InputArchive& ar, const std::string& path, const char* key) {
+  c10::IValue v;
+  if (!ar.try_read(key, v)) throw Error("checkpoint '" + path + "': missing field '" + key + "'");
+  return v.to<T>();
+}
+
+void load_checkpoint(const std::string& path, const TrainOptions& o, const Fingerprint& fp, State& s, std::mt19937_64& rng,
+                     torch::nn::Module& module, torch::optim::Optimizer& optimizer) {
+  if (!std::filesystem::exists(path)) throw Error("--resume: checkpoint '" + path + "' does not exist");
+  torch::serialize::InputArchive ar;
+  try {
+    ar.load_from(path);
+  } catch (const std::exception&) {
+    throw Error("checkpoint '" + path + "' is not a placer checkpoint (cannot be read)");
+  }
+  if (read_value<std::string>(ar, path, "format") != kFormat) throw Error("checkpoint '" + path + "': not a placer-rl-checkpoint");
+  if (read_value<std::int64_t>(ar, path, "version") != kVersion) throw Error("checkpoint '" + path + "': unsupported version");
+  const std::string algo = read_value<std::string>(ar, path, "algo");
+  if (algo != o.algo) throw Error("checkpoint '" + path + "' was written by '" + algo + "', not '" + o.algo + "'");
+  auto expect = [&](const char* key, std::int64_t want) {
+    const std::int64_t got = read_value<std::int64_t>(ar, path, key);
+    if (got != want)
+      throw Error(fmt::format("checkpoint '{}': {} is {} but this problem and options give {} (another model, cluster or option?)", path,
+                              key, got, want));
+  };
+  expect("forward_ops", fp.forward_ops);
+  expect("devices", fp.devices);
+  expect("batch", fp.batch);
+  expect("parameters", fp.parameters);
+  s.updates = read_value<std::int64_t>(ar, path, "updates");
+  s.samples = read_value<std::int64_t>(ar, path, "samples");
+  s.baseline = read_value<double>(ar, path, "baseline");
+  s.has_baseline = read_value<bool>(ar, path, "has_baseline");
+  s.best_s = read_value<double>(ar, path, "best_step_time_s");
+  s.elapsed_before_s = read_value<double>(ar, path, "elapsed_s");
+  torch::Tensor best, curve;
+  ar.read("best_placement", best);
+  ar.read("curve", curve);
+  s.best.clear();
+  for (std::int64_t i = 0; i < best.numel(); ++i) s.best.push_back(static_cast<DeviceId>(best[i].item<std::int64_t>()));
+  s.curve.clear();
+  for (std::int64_t i = 0; i < curve.size(0); ++i)
+    s.curve.push_back({curve[i][0].item<double>(), curve[i][1].item<double>(), curve[i][2].item<double>(), curve[i][3].item<double>()});
+  std::istringstream rs(read_value<std::string>(ar, path, "rng"));
+  rs >> rng;
+  torch::serialize::InputArchive policy, opt;
+  ar.read("policy", policy);
+  ar.read("optimizer", opt);
+  module.load(policy);
+  optimizer.load(opt);
+}
+
+}  // namespace
+
+PlacementResult train(const Problem& problem, const Budget& budget, Observer& observer, std::uint64_t seed, const TrainOptions& o,
+                      Agent& agent) {
+  const auto start = Clock::now();
+  single_threaded_math();
+  g_stats = {};
+  if (o.batch == 0) throw Error("option batch must be at least 1");
+  if (budget.resume && budget.checkpoint_path.empty()) throw Error("--resume needs --checkpoint FILE");
+  Environment env(problem, budget.threads, o.penalty);
+  torch::nn::Module& module = agent.module();
+  torch::optim::Adam optimizer(module.parameters(), torch::optim::AdamOptions(o.learning_rate));
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 0x51ACE5ull);
+  State s;
+  const Fingerprint fp = fingerprint_of(problem, o, module);
+  if (budget.resume) load_checkpoint(budget.checkpoint_path, o, fp, s, rng, module, optimizer);
+
+  const auto k = static_cast<std::int64_t>(o.batch);
+  std::int64_t total_updates = 0;  // 0: until the time budget ends
+  if (budget.samples > 0)
+    total_updates = (static_cast<std::int64_t>(budget.samples) + k - 1) / k;
+  else if (budget.seconds <= 0)
+    total_updates = (static_cast<std::int64_t>(o.default_samples) + k - 1) / k;
+
+  auto elapsed = [&] { return s.elapsed_before_s + since(start); };
+  auto checkpoint = [&] {
+    if (budget.checkpoint_path.empty()) return;
+    State copy = s;
+    copy.elapsed_before_s = elapsed();
+    save_checkpoint(budget.checkpoint_path, o, fp, copy, rng, module, optimizer);
+    write_curve(budget.curve_path, s.curve);
+  };
+
+  bool stopped = false;
+  while (total_updates == 0 || s.updates < total_updates) {
+    if (observer.stop_requested()) {
+      stopped = true;
+      break;
+    }
+    if (budget.seconds > 0 && since(start) >= budget.seconds) break;
+    const auto t0 = Clock::now();
+    std::vector<std::vector<DeviceId>> placements = agent.sample(o.batch, rng);
+    const auto ts = Clock::now();
+    env.submit(placements);  // simulated on the pool while the policy recomputes its log-probabilities
+    LogProbs lp = agent.log_probs();
+    g_sample_s += std::chrono::duration<double>(ts - t0).count();
+    g_logp_s += since(ts);
+    const auto t1 = Clock::now();
+    const std::vector<Score> scores = env.wait();
+    const auto t2 = Clock::now();
+
+    double mean_reward = 0.0, mean_time = 0.0;
+    for (const Score& sc : scores) mean_reward += sc.reward, mean_time += sc.step_time_s;
+    mean_reward /= static_cast<double>(k);
+    mean_time /= static_cast<double>(k);
+    if (!s.has_baseline) s.baseline = mean_reward, s.has_baseline = true;
+    std::vector<float> advantage(scores.size());
+    for (std::size_t i = 0; i < scores.size(); ++i) advantage[i] = static_cast<float>(scores[i].reward - s.baseline);
+    const torch::Tensor adv = torch::tensor(advantage);
+    torch::Tensor loss = -(adv * lp.log_prob).mean();
+    if (o.entropy_weight != 0.0) loss = loss - o.entropy_weight * lp.entropy;
+    optimizer.zero_grad();
+    loss.backward();
+    if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(module.parameters(), o.clip_norm);
+    optimizer.step();
+    g_update_s += since(t2);
+    s.baseline = o.baseline_decay * s.baseline + (1.0 - o.baseline_decay) * mean_reward;
+    ++s.updates;
+    s.samples += k;
+    for (std::size_t i = 0; i < scores.size(); ++i)
+      if (scores[i].fits && (s.best_s == 0.0 || scores[i].step_time_s < s.best_s)) {
+        s.best_s = scores[i].step_time_s;
+        s.best = placements[i];
+      }
+    s.curve.push_back({static_cast<double>(s.samples), mean_time, s.best_s, elapsed()});
+    g_stats.policy_s += std::chrono::duration<double>(t1 - t0).count() + since(t2);
+    g_stats.simulation_wait_s += std::chrono::duration<double>(t2 - t1).count();
+
+    Progress p;
+    p.samples = static_cast<std::size_t>(s.samples);
+    p.samples_total = static_cast<std::size_t>(total_updates * k);
+    p.best_step_time_s = s.best_s;
+    p.last_mean_step_time_s = mean_time;
+    p.elapsed_s = elapsed();
+    observer.on_progress(p);
+    if (o.checkpoint_every > 0 && s.updates % static_cast<std::int64_t>(o.checkpoint_every) == 0) checkpoint();
+  }
+  checkpoint();
+  write_curve(budget.curve_path, s.curve);
+  g_stats.samples = static_cast<std::size_t>(s.samples);
+  g_stats.updates = static_cast<std::size_t>(s.updates);
+  g_stats.wall_s = since(start);
+  g_stats.simulation_s = env.simulation_seconds();
+  if (s.best.empty())
+    throw Error(fmt::format("{}: no sampled placement fits in memory after {} samples{}", o.algo, s.samples, stopped ? " (stopped)" : ""));
+  std::string note = fmt::format("{} updates of {} samples; policy {:.1f} s, simulation {:.1f} s on {} threads (waited {:.1f} s)", s.updates, k,
+                                 g_stats.policy_s, g_stats.simulation_s, env.threads(), g_stats.simulation_wait_s);
+  if (std::getenv("PLACER_RL_TIMING"))
+    std::fprintf(stderr, "timing: sample %.2f s, log-probs %.2f s, update %.2f s\n", g_sample_s, g_logp_s, g_update_s);
+  if (stopped) note += ", stopped early";
+  return finish(problem, s.best, static_cast<std::size_t>(s.samples), note);
+}
+
+TrainStats last_train_stats() { return g_stats; }
+
+std::vector<OptionDoc> common_option_docs(const TrainOptions& d) {
+  auto num = [](double v) { return fmt::format("{}", v); };
+  return {
+      {"batch", std::to_string(d.batch), "K: placements sampled per policy update"},
+      {"lr", num(d.learning_rate), "Adam learning rate"},
+      {"entropy", num(d.entropy_weight), "weight of the entropy bonus in the loss"},
+      {"baseline-decay", num(d.baseline_decay), "decay of the moving-average reward baseline"},
+      {"clip", num(d.clip_norm), "gradient-norm clipping bound (0: none)"},
+      {"penalty", num(d.penalty), "step-time factor for placements that do not fit (times 1 + shortfall fraction)"},
+      {"checkpoint-every", std::to_string(d.checkpoint_every), "policy updates between checkpoints (with --checkpoint)"},
+  };
+}
+
+TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d) {
+  const std::int64_t batch = opts.get_int("batch", static_cast<std::int64_t>(d.batch));
+  if (batch < 1) throw Error("option batch must be at least 1");
+  d.batch = static_cast<std::size_t>(batch);
+  d.learning_rate = opts.get_double("lr", d.learning_rate);
+  d.entropy_weight = opts.get_double("entropy", d.entropy_weight);
+  d.baseline_decay = opts.get_double("baseline-decay", d.baseline_decay);
+  if (d.baseline_decay < 0 || d.baseline_decay >= 1) throw Error("option baseline-decay must be in [0, 1)");
+  d.clip_norm = opts.get_double("clip", d.clip_norm);
+  d.penalty = opts.get_double("penalty", d.penalty);
+  if (d.penalty < 1) throw Error("option penalty must be at least 1");
+  const std::int64_t every = opts.get_int("checkpoint-every", static_cast<std::int64_t>(d.checkpoint_every));
+  if (every < 0) throw Error("option checkpoint-every must be >= 0");
+  d.checkpoint_every = static_cast<std::size_t>(every);
+  return d;
+}
+
+std::vector<OptionDoc> seq2seq_option_docs(const Seq2SeqOptions& d) {
+  return {
+      {"hidden", std::to_string(d.hidden), "LSTM hidden size of the seq2seq placer (encoder: half per direction)"},
+      {"attention", std::to_string(d.attention), "size of the additive attention"},
+      {"tanh", fmt::format("{}", d.tanh_constant), "tanh constant C on the logits (C * tanh(z / T); 0: none)"},
+      {"temperature", fmt::format("{}", d.temperature), "softmax temperature T on the logits"},
+  };
+}
+
+Seq2SeqOptions read_seq2seq_options(const PlacerOptions& opts, Seq2SeqOptions d) {
+  d.hidden = opts.get_int("hidden", d.hidden);
+  if (d.hidden < 2 || d.hidden % 2) throw Error("option hidden must be an even number >= 2");
+  d.attention = opts.get_int("attention", d.attention);
+  if (d.attention < 1) throw Error("option attention must be at least 1");
+  d.tanh_constant = opts.get_double("tanh", d.tanh_constant);
+  d.temperature = opts.get_double("temperature", d.temperature);
+  if (d.temperature <= 0) throw Error("option temperature must be positive");
+  return d;
+}
+
+}  // namespace placer::rl
+
+namespace placer::rl {
+namespace {
+
+class LearnedPlacer final : public Placer {
+ public:
+  LearnedPlacer(TrainOptions options, std::function<std::unique_ptr<Agent>(const Problem&)> make_agent)
+      : options_(std::move(options)), make_agent_(std::move(make_agent)) {}
+  PlacementResult place(const Problem& problem, const Budget& budget, Observer& observer, std::uint64_t seed) override {
+    if (problem.graph.num_forward_ops() == 0) throw Error(options_.algo + ": the graph has no forward ops to place");
+    single_threaded_math();
+    torch::manual_seed(seed);
+    std::unique_ptr<Agent> agent = make_agent_(problem);
+    return train(problem, budget, observer, seed, options_, *agent);
+  }
+
+ private:
+  TrainOptions options_;
+  std::function<std::unique_ptr<Agent>(const Problem&)> make_agent_;
+};
+
+}  // namespace
+
+std::unique_ptr<Placer> make_learned_placer(TrainOptions options, std::function<std::unique_ptr<Agent>(const Problem&)> make_agent) {
+  return std::make_unique<LearnedPlacer>(std::move(options), std::move(make_agent));
+}
+
+}  // namespace placer::rl

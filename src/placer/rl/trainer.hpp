@@ -1,0 +1,77 @@
+// The training loop every learned placer shares (libtorch; internal to the rl layer): REINFORCE
+// with a moving-average baseline, K sampled placements per update, an entropy bonus, gradient-norm
+// clipping and Adam, against the simulator Environment. It honours the Budget (samples and/or
+// seconds, threads), reports progress to the Observer and stops when it asks, writes the learning
+// curve, keeps the best placement that fits, and checkpoints everything that decides the rest of
+// the run (policy, optimizer, random state, baseline, best, curve) so that a resumed search ends
+// where an uninterrupted one would. A new learned placer is an Agent plus a PlacerInfo.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "placer/algorithms/placer.hpp"
+#include "placer/rl/policy.hpp"
+
+namespace placer::rl {
+
+// A policy over placements: samples a batch, then gives the differentiable log-probability of each
+// sample of that batch.
+class Agent {
+ public:
+  virtual ~Agent() = default;
+  // Every trainable parameter (the optimizer's and the checkpoint's).
+  virtual torch::nn::Module& module() = 0;
+  // Draws k placements (one device per forward op each) with `rng`; remembers what log_probs needs.
+  virtual std::vector<std::vector<DeviceId>> sample(std::size_t k, std::mt19937_64& rng) = 0;
+  // Log-probabilities [k] of the last batch's samples and the mean entropy per decision.
+  virtual LogProbs log_probs() = 0;
+};
+
+struct TrainOptions {
+  std::string algo;                // written into checkpoints; a checkpoint of another algo is refused
+  std::size_t batch = 4;           // K: placements per update
+  double learning_rate = 0.1;
+  double entropy_weight = 0.0;
+  double baseline_decay = 0.9;
+  double clip_norm = 1.0;
+  double penalty = 2.0;            // factor on the step time of placements that do not fit
+  std::size_t checkpoint_every = 50;  // updates between checkpoints
+  std::size_t default_samples = 2000; // when the budget gives neither samples nor seconds
+};
+
+// Trains `agent` and returns the best placement that fits. Throws Error if none fit.
+PlacementResult train(const Problem& problem, const Budget& budget, Observer& observer, std::uint64_t seed,
+                      const TrainOptions& options, Agent& agent);
+
+// Options every learned placer takes, with their defaults; `read` fills TrainOptions from them.
+std::vector<OptionDoc> common_option_docs(const TrainOptions& defaults);
+TrainOptions read_common_options(const PlacerOptions& options, TrainOptions defaults);
+
+// Timing of the last train() call in this thread, for benchmarks and docs.
+struct TrainStats {
+  std::size_t samples = 0, updates = 0;
+  double wall_s = 0.0, policy_s = 0.0, simulation_s = 0.0, simulation_wait_s = 0.0;
+};
+TrainStats last_train_stats();
+
+}  // namespace placer::rl
+
+namespace placer::rl {
+// Options of the seq2seq placer (ColocRL, HDP): hidden, attention, tanh, temperature.
+std::vector<OptionDoc> seq2seq_option_docs(const Seq2SeqOptions& defaults);
+Seq2SeqOptions read_seq2seq_options(const PlacerOptions& options, Seq2SeqOptions defaults);
+}  // namespace placer::rl
+
+#include <functional>
+#include <memory>
+
+namespace placer::rl {
+// A Placer that seeds torch (torch::manual_seed(seed), one intra-op thread), builds its agent for
+// the problem, and trains it with `options`.
+std::unique_ptr<Placer> make_learned_placer(TrainOptions options, std::function<std::unique_ptr<Agent>(const Problem&)> make_agent);
+}  // namespace placer::rl

@@ -1,0 +1,488 @@
+// The classic placers on hand-drawn graphs with known placements: Accelerate's memory maps
+// (sequential, balanced), the human expert, and the METIS / Scotch partitioners; then every one of
+// them on real models.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "placer/algorithms/placer.hpp"
+#include "placer/io/model.hpp"
+#include "placer/util/error.hpp"
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+// "prefix" followed by the number (appended: GCC 12 warns, wrongly, about "literal" + std::string).
+std::string name_of(const char* prefix, int i) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  return s;
+}
+
+// cpu:0 (id 0) and n GPUs (ids 1..n) around one switch, like the k80 presets.
+Cluster cpu_and_gpus(int n, std::uint64_t gpu_memory, std::uint64_t cpu_memory = 1ull << 40, std::vector<double> gpu_flops = {},
+                     double cpu_flops = 1e11) {
+  std::vector<Device> devices{Device{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = cpu_flops,
+                                     .memory_bandwidth_bytes_per_s = 1e11, .memory_bytes = cpu_memory, .op_overhead_s = 0.0}};
+  for (int i = 0; i < n; ++i)
+    devices.push_back(Device{.name = name_of("gpu:", i), .kind = DeviceKind::gpu, .model = "t",
+                             .peak_flops = gpu_flops.empty() ? 1e12 : gpu_flops[i], .memory_bandwidth_bytes_per_s = 1e12,
+                             .memory_bytes = gpu_memory, .op_overhead_s = 0.0});
+  std::vector<Link> links;
+  for (const auto& d : devices)
+    links.push_back(Link{.a = d.name, .b = "sw", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 1e-6});
+  return Cluster::build("test", std::move(devices), {"sw"}, std::move(links));
+}
+
+constexpr DeviceId kCpu = 0, kGpu0 = 1, kGpu1 = 2, kGpu2 = 3;
+
+// A graph drawn op by op: u8 tensors sized in bytes; op times by name (GPUs; the CPU 10x slower),
+// or, with seconds < 0, priced by the roofline from `flops`.
+struct Sketch {
+  GraphBuilder b{"sketch"};
+  Profile profile;
+  TensorId tensor(const std::string& name, std::int64_t bytes, TensorKind kind = TensorKind::activation) {
+    return b.add_tensor(name, {bytes}, DType::u8, kind);
+  }
+  OpId op(const std::string& name, const std::string& type, std::vector<TensorId> in, std::vector<TensorId> out, double seconds,
+          std::string module = "", std::uint32_t call = 0, double flops = 1e6) {
+    if (seconds >= 0) {
+      profile.set_by_name(DeviceKind::gpu, name, seconds);
+      profile.set_by_name(DeviceKind::cpu, name, 10 * seconds);
+    }
+    OpSpec spec{.name = name, .type = type, .inputs = std::move(in), .outputs = std::move(out), .module = std::move(module), .call = call};
+    spec.work = OpWork{.flops = flops, .bytes_read = 0, .bytes_written = 0, .op_class = OpClass::matmul};
+    return b.add_op(std::move(spec));
+  }
+};
+
+struct Priced {
+  Graph g;
+  Cluster c;
+  CostTable costs;
+  Priced(Sketch&& s, Cluster cluster) : g(std::move(s.b).build()), c(std::move(cluster)), costs(g, c, CostModel::defaults(), &s.profile) {}
+  Problem problem(SimOptions sim = {}) const { return Problem{g, c, costs, std::move(sim)}; }
+  DeviceId at(const std::string& op, const PlacementResult& r) const { return r.forward_devices.at(g.find_op(op)); }
+};
+
+PlacementResult run(const std::string& algo, const Problem& p, std::map<std::string, std::string> options = {}, std::uint64_t seed = 1) {
+  NullObserver quiet;
+  return make_placer(algo, PlacerOptions(std::move(options)))->place(p, Budget{}, quiet, seed);
+}
+
+// Modules "m0".."m{n-1}" in a chain, one MatMul each with a parameter of `param_bytes`; 10-byte
+// activations, and a 10-byte data input read by m0.
+Sketch module_chain(int n, std::int64_t param_bytes, std::vector<double> seconds = {}) {
+  Sketch s;
+  TensorId prev = s.tensor("x", 10, TensorKind::data);
+  for (int i = 0; i < n; ++i) {
+    const std::string m = name_of("m", i);
+    TensorId w = s.tensor(m + ".w", param_bytes, TensorKind::parameter), out = s.tensor(m + ".out", 10);
+    s.op(m + "/MatMul", "MatMul", {prev, w}, {out}, seconds.empty() ? 1.0 : seconds[i], m);
+    prev = out;
+  }
+  return s;
+}
+
+std::vector<DeviceId> devices_of(const Priced& p, const PlacementResult& r, int n) {
+  std::vector<DeviceId> out;
+  for (int i = 0; i < n; ++i) out.push_back(p.at(name_of("m", i) + "/MatMul", r));
+  return out;
+}
+
+using ::testing::ElementsAre;
+
+// ---- sequential / balanced ----------------------------------------------------------------------
+
+// Each module holds 300 B (m0 also the 10 B data) and keeps room for its 10 B output.
+TEST(Sequential, FillsGpu0FirstThenTheNextGpu) {
+  Priced p(module_chain(4, 300), cpu_and_gpus(2, 1000));
+  const PlacementResult r = run("sequential", p.problem());
+  EXPECT_THAT(devices_of(p, r, 4), ElementsAre(kGpu0, kGpu0, kGpu0, kGpu1));
+  EXPECT_TRUE(r.sim.fits);
+}
+
+TEST(Sequential, OverflowsToTheCpu) {
+  Priced p(module_chain(4, 300), cpu_and_gpus(2, 500));
+  const PlacementResult r = run("sequential", p.problem());
+  EXPECT_THAT(devices_of(p, r, 4), ElementsAre(kGpu0, kGpu1, kCpu, kCpu));
+  EXPECT_TRUE(r.sim.fits);
+}
+
+TEST(Sequential, MaxMemoryFractionLowersEveryBudget) {
+  Priced p(module_chain(4, 300), cpu_and_gpus(2, 1000));
+  const PlacementResult r = run("sequential", p.problem(), {{"max-memory-fraction", "0.5"}});
+  EXPECT_THAT(devices_of(p, r, 4), ElementsAre(kGpu0, kGpu1, kCpu, kCpu));
+}
+
+// "big" (600 B) does not fit in a 500 B GPU: it is split into big.a and big.b. "leaf" (two ops,
+// 600 B, no child modules) cannot be split: it moves whole, past the GPUs, to the CPU.
+TEST(Sequential, SplitsAModuleTooBigIntoItsChildrenButNotALeafModule) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data);
+  auto add = [&](const std::string& name, const std::string& module, TensorId in) {
+    TensorId w = s.tensor(name + ".w", 300, TensorKind::parameter), out = s.tensor(name + ".out", 10);
+    s.op(name, "MatMul", {in, w}, {out}, 1.0, module);
+    return out;
+  };
+  TensorId t = add("big.a/MatMul", "big.a", x);
+  t = add("big.b/MatMul", "big.b", t);
+  t = add("leaf/MatMul1", "leaf", t);
+  add("leaf/MatMul2", "leaf", t);
+  Priced p(std::move(s), cpu_and_gpus(2, 500));
+  const PlacementResult r = run("sequential", p.problem());
+  EXPECT_EQ(p.at("big.a/MatMul", r), kGpu0);
+  EXPECT_EQ(p.at("big.b/MatMul", r), kGpu1);
+  EXPECT_EQ(p.at("leaf/MatMul1", r), kCpu);
+  EXPECT_EQ(p.at("leaf/MatMul2", r), kCpu);
+  EXPECT_TRUE(r.sim.fits);
+}
+
+TEST(Sequential, SaysClearlyWhenAModuleFitsNowhere) {
+  Priced p(module_chain(2, 300), cpu_and_gpus(2, 100, 100));
+  try {
+    run("sequential", p.problem());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("fits on no device"));
+  }
+}
+
+// 8 modules of 100 B (810 B in all) on two roomy GPUs: sequential keeps them all on gpu:0;
+// balanced caps gpu:0 at 810 / 2 + 1.25 x 101 (the mean leaf module) = 531 B: five modules.
+TEST(Balanced, SpreadsModulesOverTheGpusWhereSequentialFillsOne) {
+  Priced p(module_chain(8, 100), cpu_and_gpus(2, 1'000'000));
+  EXPECT_THAT(devices_of(p, run("sequential", p.problem()), 8), ::testing::Each(kGpu0));
+  const PlacementResult r = run("balanced", p.problem());
+  EXPECT_THAT(devices_of(p, r, 8), ElementsAre(kGpu0, kGpu0, kGpu0, kGpu0, kGpu0, kGpu1, kGpu1, kGpu1));
+  EXPECT_TRUE(r.sim.fits);
+}
+
+TEST(MemoryMaps, HonourMemoryInATrainingStep) {
+  // A training step adds saved activations and gradients: the maps must still fit.
+  GraphBuilder b("mlp");
+  TensorId x = b.add_tensor("x", {64, 256}, DType::f32, TensorKind::data);
+  for (int i = 0; i < 6; ++i) {
+    const std::string m = name_of("fc", i);
+    TensorId w = b.add_tensor(m + ".w", {256, 256}, DType::f32, TensorKind::parameter);
+    TensorId y = b.add_tensor(m + ".y", {64, 256}, DType::f32, TensorKind::activation);
+    OpSpec spec{.name = m + "/MatMul", .type = "MatMul", .inputs = {x, w}, .outputs = {y}, .module = m};
+    spec.work = OpWork{.flops = 2.0 * 64 * 256 * 256, .bytes_read = 0, .bytes_written = 0, .op_class = OpClass::matmul};
+    b.add_op(std::move(spec));
+    x = y;
+  }
+  b.mark_output(x);
+  const Graph step = derive_training_step(std::move(b).build(), Optimizer::sgd);
+  // About 1.6 MB of parameters, 0.4 MB of saved activations: 1.5 MB GPUs need two or three of them.
+  const Cluster c = cpu_and_gpus(3, 1'500'000);
+  const CostTable costs(step, c, CostModel::defaults());
+  const Problem problem{step, c, costs, {}};
+  for (const char* algo : {"sequential", "balanced", "expert", "metis", "scotch"}) {
+    const PlacementResult r = run(algo, problem);
+    EXPECT_TRUE(r.sim.fits) << algo << ": " << r.note;
+    std::set<DeviceId> used(r.forward_devices.begin(), r.forward_devices.end());
+    EXPECT_GE(used.size(), 2u) << algo;
+    EXPECT_EQ(used.count(kCpu), 0u) << algo;
+  }
+}
+
+// ---- expert ---------------------------------------------------------------------------------------
+
+// An LSTM language model in miniature, unrolled over 3 steps: an embedding lookup split into
+// steps, two layers of cells (Gemm, Sigmoid and Tanh gates, Mul), a projection per step, a Concat.
+Sketch tiny_lstm() {
+  Sketch s;
+  TensorId tokens = s.tensor("tokens", 12, TensorKind::data), table = s.tensor("embed.weight", 4000, TensorKind::parameter);
+  TensorId emb = s.tensor("emb", 300);
+  s.op("embed/Gather", "Gather", {table, tokens}, {emb}, 0.1, "embed");
+  std::vector<TensorId> steps;
+  for (int t = 0; t < 3; ++t) steps.push_back(s.tensor(name_of("emb_", t), 100));
+  s.op("Split", "Split", {emb}, steps, 0.1);
+  std::vector<TensorId> w, h(2, kNoId);
+  for (int l = 0; l < 2; ++l) w.push_back(s.tensor(name_of("cells.", l) + ".w", 1000, TensorKind::parameter));
+  TensorId proj_w = s.tensor("proj.weight", 2000, TensorKind::parameter);
+  std::vector<TensorId> logits;
+  for (int t = 0; t < 3; ++t) {
+    TensorId in = steps[t];
+    for (int l = 0; l < 2; ++l) {
+      const std::string p = name_of("cells.", l) + name_of("_", t) + "/";
+      const std::string module = name_of("cells.", l);
+      std::vector<TensorId> ins{in, w[l]};
+      if (h[l] != kNoId) ins.push_back(h[l]);
+      TensorId gates = s.tensor(p + "gates", 400), sig = s.tensor(p + "sig", 100), th = s.tensor(p + "tanh", 100), out = s.tensor(p + "h", 100);
+      s.op(p + "Gemm", "Gemm", ins, {gates}, 1.0, module, t);
+      s.op(p + "Sigmoid", "Sigmoid", {gates}, {sig}, 0.1, module, t);
+      s.op(p + "Tanh", "Tanh", {gates}, {th}, 0.1, module, t);
+      s.op(p + "Mul", "Mul", {sig, th}, {out}, 0.1, module, t);
+      h[l] = out;
+      in = out;
+    }
+    logits.push_back(s.tensor(name_of("logits_", t), 200));
+    s.op(name_of("proj_", t) + "/Gemm", "Gemm", {in, proj_w}, {logits.back()}, 0.5, "proj", t);
+  }
+  s.op("Concat", "Concat", logits, {s.tensor("out", 600)}, 0.1);
+  return s;
+}
+
+TEST(Expert, PutsOneLstmLayerPerGpuWithTheEmbeddingFirstAndTheSoftmaxLast) {
+  Priced p(tiny_lstm(), cpu_and_gpus(4, 1'000'000));
+  const PlacementResult r = run("expert", p.problem());
+  for (int t = 0; t < 3; ++t) {
+    const std::string step = name_of("_", t) + "/";
+    for (const char* op : {"Gemm", "Sigmoid", "Tanh", "Mul"}) {
+      EXPECT_EQ(p.at("cells.0" + step + op, r), kGpu0);
+      EXPECT_EQ(p.at("cells.1" + step + op, r), kGpu1);
+    }
+    EXPECT_EQ(p.at(name_of("proj_", t) + "/Gemm", r), kGpu1);
+  }
+  EXPECT_EQ(p.at("embed/Gather", r), kGpu0);
+  EXPECT_EQ(p.at("Split", r), kGpu0);
+  EXPECT_EQ(p.at("Concat", r), kGpu1);
+  EXPECT_TRUE(r.sim.fits);
+}
+
+TEST(Expert, OptionsMoveTheHeadAndTheEmbedding) {
+  Priced p(tiny_lstm(), cpu_and_gpus(4, 1'000'000));
+  const PlacementResult next = run("expert", p.problem(), {{"head", "next-gpu"}});
+  EXPECT_EQ(p.at("proj_2/Gemm", next), kGpu2);
+  EXPECT_EQ(p.at("cells.1_2/Gemm", next), kGpu1);
+  const PlacementResult cpu = run("expert", p.problem(), {{"head", "cpu"}, {"embedding", "cpu"}});
+  EXPECT_EQ(p.at("proj_0/Gemm", cpu), kCpu);
+  EXPECT_EQ(p.at("embed/Gather", cpu), kCpu);
+  EXPECT_EQ(p.at("cells.0_0/Gemm", cpu), kGpu0);
+  EXPECT_THROW(run("expert", p.problem(), {{"head", "gpu:7"}}), Error);
+}
+
+TEST(Expert, DealsLayersToGpusInTurnWhenThereAreMoreLayersThanGpus) {
+  Priced p(tiny_lstm(), cpu_and_gpus(1, 1'000'000));
+  const PlacementResult r = run("expert", p.problem());
+  EXPECT_EQ(p.at("cells.0_0/Gemm", r), kGpu0);
+  EXPECT_EQ(p.at("cells.1_0/Gemm", r), kGpu0);
+}
+
+TEST(Expert, KeepsAModelThatFitsOnOneGpu) {
+  Priced p(module_chain(4, 400), cpu_and_gpus(3, 1'000'000));
+  EXPECT_THAT(devices_of(p, run("expert", p.problem()), 4), ::testing::Each(kGpu0));
+}
+
+// 4 x 400 B of parameters in 1000 B GPUs: one GPU is not enough, two are (2 + 2 modules).
+TEST(Expert, SplitsConsecutiveLayersEvenlyOverAsFewGpusAsFit) {
+  Priced p(module_chain(4, 400), cpu_and_gpus(3, 1000));
+  const PlacementResult r = run("expert", p.problem());
+  EXPECT_THAT(devices_of(p, r, 4), ElementsAre(kGpu0, kGpu0, kGpu1, kGpu1));
+  EXPECT_TRUE(r.sim.fits);
+}
+
+// m0 takes 3 s, the others 1 s: split by compute ({m0} | {m1 m2 m3}) the second GPU overflows, so
+// the expert splits by memory instead.
+TEST(Expert, FallsBackToAMemoryBalancedSplitWhenTheComputeSplitOverflows) {
+  Priced p(module_chain(4, 400, {3.0, 1.0, 1.0, 1.0}), cpu_and_gpus(2, 1000));
+  const PlacementResult r = run("expert", p.problem());
+  EXPECT_THAT(devices_of(p, r, 4), ElementsAre(kGpu0, kGpu0, kGpu1, kGpu1));
+  EXPECT_TRUE(r.sim.fits);
+}
+
+// 3000 top-level ops of 100 B each (no modules): 300 kB over 120 kB GPUs takes three of them, each
+// a consecutive run of about 1000 ops.
+TEST(Expert, SplitsALongChainOfTopLevelOpsIntoConsecutiveRuns) {
+  Sketch s;
+  TensorId prev = s.tensor("x", 10, TensorKind::data);
+  for (int i = 0; i < 3000; ++i) {
+    TensorId w = s.tensor(name_of("w", i), 100, TensorKind::parameter), out = s.tensor(name_of("t", i), 10);
+    s.op(name_of("op", i), "MatMul", {prev, w}, {out}, 0.001);
+    prev = out;
+  }
+  Priced p(std::move(s), cpu_and_gpus(4, 120'000));
+  const PlacementResult r = run("expert", p.problem());
+  EXPECT_TRUE(r.sim.fits);
+  std::vector<DeviceId> runs{r.forward_devices[0]};
+  for (DeviceId d : r.forward_devices)
+    if (d != runs.back()) runs.push_back(d);
+  EXPECT_THAT(runs, ElementsAre(kGpu0, kGpu1, kGpu2));
+  for (DeviceId d : {kGpu0, kGpu1, kGpu2}) {
+    const auto ops = std::count(r.forward_devices.begin(), r.forward_devices.end(), d);
+    EXPECT_NEAR(static_cast<double>(ops), 1000.0, 10.0);
+  }
+}
+
+TEST(Expert, SaysClearlyWhenNoSplitFits) {
+  Priced p(module_chain(4, 400), cpu_and_gpus(2, 500));
+  EXPECT_THROW(run("expert", p.problem()), Error);
+}
+
+// ---- METIS and Scotch ------------------------------------------------------------------------------
+
+// Two independent chains of three 1 s ops joined by 1 MB tensors.
+Sketch two_chains() {
+  Sketch s;
+  for (const char* chain : {"a", "b"}) {
+    TensorId prev = s.tensor(std::string(chain) + "_in", 1000, TensorKind::data);
+    for (int i = 1; i <= 3; ++i) {
+      const std::string name = chain + std::to_string(i);
+      TensorId out = s.tensor(name + ".out", 1'000'000);
+      s.op(name, "MatMul", {prev}, {out}, 1.0);
+      prev = out;
+    }
+  }
+  return s;
+}
+
+class Partitioner : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Partitioner, SplitsTwoIndependentHeavyChainsOntoTwoGpus) {
+  for (const char* groups : {"op", "colocation"}) {
+    Priced p(two_chains(), cpu_and_gpus(2, 1'000'000'000));
+    const PlacementResult r = run(GetParam(), p.problem(), {{"groups", groups}});
+    const DeviceId a = p.at("a1", r), b = p.at("b1", r);
+    EXPECT_NE(a, b) << groups;
+    EXPECT_NE(a, kCpu) << groups;
+    EXPECT_NE(b, kCpu) << groups;
+    for (const char* op : {"a2", "a3"}) EXPECT_EQ(p.at(op, r), a) << groups;
+    for (const char* op : {"b2", "b3"}) EXPECT_EQ(p.at(op, r), b) << groups;
+    EXPECT_NEAR(r.sim.step_time_s, 3.0, 1e-9) << groups;
+  }
+}
+
+// Eight independent equal ops, a GPU three times faster than the other: about three quarters of
+// the ops go to the fast one.
+TEST_P(Partitioner, BalancesPartsByDeviceSpeed) {
+  Sketch s;
+  for (int i = 0; i < 8; ++i) {
+    const std::string n = std::to_string(i);
+    s.op("op" + n, "MatMul", {s.tensor("in" + n, 10, TensorKind::data)}, {s.tensor("out" + n, 10)}, -1, "", 0, 1e9);
+  }
+  Priced p(std::move(s), cpu_and_gpus(2, 1'000'000'000, 1ull << 40, {3e12, 1e12}));
+  const PlacementResult r = run(GetParam(), p.problem(), {{"groups", "op"}});
+  const auto fast = std::count(r.forward_devices.begin(), r.forward_devices.end(), kGpu0);
+  const auto slow = std::count(r.forward_devices.begin(), r.forward_devices.end(), kGpu1);
+  EXPECT_EQ(fast + slow, 8);
+  EXPECT_GE(fast, 5);
+  EXPECT_GE(slow, 1);
+}
+
+// Four 600 B modules, compute balanced 2 + 2 over GPUs of 1000 B and 1 MB: the repair pass moves a
+// module off the small GPU.
+TEST_P(Partitioner, RepairsAPartitionThatOverflowsAGpu) {
+  Cluster c = cpu_and_gpus(2, 1000);
+  std::vector<Device> devices(c.devices().begin(), c.devices().end());
+  devices[kGpu1].memory_bytes = 1'000'000;
+  std::vector<Link> links(c.links().begin(), c.links().end());
+  Priced p(module_chain(4, 600), Cluster::build("test", devices, {"sw"}, links));
+  const PlacementResult r = run(GetParam(), p.problem(), {{"groups", "op"}});
+  EXPECT_TRUE(r.sim.fits) << r.note;
+  EXPECT_LE(r.sim.devices[kGpu0].peak_memory_bytes, 1000u);
+  std::set<DeviceId> used(r.forward_devices.begin(), r.forward_devices.end());
+  EXPECT_EQ(used.count(kCpu), 0u);
+}
+
+TEST_P(Partitioner, HonoursTheMemoryFraction) {
+  Priced p(module_chain(4, 600), cpu_and_gpus(2, 2000));
+  SimOptions sim;
+  sim.memory_fraction = 0.5;
+  const PlacementResult r = run(GetParam(), p.problem(sim), {{"groups", "op"}});
+  EXPECT_TRUE(r.sim.fits) << r.note;
+  for (DeviceId d : {kGpu0, kGpu1}) EXPECT_LE(r.sim.devices[d].peak_memory_bytes, 1000u);
+}
+
+// A ladder of 60 ops: the same seed gives the same placement.
+TEST_P(Partitioner, IsDeterministicUnderASeed) {
+  Sketch s;
+  TensorId left = s.tensor("x", 1000, TensorKind::data), right = s.tensor("y", 1000, TensorKind::data);
+  for (int i = 0; i < 30; ++i) {
+    const std::string n = std::to_string(i);
+    TensorId l = s.tensor("l" + n, 1000 + 37 * i), r = s.tensor("r" + n, 2000 + 11 * i);
+    s.op("L" + n, "MatMul", i % 4 == 3 ? std::vector<TensorId>{left, right} : std::vector<TensorId>{left}, {l}, 1.0 + i % 3);
+    s.op("R" + n, "MatMul", {right}, {r}, 1.5);
+    left = l, right = r;
+  }
+  Priced p(std::move(s), cpu_and_gpus(4, 1'000'000'000));
+  for (std::uint64_t seed : {1u, 7u}) {
+    const PlacementResult a = run(GetParam(), p.problem(), {{"groups", "op"}}, seed);
+    const PlacementResult b = run(GetParam(), p.problem(), {{"groups", "op"}}, seed);
+    EXPECT_EQ(a.forward_devices, b.forward_devices) << "seed " << seed;
+    EXPECT_DOUBLE_EQ(a.sim.step_time_s, b.sim.step_time_s);
+  }
+}
+
+TEST_P(Partitioner, RejectsBadOptions) {
+  Priced p(two_chains(), cpu_and_gpus(2, 1'000'000'000));
+  EXPECT_THROW(run(GetParam(), p.problem(), {{"devices", "tpus"}}), Error);
+  EXPECT_THROW(run(GetParam(), p.problem(), {{"groups", "layers"}}), Error);
+  EXPECT_THROW(run(GetParam(), p.problem(), {{"max-groups", "-1"}}), Error);
+  EXPECT_THROW(run(GetParam(), p.problem(), {{"no-such-option", "1"}}), Error);
+}
+
+// With the CPU as fast as the GPU (by peak FLOP/s), 'all' splits the chains between them.
+TEST_P(Partitioner, UsesEveryDeviceWhenAsked) {
+  Priced p(two_chains(), cpu_and_gpus(1, 1'000'000'000, 1ull << 40, {}, 1e12));
+  const PlacementResult gpus = run(GetParam(), p.problem(), {{"groups", "op"}});
+  EXPECT_THAT(gpus.forward_devices, ::testing::Each(kGpu0));
+  const PlacementResult all = run(GetParam(), p.problem(), {{"groups", "op"}, {"devices", "all"}});
+  std::set<DeviceId> used(all.forward_devices.begin(), all.forward_devices.end());
+  EXPECT_EQ(used.size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Classic, Partitioner, ::testing::Values("metis", "scotch"));
+
+TEST(Registry, ClassicPlacersDocumentTheirOptions) {
+  for (const char* name : {"sequential", "balanced", "expert", "metis", "scotch"}) {
+    const PlacerInfo& info = find_placer(name);
+    EXPECT_FALSE(info.summary.empty()) << name;
+    EXPECT_FALSE(info.options.empty()) << name;
+    for (const auto& doc : info.options) EXPECT_FALSE(doc.help.empty()) << name << " " << doc.key;
+  }
+}
+
+// ---- real models -------------------------------------------------------------------------------------
+
+class ClassicRealModels : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ClassicRealModels, EveryClassicPlacerFitsOnK80x4) {
+  REQUIRE_SHARED_MODELS();
+  const Graph g = load_model(test::shared_model(GetParam()), ModelOptions{});
+  const Cluster c = cluster_preset("k80x4");
+  const CostTable costs(g, c, CostModel::defaults());
+  const Problem problem{g, c, costs, {}};
+  const PlacementResult single = run("single", problem);
+  std::printf("  %-14s %-10s step %8.2f ms\n", GetParam(), "single", single.sim.step_time_s * 1e3);
+  for (const char* algo : {"sequential", "balanced", "expert", "metis", "scotch"}) {
+    const PlacementResult r = run(algo, problem);
+    ASSERT_EQ(r.forward_devices.size(), g.num_forward_ops()) << algo;
+    EXPECT_TRUE(r.sim.fits) << algo << ": " << r.note;
+    std::set<DeviceId> used(r.forward_devices.begin(), r.forward_devices.end());
+    std::printf("  %-14s %-10s step %8.2f ms  devices %zu  fits %d  %s\n", GetParam(), algo, r.sim.step_time_s * 1e3, used.size(),
+                r.sim.fits ? 1 : 0, r.note.c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Classic, ClassicRealModels, ::testing::Values("inception_v3", "rnnlm"));
+
+TEST(ExpertRealModels, RnnlmGetsOneLayerPerGpu) {
+  REQUIRE_SHARED_MODELS();
+  const Graph g = load_model(test::shared_model("rnnlm"), ModelOptions{});
+  const Cluster c = cluster_preset("k80x4");
+  const CostTable costs(g, c, CostModel::defaults());
+  const PlacementResult r = run("expert", Problem{g, c, costs, {}});
+  const DeviceId gpu0 = c.device_id("gpu:0"), gpu1 = c.device_id("gpu:1");
+  std::size_t layer0 = 0, layer1 = 0;
+  for (OpId o = 0; o < g.num_forward_ops(); ++o) {
+    const std::string& m = g.module_name(g.op_module(o));
+    DeviceId expected = kNoId;
+    if (m == "cells.0" || m == "embed") expected = gpu0;
+    if (m == "cells.1" || m == "proj") expected = gpu1;
+    layer0 += m == "cells.0";
+    layer1 += m == "cells.1";
+    if (expected != kNoId) {
+      EXPECT_EQ(r.forward_devices[o], expected) << g.op_name(o);
+    }
+  }
+  EXPECT_GT(layer0, 100u);
+  EXPECT_GT(layer1, 100u);
+}
+
+}  // namespace
+}  // namespace placer

@@ -1,0 +1,263 @@
+// The list schedulers (critical-path, heft, m-topo, m-etf, m-sct) on hand-drawn graphs with known
+// best placements, under memory limits, and on real models.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+
+#include "algorithms/small_problems.hpp"
+#include "placer/io/model.hpp"
+#include "placer/util/error.hpp"
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+using test::Priced;
+using test::run_placer;
+using test::Sketch;
+using test::switch_gpus;
+using ::testing::DoubleNear;
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kTimeAware = {"critical-path", "heft", "m-etf", "m-sct"};
+const std::vector<std::string> kAll = {"critical-path", "heft", "m-topo", "m-etf", "m-sct"};
+
+// x -> a1 -> a2 -> a3 and y -> b1 -> b2 -> b3, every op 1 s, small tensors.
+Priced two_chains(int gpus = 2) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), y = s.tensor("y", 10, TensorKind::data);
+  TensorId prev_a = x, prev_b = y;
+  for (int i = 1; i <= 3; ++i) {
+    TensorId ta = s.tensor("ta" + std::to_string(i), 100), tb = s.tensor("tb" + std::to_string(i), 100);
+    s.op("a" + std::to_string(i), {prev_a}, {ta}, 1.0);
+    s.op("b" + std::to_string(i), {prev_b}, {tb}, 1.0);
+    prev_a = ta, prev_b = tb;
+  }
+  return Priced(std::move(s), switch_gpus(gpus));
+}
+
+// A parameter name gtest accepts: "m-etf" -> "m_etf".
+std::string test_name(const std::string& algo) {
+  std::string out = algo;
+  for (char& ch : out)
+    if (ch == '-') ch = '_';
+  return out;
+}
+
+class SchedTimeAware : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedTimeAware, PutsTwoIndependentHeavyChainsOnDifferentGpus) {
+  Priced pr = two_chains();
+  const PlacementResult r = run_placer(GetParam(), pr.problem());
+  const auto& d = r.forward_devices;  // ops alternate: a1 b1 a2 b2 a3 b3
+  ASSERT_EQ(d.size(), 6u);
+  EXPECT_EQ(d[0], d[2]);
+  EXPECT_EQ(d[2], d[4]);
+  EXPECT_EQ(d[1], d[3]);
+  EXPECT_EQ(d[3], d[5]);
+  EXPECT_NE(d[0], d[1]);
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(3.0, 1e-9));
+  EXPECT_TRUE(r.sim.fits);
+}
+
+TEST_P(SchedTimeAware, KeepsAForkWithHugeTensorsOnOneDevice) {
+  // a -> {b, c} -> d: running b and c apart saves 1 s but costs two 10 s transfers.
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), ta = s.tensor("ta", 10'000'000'000), tb = s.tensor("tb", 10'000'000'000),
+           tc = s.tensor("tc", 10'000'000'000), td = s.tensor("td", 10);
+  s.op("a", {x}, {ta}, 1.0);
+  s.op("b", {ta}, {tb}, 1.0);
+  s.op("c", {ta}, {tc}, 1.0);
+  s.op("d", {tb, tc}, {td}, 1.0);
+  Priced pr(std::move(s), switch_gpus(2));
+  const PlacementResult r = run_placer(GetParam(), pr.problem());
+  EXPECT_THAT(r.forward_devices, ::testing::Each(r.forward_devices[0]));
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(4.0, 1e-9));
+}
+
+TEST_P(SchedTimeAware, SplitsTwoChainsOfATrainingStepWithTheirGradientsAndUpdates) {
+  // Forward a1 -> a2 and b1 -> b2 with a parameter each; each backward op follows its forward op
+  // and each update its parameter's op. One chain per GPU: 4 x 1 s + 0.5 s of updates.
+  GraphBuilder b("step");
+  Profile profile;
+  auto t = [&](const std::string& name, TensorKind kind = TensorKind::activation) { return b.add_tensor(name, {100}, DType::u8, kind); };
+  auto op = [&](const std::string& name, std::vector<TensorId> in, std::vector<TensorId> out, double seconds, OpRole role,
+                OpId forward = kNoId, TensorId param = kNoId) {
+    profile.set_by_name(DeviceKind::gpu, name, seconds);
+    OpSpec spec{.name = name, .type = "Relu", .inputs = std::move(in), .outputs = std::move(out), .role = role, .forward_op = forward,
+                .param = param};
+    spec.work.op_class = OpClass::elementwise;
+    return b.add_op(std::move(spec));
+  };
+  std::vector<OpId> forward;
+  struct Chain {
+    TensorId in, w1, w2, h, out;
+  };
+  Chain c[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string n = i == 0 ? "a" : "b";
+    c[i] = {t(n + "x", TensorKind::data), t(n + "w1", TensorKind::parameter), t(n + "w2", TensorKind::parameter), t(n + "h"), t(n + "y")};
+  }
+  for (int i = 0; i < 2; ++i) {
+    const std::string n = i == 0 ? "a" : "b";
+    forward.push_back(op(n + "1", {c[i].in, c[i].w1}, {c[i].h}, 1.0, OpRole::forward));
+    forward.push_back(op(n + "2", {c[i].h, c[i].w2}, {c[i].out}, 1.0, OpRole::forward));
+    b.mark_output(c[i].out);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const std::string n = i == 0 ? "a" : "b";
+    TensorId gh = t(n + "gh"), gw2 = t(n + "gw2", TensorKind::gradient), gw1 = t(n + "gw1", TensorKind::gradient);
+    op(n + "2/grad", {c[i].out, c[i].h, c[i].w2}, {gh, gw2}, 1.0, OpRole::backward, forward[2 * i + 1]);
+    op(n + "1/grad", {gh, c[i].in, c[i].w1}, {gw1}, 1.0, OpRole::backward, forward[2 * i]);
+    op("update/" + n + "w2", {c[i].w2, gw2}, {}, 0.25, OpRole::update, kNoId, c[i].w2);
+    op("update/" + n + "w1", {c[i].w1, gw1}, {}, 0.25, OpRole::update, kNoId, c[i].w1);
+  }
+  b.set_num_forward_ops(4);
+  Graph g = std::move(b).build();
+  Cluster cluster = switch_gpus(2);
+  CostTable costs(g, cluster, CostModel::defaults(), &profile);
+  const Problem p{g, cluster, costs, {}};
+  const PlacementResult r = run_placer(GetParam(), p);
+  ASSERT_EQ(r.forward_devices.size(), 4u);
+  EXPECT_EQ(r.forward_devices[0], r.forward_devices[1]);
+  EXPECT_EQ(r.forward_devices[2], r.forward_devices[3]);
+  EXPECT_NE(r.forward_devices[0], r.forward_devices[2]);
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(4.5, 1e-9));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sched, SchedTimeAware, ::testing::ValuesIn(kTimeAware), [](const auto& info) { return test_name(info.param); });
+
+class SchedEvery : public ::testing::TestWithParam<std::string> {};
+
+// x -> c1 -> c2 -> c3 -> c4, each with a 1 MB parameter: on GPUs of 2.5 MB, two ops per GPU at most.
+Priced parameter_chain(std::uint64_t gpu_memory, int gpus = 2) {
+  Sketch s;
+  TensorId prev = s.tensor("x", 10, TensorKind::data);
+  for (int i = 1; i <= 4; ++i) {
+    TensorId w = s.tensor("w" + std::to_string(i), 1'000'000, TensorKind::parameter), out = s.tensor("t" + std::to_string(i), 10);
+    s.op("c" + std::to_string(i), {prev, w}, {out}, 1.0);
+    prev = out;
+  }
+  return Priced(std::move(s), switch_gpus(gpus, gpu_memory));
+}
+
+TEST_P(SchedEvery, HonoursACapacityThatForcesASplit) {
+  Priced pr = parameter_chain(2'500'000);
+  const PlacementResult r = run_placer(GetParam(), pr.problem());
+  EXPECT_TRUE(r.sim.fits);
+  for (const DeviceResult& d : r.sim.devices) EXPECT_LE(d.peak_memory_bytes, 2'500'000u);
+  EXPECT_EQ(std::count(r.forward_devices.begin(), r.forward_devices.end(), 0u), 2);
+  EXPECT_EQ(std::count(r.forward_devices.begin(), r.forward_devices.end(), 1u), 2);
+}
+
+TEST_P(SchedEvery, HonoursTheMemoryFraction) {
+  // 5 MB GPUs at 50%: the same split as 2.5 MB ones.
+  Priced pr = parameter_chain(5'000'000);
+  Problem p = pr.problem();
+  p.sim.memory_fraction = 0.5;
+  const PlacementResult r = run_placer(GetParam(), p);
+  EXPECT_TRUE(r.sim.fits);
+  EXPECT_EQ(std::count(r.forward_devices.begin(), r.forward_devices.end(), 0u), 2);
+}
+
+TEST_P(SchedEvery, SaysClearlyWhenTheParametersFitNowhere) {
+  Priced pr = parameter_chain(1'500'000);  // 4 MB of parameters, 3 MB of memory
+  try {
+    run_placer(GetParam(), pr.problem());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("do not fit"));
+    EXPECT_THAT(e.what(), HasSubstr(GetParam()));
+  }
+}
+
+TEST_P(SchedEvery, IsDeterministic) {
+  Priced pr = parameter_chain(2'500'000, 3);
+  Priced chains = two_chains(3);
+  EXPECT_EQ(run_placer(GetParam(), pr.problem(), {}, 1).forward_devices, run_placer(GetParam(), pr.problem(), {}, 2).forward_devices);
+  EXPECT_EQ(run_placer(GetParam(), chains.problem(), {}, 1).forward_devices,
+            run_placer(GetParam(), chains.problem(), {}, 7).forward_devices);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sched, SchedEvery, ::testing::ValuesIn(kAll), [](const auto& info) { return test_name(info.param); });
+
+TEST(SchedMTopo, FillsDevicesInTopologicalOrderUpToAnEqualShare) {
+  // Share = total / 2 + the largest family = 3 MB (and a few bytes): c1..c3 on gpu:0, c4 on gpu:1.
+  Priced pr = parameter_chain(1'000'000'000);
+  EXPECT_EQ(run_placer("m-topo", pr.problem()).forward_devices, (std::vector<DeviceId>{0, 0, 0, 1}));
+}
+
+TEST(SchedOptions, RejectsABadDevicesValue) {
+  EXPECT_THROW(make_placer("m-etf", PlacerOptions(std::map<std::string, std::string>{{"devices", "tpus"}})), Error);
+  EXPECT_THROW(make_placer("m-sct", PlacerOptions(std::map<std::string, std::string>{{"threshold", "2"}})), Error);
+  EXPECT_THROW(make_placer("heft", PlacerOptions(std::map<std::string, std::string>{{"pin-critical-path", "1"}})), Error);
+}
+
+TEST(SchedCriticalPath, PinningKeepsTheCriticalPathOnOneDevice) {
+  Priced pr = two_chains();
+  const PlacementResult r = run_placer("critical-path", pr.problem(), {}, 1, {{"pin-critical-path", "1"}});
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(3.0, 1e-9));
+}
+
+// Real models: every scheduler places Inception-V3 and the LSTM language model (training, SGD) on
+// four K80s within memory, and Baechi's m-ETF and m-SCT and HEFT do it in seconds.
+struct RealModel {
+  Graph graph;
+  Cluster cluster;
+  CostTable costs;
+  RealModel(const std::string& name, const std::string& preset)
+      : graph(load_model(test::shared_model(name), ModelOptions{})), cluster(cluster_preset(preset)),
+        costs(graph, cluster, CostModel::defaults()) {}
+  Problem problem() const { return Problem{graph, cluster, costs, {}}; }
+};
+
+const RealModel& real_model(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<RealModel>> cache;
+  auto& slot = cache[name];
+  if (!slot) slot = std::make_unique<RealModel>(name, "k80x4");
+  return *slot;
+}
+
+class SchedRealModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedRealModels, EverySchedulerFitsOnK80x4) {
+  REQUIRE_SHARED_MODELS();
+  const RealModel& m = real_model(GetParam());
+  for (const std::string& algo : kAll) {
+    SCOPED_TRACE(algo);
+    const auto start = std::chrono::steady_clock::now();
+    const PlacementResult r = run_placer(algo, m.problem());
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.forward_devices.size(), m.graph.num_forward_ops());
+    EXPECT_TRUE(r.sim.fits);
+    EXPECT_GT(r.sim.step_time_s, 0.0);
+    EXPECT_EQ(std::count(r.forward_devices.begin(), r.forward_devices.end(), m.cluster.device_id("cpu:0")), 0);
+    if (algo == "m-etf" || algo == "m-sct" || algo == "heft") {
+      EXPECT_LT(wall_s, 5.0);
+    }
+  }
+}
+
+TEST_P(SchedRealModels, EverySchedulerSpreadsAModelThatFitsOnNoSingleGpu) {
+  REQUIRE_SHARED_MODELS();
+  const RealModel& m = real_model(GetParam());
+  Problem p = m.problem();
+  // Too little memory on each GPU for the whole step: the fraction that one GPU's peak exceeds.
+  Evaluator eval(p);
+  const std::vector<DeviceId> on_one(m.graph.num_forward_ops(), m.cluster.device_id("gpu:0"));
+  const double peak = static_cast<double>(eval.evaluate(on_one).devices[m.cluster.device_id("gpu:0")].peak_memory_bytes);
+  p.sim.memory_fraction = 0.6 * peak / static_cast<double>(m.cluster.device(m.cluster.device_id("gpu:0")).memory_bytes);
+  for (const std::string& algo : kAll) {
+    SCOPED_TRACE(algo);
+    const PlacementResult r = run_placer(algo, p);
+    EXPECT_TRUE(r.sim.fits);
+    for (const DeviceResult& d : r.sim.devices) EXPECT_LE(d.peak_memory_bytes, d.capacity_bytes);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sched, SchedRealModels, ::testing::Values("inception_v3", "rnnlm"));
+
+}  // namespace
+}  // namespace placer

@@ -1,0 +1,260 @@
+// The search placers: `optimal` against brute force, every heuristic's gap to the optimum, and
+// local search (reaches the optimum, drives memory down, deterministic whatever the threads).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+
+#include "algorithms/small_problems.hpp"
+#include "placer/io/model.hpp"
+#include "placer/util/error.hpp"
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+using test::Priced;
+using test::run_placer;
+using test::Sketch;
+using test::switch_gpus;
+using ::testing::DoubleNear;
+using ::testing::HasSubstr;
+using Options = std::map<std::string, std::string>;
+
+// Eight ops with uneven work and tensors: a fans out to b, c, d and g; b's output is large.
+//   a(1) -> b(2) -> e(1) -> f(0.5) -> h(0.3)
+//        -> c(1.5) -^    d(1) -^    g(0.7) -^
+Priced uneven_graph(int gpus) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), ta = s.tensor("ta", 100'000'000), tb = s.tensor("tb", 1'000'000'000),
+           tc = s.tensor("tc", 10'000'000), td = s.tensor("td", 10'000'000), te = s.tensor("te", 1'000'000), tf = s.tensor("tf", 10),
+           tg = s.tensor("tg", 100'000), th = s.tensor("th", 10);
+  s.op("a", {x}, {ta}, 1.0);
+  s.op("b", {ta}, {tb}, 2.0);
+  s.op("c", {ta}, {tc}, 1.5);
+  s.op("d", {ta}, {td}, 1.0);
+  s.op("e", {tb, tc}, {te}, 1.0);
+  s.op("f", {te, td}, {tf}, 0.5);
+  s.op("g", {ta}, {tg}, 0.7);
+  s.op("h", {tg, tf}, {th}, 0.3);
+  return Priced(std::move(s), switch_gpus(gpus));
+}
+
+// Two stacked recurrent layers, four steps each (every cell 1 s): cell (l, t) reads (l, t-1) and
+// (l-1, t); the tensors take 0.3 s to cross. One layer per GPU pipelines the steps.
+Priced ladder(int gpus) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data);
+  std::vector<TensorId> below(4, x);
+  for (int layer = 0; layer < 2; ++layer) {
+    TensorId prev = x;
+    for (int t = 0; t < 4; ++t) {
+      const std::string name = "l" + std::to_string(layer) + "t" + std::to_string(t);
+      TensorId out = s.tensor(name + "/out", 300'000'000);
+      s.op(name, {prev, below[t]}, {out}, 1.0);
+      prev = below[t] = out;
+    }
+  }
+  return Priced(std::move(s), switch_gpus(gpus));
+}
+
+// x -> c1 -> c2 -> c3 -> c4, each with a 1 MB parameter.
+Priced parameter_chain(std::uint64_t gpu_memory) {
+  Sketch s;
+  TensorId prev = s.tensor("x", 10, TensorKind::data);
+  for (int i = 1; i <= 4; ++i) {
+    TensorId w = s.tensor("w" + std::to_string(i), 1'000'000, TensorKind::parameter), out = s.tensor("t" + std::to_string(i), 10);
+    s.op("c" + std::to_string(i), {prev, w}, {out}, 1.0);
+    prev = out;
+  }
+  return Priced(std::move(s), switch_gpus(2, gpu_memory));
+}
+
+TEST(OptimalExhaustive, FindsTheBruteForceOptimum) {
+  for (int gpus : {2, 3}) {
+    SCOPED_TRACE(gpus);
+    Priced pr = uneven_graph(gpus);
+    const test::BruteForce truth = test::brute_force(pr.problem());
+    const PlacementResult r = run_placer("optimal", pr.problem(), {}, 1, {{"groups", "op"}});
+    EXPECT_THAT(r.sim.step_time_s, DoubleNear(truth.step_time_s, 1e-12));
+    EXPECT_TRUE(r.sim.fits);
+    EXPECT_THAT(r.note, HasSubstr("exhaustive"));
+  }
+}
+
+TEST(OptimalExhaustive, DoesNotDependOnThreads) {
+  Priced pr = uneven_graph(3);
+  const Options op{{"groups", "op"}};
+  EXPECT_EQ(run_placer("optimal", pr.problem(), {.threads = 1}, 1, op).forward_devices,
+            run_placer("optimal", pr.problem(), {.threads = 2}, 1, op).forward_devices);
+}
+
+TEST(OptimalExhaustive, HonoursMemory) {
+  Priced pr = parameter_chain(2'500'000);
+  const PlacementResult r = run_placer("optimal", pr.problem(), {}, 1, {{"groups", "op"}});
+  EXPECT_TRUE(r.sim.fits);
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(test::brute_force(pr.problem()).step_time_s, 1e-12));
+}
+
+TEST(OptimalIp, SolvesTheLoadAndCommunicationModel) {
+  // Two independent chains: the model's optimum (one chain per GPU, no edge cut) is the true one.
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), y = s.tensor("y", 10, TensorKind::data);
+  TensorId pa = x, pb = y;
+  for (int i = 1; i <= 3; ++i) {
+    TensorId ta = s.tensor("ta" + std::to_string(i), 1000), tb = s.tensor("tb" + std::to_string(i), 1000);
+    s.op("a" + std::to_string(i), {pa}, {ta}, 1.0);
+    s.op("b" + std::to_string(i), {pb}, {tb}, 1.0);
+    pa = ta, pb = tb;
+  }
+  Priced pr(std::move(s), switch_gpus(2));
+  const PlacementResult r = run_placer("optimal", pr.problem(), {}, 1, {{"groups", "op"}, {"method", "ip"}});
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(3.0, 1e-9));
+  EXPECT_THAT(r.note, HasSubstr("integer program"));
+}
+
+TEST(OptimalIp, HonoursMemory) {
+  Priced pr = parameter_chain(2'500'000);
+  const PlacementResult r = run_placer("optimal", pr.problem(), {}, 1, {{"groups", "op"}, {"method", "ip"}});
+  EXPECT_TRUE(r.sim.fits);
+  for (const DeviceResult& d : r.sim.devices) EXPECT_LE(d.peak_memory_bytes, 2'500'000u);
+}
+
+TEST(OptimalErrors, SaysClearlyWhenTheProblemIsTooLarge) {
+  Priced five = uneven_graph(5);
+  EXPECT_THAT([&] { run_placer("optimal", five.problem(), {}, 1, {{"groups", "op"}}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("too large")));
+  Priced two = uneven_graph(2);
+  const Options small_limit{{"groups", "op"}, {"method", "exhaustive"}, {"max-evaluations", "100"}};
+  EXPECT_THAT([&] { run_placer("optimal", two.problem(), {}, 1, small_limit); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("too large")));
+  EXPECT_THROW(make_placer("optimal", PlacerOptions(Options{{"method", "guess"}})), Error);
+  Priced tight = parameter_chain(1'500'000);
+  EXPECT_THAT([&] { run_placer("optimal", tight.problem(), {}, 1, {{"groups", "op"}}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("fits in memory")));
+}
+
+// Every heuristic against the optimum on the uneven graph (3 GPUs) and the ladder (2 GPUs): the
+// gaps are printed; ours must be within twice the optimum, and local search must reach it.
+class SearchGap : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SearchGap, EveryHeuristicIsWithinTwiceTheOptimum) {
+  Priced pr = GetParam() == "uneven" ? uneven_graph(3) : ladder(2);
+  const double best = run_placer("optimal", pr.problem(), {}, 1, {{"groups", "op"}}).sim.step_time_s;
+  EXPECT_THAT(best, DoubleNear(test::brute_force(pr.problem()).step_time_s, 1e-12));
+  std::printf("  %s: optimum %.4f s\n", GetParam().c_str(), best);
+  const std::vector<std::string> ours = {"critical-path", "heft", "m-topo", "m-etf", "m-sct"};
+  for (const PlacerInfo& info : placer_registry()) {
+    if (info.name == "optimal" || info.family == "learned") continue;
+    Options options;
+    if (info.name == "local-search") options = {{"groups", "op"}};
+    const PlacementResult r = run_placer(info.name, pr.problem(), {.samples = 2000, .threads = 2}, 1, options);
+    std::printf("  %-14s %.4f s  gap %5.1f%%\n", info.name.c_str(), r.sim.step_time_s, 100.0 * (r.sim.step_time_s / best - 1.0));
+    const bool mine = std::find(ours.begin(), ours.end(), info.name) != ours.end();
+    if (mine) {
+      EXPECT_LE(r.sim.step_time_s, 2.0 * best) << info.name;
+    }
+    if (info.name == "local-search") {
+      EXPECT_THAT(r.sim.step_time_s, DoubleNear(best, 1e-12));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Search, SearchGap, ::testing::Values("uneven", "ladder"));
+
+TEST(LocalSearch, ReachesTheOptimumFromAPoorStart) {
+  Priced pr = uneven_graph(2);
+  const double best = test::brute_force(pr.problem()).step_time_s;
+  const PlacementResult r = run_placer("local-search", pr.problem(), {.samples = 2000, .threads = 2}, 3,
+                                       {{"groups", "op"}, {"init", "single"}});
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(best, 1e-12));
+  EXPECT_THAT(r.note, HasSubstr("from single"));
+}
+
+TEST(LocalSearch, IsDeterministicUnderASeedWhateverTheThreads) {
+  Priced pr = uneven_graph(3);
+  const Options op{{"groups", "op"}, {"init", "m-topo"}, {"chains", "4"}};
+  const PlacementResult one = run_placer("local-search", pr.problem(), {.samples = 300, .threads = 1}, 11, op);
+  const PlacementResult two = run_placer("local-search", pr.problem(), {.samples = 300, .threads = 2}, 11, op);
+  const PlacementResult again = run_placer("local-search", pr.problem(), {.samples = 300, .threads = 2}, 11, op);
+  EXPECT_EQ(one.forward_devices, two.forward_devices);
+  EXPECT_EQ(two.forward_devices, again.forward_devices);
+  EXPECT_EQ(one.samples, two.samples);
+  EXPECT_DOUBLE_EQ(one.sim.step_time_s, two.sim.step_time_s);
+}
+
+TEST(LocalSearch, DrivesMemoryDownFromAStartThatDoesNotFit) {
+  // `single` cannot fit four 1 MB parameters on a 2.5 MB GPU: it shows the fastest device anyway.
+  Priced pr = parameter_chain(2'500'000);
+  ASSERT_FALSE(run_placer("single", pr.problem()).sim.fits);
+  const PlacementResult r =
+      run_placer("local-search", pr.problem(), {.samples = 400, .threads = 1}, 1, {{"groups", "op"}, {"init", "single"}});
+  EXPECT_TRUE(r.sim.fits);
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(test::brute_force(pr.problem()).step_time_s, 1e-12));
+}
+
+class CountingObserver final : public Observer {
+ public:
+  explicit CountingObserver(bool stop) : stop_(stop) {}
+  void on_progress(const Progress& p) override {
+    ++calls;
+    last = p;
+  }
+  bool stop_requested() const override { return stop_; }
+  int calls = 0;
+  Progress last;
+
+ private:
+  bool stop_;
+};
+
+TEST(LocalSearch, ReportsProgressAndStopsWhenAsked) {
+  Priced pr = uneven_graph(3);
+  CountingObserver watching(false);
+  const PlacementResult r = make_placer("local-search", PlacerOptions(Options{{"groups", "op"}}))
+                                ->place(pr.problem(), {.samples = 500, .threads = 1}, watching, 1);
+  EXPECT_GT(watching.calls, 0);
+  EXPECT_EQ(watching.last.samples_total, 500u);
+  EXPECT_GT(watching.last.best_step_time_s, 0.0);
+
+  CountingObserver stopping(true);
+  const PlacementResult stopped = make_placer("local-search", PlacerOptions(Options{{"groups", "op"}}))
+                                      ->place(pr.problem(), {.samples = 1'000'000, .threads = 1}, stopping, 1);
+  EXPECT_THAT(stopped.note, HasSubstr("stopped early"));
+  EXPECT_LT(stopped.samples, 1000u);
+  EXPECT_TRUE(stopped.sim.fits);
+}
+
+TEST(LocalSearch, RejectsBadOptions) {
+  EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"chains", "0"}})), Error);
+  EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"init", "local-search"}})), Error);
+  Priced pr = uneven_graph(2);
+  EXPECT_THROW(run_placer("local-search", pr.problem(), {.samples = 10}, 1, {{"init", "no-such-algorithm"}}), Error);
+}
+
+// Real models: local search and the optimum (integer program: 4 GPUs, 12 groups) on Inception-V3
+// and the LSTM language model, training on four K80s.
+class SearchRealModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SearchRealModels, PlaceWithinMemoryOnK80x4) {
+  REQUIRE_SHARED_MODELS();
+  const Graph graph = load_model(test::shared_model(GetParam()), ModelOptions{});
+  const Cluster cluster = cluster_preset("k80x4");
+  const CostTable costs(graph, cluster, CostModel::defaults());
+  const Problem p{graph, cluster, costs, {}};
+  const double start_time = run_placer("m-etf", p).sim.step_time_s;
+  const PlacementResult searched = run_placer("local-search", p, {.samples = 300, .threads = 2}, 1);
+  EXPECT_EQ(searched.forward_devices.size(), graph.num_forward_ops());
+  EXPECT_TRUE(searched.sim.fits);
+  EXPECT_LE(searched.sim.step_time_s, start_time);
+  const PlacementResult best = run_placer("optimal", p, {.threads = 2}, 1);
+  EXPECT_EQ(best.forward_devices.size(), graph.num_forward_ops());
+  EXPECT_TRUE(best.sim.fits);
+  EXPECT_THAT(best.note, HasSubstr("integer program"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Search, SearchRealModels, ::testing::Values("inception_v3", "rnnlm"));
+
+}  // namespace
+}  // namespace placer

@@ -1,0 +1,79 @@
+// Hand-drawn problems for the scheduler and search tests: a graph written op by op with exact op
+// times (a profile by op name), on n identical GPUs around one switch.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "placer/algorithms/placer.hpp"
+#include "placer/cost/cost_model.hpp"
+
+namespace placer::test {
+
+// n GPUs, each linked to one switch: a transfer crosses two hops of `bandwidth` and `latency`.
+inline Cluster switch_gpus(int n, std::uint64_t memory_bytes = 1'000'000'000'000, double bandwidth = 1e9, double latency = 1e-6) {
+  std::vector<Device> devices;
+  std::vector<Link> links;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "gpu:" + std::to_string(i);
+    devices.push_back(Device{.name = name, .kind = DeviceKind::gpu, .model = "test", .peak_flops = 1e12,
+                             .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = memory_bytes, .op_overhead_s = 0.0, .streams = 1});
+    links.push_back(Link{.name = "l" + std::to_string(i), .a = name, .b = "sw", .bandwidth_ab_bytes_per_s = bandwidth,
+                         .bandwidth_ba_bytes_per_s = bandwidth, .latency_s = latency});
+  }
+  return Cluster::build("test", std::move(devices), {"sw"}, std::move(links));
+}
+
+// A graph written op by op; every op gets a fixed time on GPUs through a profile.
+struct Sketch {
+  GraphBuilder b{"sketch"};
+  Profile profile;
+  TensorId tensor(const std::string& name, std::int64_t bytes, TensorKind kind = TensorKind::activation) {
+    return b.add_tensor(name, {bytes}, DType::u8, kind);
+  }
+  OpId op(const std::string& name, std::vector<TensorId> in, std::vector<TensorId> out, double seconds) {
+    profile.set_by_name(DeviceKind::gpu, name, seconds);
+    OpSpec spec{.name = name, .type = "Relu", .inputs = std::move(in), .outputs = std::move(out)};
+    spec.work.op_class = OpClass::elementwise;
+    return b.add_op(std::move(spec));
+  }
+};
+
+// A sketch priced on a cluster: owns what a Problem borrows.
+struct Priced {
+  Graph graph;
+  Cluster cluster;
+  CostTable costs;
+  Priced(Sketch&& s, Cluster c)
+      : graph(std::move(s.b).build()), cluster(std::move(c)), costs(graph, cluster, CostModel::defaults(), &s.profile) {}
+  Problem problem() const { return Problem{graph, cluster, costs, {}}; }
+};
+
+inline PlacementResult run_placer(const std::string& name, const Problem& p, Budget budget = {}, std::uint64_t seed = 1,
+                                  std::map<std::string, std::string> options = {}) {
+  NullObserver quiet;
+  return make_placer(name, PlacerOptions(std::move(options)))->place(p, budget, quiet, seed);
+}
+
+// The best placement that fits, by trying every one (devices^forward ops).
+struct BruteForce {
+  double step_time_s = 0.0;
+  std::vector<DeviceId> devices;
+};
+inline BruteForce brute_force(const Problem& p) {
+  const std::size_t nf = p.graph.num_forward_ops(), nd = p.cluster.num_devices();
+  Evaluator eval(p);
+  std::vector<DeviceId> fwd(nf, 0);
+  BruteForce best{.step_time_s = -1.0};
+  for (;;) {
+    const SimResult& r = eval.evaluate(fwd);
+    if (r.fits && (best.step_time_s < 0 || r.step_time_s < best.step_time_s)) best = {r.step_time_s, fwd};
+    std::size_t i = 0;
+    while (i < nf && ++fwd[i] == nd) fwd[i++] = 0;
+    if (i == nf) break;
+  }
+  return best;
+}
+
+}  // namespace placer::test

@@ -1,0 +1,354 @@
+// The executor runs a placement as a single device would: outputs (inference) and updated
+// parameters (training) are the same under every placement. Multi-device placements run on a
+// "virtual" cluster (cpu:0, cpu:1, gpu:0 all on the host, ExecOptions::all_on_cpu), so tensors read
+// on another device still go through the copy path.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <torch/cuda.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "placer/exec/exec.hpp"
+#include "placer/sim/placement.hpp"
+#include "placer/util/error.hpp"
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+using exec::ExecOptions;
+using exec::Executor;
+
+Cluster virtual_cluster() {
+  auto dev = [](std::string name, DeviceKind kind) { return Device{name, kind, "virtual", 1e11, 1e10, 8ull << 30, 1e-6, 1}; };
+  return Cluster::build("virtual", {dev("cpu:0", DeviceKind::cpu), dev("cpu:1", DeviceKind::cpu), dev("gpu:0", DeviceKind::gpu)},
+                        {"bus"},
+                        {Link{"a", "cpu:0", "bus", 1e10, 1e10, 1e-6}, Link{"b", "cpu:1", "bus", 1e10, 1e10, 1e-6},
+                         Link{"c", "gpu:0", "bus", 1e10, 1e10, 1e-6}});
+}
+
+using PlaceFn = std::function<DeviceId(const Graph&, OpId)>;
+DeviceId all_first(const Graph&, OpId) { return 0; }
+DeviceId round_robin(const Graph&, OpId op) { return op % 3; }
+DeviceId halves(const Graph& g, OpId op) { return op < g.num_ops() / 2 ? 1 : 2; }
+
+Executor make(const std::string& path, Mode mode, const PlaceFn& place, Optimizer opt = Optimizer::sgd) {
+  ModelOptions options;
+  options.mode = Mode::inference;
+  const Graph fwd = load_forward_graph(path, options);
+  std::vector<DeviceId> devices(fwd.num_ops());
+  for (OpId op = 0; op < fwd.num_ops(); ++op) devices[op] = place(fwd, op);
+  options.mode = mode;
+  options.optimizer = opt;
+  return Executor(path, options, virtual_cluster(), devices,
+                  ExecOptions{.mode = mode, .optimizer = opt, .seed = 7, .all_on_cpu = true});
+}
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, double tolerance, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  double worst = 0, scale = 1e-6;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(a[i])));
+  }
+  EXPECT_LE(worst, tolerance * scale) << what << ": largest difference " << worst << " at scale " << scale;
+}
+
+// Inference outputs under each placement equal the single-device run's.
+void check_inference(const std::string& model, std::vector<PlaceFn> placements) {
+  const std::string path = test::shared_model(model);
+  Executor reference = make(path, Mode::inference, all_first);
+  reference.step();
+  const auto expected = reference.output_values();
+  ASSERT_FALSE(expected.empty());
+  for (std::size_t p = 0; p < placements.size(); ++p) {
+    Executor ex = make(path, Mode::inference, placements[p]);
+    ex.step();
+    EXPECT_GT(ex.copies_last_step(), 0u) << model << " placement " << p << " should copy tensors between devices";
+    const auto got = ex.output_values();
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) expect_close(got[i], expected[i], 1e-4, model + " output " + std::to_string(i));
+  }
+}
+
+TEST(Executor, CifarnetInferenceIsPlacementIndependent) {
+  REQUIRE_SHARED_MODELS();
+  check_inference("cifarnet", {round_robin, halves});
+}
+
+// The larger shared models take tens of seconds per forward pass on a 2-core CPU (Debian's libtorch
+// convolves through im2col + OpenBLAS): they run when PLACER_EXEC_LARGE is set.
+#define REQUIRE_LARGE()                                                                             \
+  do {                                                                                              \
+    REQUIRE_SHARED_MODELS();                                                                        \
+    if (!std::getenv("PLACER_EXEC_LARGE")) GTEST_SKIP() << "set PLACER_EXEC_LARGE=1 to run the larger shared models"; \
+  } while (0)
+
+TEST(Executor, PreparesEverySharedModel) {
+  REQUIRE_SHARED_MODELS();
+  // Every op type maps to libtorch and every constant subgraph folds (no step is run).
+  for (const char* model : {"cifarnet", "resnet50", "inception_v3", "vgg16", "bert_base", "gpt2", "rnnlm", "nmt", "nasnet_large"}) {
+    const std::string path = test::shared_model(model);
+    ModelOptions options;
+    options.mode = Mode::inference;
+    const std::size_t n = load_forward_graph(path, options).num_ops();
+    EXPECT_NO_THROW(Executor(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0),
+                             ExecOptions{.mode = Mode::inference, .all_on_cpu = true}))
+        << model;
+  }
+}
+
+TEST(Executor, Resnet50InferenceIsPlacementIndependent) {
+  REQUIRE_LARGE();
+  check_inference("resnet50", {halves});
+}
+
+TEST(Executor, BertInferenceIsPlacementIndependent) {
+  REQUIRE_LARGE();
+  check_inference("bert_base", {round_robin});
+}
+
+TEST(Executor, RnnlmInferenceIsPlacementIndependent) {
+  REQUIRE_LARGE();
+  check_inference("rnnlm", {halves});
+}
+
+TEST(Executor, CifarnetTrainingStepUpdatesParametersAlikeUnderEveryPlacement) {
+  REQUIRE_SHARED_MODELS();
+  const std::string path = test::shared_model("cifarnet");
+  for (Optimizer opt : {Optimizer::sgd, Optimizer::adam}) {
+    Executor reference = make(path, Mode::training, all_first, opt);
+    const std::vector<std::string> names = reference.parameter_names();
+    ASSERT_EQ(names.size(), 10u);
+    const std::vector<float> before = reference.parameter_value(names[0]);
+    reference.step();
+    EXPECT_NE(reference.parameter_value(names[0]), before) << "the optimizer step changes parameters";
+    for (const PlaceFn& place : {PlaceFn(round_robin), PlaceFn(halves)}) {
+      Executor ex = make(path, Mode::training, place, opt);
+      ex.step();
+      EXPECT_NEAR(ex.last_loss(), reference.last_loss(), 1e-4 * std::fabs(reference.last_loss()) + 1e-6);
+      for (const auto& name : names) expect_close(ex.parameter_value(name), reference.parameter_value(name), 1e-4, name);
+    }
+  }
+}
+
+// ---- Small ONNX models written here: op coverage and errors ----------------------------------------
+
+struct TinyModel {
+  onnx::ModelProto m;
+  TinyModel() {
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    m.mutable_graph()->set_name("tiny");
+  }
+  void input(const std::string& name, std::vector<std::int64_t> dims, int type = onnx::TensorProto::FLOAT) {
+    auto* vi = m.mutable_graph()->add_input();
+    vi->set_name(name);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+    for (auto d : dims) vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  void output(const std::string& name, std::vector<std::int64_t> dims) {
+    auto* vi = m.mutable_graph()->add_output();
+    vi->set_name(name);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  onnx::NodeProto* node(const std::string& type, const std::string& name, std::vector<std::string> in, std::vector<std::string> out) {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(type);
+    n->set_name(name);
+    for (auto& s : in) n->add_input(s);
+    for (auto& s : out) n->add_output(s);
+    return n;
+  }
+  void constant(const std::string& out, std::vector<std::int64_t> values) {
+    auto* n = node("Constant", "/c/" + out, {}, {out});
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+    a->mutable_t()->add_dims(static_cast<std::int64_t>(values.size()));
+    for (auto v : values) a->mutable_t()->add_int64_data(v);
+  }
+  std::string save(const std::string& file) {
+    auto path = (std::filesystem::temp_directory_path() / file).string();
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+    return path;
+  }
+};
+
+void set_int(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<std::int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+
+// Conv + BatchNorm (training: batch statistics) + Pad + Slice + Split + Concat + Transpose + Reshape
+// + Gather + Trilu + Softmax + Gemm, on two devices.
+std::string coverage_model() {
+  TinyModel t;
+  t.input("x", {4, 3, 8, 8});
+  t.input("w", {6, 3, 3, 3});
+  t.input("bn_scale", {6});
+  t.input("bn_bias", {6});
+  t.input("bn_mean", {6});
+  t.input("bn_var", {6});
+  t.input("fc", {6, 5});
+  auto* conv = t.node("Conv", "/conv/Conv", {"x", "w"}, {"c"});
+  set_ints(conv, "pads", {1, 1, 1, 1});
+  t.node("BatchNormalization", "/bn/BatchNormalization", {"c", "bn_scale", "bn_bias", "bn_mean", "bn_var"}, {"b"});
+  t.node("Relu", "/Relu", {"b"}, {"r"});
+  t.constant("pads", {0, 0, 1, 0, 0, 0, 0, 1});
+  t.node("Pad", "/Pad", {"r", "pads"}, {"p"});                       // 4x6x9x9
+  t.constant("starts", {0}), t.constant("ends", {8}), t.constant("axes", {2});
+  t.node("Slice", "/Slice", {"p", "starts", "ends", "axes"}, {"s"});  // 4x6x8x9
+  t.constant("split", {4, 5});
+  auto* split = t.node("Split", "/Split", {"s", "split"}, {"s1", "s2"});
+  set_int(split, "axis", 3);
+  auto* cat = t.node("Concat", "/Concat", {"s2", "s1"}, {"k"});       // 4x6x8x9
+  set_int(cat, "axis", 3);
+  t.node("GlobalAveragePool", "/pool/GlobalAveragePool", {"k"}, {"g"});
+  auto* flat = t.node("Flatten", "/Flatten", {"g"}, {"f"});           // 4x6
+  set_int(flat, "axis", 1);
+  t.node("MatMul", "/fc/MatMul", {"f", "fc"}, {"y"});                 // 4x5
+  t.constant("idx", {3, 0, 1});
+  auto* gather = t.node("Gather", "/Gather", {"y", "idx"}, {"gy"});   // 3x5
+  set_int(gather, "axis", 0);
+  auto* tr = t.node("Transpose", "/Transpose", {"gy"}, {"ty"});       // 5x3
+  set_ints(tr, "perm", {1, 0});
+  t.node("Trilu", "/Trilu", {"ty"}, {"tri"});
+  t.node("Softmax", "/Softmax", {"tri"}, {"out"});
+  t.output("out", {5, 3});
+  return t.save("placer_exec_coverage.onnx");
+}
+
+Executor make_tiny(const std::string& path, Mode mode, const std::vector<DeviceId>& devices) {
+  ModelOptions options;
+  options.mode = mode;
+  return Executor(path, options, virtual_cluster(), devices, ExecOptions{.mode = mode, .seed = 3, .all_on_cpu = true});
+}
+
+TEST(Executor, RunsEveryMappedOpAlikeOnOneOrThreeDevices) {
+  const std::string path = coverage_model();
+  ModelOptions options;
+  options.mode = Mode::inference;
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  for (Mode mode : {Mode::inference, Mode::training}) {
+    Executor one = make_tiny(path, mode, std::vector<DeviceId>(n, 0));
+    std::vector<DeviceId> spread(n);
+    for (std::size_t i = 0; i < n; ++i) spread[i] = static_cast<DeviceId>(i % 3);
+    Executor three = make_tiny(path, mode, spread);
+    one.step();
+    three.step();
+    expect_close(three.output_values().at(0), one.output_values().at(0), 1e-5, "output");
+    if (mode == Mode::training)
+      for (const auto& name : one.parameter_names()) expect_close(three.parameter_value(name), one.parameter_value(name), 1e-5, name);
+  }
+}
+
+TEST(Executor, BatchNormTrainingUsesBatchStatisticsAndUpdatesRunningStats) {
+  const std::string path = coverage_model();
+  ModelOptions options;
+  options.mode = Mode::inference;
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  Executor train = make_tiny(path, Mode::training, std::vector<DeviceId>(n, 0));
+  // A buffer is not a trained parameter; its running mean moves off zero after a training step.
+  const auto names = train.parameter_names();
+  EXPECT_EQ(std::count(names.begin(), names.end(), "bn_mean"), 0);
+  EXPECT_EQ(train.parameter_value("bn_mean"), std::vector<float>(6, 0.0f));
+  train.step();
+  EXPECT_NE(train.parameter_value("bn_mean"), std::vector<float>(6, 0.0f));
+}
+
+TEST(Executor, RefusesAnOpTypeItCannotRunBeforeRunning) {
+  TinyModel t;
+  t.input("x", {2, 3});
+  t.node("Hardmax", "/head/Hardmax", {"x"}, {"y"});
+  t.output("y", {2, 3});
+  const std::string path = t.save("placer_exec_unsupported.onnx");
+  ModelOptions options;
+  options.mode = Mode::inference;
+  options.onnx.unknown_op_default = OpClass::elementwise;
+  try {
+    Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::inference});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/head/Hardmax"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Hardmax'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Executor, RefusesAGpuThisLibtorchCannotReach) {
+  REQUIRE_SHARED_MODELS();
+  if (torch::cuda::is_available()) GTEST_SKIP() << "CUDA is available";
+  const std::string path = test::shared_model("cifarnet");
+  ModelOptions options;
+  options.mode = Mode::inference;
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  EXPECT_THROW(Executor(path, options, virtual_cluster(), std::vector<DeviceId>(n, 2), ExecOptions{.mode = Mode::inference}), Error);
+}
+
+TEST(Executor, MeasuresStepTimes) {
+  REQUIRE_SHARED_MODELS();
+  Executor ex = make(test::shared_model("cifarnet"), Mode::training, all_first);
+  const exec::StepTimes t = ex.measure(3, 1);
+  ASSERT_EQ(t.times_s.size(), 3u);
+  EXPECT_GT(t.min_s, 0);
+  EXPECT_LE(t.min_s, t.median_s);
+  EXPECT_LE(t.median_s, t.max_s);
+  EXPECT_LE(t.p10_s, t.p90_s);
+}
+
+TEST(LocalPreset, IsTheDetectedMachine) {
+  exec::register_exec_presets();
+  const Cluster local = resolve_cluster("local");
+  ASSERT_GE(local.num_devices(), 1u);
+  EXPECT_EQ(local.device(0).name, "cpu:0");
+  EXPECT_EQ(local.device(0).kind, DeviceKind::cpu);
+  EXPECT_GT(local.device(0).peak_flops, 1e8);
+  EXPECT_GT(local.device(0).memory_bandwidth_bytes_per_s, 1e8);
+  EXPECT_GT(local.device(0).memory_bytes, 1ull << 28);
+  const auto names = cluster_preset_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "local"), names.end());
+}
+
+TEST(Profiler, TimesEveryOpOfTheTrainingStepAndFitsTheModel) {
+  REQUIRE_SHARED_MODELS();
+  exec::register_exec_presets();
+  const std::string path = test::shared_model("cifarnet");
+  const Cluster local = resolve_cluster("local");
+  ModelOptions options;
+  exec::ProfileReport r = exec::profile_model(path, options, local, exec::ProfileOptions{.repeats = 2, .steps = 2, .warmup = 1});
+  ASSERT_EQ(r.kinds.size(), 1u);
+  ASSERT_TRUE(r.profile.model().has_value());
+  const Graph step = load_model(path, options);
+  std::size_t measured = 0;
+  for (OpId op = 0; op < step.num_ops(); ++op) {
+    if (step.op_work(op).op_class == OpClass::alias) continue;
+    auto t = r.profile.find(DeviceKind::cpu, step.op_name(op), "");
+    ASSERT_TRUE(t.has_value()) << step.op_name(op);
+    EXPECT_GT(*t, 0) << step.op_name(op);
+    ++measured;
+  }
+  EXPECT_EQ(measured, r.kinds[0].ops_measured);
+  // Calibrated: the profiled ops sum to the measured step.
+  double sum = 0;
+  for (OpId op = 0; op < step.num_ops(); ++op)
+    if (auto t = r.profile.find(DeviceKind::cpu, step.op_name(op), "")) sum += *t;
+  EXPECT_NEAR(sum, r.kinds[0].step_s, 0.01 * r.kinds[0].step_s);
+}
+
+}  // namespace
+}  // namespace placer

@@ -1,0 +1,268 @@
+// The learned placers' framework as a specification: features have the documented shapes, the
+// reward penalizes placements that do not fit, scores do not depend on the thread count, training
+// under a seed beats the random policy by far on a problem whose best placement is known, the same
+// seed gives the same result with 1 or 2 threads, and a stopped and resumed search ends where an
+// uninterrupted one does.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "algorithms/small_problems.hpp"
+#include "placer/algorithms/grouping.hpp"
+#include "placer/rl/environment.hpp"
+#include "placer/rl/features.hpp"
+#include "placer/rl/learned.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::rl {
+namespace {
+
+using test::Priced;
+using test::Sketch;
+
+// A chain of n ops, 1 ms each, where op i feeds op i+1 and op i+2 with 1 MB tensors (1 ms on a
+// link): co-location keeps every op its own group, and the best placement is one device.
+Priced skip_chain(int n, int gpus) {
+  Sketch s;
+  std::vector<TensorId> out;
+  TensorId x = s.tensor("x", 1000, TensorKind::data);
+  for (int i = 0; i < n; ++i) {
+    std::vector<TensorId> in;
+    if (i == 0) in.push_back(x);
+    if (i >= 1) in.push_back(out[static_cast<std::size_t>(i - 1)]);
+    if (i >= 2) in.push_back(out[static_cast<std::size_t>(i - 2)]);
+    out.push_back(s.tensor("t" + std::to_string(i), 1'000'000));
+    const OpId op = s.op("op" + std::to_string(i), in, {out.back()}, 1e-3);
+    s.b.op(op).work.flops = 1e6;  // not a zero-cost op: co-location must not merge it
+  }
+  s.b.mark_output(out.back());
+  return Priced(std::move(s), test::switch_gpus(gpus));
+}
+
+struct StopAfter final : Observer {
+  explicit StopAfter(std::size_t n) : left(n) {}
+  void on_progress(const Progress&) override {
+    if (left > 0) --left;
+  }
+  bool stop_requested() const override { return left == 0; }
+  std::size_t left;
+};
+
+PlacementResult run(const std::string& algo, const Problem& p, Budget b, std::map<std::string, std::string> opts = {}) {
+  register_learned_placers();
+  NullObserver quiet;
+  return make_placer(algo, PlacerOptions(std::move(opts)))->place(p, b, quiet, 7);
+}
+
+std::string temp(const std::string& name) { return (std::filesystem::temp_directory_path() / ("placer_rl_" + name)).string(); }
+
+// Every tensor of two checkpoints' policies, compared exactly.
+void expect_same_archive(torch::serialize::InputArchive& a, torch::serialize::InputArchive& b, const std::string& where) {
+  auto keys = a.keys();
+  ASSERT_EQ(keys, b.keys()) << where;
+  for (const auto& key : keys) {
+    torch::Tensor ta, tb;
+    if (a.try_read(key, ta)) {
+      ASSERT_TRUE(b.try_read(key, tb)) << where << key;
+      EXPECT_TRUE(torch::equal(ta, tb)) << where << key;
+      continue;
+    }
+    torch::serialize::InputArchive na, nb;
+    if (a.try_read(key, na)) {
+      ASSERT_TRUE(b.try_read(key, nb));
+      expect_same_archive(na, nb, where + key + "/");
+    }
+  }
+}
+
+void expect_same_policy(const std::string& path_a, const std::string& path_b) {
+  torch::serialize::InputArchive a, b, pa, pb;
+  a.load_from(path_a);
+  b.load_from(path_b);
+  a.read("policy", pa);
+  b.read("policy", pb);
+  expect_same_archive(pa, pb, "policy/");
+}
+
+TEST(Features, OpsHaveOneRowPerForwardOpAndTheDocumentedColumns) {
+  Priced pr = skip_chain(6, 3);
+  const FeatureBuilder fb(pr.problem());
+  const Features f = fb.ops();
+  EXPECT_EQ(f.rows, 6u);
+  EXPECT_EQ(f.num_types, 1u);  // every op is a Relu
+  EXPECT_EQ(f.num_numeric, kNumericBase + 3 + 2 * 4);
+  EXPECT_EQ(f.type_counts.size(), 6u * 1u);
+  EXPECT_EQ(f.numeric.size(), 6u * f.num_numeric);
+  for (float c : f.type_counts) EXPECT_EQ(c, 1.0f);
+}
+
+TEST(Features, GroupsCountTheirOpsTypes) {
+  Priced pr = skip_chain(6, 2);
+  const FeatureBuilder fb(pr.problem());
+  const std::vector<std::uint32_t> group_of = {0, 0, 0, 1, 1, 2};
+  const Features f = fb.groups(group_of, 4);  // group 3 is empty
+  EXPECT_EQ(f.rows, 4u);
+  EXPECT_EQ(f.type_counts, (std::vector<float>{3, 2, 1, 0}));
+  EXPECT_EQ(f.numeric.size(), 4u * fb.num_numeric());
+  for (std::size_t c = 0; c < f.num_numeric; ++c) {  // standardized: mean 0 over rows
+    double mean = 0;
+    for (std::size_t r = 0; r < f.rows; ++r) mean += f.numeric[r * f.num_numeric + c];
+    EXPECT_NEAR(mean, 0.0, 1e-5) << "column " << c;
+  }
+}
+
+TEST(Reward, IsMinusSqrtStepTimeAndPenalizesWhatDoesNotFit) {
+  SimResult fits;
+  fits.step_time_s = 0.25;
+  Score s = score_of(fits, {1000, 1000}, 2.0);
+  EXPECT_DOUBLE_EQ(s.reward, -0.5);
+  EXPECT_DOUBLE_EQ(s.penalized_time_s, 0.25);
+
+  SimResult over = fits;
+  over.fits = false;
+  over.shortfalls = {{1, 500}};  // half again over device 1's limit
+  s = score_of(over, {1000, 1000}, 2.0);
+  EXPECT_FALSE(s.fits);
+  EXPECT_DOUBLE_EQ(s.shortfall_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(s.penalized_time_s, 0.25 * 2.0 * 1.5);
+  EXPECT_DOUBLE_EQ(s.reward, -std::sqrt(0.75));
+  EXPECT_LT(s.reward, score_of(fits, {1000, 1000}, 2.0).reward);
+}
+
+TEST(Environment, ScoresInSampleOrderWhateverTheThreads) {
+  Priced pr = skip_chain(10, 3);
+  const Problem p = pr.problem();
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<DeviceId>> batch(20, std::vector<DeviceId>(10));
+  for (auto& pl : batch)
+    for (auto& d : pl) d = static_cast<DeviceId>(rng() % 3);
+  Environment one(p, 1, 2.0), two(p, 2, 2.0);
+  const auto a = one.evaluate(batch), b = two.evaluate(batch);
+  Evaluator eval(p);
+  ASSERT_EQ(a.size(), batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    EXPECT_EQ(a[i].step_time_s, b[i].step_time_s);
+    EXPECT_EQ(a[i].step_time_s, eval.evaluate(batch[i]).step_time_s);
+  }
+}
+
+TEST(Environment, RejectsNothingFittingAsBest) {
+  // Memory so small that nothing fits: training ends with a clear error, not a placement.
+  Sketch s;
+  TensorId x = s.tensor("x", 1000, TensorKind::data);
+  TensorId y = s.tensor("y", 1'000'000);
+  s.op("a", {x}, {y}, 1e-3);
+  s.b.mark_output(y);
+  Priced pr(std::move(s), test::switch_gpus(2, /*memory_bytes=*/1000));
+  EXPECT_THROW(run("colocrl", pr.problem(), Budget{.samples = 16}, {{"hidden", "16"}}), Error);
+}
+
+// Expected step time of the untrained (uniformly random) policy, by sampling.
+double random_mean(const Problem& p, int samples) {
+  std::mt19937_64 rng(11);
+  Evaluator eval(p);
+  double total = 0;
+  std::vector<DeviceId> pl(p.graph.num_forward_ops());
+  for (int i = 0; i < samples; ++i) {
+    for (auto& d : pl) d = static_cast<DeviceId>(rng() % p.cluster.num_devices());
+    total += eval.evaluate(pl).step_time_s;
+  }
+  return total / samples;
+}
+
+TEST(ColocRL, LearnsThatOneDeviceIsBestForASkipChain) {
+  Priced pr = skip_chain(16, 4);
+  const Problem p = pr.problem();
+  const std::string curve = temp("coloc_curve.csv");
+  const PlacementResult r = run("colocrl", p, Budget{.samples = 480, .threads = 2, .curve_path = curve}, {{"hidden", "64"}});
+  EXPECT_LE(r.sim.step_time_s, 16e-3 * 1.05);  // 16 ops x 1 ms on one device
+  // The policy itself moved: the last batches' mean is far below the random policy's.
+  std::ifstream in(curve);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const double last_mean = std::stod(last.substr(last.find(',') + 1));
+  EXPECT_LT(last_mean, 0.6 * random_mean(p, 400)) << last;
+}
+
+TEST(HDP, LearnsThatOneDeviceIsBestForASkipChain) {
+  Priced pr = skip_chain(16, 4);
+  const Problem p = pr.problem();
+  const std::string curve = temp("hdp_curve.csv");
+  const PlacementResult r =
+      run("hdp", p, Budget{.samples = 480, .threads = 2, .curve_path = curve}, {{"hidden", "64"}, {"groups", "8"}});
+  EXPECT_LE(r.sim.step_time_s, 16e-3 * 1.05);
+  std::ifstream in(curve);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const double last_mean = std::stod(last.substr(last.find(',') + 1));
+  EXPECT_LT(last_mean, 0.6 * random_mean(p, 400)) << last;
+}
+
+TEST(Training, SameSeedSameResultWithOneOrTwoThreads) {
+  Priced pr = skip_chain(10, 3);
+  const Problem p = pr.problem();
+  const std::string a = temp("t1.ckpt"), b = temp("t2.ckpt");
+  const PlacementResult r1 = run("colocrl", p, Budget{.samples = 64, .threads = 1, .checkpoint_path = a}, {{"hidden", "32"}});
+  const PlacementResult r2 = run("colocrl", p, Budget{.samples = 64, .threads = 2, .checkpoint_path = b}, {{"hidden", "32"}});
+  EXPECT_EQ(r1.forward_devices, r2.forward_devices);
+  EXPECT_EQ(r1.sim.step_time_s, r2.sim.step_time_s);
+  expect_same_policy(a, b);
+}
+
+void resume_equals_uninterrupted(const std::string& algo, std::map<std::string, std::string> opts) {
+  Priced pr = skip_chain(10, 3);
+  const Problem p = pr.problem();
+  const std::string whole = temp(algo + "_whole.ckpt"), parts = temp(algo + "_parts.ckpt");
+  std::filesystem::remove(parts);
+  const Budget budget{.samples = 96, .threads = 2, .checkpoint_path = whole};
+  opts["checkpoint-every"] = "2";
+  register_learned_placers();
+  NullObserver quiet;
+  const PlacementResult uninterrupted = make_placer(algo, PlacerOptions(opts))->place(p, budget, quiet, 5);
+
+  Budget first = budget;
+  first.checkpoint_path = parts;
+  StopAfter stop(5);  // Ctrl-C after 5 updates
+  const PlacementResult early = make_placer(algo, PlacerOptions(opts))->place(p, first, stop, 5);
+  EXPECT_LT(early.samples, uninterrupted.samples);
+  Budget second = first;
+  second.resume = true;
+  const PlacementResult resumed = make_placer(algo, PlacerOptions(opts))->place(p, second, quiet, 5);
+  EXPECT_EQ(resumed.samples, uninterrupted.samples);
+  EXPECT_EQ(resumed.forward_devices, uninterrupted.forward_devices);
+  EXPECT_EQ(resumed.sim.step_time_s, uninterrupted.sim.step_time_s);
+  expect_same_policy(whole, parts);
+}
+
+TEST(Training, ResumedColocRLEqualsUninterrupted) { resume_equals_uninterrupted("colocrl", {{"hidden", "32"}, {"batch", "8"}}); }
+TEST(Training, ResumedHDPEqualsUninterrupted) { resume_equals_uninterrupted("hdp", {{"hidden", "32"}, {"groups", "6"}}); }
+
+TEST(Training, ResumeRefusesAnotherAlgorithmsCheckpoint) {
+  Priced pr = skip_chain(6, 2);
+  const std::string path = temp("other.ckpt");
+  run("colocrl", pr.problem(), Budget{.samples = 8, .checkpoint_path = path}, {{"hidden", "16"}});
+  EXPECT_THROW(run("hdp", pr.problem(), Budget{.samples = 8, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}}), Error);
+}
+
+TEST(Registry, LearnedPlacersAreRegisteredOnceWithTheirOptions) {
+  register_learned_placers();
+  register_learned_placers();
+  int count = 0;
+  for (const auto& info : placer_registry())
+    if (info.family == "learned") ++count;
+  EXPECT_EQ(count, 2);
+  const PlacerInfo& c = find_placer("colocrl");
+  for (const char* key : {"hidden", "groups", "batch", "lr", "entropy", "baseline-decay", "tanh", "temperature", "clip", "checkpoint-every"}) {
+    bool found = false;
+    for (const auto& o : c.options) found = found || o.key == key;
+    EXPECT_TRUE(found) << key;
+  }
+  EXPECT_THROW(make_placer("hdp", PlacerOptions(std::map<std::string, std::string>{{"bogus", "1"}})), Error);
+}
+
+}  // namespace
+}  // namespace placer::rl
