@@ -225,6 +225,7 @@ class SchedRealModels : public ::testing::TestWithParam<std::string> {};
 TEST_P(SchedRealModels, EverySchedulerFitsOnK80x4) {
   REQUIRE_SHARED_MODELS();
   const RealModel& m = real_model(GetParam());
+  const double one_gpu = run_placer("single", m.problem()).sim.step_time_s;
   for (const std::string& algo : kAll) {
     SCOPED_TRACE(algo);
     const auto start = std::chrono::steady_clock::now();
@@ -236,6 +237,11 @@ TEST_P(SchedRealModels, EverySchedulerFitsOnK80x4) {
     EXPECT_EQ(std::count(r.forward_devices.begin(), r.forward_devices.end(), m.cluster.device_id("cpu:0")), 0);
     if (algo == "m-etf" || algo == "m-sct" || algo == "heft") {
       EXPECT_LT(wall_s, 5.0);
+    }
+    // With transfers queueing for their links, the time-aware schedulers beat one GPU on both
+    // models (by 25% or more when written); m-TOPO only balances memory.
+    if (algo != "m-topo") {
+      EXPECT_LT(r.sim.step_time_s, one_gpu);
     }
   }
 }
