@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 namespace {
@@ -22,7 +23,6 @@ constexpr double kRouteProbeBytes = 1024.0 * 1024.0;
 constexpr double kPicosPerSecond = 1e12;
 constexpr double kMaxHopCostS = 1e3;
 
-std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 std::string format_number(double v) {
   std::ostringstream out;

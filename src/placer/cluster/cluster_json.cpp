@@ -10,6 +10,7 @@
 
 #include "placer/cluster/cluster.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 namespace {
@@ -19,12 +20,6 @@ constexpr int kVersion = 1;
 
 using json = nlohmann::json;
 
-std::string in_quotes(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out.append(1, '\'').append(s).append(1, '\'');
-  return out;
-}
 
 void require_object(const json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + " must be a JSON object, got " + std::string(j.type_name()));
