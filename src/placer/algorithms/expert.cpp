@@ -31,13 +31,6 @@ namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
-std::vector<std::uint32_t> topo_rank(const Graph& g) {
-  std::vector<std::uint32_t> rank(g.num_ops());
-  std::uint32_t r = 0;
-  for (OpId o : g.topological_order()) rank[o] = r++;
-  return rank;
-}
-
 // The GPUs, fastest first (ties by id); every device when the cluster has no GPU.
 std::vector<DeviceId> expert_gpus(const Cluster& c) {
   std::vector<DeviceId> gpus = c.device_ids(DeviceKind::gpu);
@@ -53,7 +46,7 @@ std::vector<DeviceId> expert_gpus(const Cluster& c) {
 
 // The recurrent layers: the smallest modules whose subtree holds Sigmoid and Tanh ops and is called
 // more than once. In execution order. Empty when the graph is not recurrent.
-std::vector<ModuleId> recurrent_layers(const Graph& g, const std::vector<std::uint32_t>& rank) {
+std::vector<ModuleId> recurrent_layers(const Graph& g, std::span<const std::uint32_t> rank) {
   const std::size_t nf = g.num_forward_ops(), nm = g.num_modules();
   if (nm == 0) return {};
   std::uint32_t max_call = 0;
@@ -158,7 +151,7 @@ class ExpertPlacer final : public Placer {
   }
 
   PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t) override {
-    const std::vector<std::uint32_t> rank = topo_rank(p.graph);
+    const auto rank = p.graph.topological_ranks();
     const std::vector<ModuleId> layers = recurrent_layers(p.graph, rank);
     std::string why;
     if (!layers.empty()) {
@@ -181,7 +174,7 @@ class ExpertPlacer final : public Placer {
     return cpus.empty() ? fallback : cpus.front();
   }
 
-  PlacementResult place_recurrent(const Problem& p, const std::vector<ModuleId>& layers, const std::vector<std::uint32_t>& rank) {
+  PlacementResult place_recurrent(const Problem& p, const std::vector<ModuleId>& layers, std::span<const std::uint32_t> rank) {
     const Graph& g = p.graph;
     const std::size_t nf = g.num_forward_ops();
     std::vector<DeviceId> gpus = p.cluster.device_ids(DeviceKind::gpu);
@@ -230,7 +223,7 @@ class ExpertPlacer final : public Placer {
   }
 
   // Nothing when no split over the GPUs fits; `why` then says so.
-  std::optional<PlacementResult> place_layered(const Problem& p, const std::vector<std::uint32_t>& rank, Observer& observer,
+  std::optional<PlacementResult> place_layered(const Problem& p, std::span<const std::uint32_t> rank, Observer& observer,
                                                std::string& why) {
     const Graph& g = p.graph;
     const std::size_t nf = g.num_forward_ops(), nm = std::max<std::size_t>(g.num_modules(), 1);

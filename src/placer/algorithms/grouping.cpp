@@ -21,14 +21,6 @@ namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
-// Position of every op in the graph's topological order.
-std::vector<std::uint32_t> topo_rank(const Graph& g) {
-  std::vector<std::uint32_t> rank(g.num_ops());
-  std::uint32_t r = 0;
-  for (OpId o : g.topological_order()) rank[o] = r++;
-  return rank;
-}
-
 struct UnionFind {
   std::vector<std::uint32_t> parent;
   explicit UnionFind(std::size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0u); }
@@ -281,7 +273,7 @@ Grouping singleton_groups(const Graph& g) {
 Grouping colocation_groups(const Graph& g) {
   const std::size_t nf = g.num_forward_ops();
   if (nf == 0) return {};
-  const std::vector<std::uint32_t> rank = topo_rank(g);
+  const auto rank = g.topological_ranks();
   UnionFind uf(nf);
   // ColocRL: an op joins the op it feeds when that op is its only (forward) consumer. Groups made
   // this way are in-trees, so their quotient graph is acyclic.

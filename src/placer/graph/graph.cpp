@@ -205,6 +205,8 @@ Graph GraphBuilder::build() && {
       for (OpId s : g.successors(o))
         if (--missing[s] == 0) ready.push_back(s);
     }
+    g.topo_rank_.resize(g.topo_.size());
+    for (std::size_t i = 0; i < g.topo_.size(); ++i) g.topo_rank_[g.topo_[i]] = static_cast<std::uint32_t>(i);
     if (g.topo_.size() != num_ops) {
       // Walk back along unfinished predecessors until an op repeats: that loop is a cycle.
       OpId start = 0;

@@ -70,6 +70,8 @@ class Graph {
   std::span<const OpId> predecessors(OpId op) const { return span_of(pred_, pred_begin_, op); }
   // Every op once, producers before consumers (ties by id: deterministic).
   std::span<const OpId> topological_order() const { return topo_; }
+  // Position of every op in topological_order() (the inverse permutation).
+  std::span<const std::uint32_t> topological_ranks() const { return topo_rank_; }
 
   // Tensors.
   const std::string& tensor_name(TensorId t) const { return tensor_name_[t]; }
@@ -129,6 +131,7 @@ class Graph {
   std::vector<std::uint32_t> op_input_begin_, op_output_begin_, succ_begin_, pred_begin_;
   std::vector<TensorId> op_inputs_, op_outputs_;
   std::vector<OpId> succ_, pred_, topo_;
+  std::vector<std::uint32_t> topo_rank_;
   // Tensors.
   std::vector<std::string> tensor_name_;
   std::vector<std::uint32_t> shape_begin_;

@@ -66,9 +66,7 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     throw Error("memory fraction must be in (0, 1], got " + std::to_string(options_.memory_fraction));
 
   const std::size_t n = g.num_ops(), t = g.num_tensors();
-  rank_.resize(n);
-  auto topo = g.topological_order();
-  for (std::size_t i = 0; i < n; ++i) rank_[topo[i]] = static_cast<std::uint32_t>(i);
+  rank_.assign(g.topological_ranks().begin(), g.topological_ranks().end());
 
   in_begin_.assign(1, 0);
   out_begin_.assign(1, 0);
