@@ -160,8 +160,9 @@ TEST(GraphScale, BuildsAMillionOpChain) {
   const std::size_t n = 1'000'000;
   TensorId prev = b.add_tensor("t0", {16}, DType::f32, TensorKind::data);
   for (std::size_t i = 1; i <= n; ++i) {
-    TensorId next = b.add_tensor("t" + std::to_string(i), {16}, DType::f32, TensorKind::activation);
-    b.add_op({.name = "op" + std::to_string(i), .type = "Relu", .inputs = {prev}, .outputs = {next}});
+    const std::string index = std::to_string(i);
+    TensorId next = b.add_tensor(std::string("t").append(index), {16}, DType::f32, TensorKind::activation);
+    b.add_op({.name = std::string("op").append(index), .type = "Relu", .inputs = {prev}, .outputs = {next}});
     prev = next;
   }
   Graph g = std::move(b).build();
