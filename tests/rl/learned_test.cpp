@@ -35,8 +35,9 @@ Priced skip_chain(int n, int gpus) {
     if (i == 0) in.push_back(x);
     if (i >= 1) in.push_back(out[static_cast<std::size_t>(i - 1)]);
     if (i >= 2) in.push_back(out[static_cast<std::size_t>(i - 2)]);
-    out.push_back(s.tensor("t" + std::to_string(i), 1'000'000));
-    const OpId op = s.op("op" + std::to_string(i), in, {out.back()}, 1e-3);
+    const std::string index = std::to_string(i);
+    out.push_back(s.tensor(std::string("t").append(index), 1'000'000));
+    const OpId op = s.op(std::string("op").append(index), in, {out.back()}, 1e-3);
     s.b.op(op).work.flops = 1e6;  // not a zero-cost op: co-location must not merge it
   }
   s.b.mark_output(out.back());

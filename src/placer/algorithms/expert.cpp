@@ -239,24 +239,12 @@ class ExpertPlacer final : public Placer {
     std::vector<std::vector<OpId>> direct(nm);
     std::vector<double> op_time(nf), op_mem(nf), mod_time(nm, 0.0), mod_mem(nm, 0.0);
     std::vector<std::uint32_t> first(nm, kNone);
-    // Each read of a trained parameter keeps a partial gradient until the update.
-    std::vector<double> param_grad(nf, 0.0);
-    if (training)
-      for (OpId o = 0; o < nf; ++o) {
-        const auto ins = g.op_inputs(o);
-        for (std::size_t i = 0; i < ins.size(); ++i) {
-          const TensorId x = ins[i];
-          if (x == kNoId || g.producer(x) != kNoId || g.tensor_kind(x) != TensorKind::parameter) continue;
-          if (std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), x) != ins.begin() + static_cast<std::ptrdiff_t>(i)) continue;
-          param_grad[o] += static_cast<double>(g.tensor_bytes(x));
-        }
-      }
     for (OpId o = 0; o < nf; ++o) {
       op_time[o] = family[std::size_t{o} * nd + gpus.front()];
       double activations = 0;
       if (training)
         for (TensorId t : g.op_outputs(o)) activations += static_cast<double>(g.tensor_bytes(t));
-      op_mem[o] = static_cast<double>(mem.static_bytes[o]) + activations + param_grad[o];
+      op_mem[o] = static_cast<double>(mem.static_bytes[o]) + activations + static_cast<double>(mem.partial_gradient_bytes[o]);
       const ModuleId m = g.op_module(o);
       direct[m].push_back(o);
       mod_time[m] += op_time[o], mod_mem[m] += op_mem[o];

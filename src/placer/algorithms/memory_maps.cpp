@@ -62,25 +62,12 @@ ModuleTree build_tree(const Problem& p) {
     if (o < nf) t.op_rank[o] = r, t.direct_ops[g.op_module(o)].push_back(o);
     ++r;
   }
-  // Every read of a trained parameter yields a partial gradient that stays until the parameter's
-  // update at the end of the step (a weight shared by 20 time steps: 20 of them).
-  std::vector<std::uint64_t> param_grad(nf, 0);
-  if (training)
-    for (OpId o = 0; o < nf; ++o) {
-      const auto ins = g.op_inputs(o);
-      for (std::size_t i = 0; i < ins.size(); ++i) {
-        const TensorId x = ins[i];
-        if (x == kNoId || g.producer(x) != kNoId || g.tensor_kind(x) != TensorKind::parameter) continue;
-        if (std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), x) != ins.begin() + static_cast<std::ptrdiff_t>(i)) continue;
-        param_grad[o] += g.tensor_bytes(x);
-      }
-    }
   for (OpId o = 0; o < nf; ++o) {
     std::uint64_t activations = 0;
     if (training)
       for (TensorId out : g.op_outputs(o)) activations += g.tensor_bytes(out);
-    t.op_size[o] = mem.static_bytes[o] + activations + param_grad[o];
-    const std::uint64_t held = activations + param_grad[o];
+    t.op_size[o] = mem.static_bytes[o] + activations + mem.partial_gradient_bytes[o];
+    const std::uint64_t held = activations + mem.partial_gradient_bytes[o];
     t.op_reserve[o] = mem.activation_bytes[o] > held ? mem.activation_bytes[o] - held : 0;
     const ModuleId m = g.op_module(o);
     t.size_bytes[m] += t.op_size[o];

@@ -1,5 +1,7 @@
 #include "placer/algorithms/placer.hpp"
 
+#include <algorithm>
+
 #include "placer/sim/placement.hpp"
 #include "placer/util/error.hpp"
 
@@ -110,9 +112,20 @@ FamilyMemory family_memory(const Problem& problem) {
   FamilyMemory m;
   m.static_bytes.assign(g.num_forward_ops(), 0);
   m.activation_bytes.assign(g.num_forward_ops(), 0);
+  m.partial_gradient_bytes.assign(g.num_forward_ops(), 0);
   if (g.num_forward_ops() == 0) return m;
   const std::vector<OpId> anchor = anchors(g);
   const bool training = g.num_forward_ops() != g.num_ops();
+  if (training)
+    for (OpId o = 0; o < g.num_forward_ops(); ++o) {
+      const auto ins = g.op_inputs(o);
+      for (std::size_t i = 0; i < ins.size(); ++i) {
+        const TensorId x = ins[i];
+        if (x == kNoId || g.producer(x) != kNoId || g.tensor_kind(x) != TensorKind::parameter) continue;
+        if (std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), x) != ins.begin() + static_cast<std::ptrdiff_t>(i)) continue;
+        m.partial_gradient_bytes[o] += g.tensor_bytes(x);
+      }
+    }
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     if (g.producer(t) == kNoId) {
       const OpId home = g.param_home(t);
