@@ -5,6 +5,7 @@
 
 #include "placer/sim/placement.hpp"
 #include "placer/util/error.hpp"
+#include "algorithms/small_problems.hpp"
 
 namespace placer {
 namespace {
@@ -22,20 +23,8 @@ Cluster two_gpus(std::uint64_t memory_bytes = 1'000'000, int streams = 1) {
   return Cluster::build("test", {gpu("gpu:0"), gpu("gpu:1")}, {"sw"}, {l0, l1});
 }
 
-// A graph written op by op; every op gets a fixed time through a profile.
-struct Sketch {
-  GraphBuilder b{"sketch"};
-  Profile profile;
-  TensorId tensor(const std::string& name, std::int64_t bytes, TensorKind kind = TensorKind::activation) {
-    return b.add_tensor(name, {bytes}, DType::u8, kind);
-  }
-  OpId op(const std::string& name, std::vector<TensorId> in, std::vector<TensorId> out, double seconds) {
-    profile.set_by_name(DeviceKind::gpu, name, seconds);
-    OpSpec spec{.name = name, .type = "Relu", .inputs = std::move(in), .outputs = std::move(out)};
-    spec.work.op_class = OpClass::elementwise;
-    return b.add_op(std::move(spec));
-  }
-};
+// A graph written op by op with exact op times (tests/algorithms/small_problems.hpp).
+using test::Sketch;
 
 struct Priced {
   Graph g;
