@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 #include <functional>
+#include <unordered_map>
 
 #include "placer/util/error.hpp"
 
@@ -14,13 +15,7 @@ namespace {
 constexpr std::uint32_t kOpFinish = 0xFFFFFFFFu;
 constexpr std::uint32_t kArrivalFlag = 0x80000000u;
 constexpr std::uint32_t kNoCause = 0xFFFFFFFFu;
-
-struct Later {
-  template <typename E>
-  bool operator()(const E& a, const E& b) const {
-    return a.time != b.time ? a.time > b.time : a.key > b.key;
-  }
-};
+constexpr std::uint32_t kNone = 0xFFFFFFFFu;  // end of a route's FIFO
 
 }  // namespace
 
@@ -66,67 +61,67 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     throw Error("memory fraction must be in (0, 1], got " + std::to_string(options_.memory_fraction));
 
   const std::size_t n = g.num_ops(), t = g.num_tensors();
-  rank_.assign(g.topological_ranks().begin(), g.topological_ranks().end());
-
-  in_begin_.assign(1, 0);
-  out_begin_.assign(1, 0);
+  auto ranks = g.topological_ranks();
+  ops_.resize(n);
   for (OpId o = 0; o < n; ++o) {
+    OpInfo& info = ops_[o];
+    info.rank = ranks[o];
+    info.in_begin = static_cast<std::uint32_t>(in_tensors_.size());
     auto ins = g.op_inputs(o);
     for (std::size_t i = 0; i < ins.size(); ++i)
       if (ins[i] != kNoId && std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) ==
                                  ins.begin() + static_cast<std::ptrdiff_t>(i))
         in_tensors_.push_back(ins[i]);
-    in_begin_.push_back(static_cast<std::uint32_t>(in_tensors_.size()));
+    info.in_end = static_cast<std::uint32_t>(in_tensors_.size());
+    info.out_begin = static_cast<std::uint32_t>(out_tensors_.size());
     for (TensorId out : g.op_outputs(o)) out_tensors_.push_back(out);
-    out_begin_.push_back(static_cast<std::uint32_t>(out_tensors_.size()));
+    info.out_end = static_cast<std::uint32_t>(out_tensors_.size());
   }
 
-  tensor_bytes_.resize(t);
-  tensor_home_.resize(t);
-  tensor_is_source_.resize(t);
-  tensor_keep_.assign(t, 0);
-  tensor_dev_.assign(t, 0);
+  tensors_.resize(t);
   static_extra_.assign(t, 0);
-  cons_begin_.assign(1, 0);
   for (TensorId x = 0; x < t; ++x) {
-    tensor_bytes_[x] = g.tensor_bytes(x);
-    const bool source = g.producer(x) == kNoId;
-    tensor_is_source_[x] = source;
-    tensor_home_[x] = source ? g.param_home(x) : g.producer(x);
-    if (source && tensor_home_[x] != kNoId) source_tensors_.push_back(x);
-    if (source && g.tensor_kind(x) == TensorKind::parameter && g.num_forward_ops() != g.num_ops())
-      static_extra_[x] = std::uint64_t{g.optimizer_state_copies()} * tensor_bytes_[x];
-    for (OpId c : g.consumers(x)) cons_ops_.push_back(c);
-    cons_begin_.push_back(static_cast<std::uint32_t>(cons_ops_.size()));
+    TensorInfo& info = tensors_[x];
+    info.bytes = g.tensor_bytes(x);
+    info.dest_mask = 0;
+    info.dev = 0;
+    info.source = g.producer(x) == kNoId;
+    info.keep = 0;
+    info.home = info.source ? g.param_home(x) : g.producer(x);
+    if (info.source && info.home != kNoId) source_tensors_.push_back(x);
+    if (info.source && g.tensor_kind(x) == TensorKind::parameter && g.num_forward_ops() != g.num_ops())
+      static_extra_[x] = std::uint64_t{g.optimizer_state_copies()} * info.bytes;
+    info.cons_begin = static_cast<std::uint32_t>(cons_ops_.size());
+    for (OpId consumer : g.consumers(x)) cons_ops_.push_back(consumer);
+    info.cons_end = static_cast<std::uint32_t>(cons_ops_.size());
   }
-  for (TensorId x : g.outputs()) tensor_keep_[x] = 1;
+  for (TensorId x : g.outputs()) tensors_[x].keep = 1;
 
   remaining_.resize(n);
-  dest_mask_.resize(t);
-  uses_.resize(t * num_devices_);
+  uses_.assign(t * num_devices_, 0);
+  duration_.resize(n);
   ready_.resize(num_devices_);
   for (auto& set : ready_) set.resize(n);
-  route_begin_.assign(1, 0);
+  routes_.reserve(num_devices_ * num_devices_);
   for (DeviceId from = 0; from < num_devices_; ++from)
     for (DeviceId to = 0; to < num_devices_; ++to) {
+      Route r{static_cast<std::uint32_t>(route_channels_.size()), 0, 0.0, 0.0};
       for (ChannelId ch : c.route(from, to)) route_channels_.push_back(ch);
-      route_begin_.push_back(static_cast<std::uint32_t>(route_channels_.size()));
-      route_latency_s_.push_back(from == to ? 0.0 : c.route_latency_s(from, to));
-      route_seconds_per_byte_.push_back(from == to ? 0.0 : 1.0 / c.route_bandwidth(from, to));
+      r.last = static_cast<std::uint32_t>(route_channels_.size());
+      if (from != to) r.latency_s = c.route_latency_s(from, to), r.seconds_per_byte = 1.0 / c.route_bandwidth(from, to);
+      routes_.push_back(r);
     }
+  streams_.resize(num_devices_);
+  for (DeviceId d = 0; d < num_devices_; ++d) streams_[d] = static_cast<std::uint32_t>(std::max(1, c.device(d).streams));
   route_bytes_.resize(num_devices_ * num_devices_);
   free_streams_.resize(num_devices_);
   mem_now_.resize(num_devices_);
   mem_peak_.resize(num_devices_);
   channel_free_.resize(c.num_channels());
   events_.reserve(256);
-  route_queue_.resize(num_devices_ * num_devices_);
-  route_head_.resize(num_devices_ * num_devices_);
-  op_start_.resize(n);
-  op_end_.resize(n);
-  op_cause_.resize(n);
-  arrival_start_.resize(t * num_devices_);
-  arrival_end_.resize(t * num_devices_);
+  fifo_head_.resize(num_devices_ * num_devices_);
+  fifo_tail_.resize(num_devices_ * num_devices_);
+  timing_.resize(n);
   last_finished_.resize(num_devices_);
   result_.devices.resize(num_devices_);
   result_.channel_bytes.resize(c.num_channels());
@@ -137,161 +132,225 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   }
 }
 
-inline void Simulator::push_event(double time, std::uint32_t id, std::uint32_t dest) {
-  events_.push_back(Event{time, (std::uint64_t{dest} << 32) | id});
-  std::push_heap(events_.begin(), events_.end(), Later());
+const SimResult& Simulator::simulate(std::span<const DeviceId> devices) {
+  trace_ = nullptr;
+  run<false>(devices);
+  return result_;
 }
-
-inline void Simulator::allocate(DeviceId d, std::uint64_t bytes) {
-  mem_now_[d] += bytes;
-  if (mem_now_[d] > mem_peak_[d]) mem_peak_[d] = mem_now_[d];
-}
-
-inline void Simulator::release(std::uint32_t tensor, DeviceId d) {
-  const std::size_t k = std::size_t{tensor} * num_devices_ + d;
-  if (--uses_[k] != 0 || tensor_keep_[tensor]) return;
-  if (tensor_is_source_[tensor] && tensor_dev_[tensor] == d) return;  // lives here all step
-  mem_now_[d] -= tensor_bytes_[tensor];
-}
-
-inline void Simulator::make_ready(std::uint32_t op, double time, std::uint32_t cause) {
-  op_cause_[op] = cause;
-  op_start_[op] = time;  // ready time until the op starts
-  const DeviceId d = dev_[op];
-  if (costs_.times()[std::size_t{op} * num_devices_ + d] == 0.0) {
-    // An op that takes no time (an alias) does not wait for its device: it finishes at once.
-    ++result_.devices[d].ops;
-    for (std::uint32_t i = out_begin_[op]; i < out_begin_[op + 1]; ++i) allocate(d, tensor_bytes_[out_tensors_[i]]);
-    if (trace_) trace_->push_back({TraceEvent::Kind::op, op, d, d, time, time});
-    zero_finished_.push_back(op);
-    return;
-  }
-  ready_[d].insert(rank_[op]);
-}
-
-inline void Simulator::start_ops(DeviceId d, double now) {
-  RankSet& ready = ready_[d];
-  if (ready.empty()) return;
-  auto topo = graph_.topological_order();
-  const double* times = costs_.times().data();
-  while (free_streams_[d] > 0 && !ready.empty()) {
-    const OpId o = topo[ready.pop_min()];
-    --free_streams_[d];
-    if (now > op_start_[o]) op_cause_[o] = last_finished_[d];  // it waited for the device
-    op_start_[o] = now;
-    const double duration = times[std::size_t{o} * num_devices_ + d];
-    DeviceResult& dr = result_.devices[d];
-    dr.busy_s += duration;
-    ++dr.ops;
-    for (std::uint32_t i = out_begin_[o]; i < out_begin_[o + 1]; ++i) allocate(d, tensor_bytes_[out_tensors_[i]]);
-    if (trace_) trace_->push_back({TraceEvent::Kind::op, o, d, d, now, now + duration});
-    push_event(now + duration, o, kOpFinish);
-  }
-}
-
-void Simulator::send(std::uint32_t tensor, DeviceId from, DeviceId to, double now) {
-  const std::size_t r = std::size_t{from} * num_devices_ + to;
-  const ChannelId* first = route_channels_.data() + route_begin_[r];
-  const ChannelId* last = route_channels_.data() + route_begin_[r + 1];
-  double start = now;
-  for (const ChannelId* ch = first; ch != last; ++ch) start = std::max(start, channel_free_[*ch]);
-  const double bytes = static_cast<double>(tensor_bytes_[tensor]);
-  const double end = start + route_latency_s_[r] + bytes * route_seconds_per_byte_[r];
-  for (const ChannelId* ch = first; ch != last; ++ch) channel_free_[*ch] = end;
-  route_bytes_[r] += bytes;
-  allocate(to, tensor_bytes_[tensor]);
-  const std::size_t k = std::size_t{tensor} * num_devices_ + to;
-  arrival_start_[k] = start;
-  arrival_end_[k] = end;
-  result_.transfer_bytes += bytes;
-  ++result_.transfers;
-  if (trace_) trace_->push_back({TraceEvent::Kind::transfer, tensor, from, to, start, end});
-  auto& queue = route_queue_[r];
-  if (route_head_[r] == queue.size()) push_event(end, tensor, to);  // the route was idle: this is its head
-  queue.push_back({end, tensor});
-}
-
-const SimResult& Simulator::simulate(std::span<const DeviceId> devices) { return run(devices, nullptr); }
 
 const SimResult& Simulator::simulate(std::span<const DeviceId> devices, std::vector<TraceEvent>& trace) {
   trace.clear();
-  return run(devices, &trace);
+  trace_ = &trace;
+  try {
+    run<true>(devices);
+  } catch (...) {
+    trace_ = nullptr;
+    throw;
+  }
+  trace_ = nullptr;
+  return result_;
 }
 
-const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<TraceEvent>* trace) {
-  trace_ = trace;
+// The event loop. Everything it touches per event is reached through local pointers, so that the
+// compiler keeps them in registers; the helpers are lambdas, inlined.
+template <bool kTrace>
+void Simulator::run(std::span<const DeviceId> devices) {
   const std::size_t n = graph_.num_ops();
   const std::size_t nd = num_devices_;
   if (devices.size() != n)
     throw Error("placement covers " + std::to_string(devices.size()) + " ops, the graph has " + std::to_string(n));
-  placement_.assign(devices.begin(), devices.end());  // kept: critical_path() reads it after the call
-  dev_ = placement_.data();
-
-  // Reset scratch.
-  std::fill(remaining_.begin(), remaining_.end(), 0u);
-  std::fill(dest_mask_.begin(), dest_mask_.end(), 0u);
-  // uses_ is all zeros here: every count a run adds, the same run takes back (readers finish,
-  // sends arrive). A run that fails part-way marks it dirty.
-  if (uses_dirty_) std::fill(uses_.begin(), uses_.end(), 0u), uses_dirty_ = false;
   for (OpId o = 0; o < n; ++o)
-    if (dev_[o] >= nd) throw Error("placement puts op '" + graph_.op_name(o) + "' on a device id out of range");
+    if (devices[o] >= nd) throw Error("placement puts op '" + graph_.op_name(o) + "' on a device id out of range");
+  placement_.assign(devices.begin(), devices.end());  // kept: critical_path() reads it after the call
+
+  const DeviceId* const dev = placement_.data();
+  const OpInfo* const ops = ops_.data();
+  const std::uint32_t* const in_tensors = in_tensors_.data();
+  const std::uint32_t* const out_tensors = out_tensors_.data();
+  const std::uint32_t* const cons_ops = cons_ops_.data();
+  const OpId* const topo = graph_.topological_order().data();
+  const double* const times = costs_.times().data();
+  const Route* const routes = routes_.data();
+  const ChannelId* const route_channels = route_channels_.data();
+  TensorInfo* const tensors = tensors_.data();
+  std::uint32_t* const uses = uses_.data();
+  double* const duration = duration_.data();
+  std::uint32_t* const remaining = remaining_.data();
+  std::uint64_t* const mem_now = mem_now_.data();
+  std::uint64_t* const mem_peak = mem_peak_.data();
+  double* const channel_free = channel_free_.data();
+  double* const route_bytes = route_bytes_.data();
+  OpTiming* const timing = timing_.data();
+  std::uint32_t* const free_streams = free_streams_.data();
+  std::uint32_t* const last_finished = last_finished_.data();
+  std::uint32_t* const fifo_head = fifo_head_.data();
+  std::uint32_t* const fifo_tail = fifo_tail_.data();
+  DeviceResult* const dres = result_.devices.data();
+  std::vector<TraceEvent>* const trace = trace_;
+
+  // Reset scratch. copies_[].uses is all zeros here: every count a run adds, the same run takes
+  // back (readers finish, sends arrive). A run that fails part-way marks it dirty.
+  if (uses_dirty_) std::fill(uses_.begin(), uses_.end(), 0u), uses_dirty_ = false;
   std::fill(mem_now_.begin(), mem_now_.end(), 0u);
   std::fill(channel_free_.begin(), channel_free_.end(), 0.0);
+  std::fill(route_bytes_.begin(), route_bytes_.end(), 0.0);
+  std::fill(fifo_head_.begin(), fifo_head_.end(), kNone);
   for (DeviceId d = 0; d < nd; ++d) {
     ready_[d].clear();
-    std::fill(route_bytes_.begin() + d * nd, route_bytes_.begin() + (d + 1) * nd, 0.0);
-    free_streams_[d] = static_cast<std::uint32_t>(std::max(1, cluster_.device(d).streams));
-    last_finished_[d] = kNoCause;
-    DeviceResult& dr = result_.devices[d];
+    free_streams[d] = streams_[d];
+    last_finished[d] = kNoCause;
+    DeviceResult& dr = dres[d];
     dr.busy_s = 0.0, dr.ops = 0, dr.static_memory_bytes = 0, dr.peak_memory_bytes = 0;
   }
   events_.clear();
   zero_finished_.clear();
-  for (auto& q : route_queue_) q.clear();
-  std::fill(route_head_.begin(), route_head_.end(), 0u);
-  result_.transfer_bytes = 0.0;
-  result_.transfers = 0;
+  transfers_.clear();
   result_.shortfalls.clear();
 
   // Static memory: tensors without a producer live on their home op's device.
-  for (std::uint32_t s : source_tensors_) {
-    const DeviceId h = dev_[tensor_home_[s]];
-    mem_now_[h] += tensor_bytes_[s] + static_extra_[s];
-  }
-  for (DeviceId d = 0; d < nd; ++d) result_.devices[d].static_memory_bytes = mem_now_[d];
-  mem_peak_ = mem_now_;
+  for (std::uint32_t s : source_tensors_) mem_now[dev[tensors[s].home]] += tensors[s].bytes + static_extra_[s];
+  for (DeviceId d = 0; d < nd; ++d) dres[d].static_memory_bytes = mem_now[d];
+  std::copy(mem_now_.begin(), mem_now_.end(), mem_peak_.begin());
 
-  for (std::size_t x = 0; x < tensor_dev_.size(); ++x)
-    tensor_dev_[x] = tensor_home_[x] == kNoId ? 0 : dev_[tensor_home_[x]];
+  for (std::size_t x = 0; x < tensors_.size(); ++x) {
+    tensors[x].dev = static_cast<std::uint8_t>(tensors[x].home == kNoId ? 0 : dev[tensors[x].home]);
+    tensors[x].dest_mask = 0;
+  }
 
   // Readers per (tensor, device), destinations per tensor, inputs each op waits for.
+  std::uint32_t transfers = 0;
   for (OpId o = 0; o < n; ++o) {
-    const DeviceId d = dev_[o];
+    const DeviceId d = dev[o];
+    duration[o] = times[std::size_t{o} * nd + d];
     std::uint32_t waits = 0;
-    for (std::uint32_t i = in_begin_[o]; i < in_begin_[o + 1]; ++i) {
-      const std::uint32_t x = in_tensors_[i];
-      ++uses_[std::size_t{x} * nd + d];
-      const DeviceId src = tensor_dev_[x];
-      if (src != d) {
+    for (std::uint32_t i = ops[o].in_begin; i < ops[o].in_end; ++i) {
+      const std::uint32_t x = in_tensors[i];
+      TensorInfo& tx = tensors[x];
+      ++uses[std::size_t{x} * nd + d];
+      if (tx.dev != d) {
         ++waits;
         const std::uint64_t bit = std::uint64_t{1} << d;
-        if (!(dest_mask_[x] & bit)) {
-          dest_mask_[x] |= bit;
-          ++uses_[std::size_t{x} * nd + src];
+        if (!(tx.dest_mask & bit)) {
+          tx.dest_mask |= bit;
+          ++uses[std::size_t{x} * nd + tx.dev];
+          ++transfers;
         }
-      } else if (!tensor_is_source_[x]) {
+      } else if (!tx.source) {
         ++waits;
       }
     }
-    remaining_[o] = waits;
+    remaining[o] = waits;
   }
+  result_.transfers = transfers;
+  transfers_.reserve(transfers);  // allocates only when a run needs more than any before
+
+  // The event heap (see events_), with the hole technique.
+  auto push_event = [this](double time, std::uint32_t id, std::uint32_t dest) {
+    const unsigned __int128 e = (static_cast<unsigned __int128>(std::bit_cast<std::uint64_t>(time)) << 64) |
+                                (std::uint64_t{dest} << 32) | id;
+    events_.push_back(e);
+    unsigned __int128* heap = events_.data();
+    std::size_t i = events_.size() - 1;
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / 2;
+      if (heap[parent] < e) break;
+      heap[i] = heap[parent];
+      i = parent;
+    }
+    heap[i] = e;
+  };
+  auto pop_event = [this]() {
+    // Bottom-up: walk the hole at the root down along the earlier children to a leaf (one
+    // comparison per level), then sift the last event up from there (it rarely moves: it is late).
+    unsigned __int128* heap = events_.data();
+    const unsigned __int128 top = heap[0];
+    const std::size_t size = events_.size() - 1;
+    const unsigned __int128 e = heap[size];
+    std::size_t i = 0;
+    for (std::size_t child = 1; child < size; child = 2 * i + 1) {
+      child += (child + 1 < size) & (heap[child + 1] < heap[child]);
+      heap[i] = heap[child];
+      i = child;
+    }
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / 2;
+      if (heap[parent] < e) break;
+      heap[i] = heap[parent];
+      i = parent;
+    }
+    heap[i] = e;
+    events_.pop_back();
+    return top;
+  };
+  auto allocate = [mem_now, mem_peak](DeviceId d, std::uint64_t bytes) {
+    const std::uint64_t now = mem_now[d] += bytes;
+    if (now > mem_peak[d]) mem_peak[d] = now;
+  };
+  auto release = [uses, tensors, mem_now, nd](std::uint32_t x, DeviceId d) {
+    const TensorInfo& tx = tensors[x];
+    if (--uses[std::size_t{x} * nd + d] != 0 || tx.keep) return;
+    if (tx.source && tx.dev == d) return;  // lives here all step
+    mem_now[d] -= tx.bytes;
+  };
+  auto make_ready = [&](std::uint32_t op, double time, std::uint32_t cause) {
+    timing[op].cause = cause;
+    timing[op].start_s = time;  // ready time until the op starts
+    const DeviceId d = dev[op];
+    if (duration[op] == 0.0) {
+      // An op that takes no time (an alias) does not wait for its device: it finishes at once.
+      ++dres[d].ops;
+      for (std::uint32_t i = ops[op].out_begin; i < ops[op].out_end; ++i) allocate(d, tensors[out_tensors[i]].bytes);
+      if constexpr (kTrace) trace->push_back({TraceEvent::Kind::op, op, d, d, time, time});
+      zero_finished_.push_back(op);
+      return;
+    }
+    ready_[d].insert(ops[op].rank);
+  };
+  auto start_ops = [&](DeviceId d, double now) {
+    RankSet& ready = ready_[d];
+    if (free_streams[d] == 0 || ready.empty()) [[likely]] return;
+    do {
+      const OpId o = topo[ready.pop_min()];
+      --free_streams[d];
+      OpTiming& ot = timing[o];
+      if (now > ot.start_s) ot.cause = last_finished[d];  // it waited for the device
+      ot.start_s = now;
+      const double time = duration[o];
+      dres[d].busy_s += time;
+      ++dres[d].ops;
+      for (std::uint32_t i = ops[o].out_begin; i < ops[o].out_end; ++i) allocate(d, tensors[out_tensors[i]].bytes);
+      if constexpr (kTrace) trace->push_back({TraceEvent::Kind::op, o, d, d, now, now + time});
+      push_event(now + time, o, kOpFinish);
+    } while (free_streams[d] > 0 && !ready.empty());
+  };
+  auto send = [&](std::uint32_t x, DeviceId from, DeviceId to, double now) {
+    const std::size_t r = std::size_t{from} * nd + to;
+    const Route& route = routes[r];
+    double start = now;
+    for (std::uint32_t i = route.first; i < route.last; ++i) start = std::max(start, channel_free[route_channels[i]]);
+    const std::uint64_t bytes = tensors[x].bytes;
+    const double end = start + route.latency_s + static_cast<double>(bytes) * route.seconds_per_byte;
+    for (std::uint32_t i = route.first; i < route.last; ++i) channel_free[route_channels[i]] = end;
+    route_bytes[r] += static_cast<double>(bytes);
+    allocate(to, bytes);
+    const auto k = static_cast<std::uint32_t>(transfers_.size());
+    transfers_.push_back(Transfer{start, end, x, kNone, to});
+    if constexpr (kTrace) trace->push_back({TraceEvent::Kind::transfer, x, from, to, start, end});
+    if (fifo_head[r] == kNone) {  // the route was idle: this transfer is its head
+      fifo_head[r] = fifo_tail[r] = k;
+      push_event(end, x, to);
+    } else {
+      transfers_[fifo_tail[r]].next = k;
+      fifo_tail[r] = k;
+    }
+  };
 
   // Time 0: send sources to remote readers, start every op with nothing to wait for.
   for (std::uint32_t s : source_tensors_)
-    for (std::uint64_t mask = dest_mask_[s]; mask; mask &= mask - 1)
-      send(s, dev_[tensor_home_[s]], static_cast<DeviceId>(std::countr_zero(mask)), 0.0);
+    for (std::uint64_t mask = tensors[s].dest_mask; mask; mask &= mask - 1)
+      send(s, tensors[s].dev, static_cast<DeviceId>(std::countr_zero(mask)), 0.0);
   for (OpId o : graph_.topological_order())
-    if (remaining_[o] == 0) make_ready(o, 0.0, kNoCause);
+    if (remaining[o] == 0) make_ready(o, 0.0, kNoCause);
   for (DeviceId d = 0; d < nd; ++d) start_ops(d, 0.0);
 
   double now = 0.0, step_end = 0.0;
@@ -306,49 +365,51 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
       dest = kOpFinish;
       took_device = false;
     } else if (!events_.empty()) {
-      std::pop_heap(events_.begin(), events_.end(), Later());
-      const Event e = events_.back();
-      events_.pop_back();
-      now = e.time, id = static_cast<std::uint32_t>(e.key), dest = static_cast<std::uint32_t>(e.key >> 32);
+      const unsigned __int128 e = pop_event();
+      now = std::bit_cast<double>(static_cast<std::uint64_t>(e >> 64));
+      id = static_cast<std::uint32_t>(e), dest = static_cast<std::uint32_t>(static_cast<std::uint64_t>(e) >> 32);
     } else {
       break;
     }
     if (dest == kOpFinish) {
       const OpId o = id;
-      const DeviceId d = dev_[o];
+      const DeviceId d = dev[o];
       if (took_device) {
-        ++free_streams_[d];
-        last_finished_[d] = o;
+        ++free_streams[d];
+        last_finished[d] = o;
       }
-      op_end_[o] = now;
+      timing[o].end_s = now;
       ++finished;
       if (now >= step_end) step_end = now, last_op_ = o;
-      for (std::uint32_t i = in_begin_[o]; i < in_begin_[o + 1]; ++i) release(in_tensors_[i], d);
-      for (std::uint32_t i = out_begin_[o]; i < out_begin_[o + 1]; ++i) {
-        const std::uint32_t x = out_tensors_[i];
-        for (std::uint32_t j = cons_begin_[x]; j < cons_begin_[x + 1]; ++j) {
-          const OpId c = cons_ops_[j];
-          if (dev_[c] == d && --remaining_[c] == 0) make_ready(c, now, o);
+      const OpInfo& info = ops[o];
+      for (std::uint32_t i = info.in_begin; i < info.in_end; ++i) release(in_tensors[i], d);
+      for (std::uint32_t i = info.out_begin; i < info.out_end; ++i) {
+        const std::uint32_t x = out_tensors[i];
+        const TensorInfo& tx = tensors[x];
+        for (std::uint32_t j = tx.cons_begin; j < tx.cons_end; ++j) {
+          const OpId c = cons_ops[j];
+          if (dev[c] == d && --remaining[c] == 0) make_ready(c, now, o);
         }
-        for (std::uint64_t mask = dest_mask_[x]; mask; mask &= mask - 1)
+        for (std::uint64_t mask = tx.dest_mask; mask; mask &= mask - 1)
           send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now);
-        if (uses_[std::size_t{x} * nd + d] == 0 && !tensor_keep_[x]) mem_now_[d] -= tensor_bytes_[x];  // nobody reads it
+        if (uses[std::size_t{x} * nd + d] == 0 && !tx.keep) mem_now[d] -= tx.bytes;  // nobody reads it
       }
       start_ops(d, now);
     } else {
+      // The transfer at the head of route (sender -> dest) arrives.
       const std::uint32_t x = id;
       const DeviceId d = dest;
-      for (std::uint32_t j = cons_begin_[x]; j < cons_begin_[x + 1]; ++j) {
-        const OpId c = cons_ops_[j];
-        if (dev_[c] == d && --remaining_[c] == 0) make_ready(c, now, x | kArrivalFlag);
+      const TensorInfo& tx = tensors[x];
+      for (std::uint32_t j = tx.cons_begin; j < tx.cons_end; ++j) {
+        const OpId c = cons_ops[j];
+        if (dev[c] == d && --remaining[c] == 0) make_ready(c, now, x | kArrivalFlag);
       }
-      const DeviceId from = tensor_dev_[x];
+      const DeviceId from = tx.dev;
       release(x, from);  // the sender's copy is no longer needed for this send
       const std::size_t r = std::size_t{from} * nd + d;
-      if (++route_head_[r] < route_queue_[r].size()) {
-        const Pending& next = route_queue_[r][route_head_[r]];
-        push_event(next.end, next.tensor, d);
-      }
+      const std::uint32_t next = transfers_[fifo_head[r]].next;
+      fifo_head[r] = next;
+      if (next != kNone) push_event(transfers_[next].end_s, transfers_[next].tensor, d);
       start_ops(d, now);
     }
   }
@@ -356,36 +417,43 @@ const SimResult& Simulator::run(std::span<const DeviceId> devices, std::vector<T
   if (finished != n) throw Error("simulation ended with " + std::to_string(n - finished) + " ops that never ran (internal error)");
 
   std::fill(result_.channel_bytes.begin(), result_.channel_bytes.end(), 0.0);
-  for (std::size_t r = 0; r + 1 < route_begin_.size(); ++r)
-    if (route_bytes_[r] > 0)
-      for (std::uint32_t i = route_begin_[r]; i < route_begin_[r + 1]; ++i) result_.channel_bytes[route_channels_[i]] += route_bytes_[r];
+  double transfer_bytes = 0.0;
+  for (std::size_t r = 0; r < routes_.size(); ++r)
+    if (route_bytes[r] > 0) {
+      transfer_bytes += route_bytes[r];
+      for (std::uint32_t i = routes[r].first; i < routes[r].last; ++i) result_.channel_bytes[route_channels[i]] += route_bytes[r];
+    }
+  result_.transfer_bytes = transfer_bytes;
   result_.step_time_s = step_end;
   result_.fits = true;
   for (DeviceId d = 0; d < nd; ++d) {
-    DeviceResult& dr = result_.devices[d];
-    dr.peak_memory_bytes = mem_peak_[d];
+    DeviceResult& dr = dres[d];
+    dr.peak_memory_bytes = mem_peak[d];
     if (dr.peak_memory_bytes > dr.capacity_bytes) {
       result_.fits = false;
       result_.shortfalls.push_back({d, dr.peak_memory_bytes - dr.capacity_bytes});
     }
   }
-  return result_;
 }
 
 std::vector<PathStep> Simulator::critical_path() const {
   std::vector<PathStep> path;
-  if (graph_.num_ops() == 0 || dev_ == nullptr) return path;
+  if (graph_.num_ops() == 0 || placement_.empty()) return path;
+  const DeviceId* dev = placement_.data();
+  std::unordered_map<std::uint64_t, const Transfer*> by_copy;  // (tensor, destination) -> its transfer
+  by_copy.reserve(transfers_.size());
+  for (const Transfer& tr : transfers_) by_copy.emplace((std::uint64_t{tr.tensor} << 32) | tr.to, &tr);
   std::uint32_t op = last_op_;
   for (std::size_t guard = 0; guard <= 2 * graph_.num_ops(); ++guard) {
-    path.push_back({PathStep::Kind::op, op, dev_[op], op_start_[op], op_end_[op]});
-    const std::uint32_t cause = op_cause_[op];
+    path.push_back({PathStep::Kind::op, op, dev[op], timing_[op].start_s, timing_[op].end_s});
+    const std::uint32_t cause = timing_[op].cause;
     if (cause == kNoCause) break;
     if (cause & kArrivalFlag) {
       const std::uint32_t x = cause & ~kArrivalFlag;
-      const std::size_t k = std::size_t{x} * num_devices_ + dev_[op];
-      path.push_back({PathStep::Kind::transfer, x, dev_[op], arrival_start_[k], arrival_end_[k]});
-      if (tensor_is_source_[x]) break;
-      op = tensor_home_[x];
+      const Transfer& tr = *by_copy.at((std::uint64_t{x} << 32) | dev[op]);
+      path.push_back({PathStep::Kind::transfer, x, dev[op], tr.start_s, tr.end_s});
+      if (tensors_[x].source) break;
+      op = tensors_[x].home;
     } else {
       op = cause;
     }

@@ -94,19 +94,8 @@ class Simulator {
   const CostTable& costs() const { return costs_; }
 
  private:
-  // Events at equal times are ordered by `key` ((dest << 32) | id, unique per event), so the
-  // order never depends on how the heap was filled.
-  struct Event {
-    double time;
-    std::uint64_t key;  // high: kOpFinish or destination device of an arrival; low: op or tensor id
-  };
-  const SimResult& run(std::span<const DeviceId> devices, std::vector<TraceEvent>* trace);
-  void push_event(double time, std::uint32_t id, std::uint32_t dest);
-  void make_ready(std::uint32_t op, double time, std::uint32_t cause);
-  void start_ops(DeviceId d, double now);
-  void send(std::uint32_t tensor, DeviceId from, DeviceId to, double now);
-  void allocate(DeviceId d, std::uint64_t bytes);
-  void release(std::uint32_t tensor, DeviceId d);
+  template <bool kTrace>
+  void run(std::span<const DeviceId> devices);
 
   const Graph& graph_;
   const Cluster& cluster_;
@@ -114,29 +103,52 @@ class Simulator {
   SimOptions options_;
   std::size_t num_devices_;
 
-  // Per graph (computed once).
-  std::vector<std::uint32_t> rank_;            // op -> position in topological order
-  std::vector<std::uint32_t> in_begin_;        // op -> distinct input tensors (CSR)
-  std::vector<std::uint32_t> in_tensors_;
-  std::vector<std::uint32_t> out_begin_;       // op -> output tensors (CSR)
-  std::vector<std::uint32_t> out_tensors_;
-  std::vector<std::uint64_t> tensor_bytes_;
-  std::vector<std::uint32_t> tensor_home_;     // producer op, or home op of a source tensor
-  std::vector<std::uint8_t> tensor_is_source_; // no producer: data, parameter, buffer, constant
-  std::vector<std::uint8_t> tensor_keep_;      // graph outputs: never freed
+  // Per graph (computed once). Hot fields are packed so that one event touches few cache lines.
+  struct OpInfo {
+    std::uint32_t in_begin, in_end;    // distinct input tensors: in_tensors_[in_begin, in_end)
+    std::uint32_t out_begin, out_end;  // output tensors: out_tensors_[out_begin, out_end)
+    std::uint32_t rank;                // position in topological order
+  };
+  struct TensorInfo {
+    std::uint64_t bytes;
+    std::uint64_t dest_mask;           // per run: devices it must be sent to
+    std::uint32_t cons_begin, cons_end;  // consumer ops: cons_ops_[cons_begin, cons_end)
+    std::uint32_t home;                // producer op, or home op of a source tensor (kNoId: none)
+    std::uint8_t dev;                  // per run: device of its producer or home op
+    std::uint8_t source;               // no producer: data, parameter, buffer, constant
+    std::uint8_t keep;                 // graph output: never freed
+  };
+  // A transfer of this run. Those on one route form a FIFO, linked through `next`.
+  struct Transfer {
+    double start_s, end_s;
+    std::uint32_t tensor, next;
+    std::uint32_t to;
+  };
+  struct OpTiming {
+    double start_s, end_s;             // start_s is the ready time until the op starts
+    std::uint32_t cause;               // what it waited for last: kNoCause, op id, or tensor | kArrivalFlag
+  };
+  struct Route {
+    std::uint32_t first, last;         // its channels: route_channels_[first, last)
+    double latency_s, seconds_per_byte;
+  };
+  std::vector<OpInfo> ops_;
+  std::vector<std::uint32_t> in_tensors_, out_tensors_, cons_ops_;
+  std::vector<TensorInfo> tensors_;
   std::vector<std::uint32_t> source_tensors_;  // tensors with no producer and a home
   std::vector<std::uint64_t> static_extra_;    // per source tensor: optimizer state bytes
-  std::vector<std::uint32_t> cons_begin_;      // tensor -> consumer ops (CSR)
-  std::vector<std::uint32_t> cons_ops_;
+  std::vector<Route> routes_;                  // from * num_devices + to
+  std::vector<ChannelId> route_channels_;
+  std::vector<std::uint32_t> streams_;         // device -> ops it runs at once (at least 1)
 
   // Scratch (reused).
   std::vector<DeviceId> placement_;            // copy of the last placement simulated
-  const DeviceId* dev_ = nullptr;
   std::vector<TraceEvent>* trace_ = nullptr;
   std::vector<std::uint32_t> remaining_;       // op -> inputs not yet available on its device
-  std::vector<std::uint64_t> dest_mask_;       // tensor -> devices it must be sent to
   std::vector<std::uint32_t> uses_;            // tensor x device -> readers (and sends) left
-  bool uses_dirty_ = false;
+  bool uses_dirty_ = false;                    // uses_ not all zero (a run failed part-way)
+  std::vector<double> duration_;               // op -> its time on its device
+  std::vector<Transfer> transfers_;            // in the order they were sent
   // Ready ops of one device as a set of topological ranks: a two-level bitset, so that inserting
   // and taking the lowest rank cost a few word operations whatever the queue length.
   class RankSet {
@@ -152,30 +164,19 @@ class Simulator {
     std::size_t count_ = 0;
   };
   std::vector<RankSet> ready_;                 // device -> ready ops
-  std::vector<std::uint32_t> route_begin_;     // route (from * n + to) -> channels (CSR)
-  std::vector<ChannelId> route_channels_;
-  std::vector<double> route_latency_s_, route_seconds_per_byte_;
   std::vector<double> route_bytes_;
   std::vector<std::uint32_t> free_streams_;
-  std::vector<std::uint64_t> mem_now_;
-  std::vector<std::uint64_t> mem_peak_;
+  std::vector<std::uint64_t> mem_now_, mem_peak_;
   std::vector<double> channel_free_;
-  std::vector<Event> events_;                  // heap: running ops and the head of each route's queue
-  // Transfers on one route end in the order they were sent, so each route keeps a FIFO of
-  // pending arrivals and only its head sits in the event heap (a small heap, whatever the traffic).
-  struct Pending {
-    double end;
-    std::uint32_t tensor;
-  };
-  std::vector<std::vector<Pending>> route_queue_;  // from * num_devices + to
-  std::vector<std::uint32_t> route_head_;
+  // Event heap: running ops and the transfer at the head of each route's FIFO (transfers on one
+  // route end in the order they were sent), so it stays small whatever the traffic. An event is
+  // (time bits << 64) | (dest << 32) | id, dest = kOpFinish for an op: times are >= 0, so their bit
+  // patterns order like the times, and events at equal times are ordered by destination and id —
+  // never by how the heap was filled.
+  std::vector<unsigned __int128> events_;
+  std::vector<std::uint32_t> fifo_head_, fifo_tail_;  // route -> transfer, or kNone
   std::vector<std::uint32_t> zero_finished_;   // zero-time ops finished inline, to process
-  std::vector<std::uint32_t> tensor_dev_;      // tensor -> device of its producer or home op
-  // For the critical path: what each op waited for last.
-  std::vector<double> op_start_, op_end_;
-  std::vector<std::uint32_t> op_cause_;        // kCauseNone, op id | kCauseOp, tensor id | kCauseArrival
-  std::vector<double> arrival_start_;          // tensor x device -> transfer start
-  std::vector<double> arrival_end_;
+  std::vector<OpTiming> timing_;               // op -> start, end, cause (for the critical path)
   std::vector<std::uint32_t> last_finished_;   // device -> last op that finished there
   std::uint32_t last_op_ = 0;
   SimResult result_;
