@@ -6,8 +6,10 @@
 // - Grouper (HDP): a feed-forward network from op features to a softmax over a fixed number of groups.
 // Sampling runs step by step without gradients (sample()); learning recomputes the log-probabilities
 // of the sampled devices in one teacher-forced pass (log_probs()): the decoder's inputs are known
-// then, so the LSTM runs as one fused call and the attention of every step is one batched,
-// chunked operation. Not thread-safe; single intra-op thread recommended (torch::set_num_threads(1)).
+// then, so the LSTM runs as one autograd node (lstm_sequence) and the attention of every step is one
+// batched, chunked operation. Whatever depends on the groups only (attention keys, the decoder's
+// input projection of every encoder output, the logits' context table) is computed once per batch
+// by encode(). Not thread-safe; single intra-op thread recommended (torch::set_num_threads(1)).
 #pragma once
 
 #include <torch/torch.h>
@@ -30,6 +32,13 @@ FeatureTensors to_tensors(const Features& f);
 // a backward pass that recomputes tanh chunk by chunk instead of storing B*T*G*A activations.
 torch::Tensor additive_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
+// An LSTM layer (gate order i, f, g, o, as torch::nn::LSTM) over a sequence, from its input
+// projection xw [T, B, 4H] (x W_ih^T + b_ih + b_hh), initial state h0, c0 [B, H] and recurrent
+// weights w_hh [4H, H]. Returns {outputs [T, B, H], final cell state [B, H]} (the final hidden
+// state is outputs[T - 1]). One autograd node: the backward pass is backpropagation through time
+// written out, one matmul per step. float32 only.
+std::vector<torch::Tensor> lstm_sequence(const torch::Tensor& xw, const torch::Tensor& h0, const torch::Tensor& c0, const torch::Tensor& w_hh);
+
 // Draws one index from each row of `probs` [B, N] with `rng` (inverse CDF on a uniform double).
 std::vector<std::int64_t> sample_rows(const torch::Tensor& probs, std::mt19937_64& rng);
 
@@ -41,10 +50,14 @@ struct Seq2SeqOptions {
   double temperature = 10.0, tanh_constant = 5.0;
 };
 
+// What the decoder needs of one sequence of groups, computed once per batch (differentiable).
 struct Encoded {
-  torch::Tensor enc;     // [G, H] encoder outputs
-  torch::Tensor keys;    // [G, A] attention keys (W_k enc), computed once per batch
-  torch::Tensor h0, c0;  // [1, H] decoder initial state
+  torch::Tensor enc;          // [G, H] encoder outputs
+  torch::Tensor keys;         // [G, A] attention keys (W_k enc)
+  torch::Tensor group_in;     // [G, 4H] decoder input projection of enc[t], with the decoder's biases
+  torch::Tensor device_in;    // [D + 1, 4H] decoder input projection of each device's embedding (D: "go")
+  torch::Tensor context_out;  // [G, D] output layer's context columns times enc (logits = ... + alpha . this)
+  torch::Tensor h0, c0;       // [1, H] decoder initial state
 };
 
 struct LogProbs {
@@ -62,7 +75,7 @@ class Seq2SeqPlacerImpl : public torch::nn::Module {
   const Seq2SeqOptions& options() const { return options_; }
 
  private:
-  torch::Tensor logits_of(const torch::Tensor& h, const torch::Tensor& ctx);
+  torch::Tensor squash(const torch::Tensor& z) const;  // C tanh(z / T)
   Seq2SeqOptions options_;
   torch::nn::Linear embed_types_{nullptr}, embed_numeric_{nullptr};
   torch::nn::LSTM encoder_{nullptr}, decoder_{nullptr};
