@@ -2,11 +2,10 @@
 
 #include <algorithm>
 
-// Every kernel is compiled twice, for AVX2 + FMA and for the baseline, and the loader picks one.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PLACER_KERNEL __attribute__((target_clones("arch=haswell", "default")))
-#else
-#define PLACER_KERNEL
+// Every kernel body is compiled twice, for AVX2 + FMA and for the baseline, and the first call
+// picks one for the CPU (KERNEL, at the end).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PLACER_X86 1
 #endif
 
 // Lets GCC turn the branch-free clamps into vector selects (nothing here relies on FP traps).
@@ -41,43 +40,56 @@ namespace {
 
 constexpr std::int64_t kLanes = 16;  // partial sums kept apart so that reductions vectorize
 
-}  // namespace
+// Eight floats as one value (GCC vector extension: one AVX register, or two SSE registers). Only
+// used inside this file, so the ABI note GCC gives for passing it without AVX does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+using V8 = float __attribute__((vector_size(32)));
+[[gnu::always_inline]] inline V8 load(const float* p) {
+  V8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+[[gnu::always_inline]] inline void store(float* p, const V8& v) { __builtin_memcpy(p, &v, sizeof v); }
 
-float fast_tanh(float x) { return tanh_approx(x); }
-
-PLACER_KERNEL
-void matmul(const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t n, float* out, bool accumulate) {
+[[gnu::always_inline]] inline void matmul_impl(const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t n, float* out, bool accumulate) {
   if (!accumulate) std::fill(out, out + m * n, 0.0f);
   std::int64_t i = 0;
-  for (; i + 4 <= m; i += 4) {  // four rows at a time: each row of w is read once for all four
-    float* __restrict o0 = out + i * n;
-    float* __restrict o1 = o0 + n;
-    float* __restrict o2 = o1 + n;
-    float* __restrict o3 = o2 + n;
-    for (std::int64_t kk = 0; kk < k; ++kk) {
-      const float x0 = x[i * k + kk], x1 = x[(i + 1) * k + kk], x2 = x[(i + 2) * k + kk], x3 = x[(i + 3) * k + kk];
-      const float* __restrict wr = w + kk * n;
-      for (std::int64_t j = 0; j < n; ++j) {
-        const float wv = wr[j];
-        o0[j] += x0 * wv;
-        o1[j] += x1 * wv;
-        o2[j] += x2 * wv;
-        o3[j] += x3 * wv;
+  // Four rows by 16 columns at a time, accumulated over k in eight vector registers: each element of
+  // w is loaded once for the four rows and each output is loaded and stored once.
+  for (; i + 4 <= m; i += 4) {
+    const float* x0 = x + i * k;
+    float* o = out + i * n;
+    std::int64_t j0 = 0;
+    for (; j0 + 16 <= n; j0 += 16) {
+      V8 a[4][2];
+      for (int r = 0; r < 4; ++r) a[r][0] = load(o + r * n + j0), a[r][1] = load(o + r * n + j0 + 8);
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        const V8 w0 = load(w + kk * n + j0), w1 = load(w + kk * n + j0 + 8);
+        for (int r = 0; r < 4; ++r) {
+          const float xv = x0[r * k + kk];
+          a[r][0] += xv * w0;
+          a[r][1] += xv * w1;
+        }
       }
+      for (int r = 0; r < 4; ++r) store(o + r * n + j0, a[r][0]), store(o + r * n + j0 + 8, a[r][1]);
     }
+    for (std::int64_t r = 0; r < 4; ++r)  // the last n % 16 columns
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        const float xv = x0[r * k + kk];
+        for (std::int64_t j = j0; j < n; ++j) o[r * n + j] += xv * w[kk * n + j];
+      }
   }
   for (; i < m; ++i) {
-    float* __restrict o = out + i * n;
+    float* __restrict oi = out + i * n;
     for (std::int64_t kk = 0; kk < k; ++kk) {
       const float xv = x[i * k + kk];
       const float* __restrict wr = w + kk * n;
-      for (std::int64_t j = 0; j < n; ++j) o[j] += xv * wr[j];
+      for (std::int64_t j = 0; j < n; ++j) oi[j] += xv * wr[j];
     }
   }
 }
 
-PLACER_KERNEL
-void lstm_cell(float* gates, const float* c_prev, float* c, float* tanh_c, float* h_out, std::int64_t b, std::int64_t h) {
+[[gnu::always_inline]] inline void lstm_cell_impl(float* gates, const float* c_prev, float* c, float* tanh_c, float* h_out, std::int64_t b, std::int64_t h) {
   for (std::int64_t r = 0; r < b; ++r) {
     float* __restrict g = gates + r * 4 * h;
     for (std::int64_t j = 0; j < 2 * h; ++j) g[j] = sigmoid_approx(g[j]);  // i, f
@@ -94,8 +106,7 @@ void lstm_cell(float* gates, const float* c_prev, float* c, float* tanh_c, float
   }
 }
 
-PLACER_KERNEL
-void attention_scores(const float* q, std::int64_t rows, const float* kt, std::int64_t g, std::int64_t a, const float* v, float* s) {
+[[gnu::always_inline]] inline void attention_scores_impl(const float* q, std::int64_t rows, const float* kt, std::int64_t g, std::int64_t a, const float* v, float* s) {
   for (std::int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * g;
     std::fill(sr, sr + g, 0.0f);
@@ -107,8 +118,7 @@ void attention_scores(const float* q, std::int64_t rows, const float* kt, std::i
   }
 }
 
-PLACER_KERNEL
-void attention_backward(const float* q, std::int64_t rows, const float* kt, std::int64_t g, std::int64_t a, const float* v, const float* ds,
+[[gnu::always_inline]] inline void attention_backward_impl(const float* q, std::int64_t rows, const float* kt, std::int64_t g, std::int64_t a, const float* v, const float* ds,
                         float* dq, float* dkt, float* dv, float* scratch) {
   // scratch[i, j] accumulates ds * tanh over the rows; dv is its sum over j at the end.
   std::fill(scratch, scratch + a * g, 0.0f);
@@ -148,5 +158,37 @@ void attention_backward(const float* q, std::int64_t rows, const float* kt, std:
     dv[i] += total;
   }
 }
+
+}  // namespace
+
+float fast_tanh(float x) { return tanh_approx(x); }
+
+// KERNEL(name, (parameters), (arguments)): name_avx2, the body compiled for AVX2 + FMA, and name,
+// which calls it where the CPU has both and the baseline body otherwise.
+#ifdef PLACER_X86
+#define KERNEL(name, params, args)                                                             \
+  __attribute__((target("avx2,fma"))) static void name##_avx2 params { name##_impl args; }      \
+  void name params {                                                                            \
+    static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); \
+    if (avx2)                                                                                   \
+      name##_avx2 args;                                                                         \
+    else                                                                                        \
+      name##_impl args;                                                                         \
+  }
+#else
+#define KERNEL(name, params, args) \
+  void name params { name##_impl args; }
+#endif
+
+KERNEL(matmul, (const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t n, float* out, bool accumulate),
+       (x, m, k, w, n, out, accumulate))
+KERNEL(lstm_cell, (float* gates, const float* c_prev, float* c, float* tanh_c, float* h_out, std::int64_t b, std::int64_t h),
+       (gates, c_prev, c, tanh_c, h_out, b, h))
+KERNEL(attention_scores, (const float* q, std::int64_t rows, const float* kt, std::int64_t g, std::int64_t a, const float* v, float* s),
+       (q, rows, kt, g, a, v, s))
+KERNEL(attention_backward,
+       (const float* q, std::int64_t rows, const float* kt, std::int64_t g, std::int64_t a, const float* v, const float* ds, float* dq,
+        float* dkt, float* dv, float* scratch),
+       (q, rows, kt, g, a, v, ds, dq, dkt, dv, scratch))
 
 }  // namespace placer::rl::kernels

@@ -2,9 +2,10 @@
 // products of a few rows by a weight matrix that one LSTM step needs (OpenBLAS repacks the whole
 // weight matrix on every such call), an LSTM cell, and the additive attention with its gradient,
 // fused so that the B x G x A tanh activations are never stored. tanh is a rational approximation
-// (Eigen's, a few ulp on [-7.9, 7.9], +-1 beyond) that vectorizes; the kernels are compiled for
-// AVX2 + FMA and for plain x86-64 and chosen at load time (GCC target_clones), so results are
-// reproducible on one machine and independent of the thread count. float32, row-major.
+// (Eigen's, a few ulp on [-7.9, 7.9], +-1 beyond) that vectorizes; each kernel is compiled for
+// AVX2 + FMA and for plain x86-64 and picked by the CPU at the first call, so results are
+// reproducible on one machine (not bit for bit across CPUs) and independent of the thread count.
+// float32, row-major.
 #pragma once
 
 #include <cstdint>
