@@ -42,16 +42,7 @@ class ColocAgent final : public Agent {
   torch::Tensor actions_;
 };
 
-TrainOptions defaults() {
-  TrainOptions o;
-  o.algo = "colocrl";
-  o.batch = 8;
-  o.learning_rate = 0.1;
-  o.entropy_weight = 0.0;
-  o.baseline_decay = 0.9;
-  o.clip_norm = 1.0;
-  return o;
-}
+TrainOptions defaults() { return paper_train_options("colocrl", 8); }  // K = 8: ours (docs/learned-placers.md#colocrl)
 
 }  // namespace
 

@@ -64,16 +64,7 @@ class HdpAgent final : public Agent {
   torch::Tensor actions_;
 };
 
-TrainOptions defaults() {
-  TrainOptions o;
-  o.algo = "hdp";
-  o.batch = 4;  // HDP: k = 4 placer samples per grouper sample (m = 1)
-  o.learning_rate = 0.1;
-  o.entropy_weight = 0.0;
-  o.baseline_decay = 0.9;
-  o.clip_norm = 1.0;
-  return o;
-}
+TrainOptions defaults() { return paper_train_options("hdp", 4); }  // HDP: k = 4 placer samples per grouper sample (m = 1)
 
 }  // namespace
 

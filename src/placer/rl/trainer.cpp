@@ -22,6 +22,8 @@ namespace {
 thread_local TrainStats g_stats;
 thread_local double g_sample_s = 0, g_logp_s = 0, g_update_s = 0;
 
+}  // namespace
+
 // One intra-op thread for torch and for the BLAS under it: these small products are faster on one
 // core, and OpenBLAS's own pool otherwise spins (sched_yield) against the simulator threads. The
 // BLAS is found at run time, so that any BLAS (or none) behind libtorch works.
@@ -42,6 +44,8 @@ void single_threaded_math() {
       break;
     }
 }
+
+namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -275,6 +279,17 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
 }
 
 TrainStats last_train_stats() { return g_stats; }
+
+TrainOptions paper_train_options(std::string algo, std::size_t batch) {
+  TrainOptions o;
+  o.algo = std::move(algo);
+  o.batch = batch;
+  o.learning_rate = 0.1;   // HDP: Adam, fixed learning rate 0.1
+  o.clip_norm = 1.0;       // HDP: gradient clipping of norm 1.0 (reference implementation grad_bound)
+  o.baseline_decay = 0.9;  // reference implementation bl_dec
+  o.entropy_weight = 0.0;  // the papers name none
+  return o;
+}
 
 std::vector<OptionDoc> common_option_docs(const TrainOptions& d) {
   auto num = [](double v) { return fmt::format("{}", v); };

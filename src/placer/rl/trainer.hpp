@@ -44,6 +44,11 @@ struct TrainOptions {
   std::size_t default_samples = 2000; // when the budget gives neither samples nor seconds
 };
 
+// The training hyper-parameters ColocRL and HDP share (HDP section 3 says it uses ColocRL's): Adam
+// with a fixed learning rate of 0.1, gradient clipping at norm 1.0, the reference implementation's
+// baseline decay 0.9, no entropy bonus; `batch` (K) is each placer's own.
+TrainOptions paper_train_options(std::string algo, std::size_t batch);
+
 // Trains `agent` and returns the best placement that fits. Throws Error if none fit.
 PlacementResult train(const Problem& problem, const Budget& budget, Observer& observer, std::uint64_t seed,
                       const TrainOptions& options, Agent& agent);
@@ -51,6 +56,10 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
 // Options every learned placer takes, with their defaults; `read` fills TrainOptions from them.
 std::vector<OptionDoc> common_option_docs(const TrainOptions& defaults);
 TrainOptions read_common_options(const PlacerOptions& options, TrainOptions defaults);
+
+// One intra-op thread for torch and the BLAS under it, and freed tensor memory kept in the heap:
+// what train() runs under (benchmarks call it to measure the same).
+void single_threaded_math();
 
 // Timing of the last train() call in this thread, for benchmarks and docs.
 struct TrainStats {
