@@ -1,12 +1,16 @@
-// The learned placers' policy on one core: sampling K placements (step-by-step decoding with
-// attention, no gradient) and one learning pass (teacher-forced log-probabilities, backward), for a
-// ColocRL-sized seq2seq placer (groups x hidden x attention, 5 devices). Figures: docs/learned-placers.md.
+// The learned placers' policy on one core, as train() runs it (single_threaded_math: one torch and
+// BLAS thread): sampling K placements (step-by-step decoding with attention, no gradient) and one
+// learning pass (sample, teacher-forced log-probabilities, backward), for seq2seq placers of the
+// sizes ColocRL and HDP use (groups x hidden x attention, 5 devices, K; ColocRL on Inception-V3 has
+// 16 co-location groups, HDP on k80x4 100 groups), and the additive attention alone.
+// Figures: docs/learned-placers.md#speed.
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
 #include <random>
 
 #include "placer/rl/policy.hpp"
+#include "placer/rl/trainer.hpp"
 
 namespace {
 
@@ -16,7 +20,7 @@ struct Setup {
   Seq2SeqPlacer net{nullptr};
   FeatureTensors x;
   Setup(std::int64_t groups, std::int64_t hidden, std::int64_t attention) {
-    torch::set_num_threads(1);
+    single_threaded_math();
     torch::manual_seed(1);
     Seq2SeqOptions o;
     o.types = 30;
@@ -58,7 +62,7 @@ void BM_LearnStep(benchmark::State& state) {
 }
 
 void BM_Attention(benchmark::State& state) {
-  torch::set_num_threads(1);
+  single_threaded_math();
   const std::int64_t k = state.range(3), g = state.range(0), a = state.range(2);
   const torch::Tensor q = torch::randn({k, g, a}, torch::requires_grad()), keys = torch::randn({g, a}, torch::requires_grad()),
                       v = torch::randn({a}, torch::requires_grad());
@@ -70,13 +74,14 @@ void BM_Attention(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_Sample)->Args({256, 256, 64, 8})->Args({100, 256, 64, 4})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Sample)->Args({16, 256, 64, 8})->Args({100, 256, 64, 4})->Args({256, 256, 64, 8})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LearnStep)
+    ->Args({16, 256, 64, 8})
+    ->Args({100, 256, 64, 4})
+    ->Args({100, 256, 64, 8})
     ->Args({256, 256, 64, 8})
     ->Args({256, 256, 64, 16})
     ->Args({256, 256, 256, 8})
-    ->Args({100, 256, 64, 4})
-    ->Args({100, 256, 64, 8})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Attention)->Args({256, 256, 64, 8})->Args({256, 256, 256, 8})->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();
