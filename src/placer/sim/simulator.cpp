@@ -110,7 +110,15 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
       r.last = static_cast<std::uint32_t>(route_channels_.size());
       if (from != to) r.latency_s = c.route_latency_s(from, to), r.seconds_per_byte = 1.0 / c.route_bandwidth(from, to);
       routes_.push_back(r);
+      max_route_ = std::max<std::uint32_t>(max_route_, r.last - r.first);
     }
+  // Every route's channels again, padded to the longest route by repeating its last channel (a
+  // repeat changes neither the max of free times nor what is written), so that issuing a transfer
+  // runs loops of one fixed length: no branch mispredicted on the route's length.
+  padded_channels_.assign(routes_.size() * max_route_, 0);
+  for (std::size_t r = 0; r < routes_.size(); ++r)
+    for (std::uint32_t k = 0; k < max_route_ && routes_[r].last > routes_[r].first; ++k)
+      padded_channels_[r * max_route_ + k] = route_channels_[std::min(routes_[r].first + k, routes_[r].last - 1)];
   streams_.resize(num_devices_);
   for (DeviceId d = 0; d < num_devices_; ++d) streams_[d] = static_cast<std::uint32_t>(std::max(1, c.device(d).streams));
   route_bytes_.resize(num_devices_ * num_devices_);
@@ -172,6 +180,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
   const double* const times = costs_.times().data();
   const Route* const routes = routes_.data();
   const ChannelId* const route_channels = route_channels_.data();
+  const ChannelId* const padded_channels = padded_channels_.data();
+  const std::uint32_t max_route = max_route_;
   TensorInfo* const tensors = tensors_.data();
   std::uint32_t* const uses = uses_.data();
   double* const duration = duration_.data();
@@ -227,27 +237,43 @@ void Simulator::run(std::span<const DeviceId> devices) {
       const std::uint32_t x = in_tensors[i];
       TensorInfo& tx = tensors[x];
       ++uses[std::size_t{x} * nd + d];
-      if (tx.dev != d) {
-        ++waits;
-        const std::uint64_t bit = std::uint64_t{1} << d;
-        if (!(tx.dest_mask & bit)) {
-          tx.dest_mask |= bit;
-          ++uses[std::size_t{x} * nd + tx.dev];
-          ++transfers;
-        }
-      } else if (!tx.source) {
-        ++waits;
-      }
+      // Without branches (the placement is random to the branch predictor): a remote input waits
+      // for a transfer, sent once per destination; a local one waits unless it is a source.
+      const bool remote = tx.dev != d;
+      const std::uint64_t bit = std::uint64_t{remote} << d;
+      const bool first_send = (tx.dest_mask & bit) == 0 && remote;
+      tx.dest_mask |= bit;
+      uses[std::size_t{x} * nd + tx.dev] += first_send;
+      transfers += first_send;
+      waits += remote | !tx.source;
     }
     remaining[o] = waits;
   }
   result_.transfers = transfers;
   transfers_.reserve(transfers);  // allocates only when a run needs more than any before
 
-  // The event heap (see events_), with the hole technique.
-  auto push_event = [this](double time, std::uint32_t id, std::uint32_t dest) {
+  // The event heap (see events_), with the hole technique. The event being processed stays at the
+  // top until its handler pushes its first event, which replaces it in one pass down the heap
+  // (most handlers push one: an op starts, or the next transfer of a route); otherwise it is popped
+  // when the handler is done.
+  bool top_done = false;
+  auto push_event = [&](double time, std::uint32_t id, std::uint32_t dest) {
     const unsigned __int128 e = (static_cast<unsigned __int128>(std::bit_cast<std::uint64_t>(time)) << 64) |
                                 (std::uint64_t{dest} << 32) | id;
+    if (top_done) {
+      top_done = false;
+      unsigned __int128* heap = events_.data();
+      const std::size_t size = events_.size();
+      std::size_t i = 0;
+      for (std::size_t child = 1; child < size; child = 2 * i + 1) {
+        child += (child + 1 < size) & (heap[child + 1] < heap[child]);
+        if (e < heap[child]) break;
+        heap[i] = heap[child];
+        i = child;
+      }
+      heap[i] = e;
+      return;
+    }
     events_.push_back(e);
     unsigned __int128* heap = events_.data();
     std::size_t i = events_.size() - 1;
@@ -284,13 +310,15 @@ void Simulator::run(std::span<const DeviceId> devices) {
   };
   auto allocate = [mem_now, mem_peak](DeviceId d, std::uint64_t bytes) {
     const std::uint64_t now = mem_now[d] += bytes;
-    if (now > mem_peak[d]) mem_peak[d] = now;
+    mem_peak[d] = std::max(mem_peak[d], now);
   };
   auto release = [uses, tensors, mem_now, nd](std::uint32_t x, DeviceId d) {
     const TensorInfo& tx = tensors[x];
-    if (--uses[std::size_t{x} * nd + d] != 0 || tx.keep) return;
-    if (tx.source && tx.dev == d) return;  // lives here all step
-    mem_now[d] -= tx.bytes;
+    // Freed when its last use is done, unless a graph output or a source on its home device (those
+    // live all step).
+    const bool last = --uses[std::size_t{x} * nd + d] == 0;
+    const bool stays = tx.keep | (tx.source & (tx.dev == d));
+    mem_now[d] -= tx.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(last & !stays));  // no branch
   };
   auto make_ready = [&](std::uint32_t op, double time, std::uint32_t cause) {
     timing[op].cause = cause;
@@ -326,11 +354,12 @@ void Simulator::run(std::span<const DeviceId> devices) {
   auto send = [&](std::uint32_t x, DeviceId from, DeviceId to, double now) {
     const std::size_t r = std::size_t{from} * nd + to;
     const Route& route = routes[r];
+    const ChannelId* channels = padded_channels + r * max_route;
     double start = now;
-    for (std::uint32_t i = route.first; i < route.last; ++i) start = std::max(start, channel_free[route_channels[i]]);
+    for (std::uint32_t k = 0; k < max_route; ++k) start = std::max(start, channel_free[channels[k]]);
     const std::uint64_t bytes = tensors[x].bytes;
     const double end = start + route.latency_s + static_cast<double>(bytes) * route.seconds_per_byte;
-    for (std::uint32_t i = route.first; i < route.last; ++i) channel_free[route_channels[i]] = end;
+    for (std::uint32_t k = 0; k < max_route; ++k) channel_free[channels[k]] = end;
     route_bytes[r] += static_cast<double>(bytes);
     allocate(to, bytes);
     const auto k = static_cast<std::uint32_t>(transfers_.size());
@@ -365,7 +394,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
       dest = kOpFinish;
       took_device = false;
     } else if (!events_.empty()) {
-      const unsigned __int128 e = pop_event();
+      const unsigned __int128 e = events_.front();
+      top_done = true;
       now = std::bit_cast<double>(static_cast<std::uint64_t>(e >> 64));
       id = static_cast<std::uint32_t>(e), dest = static_cast<std::uint32_t>(static_cast<std::uint64_t>(e) >> 32);
     } else {
@@ -388,7 +418,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
         const TensorInfo& tx = tensors[x];
         for (std::uint32_t j = tx.cons_begin; j < tx.cons_end; ++j) {
           const OpId c = cons_ops[j];
-          if (dev[c] == d && --remaining[c] == 0) make_ready(c, now, o);
+          const bool here = dev[c] == d;
+          remaining[c] -= here;
+          if (here & (remaining[c] == 0)) make_ready(c, now, o);
         }
         for (std::uint64_t mask = tx.dest_mask; mask; mask &= mask - 1)
           send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now);
@@ -402,7 +434,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
       const TensorInfo& tx = tensors[x];
       for (std::uint32_t j = tx.cons_begin; j < tx.cons_end; ++j) {
         const OpId c = cons_ops[j];
-        if (dev[c] == d && --remaining[c] == 0) make_ready(c, now, x | kArrivalFlag);
+        const bool here = dev[c] == d;
+        remaining[c] -= here;
+        if (here & (remaining[c] == 0)) make_ready(c, now, x | kArrivalFlag);
       }
       const DeviceId from = tx.dev;
       release(x, from);  // the sender's copy is no longer needed for this send
@@ -411,6 +445,10 @@ void Simulator::run(std::span<const DeviceId> devices) {
       fifo_head[r] = next;
       if (next != kNone) push_event(transfers_[next].end_s, transfers_[next].tensor, d);
       start_ops(d, now);
+    }
+    if (top_done) {
+      (void)pop_event();
+      top_done = false;
     }
   }
   if (finished != n) uses_dirty_ = true;

@@ -139,6 +139,8 @@ class Simulator {
   std::vector<std::uint64_t> static_extra_;    // per source tensor: optimizer state bytes
   std::vector<Route> routes_;                  // from * num_devices + to
   std::vector<ChannelId> route_channels_;
+  std::vector<ChannelId> padded_channels_;     // route -> max_route_ channels (see the constructor)
+  std::uint32_t max_route_ = 0;
   std::vector<std::uint32_t> streams_;         // device -> ops it runs at once (at least 1)
 
   // Scratch (reused).
