@@ -107,5 +107,31 @@ TEST(GraphJsonBadInput, UnknownOpTypeWithoutWork) {
                "Frobnicate");
 }
 
+TEST(GraphJsonBadInput, MisspeltFieldsAreNamed) {
+  // At the top, in a tensor and in an op: an unknown field is an error naming it, never ignored.
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [], "ops": [], "ouputs": []})", "unknown field 'ouputs'");
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [1], "kidn": "data"}], "ops": []})",
+               "tensors[0] 'x'");
+  expect_error(R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [1], "kind": "data"}, {"name": "y", "shape": [1]}],
+    "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "modlue": "block1"}]})",
+               "unknown field 'modlue'");
+}
+TEST(GraphJsonBadInput, ForwardOpsMustComeFirst) {
+  const std::string tensors = R"("tensors": [{"name": "x", "shape": [1], "kind": "data"}, {"name": "y", "shape": [1]}, {"name": "dx", "shape": [1]}])";
+  const std::string ops = R"("ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]},
+            {"name": "a_grad", "type": "ReluGrad", "role": "backward", "forward_op": "a", "inputs": ["y"], "outputs": ["dx"], "flops": 1}])";
+  // Declared count too large: the backward op would count as forward.
+  expect_error(R"({"format": "placer-graph", "version": 1, "forward_ops": 2, )" + tensors + ", " + ops + "}", "has role 'backward'");
+  // Without forward_ops the count is the ops whose role is forward: this one loads.
+  Graph g = load_graph_json(write("fwd.json", R"({"format": "placer-graph", "version": 1, )" + tensors + ", " + ops + "}"));
+  EXPECT_EQ(g.num_forward_ops(), 1u);
+  EXPECT_EQ(g.forward_op(1), 0u);
+  // A gradient op pointing at another gradient op.
+  expect_error(R"({"format": "placer-graph", "version": 1, )" + tensors + R"(, "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]},
+            {"name": "a_grad", "type": "ReluGrad", "role": "backward", "forward_op": "a_grad", "inputs": ["y"], "outputs": ["dx"], "flops": 1}]})",
+               "must be a forward op");
+}
+
 }  // namespace
 }  // namespace placer

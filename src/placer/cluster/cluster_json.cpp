@@ -10,6 +10,7 @@
 
 #include "placer/cluster/cluster.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 #include "placer/util/text.hpp"
 
 namespace placer {
@@ -23,19 +24,6 @@ using json = nlohmann::json;
 
 void require_object(const json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + " must be a JSON object, got " + std::string(j.type_name()));
-}
-
-// Rejects misspelt fields instead of silently ignoring them.
-void check_fields(const json& j, std::initializer_list<std::string_view> known, const std::string& where) {
-  for (const auto& [key, value] : j.items()) {
-    bool ok = false;
-    for (std::string_view k : known) ok = ok || key == k;
-    if (!ok) {
-      std::string list;
-      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      throw Error(where + ": unknown field " + in_quotes(key) + " (known: " + list + ")");
-    }
-  }
 }
 
 const json& field(const json& j, std::string_view key, const std::string& where) {
@@ -70,7 +58,7 @@ std::uint64_t get_count(const json& j, std::string_view key, const std::string& 
 
 Device parse_device(const json& j, const std::string& where) {
   require_object(j, where);
-  check_fields(j, {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams"},
+  check_known_fields(j, {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams"},
                where);
   Device d;
   d.name = get_string(j, "name", where);
@@ -95,7 +83,7 @@ Device parse_device(const json& j, const std::string& where) {
 
 Link parse_link(const json& j, const std::string& where) {
   require_object(j, where);
-  check_fields(j, {"name", "a", "b", "bandwidth", "bandwidth_ab", "bandwidth_ba", "latency_s"}, where);
+  check_known_fields(j, {"name", "a", "b", "bandwidth", "bandwidth_ab", "bandwidth_ba", "latency_s"}, where);
   Link l;
   if (j.contains("name")) l.name = get_string(j, "name", where);
   const std::string here = l.name.empty() ? where : where + " (" + in_quotes(l.name) + ")";
@@ -133,7 +121,7 @@ Cluster parse_cluster_json(const json& j, const std::string& source) {
     throw Error(source + ": cluster format version " + std::to_string(v) + " is newer than this placer reads (" +
                 std::to_string(kVersion) + ")");
   if (v < 1) throw Error(source + ": field 'version' must be at least 1, got " + std::to_string(v));
-  check_fields(j, {"format", "version", "name", "description", "devices", "switches", "links"}, source);
+  check_known_fields(j, {"format", "version", "name", "description", "devices", "switches", "links"}, source);
   if (j.contains("description") && !j["description"].is_string())
     throw Error(source + ": field 'description' must be a string");
 

@@ -112,6 +112,18 @@ Graph GraphBuilder::build() && {
     throw Error("graph '" + g.name_ + "' declares " + std::to_string(g.num_forward_ops_) + " forward ops but holds only " +
                 std::to_string(num_ops) + " ops");
   g.optimizer_state_copies_ = optimizer_state_copies_;
+  // The forward ops come first, then the backward and update ops of a training step; a gradient
+  // op names the forward op it differentiates.
+  for (std::size_t o = 0; o < num_ops; ++o) {
+    const bool forward = ops_[o].role == OpRole::forward;
+    if (forward != (o < g.num_forward_ops_))
+      throw Error("graph '" + g.name_ + "' declares " + std::to_string(g.num_forward_ops_) + " forward ops (listed first), but op '" +
+                  ops_[o].name + "' (number " + std::to_string(o) + ") has role '" + std::string(op_role_name(ops_[o].role)) + "'");
+    const OpId f = ops_[o].forward_op;
+    if (f != kNoId && (f >= g.num_forward_ops_ || forward))
+      throw Error("op '" + ops_[o].name + "': its forward_op must be a forward op, and only backward and update ops name one" +
+                  (f < num_ops ? " (it names '" + ops_[f].name + "')" : std::string()));
+  }
 
   // Tensors: shapes, sizes, kinds.
   g.tensor_name_.reserve(num_tensors);

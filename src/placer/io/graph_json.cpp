@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 
 namespace placer {
 namespace {
@@ -122,14 +123,17 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
   if (version < 1 || version > kGraphJsonVersion)
     throw Error(source + ": graph format version " + std::to_string(version) + " is not supported (this placer reads up to " +
                 std::to_string(kGraphJsonVersion) + ")");
+  check_known_fields(j, {"format", "version", "name", "forward_ops", "optimizer_state_copies", "tensors", "ops", "outputs"}, source);
   GraphBuilder b(optional_as<std::string>(j, "name", "", source));
   const json& tensors = field(j, "tensors", source);
   if (!tensors.is_array()) throw Error(source + ": field 'tensors' must be a list");
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const json& t = tensors[i];
     std::string where = source + ": tensors[" + std::to_string(i) + "]";
+    if (!t.is_object()) throw Error(where + ": a tensor must be a JSON object");
     auto name = field_as<std::string>(t, "name", where);
     where += " '" + name + "'";
+    check_known_fields(t, {"name", "shape", "dtype", "kind"}, where);
     b.add_tensor(name, field_as<std::vector<std::int64_t>>(t, "shape", where),
                  parse_dtype(optional_as<std::string>(t, "dtype", "float32", where)),
                  parse_tensor_kind(optional_as<std::string>(t, "kind", "activation", where)));
@@ -148,9 +152,13 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const json& op = ops[i];
     std::string where = source + ": ops[" + std::to_string(i) + "]";
+    if (!op.is_object()) throw Error(where + ": an op must be a JSON object");
     OpSpec spec;
     spec.name = field_as<std::string>(op, "name", where);
     where += " '" + spec.name + "'";
+    check_known_fields(op, {"name", "type", "inputs", "outputs", "module", "call", "role", "forward_op", "param", "attrs", "class", "flops",
+                            "bytes_read", "bytes_written"},
+                       where);
     spec.type = field_as<std::string>(op, "type", where);
     for (const json& in : field(op, "inputs", where))
       spec.inputs.push_back(in.is_null() ? kNoId : tensor_id(in, where));
@@ -196,7 +204,10 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
   }
   for (const json& out : optional_as<json>(j, "outputs", json::array(), source))
     b.mark_output(tensor_id(out, source + ": outputs"));
-  b.set_num_forward_ops(optional_as<std::size_t>(j, "forward_ops", ops.size(), source));
+  // Without 'forward_ops', the ops with role "forward" (they come first: the builder checks it).
+  std::size_t forward = 0;
+  for (const json& op : ops) forward += optional_as<std::string>(op, "role", "forward", source) == "forward";
+  b.set_num_forward_ops(optional_as<std::size_t>(j, "forward_ops", forward, source));
   b.set_optimizer_state_copies(optional_as<std::uint32_t>(j, "optimizer_state_copies", 0, source));
   try {
     return std::move(b).build();
