@@ -24,16 +24,6 @@ TEST(Kernels, FastTanhIsCloseToTanh) {
   for (float x = -12.0f; x <= 12.0f; x += 0.01f) EXPECT_NEAR(kernels::fast_tanh(x), std::tanh(x), 1e-6) << x;
 }
 
-TEST(Kernels, MatmulMatchesTorch) {
-  torch::manual_seed(3);
-  for (std::int64_t m : {1, 3, 4, 9}) {
-    const torch::Tensor x = torch::randn({m, 37}), w = torch::randn({37, 29});
-    torch::Tensor out = torch::ones({m, 29});
-    kernels::matmul(x.data_ptr<float>(), m, 37, w.data_ptr<float>(), 29, out.data_ptr<float>(), true);
-    expect_close(out, x.mm(w) + 1, 1e-5, "matmul m=" + std::to_string(m));
-  }
-}
-
 TEST(LstmSequence, MatchesTorchLstmAndItsGradients) {
   torch::manual_seed(1);
   const std::int64_t t = 7, b = 3, in = 5, h = 6;

@@ -40,55 +40,6 @@ namespace {
 
 constexpr std::int64_t kLanes = 16;  // partial sums kept apart so that reductions vectorize
 
-// Eight floats as one value (GCC vector extension: one AVX register, or two SSE registers). Only
-// used inside this file, so the ABI note GCC gives for passing it without AVX does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-using V8 = float __attribute__((vector_size(32)));
-[[gnu::always_inline]] inline V8 load(const float* p) {
-  V8 v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-[[gnu::always_inline]] inline void store(float* p, const V8& v) { __builtin_memcpy(p, &v, sizeof v); }
-
-[[gnu::always_inline]] inline void matmul_impl(const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t n, float* out, bool accumulate) {
-  if (!accumulate) std::fill(out, out + m * n, 0.0f);
-  std::int64_t i = 0;
-  // Four rows by 16 columns at a time, accumulated over k in eight vector registers: each element of
-  // w is loaded once for the four rows and each output is loaded and stored once.
-  for (; i + 4 <= m; i += 4) {
-    const float* x0 = x + i * k;
-    float* o = out + i * n;
-    std::int64_t j0 = 0;
-    for (; j0 + 16 <= n; j0 += 16) {
-      V8 a[4][2];
-      for (int r = 0; r < 4; ++r) a[r][0] = load(o + r * n + j0), a[r][1] = load(o + r * n + j0 + 8);
-      for (std::int64_t kk = 0; kk < k; ++kk) {
-        const V8 w0 = load(w + kk * n + j0), w1 = load(w + kk * n + j0 + 8);
-        for (int r = 0; r < 4; ++r) {
-          const float xv = x0[r * k + kk];
-          a[r][0] += xv * w0;
-          a[r][1] += xv * w1;
-        }
-      }
-      for (int r = 0; r < 4; ++r) store(o + r * n + j0, a[r][0]), store(o + r * n + j0 + 8, a[r][1]);
-    }
-    for (std::int64_t r = 0; r < 4; ++r)  // the last n % 16 columns
-      for (std::int64_t kk = 0; kk < k; ++kk) {
-        const float xv = x0[r * k + kk];
-        for (std::int64_t j = j0; j < n; ++j) o[r * n + j] += xv * w[kk * n + j];
-      }
-  }
-  for (; i < m; ++i) {
-    float* __restrict oi = out + i * n;
-    for (std::int64_t kk = 0; kk < k; ++kk) {
-      const float xv = x[i * k + kk];
-      const float* __restrict wr = w + kk * n;
-      for (std::int64_t j = 0; j < n; ++j) oi[j] += xv * wr[j];
-    }
-  }
-}
-
 [[gnu::always_inline]] inline void lstm_cell_impl(float* gates, const float* c_prev, float* c, float* tanh_c, float* h_out, std::int64_t b, std::int64_t h) {
   for (std::int64_t r = 0; r < b; ++r) {
     float* __restrict g = gates + r * 4 * h;
@@ -180,8 +131,6 @@ float fast_tanh(float x) { return tanh_approx(x); }
   void name params { name##_impl args; }
 #endif
 
-KERNEL(matmul, (const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t n, float* out, bool accumulate),
-       (x, m, k, w, n, out, accumulate))
 KERNEL(lstm_cell, (float* gates, const float* c_prev, float* c, float* tanh_c, float* h_out, std::int64_t b, std::int64_t h),
        (gates, c_prev, c, tanh_c, h_out, b, h))
 KERNEL(attention_scores, (const float* q, std::int64_t rows, const float* kt, std::int64_t g, std::int64_t a, const float* v, float* s),

@@ -1,7 +1,7 @@
-// Small dense kernels of the learned placers' policy on one core, in plain C++ (no torch): the
-// products of a few rows by a weight matrix that one LSTM step needs (OpenBLAS repacks the whole
-// weight matrix on every such call), an LSTM cell, and the additive attention with its gradient,
-// fused so that the B x G x A tanh activations are never stored. tanh is a rational approximation
+// Fused element-wise kernels of the learned placers' policy on one core, in plain C++ (no torch):
+// an LSTM cell (gate activations and state update in one pass over the gates), and the additive
+// attention v . tanh(q + k) with its gradient, fused so that the B x G x A tanh activations are
+// never stored (libtorch has no fused form of either; matrix products stay with libtorch). tanh is a rational approximation
 // (Eigen's, a few ulp on [-7.9, 7.9], +-1 beyond) that vectorizes; each kernel is compiled for
 // AVX2 + FMA and for plain x86-64 and picked by the CPU at the first call, so results are
 // reproducible on one machine (not bit for bit across CPUs) and independent of the thread count.
@@ -11,9 +11,6 @@
 #include <cstdint>
 
 namespace placer::rl::kernels {
-
-// out[m, n] = (accumulate ? out : 0) + x[m, k] w[k, n].
-void matmul(const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t n, float* out, bool accumulate);
 
 // tanh(x) by the kernels' approximation (for tests and scalar callers).
 float fast_tanh(float x);

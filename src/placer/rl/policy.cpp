@@ -8,6 +8,18 @@
 namespace placer::rl {
 namespace {
 
+// out[m, n] = (accumulate ? out : 0) + x[m, k] w[k, n] on row-major buffers, by libtorch (OpenBLAS).
+void matmul(const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t n, float* out, bool accumulate) {
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  const torch::Tensor xt = torch::from_blob(const_cast<float*>(x), {m, k}, f32);
+  const torch::Tensor wt = torch::from_blob(const_cast<float*>(w), {k, n}, f32);
+  torch::Tensor ot = torch::from_blob(out, {m, n}, f32);
+  if (accumulate)
+    ot.addmm_(xt, wt);
+  else
+    torch::mm_out(ot, xt, wt);
+}
+
 // Additive attention as one autograd node over the fused kernels: the backward pass recomputes tanh
 // instead of storing rows x G x A activations.
 struct AdditiveAttention : torch::autograd::Function<AdditiveAttention> {
@@ -60,7 +72,7 @@ struct LstmSequence : torch::autograd::Function<LstmSequence> {
     const std::int64_t n = b * hs;
     for (std::int64_t t = 0; t < t_len; ++t) {
       float* gates = ap + t * 4 * n;
-      kernels::matmul(h, b, hs, wp, 4 * hs, gates, /*accumulate=*/true);
+      matmul(h, b, hs, wp, 4 * hs, gates, /*accumulate=*/true);
       kernels::lstm_cell(gates, c, cp + t * n, tp + t * n, op + t * n, b, hs);
       h = op + t * n;
       c = cp + t * n;
@@ -111,7 +123,7 @@ struct LstmSequence : torch::autograd::Function<LstmSequence> {
           dcp[idx] = dcv * f;
         }
       }
-      kernels::matmul(dgp + t * b * 4 * hs, b, 4 * hs, w.data_ptr<float>(), hs, dhp, /*accumulate=*/false);  // dh = dgates[t] W_hh
+      matmul(dgp + t * b * 4 * hs, b, 4 * hs, w.data_ptr<float>(), hs, dhp, /*accumulate=*/false);  // dh = dgates[t] W_hh
     }
     const torch::Tensor h_prev = t_len > 1 ? torch::cat({h0.unsqueeze(0), out.narrow(0, 0, t_len - 1)}, 0) : h0.unsqueeze(0);
     const torch::Tensor g_w = dgates.view({t_len * b, 4 * hs}).t().mm(h_prev.reshape({t_len * b, hs}));
@@ -267,7 +279,7 @@ torch::Tensor Seq2SeqPlacerImpl::sample(const Encoded& e, std::int64_t k, std::m
   const float* bp = bias.data_ptr<float>();
   const float* wp = w_all.data_ptr<float>();
   const auto temperature = static_cast<float>(options_.temperature), tanh_constant = static_cast<float>(options_.tanh_constant);
-  kernels::matmul(hs.data(), k, h, wp, width, proj.data(), false);
+  matmul(hs.data(), k, h, wp, width, proj.data(), false);
   for (std::int64_t t = 0; t < groups; ++t) {
     // gates = group_in[t] + device_in[previous device] + h W_hh^T
     for (std::int64_t r = 0; r < k; ++r) {
@@ -279,7 +291,7 @@ torch::Tensor Seq2SeqPlacerImpl::sample(const Encoded& e, std::int64_t k, std::m
     }
     kernels::lstm_cell(gates.data(), cs.data(), c_next.data(), tanh_c.data(), hs.data(), k, h);
     std::swap(cs, c_next);
-    kernels::matmul(hs.data(), k, h, wp, width, proj.data(), false);
+    matmul(hs.data(), k, h, wp, width, proj.data(), false);
     for (std::int64_t r = 0; r < k; ++r) std::copy_n(proj.data() + r * width + 4 * h, a, q.data() + r * a);
     kernels::attention_scores(q.data(), k, keys_t.data_ptr<float>(), groups, a, v.data_ptr<float>(), scores.data());
     for (std::int64_t r = 0; r < k; ++r) {
