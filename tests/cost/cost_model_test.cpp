@@ -115,5 +115,26 @@ TEST(Profile, BadInputIsAnError) {
   EXPECT_THROW(Profile::load("/nonexistent/profile.json"), Error);
 }
 
+TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
+  auto message = [](const char* text) {
+    try {
+      (void)Profile::from_json(nlohmann::json::parse(text), "p.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "time_s": {}})"), ::testing::HasSubstr("unknown field 'time_s'"));
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "times_s": {"gpu": {"op": {}}}})"),
+              ::testing::HasSubstr("times_s.gpu: unknown field 'op'"));
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "times_s": {"gpu": [1]}})"), ::testing::HasSubstr("times_s.gpu must be"));
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "model": {"overhead_scale": "x"}})"),
+              ::testing::HasSubstr("overhead_scale must be a non-negative number"));
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "model": {"efficiency": {"gpu": {"conv": {"compute": "fast"}}}}})"),
+              ::testing::HasSubstr("model.efficiency.gpu.conv.compute must be a number"));
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "model": {"efficiency": {"gpu": {"conv": {"comptue": 0.5}}}}})"),
+              ::testing::HasSubstr("unknown field 'comptue'"));
+}
+
 }  // namespace
 }  // namespace placer

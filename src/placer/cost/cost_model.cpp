@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 
 namespace placer {
 
@@ -108,6 +109,8 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object() || j.value("format", "") != "placer-profile")
     throw Error(source + ": not a placer profile (field 'format' must be \"placer-profile\")");
   if (j.value("version", 0) != 1) throw Error(source + ": profile version " + j.value("version", nlohmann::json()).dump() + " is not supported");
+  check_known_fields(j, {"format", "version", "machine", "times_s", "model"}, source);
+  if (j.contains("machine") && !j["machine"].is_string()) throw Error(source + ": 'machine' must be a string");
   p.device_description = j.value("machine", "");
   auto check_time = [&](const std::string& what, const nlohmann::json& v) {
     if (!v.is_number() || v.get<double>() < 0) throw Error(source + ": time of '" + what + "' must be a non-negative number of seconds");
@@ -117,6 +120,11 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     if (!it->is_object()) throw Error(source + ": 'times_s' must be an object keyed by device kind");
     for (auto& [kind_name, entry] : it->items()) {
       DeviceKind kind = parse_device_kind(kind_name);
+      const std::string where = source + ": times_s." + kind_name;
+      if (!entry.is_object()) throw Error(where + " must be an object with 'ops' and 'signatures'");
+      check_known_fields(entry, {"ops", "signatures"}, where);
+      for (const char* table : {"ops", "signatures"})
+        if (entry.contains(table) && !entry[table].is_object()) throw Error(where + "." + table + " must be an object of times");
       if (auto ops = entry.find("ops"); ops != entry.end())
         for (auto& [name, t] : ops->items()) p.set_by_name(kind, name, check_time(name, t));
       if (auto sigs = entry.find("signatures"); sigs != entry.end())
@@ -125,16 +133,32 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   }
   if (auto it = j.find("model"); it != j.end()) {
     CostModel m = CostModel::defaults();
-    m.overhead_scale = it->value("overhead_scale", 1.0);
-    if (auto eff = it->find("efficiency"); eff != it->end())
-      for (auto& [kind_name, classes] : eff->items())
+    const std::string where = source + ": model";
+    if (!it->is_object()) throw Error(where + " must be an object");
+    check_known_fields(*it, {"efficiency", "overhead_scale"}, where);
+    if (it->contains("overhead_scale")) {
+      const nlohmann::json& scale = (*it)["overhead_scale"];
+      if (!scale.is_number() || scale.get<double>() < 0) throw Error(where + ".overhead_scale must be a non-negative number");
+      m.overhead_scale = scale.get<double>();
+    }
+    if (auto eff = it->find("efficiency"); eff != it->end()) {
+      if (!eff->is_object()) throw Error(where + ".efficiency must be an object keyed by device kind");
+      for (auto& [kind_name, classes] : eff->items()) {
+        if (!classes.is_object()) throw Error(where + ".efficiency." + kind_name + " must be an object keyed by op class");
         for (auto& [class_name, e] : classes.items()) {
+          const std::string here = where + ".efficiency." + kind_name + "." + class_name;
           Efficiency& target = m.of(parse_device_kind(kind_name), parse_op_class(class_name));
+          if (!e.is_object()) throw Error(here + " must be an object with 'compute' and 'memory'");
+          check_known_fields(e, {"compute", "memory"}, here);
+          for (const char* f : {"compute", "memory"})
+            if (e.contains(f) && !e[f].is_number()) throw Error(here + "." + f + " must be a number");
           target.compute = e.value("compute", target.compute);
           target.memory = e.value("memory", target.memory);
           if (target.compute <= 0 || target.memory <= 0)
             throw Error(source + ": efficiency of " + kind_name + "/" + class_name + " must be positive");
         }
+      }
+    }
     p.set_model(m);
   }
   return p;
