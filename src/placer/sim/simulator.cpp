@@ -17,6 +17,17 @@ constexpr std::uint32_t kArrivalFlag = 0x80000000u;
 constexpr std::uint32_t kNoCause = 0xFFFFFFFFu;
 constexpr std::uint32_t kNone = 0xFFFFFFFFu;  // end of a route's FIFO
 
+// Binary min-heap step: moves the hole at `i` up past every parent later than `e`, then fills it.
+[[gnu::always_inline]] inline void sift_up(unsigned __int128* heap, std::size_t i, unsigned __int128 e) {
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 2;
+    if (heap[parent] < e) break;
+    heap[i] = heap[parent];
+    i = parent;
+  }
+  heap[i] = e;
+}
+
 }  // namespace
 
 void Simulator::RankSet::resize(std::size_t ranks) {
@@ -275,38 +286,21 @@ void Simulator::run(std::span<const DeviceId> devices) {
       return;
     }
     events_.push_back(e);
-    unsigned __int128* heap = events_.data();
-    std::size_t i = events_.size() - 1;
-    while (i > 0) {
-      const std::size_t parent = (i - 1) / 2;
-      if (heap[parent] < e) break;
-      heap[i] = heap[parent];
-      i = parent;
-    }
-    heap[i] = e;
+    sift_up(events_.data(), events_.size() - 1, e);
   };
   auto pop_event = [this]() {
     // Bottom-up: walk the hole at the root down along the earlier children to a leaf (one
     // comparison per level), then sift the last event up from there (it rarely moves: it is late).
     unsigned __int128* heap = events_.data();
-    const unsigned __int128 top = heap[0];
     const std::size_t size = events_.size() - 1;
-    const unsigned __int128 e = heap[size];
     std::size_t i = 0;
     for (std::size_t child = 1; child < size; child = 2 * i + 1) {
       child += (child + 1 < size) & (heap[child + 1] < heap[child]);
       heap[i] = heap[child];
       i = child;
     }
-    while (i > 0) {
-      const std::size_t parent = (i - 1) / 2;
-      if (heap[parent] < e) break;
-      heap[i] = heap[parent];
-      i = parent;
-    }
-    heap[i] = e;
+    sift_up(heap, i, heap[size]);
     events_.pop_back();
-    return top;
   };
   auto allocate = [mem_now, mem_peak](DeviceId d, std::uint64_t bytes) {
     const std::uint64_t now = mem_now[d] += bytes;
@@ -447,7 +441,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       start_ops(d, now);
     }
     if (top_done) {
-      (void)pop_event();
+      pop_event();
       top_done = false;
     }
   }
