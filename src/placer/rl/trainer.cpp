@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "placer/rl/environment.hpp"
@@ -238,7 +239,14 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     if (o.entropy_weight != 0.0) loss = loss - o.entropy_weight * lp.entropy;
     optimizer.zero_grad();
     loss.backward();
-    if (o.clip_norm > 0) torch::nn::utils::clip_grad_norm_(module.parameters(), o.clip_norm);
+    // PLACER_RL_TRACE=1: one line per update on stderr (what docs/learned-placers.md's diagnosis of
+    // stalled searches reads): mean entropy per decision, gradient norm before clipping, mean step time.
+    static const bool trace = std::getenv("PLACER_RL_TRACE") != nullptr;
+    const double clip = o.clip_norm > 0 ? o.clip_norm : (trace ? std::numeric_limits<double>::infinity() : 0.0);
+    const double grad_norm = clip > 0 ? torch::nn::utils::clip_grad_norm_(module.parameters(), clip) : 0.0;
+    if (trace)
+      std::fprintf(stderr, "update %lld: entropy %.4f, gradient norm %.3g, mean step time %.2f ms\n", static_cast<long long>(s.updates + 1),
+                   lp.entropy.item<double>(), grad_norm, mean_time * 1e3);
     optimizer.step();
     g_update_s += since(t2);
     s.baseline = o.baseline_decay * s.baseline + (1.0 - o.baseline_decay) * mean_reward;
