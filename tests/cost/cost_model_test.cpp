@@ -38,6 +38,15 @@ TEST(CostModel, EfficiencyDividesThePeak) {
   EXPECT_DOUBLE_EQ(modelled_time_s(OpWork{1e9, 0, 0, OpClass::conv}, gpu(), m), 1e-5 + 2e-3);
 }
 
+TEST(CostModel, ADevicesOwnEfficiencyReplacesTheDefaultField) {
+  CostModel m = unit_model();
+  Device d = gpu();
+  d.efficiency[static_cast<std::size_t>(OpClass::conv)] = {.compute = 2.0, .memory = 0};  // memory: the default
+  EXPECT_DOUBLE_EQ(modelled_time_s(OpWork{1e9, 0, 0, OpClass::conv}, d, m), 1e-5 + 0.5e-3);
+  EXPECT_DOUBLE_EQ(modelled_time_s(OpWork{0, 1e8, 0, OpClass::conv}, d, m), 1e-5 + 1e-3);
+  EXPECT_DOUBLE_EQ(modelled_time_s(OpWork{1e9, 0, 0, OpClass::conv}, d, m, /*device_efficiency=*/false), 1e-5 + 1e-3);
+}
+
 TEST(CostModel, AliasesCostNothingNotEvenOverhead) {
   EXPECT_EQ(modelled_time_s(OpWork{0, 0, 0, OpClass::alias}, gpu(), CostModel::defaults()), 0.0);
 }

@@ -36,7 +36,10 @@ DeviceId all_first(const Graph&, OpId) { return 0; }
 DeviceId round_robin(const Graph&, OpId op) { return op % 3; }
 DeviceId halves(const Graph& g, OpId op) { return op < g.num_ops() / 2 ? 1 : 2; }
 
-Executor make(const std::string& path, Mode mode, const PlaceFn& place, Optimizer opt = Optimizer::sgd) {
+// The executor of `path` with each forward op on the device `place` picks. On the virtual cluster
+// every device is the host (all_on_cpu); `real` runs gpu:N on CUDA device N.
+Executor make_on(const Cluster& cluster, bool all_on_cpu, const std::string& path, Mode mode, const PlaceFn& place,
+                 Optimizer opt = Optimizer::sgd) {
   ModelOptions options;
   options.mode = Mode::inference;
   const Graph fwd = load_forward_graph(path, options);
@@ -44,8 +47,11 @@ Executor make(const std::string& path, Mode mode, const PlaceFn& place, Optimize
   for (OpId op = 0; op < fwd.num_ops(); ++op) devices[op] = place(fwd, op);
   options.mode = mode;
   options.optimizer = opt;
-  return Executor(path, options, virtual_cluster(), devices,
-                  ExecOptions{.mode = mode, .optimizer = opt, .seed = 7, .all_on_cpu = true});
+  return Executor(path, options, cluster, devices, ExecOptions{.mode = mode, .optimizer = opt, .seed = 7, .all_on_cpu = all_on_cpu});
+}
+
+Executor make(const std::string& path, Mode mode, const PlaceFn& place, Optimizer opt = Optimizer::sgd) {
+  return make_on(virtual_cluster(), true, path, mode, place, opt);
 }
 
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, double tolerance, const std::string& what) {
@@ -298,6 +304,70 @@ TEST(Executor, RefusesAGpuThisLibtorchCannotReach) {
   options.mode = Mode::inference;
   const std::size_t n = load_forward_graph(path, options).num_ops();
   EXPECT_THROW(Executor(path, options, virtual_cluster(), std::vector<DeviceId>(n, 2), ExecOptions{.mode = Mode::inference}), Error);
+}
+
+// ---- Real GPUs (run where libtorch has CUDA; skipped elsewhere) -----------------------------------
+// Placements over the host and CUDA device 0: outputs and updated parameters equal the CPU-only run.
+// cuDNN convolves in TF32 by default (about 1e-3 relative), hence the wider tolerance.
+
+Cluster host_and_gpu() {
+  auto dev = [](std::string name, DeviceKind kind) { return Device{name, kind, "real", 1e12, 1e11, 16ull << 30, 1e-6, 1}; };
+  return Cluster::build("host+gpu", {dev("cpu:0", DeviceKind::cpu), dev("gpu:0", DeviceKind::gpu)}, {"pcie"},
+                        {Link{"a", "cpu:0", "pcie", 1e10, 1e10, 1e-6}, Link{"b", "gpu:0", "pcie", 1e10, 1e10, 1e-6}});
+}
+
+#define REQUIRE_CUDA()                                                                  \
+  do {                                                                                  \
+    REQUIRE_SHARED_MODELS();                                                            \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "this libtorch has no CUDA device"; \
+  } while (0)
+
+Executor make_real(const std::string& path, Mode mode, const PlaceFn& place) {
+  return make_on(host_and_gpu(), false, path, mode, place);
+}
+
+DeviceId on_gpu(const Graph&, OpId) { return 1; }
+DeviceId alternate(const Graph&, OpId op) { return (op / 7) % 2; }
+DeviceId second_half_on_gpu(const Graph& g, OpId op) { return op < g.num_ops() / 2 ? 0 : 1; }
+
+void check_on_gpu(const std::string& model, Mode mode, double tolerance) {
+  const std::string path = test::shared_model(model);
+  Executor reference = make_real(path, mode, all_first);
+  reference.step();
+  for (const PlaceFn& place : {PlaceFn(on_gpu), PlaceFn(alternate), PlaceFn(second_half_on_gpu)}) {
+    Executor ex = make_real(path, mode, place);
+    ex.step();
+    if (mode == Mode::inference) {
+      const auto expected = reference.output_values();
+      const auto got = ex.output_values();
+      ASSERT_EQ(got.size(), expected.size());
+      for (std::size_t i = 0; i < got.size(); ++i) expect_close(got[i], expected[i], tolerance, model + " output " + std::to_string(i));
+    } else {
+      EXPECT_NEAR(ex.last_loss(), reference.last_loss(), tolerance * std::fabs(reference.last_loss()) + 1e-6) << model;
+      for (const auto& name : reference.parameter_names())
+        expect_close(ex.parameter_value(name), reference.parameter_value(name), tolerance, model + " " + name);
+    }
+  }
+}
+
+TEST(ExecutorOnGpu, CifarnetInferenceAndTrainingMatchTheCpu) {
+  REQUIRE_CUDA();
+  check_on_gpu("cifarnet", Mode::inference, 5e-3);
+  check_on_gpu("cifarnet", Mode::training, 5e-3);
+}
+
+TEST(ExecutorOnGpu, LargerModelsMatchTheCpu) {
+  REQUIRE_CUDA();
+  for (const char* model : {"resnet50", "bert_base", "rnnlm"}) check_on_gpu(model, Mode::inference, 5e-3);
+  check_on_gpu("resnet50", Mode::training, 5e-3);
+}
+
+TEST(ExecutorOnGpu, MeasuresAGpuStep) {
+  REQUIRE_CUDA();
+  Executor ex = make_real(test::shared_model("cifarnet"), Mode::training, alternate);
+  const exec::StepTimes t = ex.measure(3, 1);
+  EXPECT_GT(t.min_s, 0);
+  EXPECT_GT(ex.copies_last_step(), 0u);
 }
 
 TEST(Executor, MeasuresStepTimes) {

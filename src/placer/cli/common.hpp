@@ -57,5 +57,6 @@ void register_compare(CLI::App& app);
 void register_run(CLI::App& app);
 void register_profile(CLI::App& app);
 void register_validate(CLI::App& app);
+void register_fit(CLI::App& app);
 
 }  // namespace placer::cli

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   placer::cli::register_run(app);
   placer::cli::register_profile(app);
   placer::cli::register_validate(app);
+  placer::cli::register_fit(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

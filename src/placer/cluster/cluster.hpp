@@ -10,6 +10,7 @@
 //   double t = c.transfer_time_s(a, b, 4e6);           // uncontended, cut-through
 #pragma once
 
+#include <array>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "placer/graph/types.hpp"
 
 namespace placer {
 
@@ -41,6 +44,14 @@ struct Device {
   std::uint64_t memory_bytes = 0;            // memory capacity
   double op_overhead_s = 0;                  // fixed cost of every op (framework + launch)
   int streams = 1;                           // ops the device can run at once
+  // Efficiencies measured on this device (`placer fit`), per op class: the fraction of peak_flops
+  // (compute) and of memory_bandwidth (memory) that the class reaches. A zero keeps the cost
+  // model's default for the device kind (docs/cost-model.md).
+  struct Efficiency {
+    double compute = 0, memory = 0;
+    bool operator==(const Efficiency&) const = default;
+  };
+  std::array<Efficiency, kNumOpClasses> efficiency{};
   bool operator==(const Device&) const = default;
 };
 

@@ -58,7 +58,7 @@ std::uint64_t get_count(const json& j, std::string_view key, const std::string& 
 
 Device parse_device(const json& j, const std::string& where) {
   require_object(j, where);
-  check_known_fields(j, {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams"},
+  check_known_fields(j, {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams", "efficiency"},
                where);
   Device d;
   d.name = get_string(j, "name", where);
@@ -77,6 +77,28 @@ Device parse_device(const json& j, const std::string& where) {
     const std::uint64_t streams = get_count(j, "streams", here);
     if (streams > 1024) throw Error(here + ": field 'streams' must be at most 1024, got " + std::to_string(streams));
     d.streams = static_cast<int>(streams);
+  }
+  if (auto eff = j.find("efficiency"); eff != j.end()) {
+    const std::string at = here + ".efficiency";
+    require_object(*eff, at);
+    for (const auto& [class_name, value] : eff->items()) {
+      OpClass c;
+      try {
+        c = parse_op_class(class_name);
+      } catch (const Error& e) {
+        throw Error(at + ": " + e.what());
+      }
+      const std::string at_class = at + "." + class_name;
+      require_object(value, at_class);
+      check_known_fields(value, {"compute", "memory"}, at_class);
+      Device::Efficiency& target = d.efficiency[static_cast<std::size_t>(c)];
+      for (auto [key, slot] : {std::pair{"compute", &target.compute}, std::pair{"memory", &target.memory}}) {
+        if (!value.contains(key)) continue;
+        *slot = get_number(value, key, at_class);
+        if (!(*slot > 0) || !std::isfinite(*slot))
+          throw Error(at_class + ": field " + in_quotes(key) + " must be a positive number, got " + value[key].dump());
+      }
+    }
   }
   return d;
 }
@@ -181,6 +203,15 @@ json cluster_to_json(const Cluster& cluster) {
                        {"memory_bytes", d.memory_bytes},
                        {"op_overhead_s", d.op_overhead_s},
                        {"streams", d.streams}});
+    json eff = json::object();
+    for (int c = 0; c < kNumOpClasses; ++c) {
+      const Device::Efficiency& e = d.efficiency[static_cast<std::size_t>(c)];
+      json jc = json::object();
+      if (e.compute > 0) jc["compute"] = e.compute;
+      if (e.memory > 0) jc["memory"] = e.memory;
+      if (!jc.empty()) eff[std::string(op_class_name(static_cast<OpClass>(c)))] = std::move(jc);
+    }
+    if (!eff.empty()) devices.back()["efficiency"] = std::move(eff);
   }
   json links = json::array();
   for (const Link& l : cluster.links()) {

@@ -3,6 +3,7 @@
 #include <array>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -25,6 +26,42 @@ constexpr double kNvswitchHopLatencyS = 5e-6;   // two hops through an NVSwitch
 constexpr double kPcie3BytesPerS = 12e9;        // x16 gen 3, effective
 constexpr double kTfGpuOpOverheadS = 15e-6;     // TensorFlow 1.x era, per GPU op
 constexpr double kCpuOpOverheadS = 8e-6;        // measured, PyTorch eager; TensorFlow: 5-10 us
+
+// Measured on a machine with one H100 SXM5 80GB and 16 cores of a Xeon, PyTorch 2.11 (CUDA 13) eager
+// mode, 2026-11-23: the `local` preset's own measurements and `placer fit` over profiles of seven
+// shared models, training and inference (docs/data/h100-2026-11-23/, docs/execution.md). The
+// efficiencies are relative to these peaks; conv reaches 3.6 x the fp32 matrix-product peak because
+// cuDNN convolves in TF32 by default.
+constexpr double kH100Flops = 51.6e12;             // fp32 4096^2 matrix product, TF32 off
+constexpr double kH100Bandwidth = 2.97e12;         // 256 MiB device copy, read + write
+constexpr double kH100OpOverheadS = 7.2e-6;        // fitted per-op cost inside a step (asynchronous launches)
+constexpr double kH100BoxCpuFlops = 1.06e12;       // fp32 768^2 matrix product, 15 threads
+constexpr double kH100BoxCpuBandwidth = 142e9;     // 32 MiB copy, read + write
+constexpr double kH100BoxCpuOverheadS = 7.2e-6;    // fitted
+
+struct ClassEfficiency {
+  OpClass op_class;
+  double compute, memory;  // 0: the cost model's default
+};
+
+std::array<Device::Efficiency, kNumOpClasses> efficiencies(std::initializer_list<ClassEfficiency> fitted) {
+  std::array<Device::Efficiency, kNumOpClasses> e{};
+  for (const ClassEfficiency& f : fitted) e[static_cast<std::size_t>(f.op_class)] = {f.compute, f.memory};
+  return e;
+}
+
+// `placer fit` on the H100 machine (docs/data/h100-2026-11-23/fitted-cluster.json), rounded.
+std::array<Device::Efficiency, kNumOpClasses> h100_efficiency() {
+  return efficiencies({{OpClass::conv, 3.555, 0.415}, {OpClass::matmul, 1.049, 0.470}, {OpClass::elementwise, 0, 1.152},
+                       {OpClass::normalization, 0, 0.497}, {OpClass::pooling, 0, 0.415}, {OpClass::reduction, 0, 0.543},
+                       {OpClass::data_movement, 0, 2.890}, {OpClass::optimizer, 0, 4.0}});
+}
+
+std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
+  return efficiencies({{OpClass::conv, 0.794, 0.118}, {OpClass::matmul, 0.858, 0.090}, {OpClass::elementwise, 0, 1.578},
+                       {OpClass::normalization, 0, 0.403}, {OpClass::pooling, 0, 0.146}, {OpClass::reduction, 0, 0.958},
+                       {OpClass::data_movement, 0, 4.0}, {OpClass::optimizer, 0, 2.769}});
+}
 
 struct Builder {
   std::string name;
@@ -115,8 +152,10 @@ Cluster dgx_h100() {
   for (int s = 0; s < 2; ++s)
     b.add_device(cpu(s), DeviceKind::cpu, "Intel Xeon Platinum 8480C (56 cores, 2.0 GHz)",
                  7.168e12 /* 56 x 2.0 GHz x 64 */, 307.2e9, 1024 * kGiB, kCpuOpOverheadS);
-  for (int g = 0; g < 8; ++g)
-    b.add_device(gpu(g), DeviceKind::gpu, "NVIDIA H100 SXM5 80GB", 51e12, 3.35e12, 80 * kGiB, 40e-6);
+  for (int g = 0; g < 8; ++g) {
+    b.add_device(gpu(g), DeviceKind::gpu, "NVIDIA H100 SXM5 80GB", kH100Flops, kH100Bandwidth, 80 * kGiB, kH100OpOverheadS);
+    b.devices.back().efficiency = h100_efficiency();
+  }
   b.switches = {"root0", "root1", "pcie0", "pcie1", "pcie2", "pcie3", "nvswitch"};
   for (int s = 0; s < 2; ++s) b.add_link(cpu(s), indexed("root", s), 307.2e9, 0);
   b.add_link("root0", "root1", 128e9, 0);  // UPI: 4 links x 16 GT/s x 2 bytes
@@ -134,9 +173,12 @@ Cluster dgx_h100() {
 Cluster h100_box() {
   Builder b;
   b.name = "h100-box";
-  b.add_device(cpu(0), DeviceKind::cpu, "16-core x86-64 CPU", 1.05e12, 150e9, 128 * kGiB, kCpuOpOverheadS);
-  b.add_device(gpu(0), DeviceKind::gpu, "NVIDIA H100 SXM5 80GB", 51e12, 3.35e12, 80 * kGiB, 40e-6);
-  b.add_link(cpu(0), gpu(0), 16e9, 11e9, 20e-6);
+  b.add_device(cpu(0), DeviceKind::cpu, "16-core x86-64 CPU (Xeon, 15 libtorch threads)", kH100BoxCpuFlops, kH100BoxCpuBandwidth,
+               128 * kGiB, kH100BoxCpuOverheadS);
+  b.devices.back().efficiency = h100_box_cpu_efficiency();
+  b.add_device(gpu(0), DeviceKind::gpu, "NVIDIA H100 SXM5 80GB", kH100Flops, kH100Bandwidth, 80 * kGiB, kH100OpOverheadS);
+  b.devices.back().efficiency = h100_efficiency();
+  b.add_link(cpu(0), gpu(0), 11.0e9, 12.5e9, 11e-6);
   return b.build();
 }
 

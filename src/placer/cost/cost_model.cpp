@@ -35,11 +35,13 @@ CostModel CostModel::defaults() {
   return m;
 }
 
-double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model) {
+double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency) {
   if (work.op_class == OpClass::alias) return 0.0;
   const Efficiency& e = model.of(device.kind, work.op_class);
-  const double compute = work.flops / (device.peak_flops * e.compute);
-  const double memory = (work.bytes_read + work.bytes_written) / (device.memory_bandwidth_bytes_per_s * e.memory);
+  const Device::Efficiency own = device_efficiency ? device.efficiency[static_cast<std::size_t>(work.op_class)] : Device::Efficiency{};
+  const double compute = work.flops / (device.peak_flops * (own.compute > 0 ? own.compute : e.compute));
+  const double memory = (work.bytes_read + work.bytes_written) /
+                        (device.memory_bandwidth_bytes_per_s * (own.memory > 0 ? own.memory : e.memory));
   return device.op_overhead_s * model.overhead_scale + std::max(compute, memory);
 }
 
@@ -184,7 +186,8 @@ void Profile::save(const std::string& path) const {
 
 CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile)
     : num_devices_(c.num_devices()) {
-  const CostModel& m = profile && profile->model() ? *profile->model() : model;
+  const bool fitted = profile && profile->model();
+  const CostModel& m = fitted ? *profile->model() : model;
   time_s_.assign(g.num_ops() * num_devices_, 0.0);
   source_.assign(g.num_ops() * num_devices_, CostSource::modelled);
   const bool use_profile = profile && profile->size() > 0;
@@ -205,7 +208,7 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
           continue;
         }
       }
-      time_s_[k] = modelled_time_s(w, c.device(d), m);
+      time_s_[k] = modelled_time_s(w, c.device(d), m, !fitted);
     }
   }
 }

@@ -41,8 +41,10 @@ struct CostModel {
   static CostModel defaults();
 };
 
-// Time of one op with `work` on `device` under `model` (no profile).
-double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model);
+// Time of one op with `work` on `device` under `model` (no profile). The device's own measured
+// efficiencies (Device::efficiency) replace the model's defaults for its kind unless
+// `device_efficiency` is false (a profile's fitted model is used instead of both).
+double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency = true);
 
 // Measured op times, per device kind: by exact op name, or by op signature (type and input
 // shapes, see op_signature). JSON format "placer-profile" in docs/formats.md. It may also carry a
@@ -75,7 +77,9 @@ enum class CostSource : std::uint8_t { alias, modelled, measured };
 // Op x device times, computed once. Immutable after construction; safe to share between threads.
 class CostTable {
  public:
-  // `profile` may be null. The model is the profile's fitted one when it has one, else `model`.
+  // `profile` may be null. The model is the profile's fitted one when it has one (then the devices'
+  // own efficiencies are ignored: the fit is the newer measurement), else `model` with the devices'
+  // efficiencies.
   CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile = nullptr);
 
   std::size_t num_devices() const { return num_devices_; }

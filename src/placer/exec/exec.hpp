@@ -26,7 +26,9 @@ namespace placer::exec {
 
 // Intra-op threads of libtorch (OpenMP) and of OpenBLAS, set together. `requested` <= 0 picks
 // $PLACER_THREADS, else every hardware thread but one (docs/execution.md gives the measurements
-// behind it). Returns the number set. Call before building an Executor; every exec entry point calls it once.
+// behind it). The first call also makes the process keep freed host memory (no unmapping of large
+// tensors between steps, like a caching allocator): docs/execution.md. Returns the number set.
+// Call before building an Executor; every exec entry point calls it once.
 int configure_threads(int requested = 0);
 
 struct ExecOptions {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "placer/cost/fit.hpp"
 #include "placer/exec/engine.hpp"
 #include "placer/util/error.hpp"
 
@@ -131,50 +132,6 @@ OpTimes measure_ops(Engine& engine, const Graph& step, const torch::Device& devi
   return r;
 }
 
-// Fits efficiencies (per op class) and the per-op overhead of one device kind to measured times,
-// by alternating weighted least squares on the roofline (relative errors: weights 1/t^2).
-struct Sample {
-  OpClass c;
-  double flops_s, bytes_s, t;  // compute and memory seconds at full efficiency; measured seconds
-};
-
-double predict(const Sample& s, const CostModel& m, DeviceKind kind, double overhead) {
-  const Efficiency& e = m.of(kind, s.c);
-  return overhead + std::max(s.flops_s / e.compute, s.bytes_s / e.memory);
-}
-
-double fit_model(const std::vector<Sample>& samples, DeviceKind kind, CostModel& model, double& overhead) {
-  if (samples.empty()) return 0.0;
-  for (int iter = 0; iter < 30; ++iter) {
-    for (int ci = 0; ci < kNumOpClasses; ++ci) {
-      const auto c = static_cast<OpClass>(ci);
-      if (c == OpClass::alias) continue;
-      Efficiency& e = model.of(kind, c);
-      double cn = 0, cd = 0, mn = 0, md = 0;
-      for (const Sample& s : samples) {
-        if (s.c != c) continue;
-        const double w = 1.0 / (s.t * s.t), y = std::max(s.t - overhead, 0.05 * s.t);
-        if (s.flops_s / e.compute >= s.bytes_s / e.memory) cn += w * s.flops_s * y, cd += w * s.flops_s * s.flops_s;
-        else mn += w * s.bytes_s * y, md += w * s.bytes_s * s.bytes_s;
-      }
-      // y = x * a with x = 1 / efficiency: x = sum(w a y) / sum(w a^2).
-      if (cd > 0 && cn > 0) e.compute = std::clamp(cd / cn, 0.005, 4.0);
-      if (md > 0 && mn > 0) e.memory = std::clamp(md / mn, 0.005, 4.0);
-    }
-    double num = 0, den = 0;
-    for (const Sample& s : samples) {
-      const double w = 1.0 / (s.t * s.t);
-      num += w * (s.t - (predict(s, model, kind, 0.0)));
-      den += w;
-    }
-    overhead = std::max(0.0, num / den);
-  }
-  std::vector<double> errors;
-  for (const Sample& s : samples) errors.push_back(std::fabs(predict(s, model, kind, overhead) - s.t) / s.t);
-  std::nth_element(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(errors.size() / 2), errors.end());
-  return errors[errors.size() / 2];
-}
-
 }  // namespace
 
 ProfileReport profile_model(const std::string& model_path, const ModelOptions& model, const Cluster& cluster,
@@ -244,7 +201,7 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
     summary.forward_residual_s = spread(true, summary.forward_step_s);
     if (engine.training()) summary.backward_residual_s = spread(false, summary.step_s - summary.forward_step_s);
 
-    std::vector<Sample> samples;
+    std::vector<FitSample> samples;
     for (OpId op = 0; op < step.num_ops(); ++op) {
       if (times.seconds[op] < 0) continue;
       ++summary.ops_measured;
@@ -252,12 +209,13 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
       if (!times.folded[op]) report.profile.set_by_signature(kind, op_signature(step, op), times.seconds[op]);
       const OpWork& w = step.op_work(op);
       if (!times.folded[op] && times.seconds[op] > 0)
-        samples.push_back(Sample{w.op_class, w.flops / device.peak_flops,
+        samples.push_back(FitSample{w.op_class, w.flops / device.peak_flops,
                                  (w.bytes_read + w.bytes_written) / device.memory_bandwidth_bytes_per_s, times.seconds[op]});
     }
     if (options.fit) {
-      double overhead = device.op_overhead_s;
-      summary.fit_median_abs_error = fit_model(samples, kind, fitted, overhead);
+      const FitResult fit = fit_roofline(samples, kind, fitted, device.op_overhead_s);
+      const double overhead = fit.overhead_s;
+      summary.fit_median_abs_error = fit.median_abs_error;
       summary.fitted_overhead_s = overhead;
       // One overhead scale for every device: the GPU's when both kinds were measured.
       if (device.op_overhead_s > 0) fitted.overhead_scale = overhead / device.op_overhead_s;

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Tables of predicted against measured step times from scripts/gpu-validation.sh's output.
+
+    scripts/gpu_table.py DIR [--placer build/release/placer] [--models ../shared/models]
+
+For every placement that `placer validate` ran (DIR/<model>.<mode>.validate.json) prints the
+measured median, the profiled simulation (validate's own prediction, with DIR/<model>.<mode>.profile.json)
+and the cost model alone on the `h100-box` preset (`placer simulate`, no profile), each with its
+error (simulated - measured) / measured, then the median and worst absolute error of each.
+"""
+import argparse, glob, json, os, statistics, subprocess, sys
+
+ap = argparse.ArgumentParser()
+ap.add_argument("dir")
+ap.add_argument("--placer", default="build/release/placer")
+ap.add_argument("--models", default="../shared/models")
+ap.add_argument("--cluster", default="h100-box", help="cluster of the cost-model-only prediction")
+ap.add_argument("--only", action="append", help="only this model (repeatable)")
+ap.add_argument("--quiet", action="store_true", help="print the summary lines only")
+a = ap.parse_args()
+
+def simulate(model, mode, placement):
+    cmd = [a.placer, "simulate", "--model", os.path.join(a.models, model + ".onnx"), "--cluster", a.cluster, "--mode", mode, "--json"]
+    if placement.startswith("all on "):
+        cmd += ["--on", placement[len("all on "):]]
+    else:
+        cmd += ["--placement", os.path.join("examples/h100", os.path.basename(placement))]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["step_time_s"]
+
+rows = []
+for path in sorted(glob.glob(os.path.join(a.dir, "*.validate.json"))):
+    model, mode = os.path.basename(path).split(".")[:2]
+    if a.only and model not in a.only:
+        continue
+    for p in json.load(open(path))["placements"]:
+        name = p["placement"] if p["placement"].startswith("all on ") else os.path.basename(p["placement"])
+        model_s = simulate(model, mode, p["placement"])
+        rows.append((model, mode, name, p["median_s"], p["p10_s"], p["p90_s"], p["simulated_s"], model_s))
+
+out = (lambda *x, **k: None) if a.quiet else print
+out(f"| model | mode | placement | measured ms (p10-p90) | profiled sim ms | error | {a.cluster} cost model ms | error |")
+out("| --- | --- | --- | --- | --- | --- | --- | --- |")
+errs_p, errs_m = [], []
+for model, mode, name, med, p10, p90, sim, mod in rows:
+    ep, em = (sim - med) / med, (mod - med) / med
+    errs_p.append(abs(ep)); errs_m.append(abs(em))
+    out(f"| {model} | {mode} | {name.replace('.json','')} | {med*1e3:.2f} ({p10*1e3:.2f}-{p90*1e3:.2f}) | {sim*1e3:.2f} | {ep*100:+.1f}% | {mod*1e3:.2f} | {em*100:+.1f}% |")
+for label, e in (("profiled simulation", errs_p), (f"cost model alone ({a.cluster})", errs_m)):
+    print(f"\n{label}: {len(e)} cases, median |error| {statistics.median(e)*100:.1f}%, worst {max(e)*100:.1f}%, "
+          f"{sum(x > 0.25 for x in e)} over 25%, {sum(x <= 0.10 for x in e)} within 10%")

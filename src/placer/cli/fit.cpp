@@ -1,0 +1,113 @@
+// `placer fit`: the cost model's efficiencies and per-op overhead fitted to profiles of several
+// models measured on one machine, written into that machine's cluster description so that models
+// never profiled there are priced from measurements (docs/execution.md, "Fit").
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "placer/cli/common.hpp"
+#include "placer/cost/fit.hpp"
+#include "placer/util/error.hpp"
+
+namespace placer::cli {
+namespace {
+
+struct FitArgs {
+  std::string cluster;
+  std::vector<std::string> models, profiles;
+  std::string optimizer = "sgd";
+  std::string output, name;
+  bool json = false;
+};
+
+void run_fit(const FitArgs& args) {
+  if (args.models.size() != args.profiles.size())
+    throw Error(fmt::format("--models names {} models but --profiles {} profiles: give one profile per model", args.models.size(),
+                            args.profiles.size()));
+  const Cluster cluster = resolve_cluster(args.cluster);
+  ModelOptions options;
+  options.mode = Mode::training;  // the step holds every forward op too, so inference profiles match by name
+  options.optimizer = parse_optimizer(args.optimizer);
+  std::vector<Graph> steps;
+  std::vector<Profile> profiles;
+  for (std::size_t i = 0; i < args.models.size(); ++i) {
+    steps.push_back(load_model(args.models[i], options));
+    profiles.push_back(Profile::load(args.profiles[i]));
+  }
+
+  std::vector<Device> devices(cluster.devices().begin(), cluster.devices().end());
+  nlohmann::json report = nlohmann::json::array();
+  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
+    const auto ids = cluster.device_ids(kind);
+    if (ids.empty()) continue;
+    const Device& first = cluster.device(ids.front());
+    std::vector<FitSample> samples;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      auto s = fit_samples(steps[i], profiles[i], first);
+      samples.insert(samples.end(), s.begin(), s.end());
+    }
+    if (samples.empty()) continue;
+    CostModel model = CostModel::defaults();
+    const FitResult fit = fit_roofline(samples, kind, model, first.op_overhead_s);
+    nlohmann::json classes = nlohmann::json::object();
+    for (DeviceId d : ids) devices[d].op_overhead_s = fit.overhead_s;
+    for (int c = 0; c < kNumOpClasses; ++c) {
+      const Efficiency& e = model.of(kind, static_cast<OpClass>(c));
+      nlohmann::json jc = nlohmann::json::object();
+      for (DeviceId d : ids) {
+        if (fit.compute_fitted[c]) devices[d].efficiency[c].compute = e.compute;
+        if (fit.memory_fitted[c]) devices[d].efficiency[c].memory = e.memory;
+      }
+      if (fit.compute_fitted[c]) jc["compute"] = e.compute;
+      if (fit.memory_fitted[c]) jc["memory"] = e.memory;
+      if (!jc.empty()) classes[std::string(op_class_name(static_cast<OpClass>(c)))] = jc;
+    }
+    report.push_back({{"kind", std::string(device_kind_name(kind))},
+                      {"samples", fit.samples},
+                      {"overhead_s", fit.overhead_s},
+                      {"median_abs_error", fit.median_abs_error},
+                      {"efficiency", classes}});
+  }
+  if (report.empty()) throw Error("the profiles time no op on any device kind of cluster '" + cluster.name() + "'");
+  const Cluster fitted = Cluster::build(args.name.empty() ? cluster.name() : args.name, std::move(devices),
+                                        std::vector<std::string>(cluster.switches().begin(), cluster.switches().end()),
+                                        std::vector<Link>(cluster.links().begin(), cluster.links().end()));
+  if (!args.output.empty()) {
+    std::ofstream out(args.output);
+    if (!out) throw Error("cannot write cluster file '" + args.output + "'");
+    out << cluster_to_json(fitted).dump(1) << "\n";
+  }
+  if (args.json) {
+    std::cout << nlohmann::json{{"cluster", cluster_to_json(fitted)}, {"fits", report}}.dump(2) << "\n";
+    return;
+  }
+  for (const auto& k : report) {
+    fmt::print("{}: {} op times, per-op overhead {}, median |error| of the fit {:.1f}%\n", k["kind"].get<std::string>(),
+               k["samples"].get<std::size_t>(), human_seconds(k["overhead_s"].get<double>()),
+               100 * k["median_abs_error"].get<double>());
+    for (const auto& [name, e] : k["efficiency"].items())
+      fmt::print("  {:<14} compute {:>6}  memory {:>6}\n", name, e.contains("compute") ? fmt::format("{:.3f}", e["compute"].get<double>()) : "-",
+                 e.contains("memory") ? fmt::format("{:.3f}", e["memory"].get<double>()) : "-");
+  }
+  if (!args.output.empty()) fmt::print("wrote {}\n", args.output);
+}
+
+}  // namespace
+
+void register_fit(CLI::App& app) {
+  auto args = std::make_shared<FitArgs>();
+  CLI::App* cmd = app.add_subcommand("fit", "Fit the cost model to profiles of several models and write it into a cluster file");
+  cmd->add_option("--cluster", args->cluster, "the cluster the profiles were measured on (preset or JSON file)")->required();
+  cmd->add_option("--models", args->models, "ONNX models, comma-separated")->required()->delimiter(',');
+  cmd->add_option("--profiles", args->profiles, "their profiles (placer profile), in the same order")->required()->delimiter(',');
+  cmd->add_option("--optimizer", args->optimizer, "optimizer of the training profiles' update ops")->capture_default_str();
+  cmd->add_option("-o,--output", args->output, "cluster JSON to write, with the fitted efficiencies and overheads");
+  cmd->add_option("--name", args->name, "name of the written cluster (default: the input's)");
+  cmd->add_flag("--json", args->json, "print the fitted cluster and the fit as JSON");
+  cmd->callback([args] { run_fit(*args); });
+}
+
+}  // namespace placer::cli

@@ -1,0 +1,45 @@
+// Fitting the roofline to measured op times: the efficiencies per op class and the per-op overhead
+// of one device kind, so that ops and models never measured are still priced well. Used by
+// `placer profile` (one model) and `placer fit` (several profiles pooled, written into a cluster).
+// Method: docs/execution.md ("Fit").
+//
+//   std::vector<FitSample> samples = fit_samples(step, profile, DeviceKind::gpu, cluster.device(g));
+//   CostModel m = CostModel::defaults();
+//   FitResult r = fit_roofline(samples, DeviceKind::gpu, m, device.op_overhead_s);
+#pragma once
+#include <array>
+#include <span>
+#include <vector>
+
+#include "placer/cluster/cluster.hpp"
+#include "placer/cost/cost_model.hpp"
+#include "placer/graph/graph.hpp"
+
+namespace placer {
+
+// One measured op: its class, its compute and memory seconds at full efficiency on the device
+// (FLOPs / peak, bytes / bandwidth) and the measured seconds.
+struct FitSample {
+  OpClass op_class = OpClass::alias;
+  double flops_s = 0, bytes_s = 0, t = 0;
+};
+
+struct FitResult {
+  double overhead_s = 0;          // fitted per-op overhead
+  double median_abs_error = 0;    // median |predicted - measured| / measured over the samples
+  std::size_t samples = 0;
+  // Which efficiencies the data determined (a class with no op bound by that term keeps its value).
+  std::array<bool, kNumOpClasses> compute_fitted{}, memory_fitted{};
+};
+
+// Alternating weighted least squares on relative error (weights 1/t^2), 30 rounds: with the
+// overhead fixed, each sample is assigned to the term that bounds it and each class's 1/efficiency
+// is the weighted slope of (t - overhead) on that term; then the overhead is the weighted mean
+// residual (>= 0). Efficiencies are clamped to [0.005, 4]. Updates model.of(kind, *) in place.
+FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, CostModel& model, double initial_overhead_s);
+
+// The samples of `step` that `profile` has a positive time for, by op name, on `device`'s kind;
+// alias ops are skipped.
+std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device);
+
+}  // namespace placer
