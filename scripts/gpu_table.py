@@ -8,13 +8,17 @@ measured median, the profiled simulation (validate's own prediction, with DIR/<m
 and the cost model alone on the `h100-box` preset (`placer simulate`, no profile), each with its
 error (simulated - measured) / measured, then the median and worst absolute error of each.
 """
-import argparse, glob, json, os, statistics, subprocess, sys
+import argparse, glob, json, os, statistics, subprocess, sys, tempfile
 
 ap = argparse.ArgumentParser()
 ap.add_argument("dir")
 ap.add_argument("--placer", default="build/release/placer")
 ap.add_argument("--models", default="../shared/models")
 ap.add_argument("--cluster", default="h100-box", help="cluster of the cost-model-only prediction")
+ap.add_argument("--recalibrate", action="store_true",
+                help="re-simulate with each profile's calibration residual spread in proportion to op times "
+                     "(placer profile's rule since 2026-11-23) instead of evenly (the rule the data was taken with), "
+                     "on DIR/local-cluster.json")
 ap.add_argument("--only", action="append", help="only this model (repeatable)")
 ap.add_argument("--quiet", action="store_true", help="print the summary lines only")
 a = ap.parse_args()
@@ -27,15 +31,46 @@ def simulate(model, mode, placement):
         cmd += ["--placement", os.path.join("examples/h100", os.path.basename(placement))]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["step_time_s"]
 
+def recalibrated(model, mode):
+    """The profile with its positive residuals moved from an even share per op to a share in
+    proportion to each op's isolated time (negative residuals were already proportional)."""
+    p = json.load(open(os.path.join(a.dir, f"{model}.{mode}.profile.json")))
+    s = json.load(open(os.path.join(a.dir, f"{model}.{mode}.profile-summary.json")))
+    for k in s["kinds"]:
+        ops = p["times_s"][k["kind"]]["ops"]
+        for forward, res in ((True, k["forward_residual_s"]), (False, k["backward_residual_s"])):
+            group = [n for n, v in ops.items() if v > 0 and
+                     (not (n.endswith("/grad") or n.startswith("loss/") or n.startswith("update/"))) == forward]
+            if res <= 0 or not group:
+                continue
+            raw = {n: ops[n] - res / len(group) for n in group}
+            total = sum(raw.values())
+            for n in group:
+                ops[n] = raw[n] * (total + res) / total
+    path = os.path.join(tempfile.mkdtemp(), f"{model}.{mode}.profile.json")
+    json.dump(p, open(path, "w"))
+    return path
+
+def profiled(model, mode, placement, profile):
+    cmd = [a.placer, "simulate", "--model", os.path.join(a.models, model + ".onnx"), "--cluster",
+           os.path.join(a.dir, "local-cluster.json"), "--mode", mode, "--profile", profile, "--json"]
+    if placement.startswith("all on "):
+        cmd += ["--on", placement[len("all on "):]]
+    else:
+        cmd += ["--placement", os.path.join("examples/h100", os.path.basename(placement))]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["step_time_s"]
+
 rows = []
 for path in sorted(glob.glob(os.path.join(a.dir, "*.validate.json"))):
     model, mode = os.path.basename(path).split(".")[:2]
     if a.only and model not in a.only:
         continue
+    profile = recalibrated(model, mode) if a.recalibrate else None
     for p in json.load(open(path))["placements"]:
         name = p["placement"] if p["placement"].startswith("all on ") else os.path.basename(p["placement"])
         model_s = simulate(model, mode, p["placement"])
-        rows.append((model, mode, name, p["median_s"], p["p10_s"], p["p90_s"], p["simulated_s"], model_s))
+        sim = profiled(model, mode, p["placement"], profile) if profile else p["simulated_s"]
+        rows.append((model, mode, name, p["median_s"], p["p10_s"], p["p90_s"], sim, model_s))
 
 out = (lambda *x, **k: None) if a.quiet else print
 out(f"| model | mode | placement | measured ms (p10-p90) | profiled sim ms | error | {a.cluster} cost model ms | error |")

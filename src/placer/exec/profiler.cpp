@@ -177,23 +177,21 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
 
     OpTimes times = measure_ops(engine, step, tdev, options);
 
-    // Calibration: what the isolated times miss, spread evenly over the ops that run (forward
-    // residual over forward ops, the rest over backward, loss and update ops); a negative residual
-    // scales that group's times down instead, so that no op goes below zero.
+    // Calibration: what the isolated times miss (or gain), put back on the ops of its group in
+    // proportion to their times (forward residual over forward ops, the rest over backward, loss and
+    // update ops), so that no op goes below zero and the group sums to the measured time.
     auto spread = [&](bool forward_group, double total_s) {
       double sum = 0;
-      std::size_t n = 0;
       for (OpId op = 0; op < step.num_ops(); ++op) {
         if (times.seconds[op] < 0 || times.folded[op]) continue;
         if ((step.op_role(op) == OpRole::forward) != forward_group) continue;
-        sum += times.seconds[op], ++n;
+        sum += times.seconds[op];
       }
       const double residual = total_s - sum;
-      for (OpId op = 0; op < step.num_ops() && n > 0; ++op) {
+      for (OpId op = 0; op < step.num_ops() && sum > 0; ++op) {
         if (times.seconds[op] < 0 || times.folded[op]) continue;
         if ((step.op_role(op) == OpRole::forward) != forward_group) continue;
-        times.seconds[op] = residual >= 0 ? times.seconds[op] + residual / static_cast<double>(n)
-                                          : times.seconds[op] * (total_s / std::max(sum, 1e-12));
+        times.seconds[op] *= total_s / sum;
       }
       summary.op_sum_s += sum;
       return residual;
