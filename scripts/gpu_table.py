@@ -19,12 +19,32 @@ ap.add_argument("--recalibrate", action="store_true",
                 help="re-simulate with each profile's calibration residual spread in proportion to op times "
                      "(placer profile's rule since 2026-11-23) instead of evenly (the rule the data was taken with), "
                      "on DIR/local-cluster.json")
+ap.add_argument("--leave-one-out", action="store_true",
+                help="price each model with a cluster fitted (placer fit on DIR/local-cluster.json) to the other models' "
+                     "profiles only, instead of --cluster")
 ap.add_argument("--only", action="append", help="only this model (repeatable)")
 ap.add_argument("--quiet", action="store_true", help="print the summary lines only")
 a = ap.parse_args()
+model_label = "leave-one-model-out fit" if a.leave_one_out else a.cluster
+
+def fitted_without(model):
+    """A cluster fitted to every profile in DIR except `model`'s."""
+    profiles = sorted(p for p in glob.glob(os.path.join(a.dir, "*.profile.json")) if os.path.basename(p).split(".")[0] != model)
+    models = [os.path.join(a.models, os.path.basename(p).split(".")[0] + ".onnx") for p in profiles]
+    out = os.path.join(tempfile.mkdtemp(), "fitted.json")
+    subprocess.run([a.placer, "fit", "--cluster", os.path.join(a.dir, "local-cluster.json"), "--models", ",".join(models),
+                    "--profiles", ",".join(profiles), "-o", out], check=True, capture_output=True)
+    return out
+
+loo = {}
 
 def simulate(model, mode, placement):
-    cmd = [a.placer, "simulate", "--model", os.path.join(a.models, model + ".onnx"), "--cluster", a.cluster, "--mode", mode, "--json"]
+    cluster = a.cluster
+    if a.leave_one_out:
+        if model not in loo:
+            loo[model] = fitted_without(model)
+        cluster = loo[model]
+    cmd = [a.placer, "simulate", "--model", os.path.join(a.models, model + ".onnx"), "--cluster", cluster, "--mode", mode, "--json"]
     if placement.startswith("all on "):
         cmd += ["--on", placement[len("all on "):]]
     else:
@@ -73,13 +93,13 @@ for path in sorted(glob.glob(os.path.join(a.dir, "*.validate.json"))):
         rows.append((model, mode, name, p["median_s"], p["p10_s"], p["p90_s"], sim, model_s))
 
 out = (lambda *x, **k: None) if a.quiet else print
-out(f"| model | mode | placement | measured ms (p10-p90) | profiled sim ms | error | {a.cluster} cost model ms | error |")
+out(f"| model | mode | placement | measured ms (p10-p90) | profiled sim ms | error | {model_label} cost model ms | error |")
 out("| --- | --- | --- | --- | --- | --- | --- | --- |")
 errs_p, errs_m = [], []
 for model, mode, name, med, p10, p90, sim, mod in rows:
     ep, em = (sim - med) / med, (mod - med) / med
     errs_p.append(abs(ep)); errs_m.append(abs(em))
     out(f"| {model} | {mode} | {name.replace('.json','')} | {med*1e3:.2f} ({p10*1e3:.2f}-{p90*1e3:.2f}) | {sim*1e3:.2f} | {ep*100:+.1f}% | {mod*1e3:.2f} | {em*100:+.1f}% |")
-for label, e in (("profiled simulation", errs_p), (f"cost model alone ({a.cluster})", errs_m)):
+for label, e in (("profiled simulation", errs_p), (f"cost model alone ({model_label})", errs_m)):
     print(f"\n{label}: {len(e)} cases, median |error| {statistics.median(e)*100:.1f}%, worst {max(e)*100:.1f}%, "
           f"{sum(x > 0.25 for x in e)} over 25%, {sum(x <= 0.10 for x in e)} within 10%")

@@ -96,6 +96,22 @@ TEST(Profile, MeasuredTimeOverridesTheModelPerDeviceKind) {
   EXPECT_DOUBLE_EQ(CostTable(g, c, CostModel::defaults(), &p).time_s(0, 1), 0.5);
 }
 
+TEST(Profile, AFittedModelReplacesTheDevicesOwnEfficiencies) {
+  Graph g = one_op_graph();
+  Device cpu = gpu();
+  cpu.name = "cpu:0", cpu.kind = DeviceKind::cpu;
+  Device own = gpu();
+  own.efficiency[static_cast<std::size_t>(OpClass::matmul)] = {.compute = 1e-6, .memory = 1e-6};  // absurdly slow
+  Cluster c = Cluster::build("t", {cpu, own}, {}, {Link{.a = "cpu:0", .b = "gpu:0", .bandwidth_ab_bytes_per_s = 1e10,
+                                                        .bandwidth_ba_bytes_per_s = 1e10, .latency_s = 1e-5}});
+  const double with_own = CostTable(g, c, CostModel::defaults()).time_s(0, 1);
+  Profile p;
+  p.set_model(CostModel::defaults());
+  const double with_fit = CostTable(g, c, CostModel::defaults(), &p).time_s(0, 1);
+  EXPECT_GT(with_own, 1e-3);
+  EXPECT_DOUBLE_EQ(with_fit, modelled_time_s(g.op_work(0), own, CostModel::defaults(), false));
+}
+
 TEST(Profile, RoundTripsThroughJson) {
   Profile p;
   p.device_description = "test box";

@@ -199,19 +199,15 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
     summary.forward_residual_s = spread(true, summary.forward_step_s);
     if (engine.training()) summary.backward_residual_s = spread(false, summary.step_s - summary.forward_step_s);
 
-    std::vector<FitSample> samples;
     for (OpId op = 0; op < step.num_ops(); ++op) {
       if (times.seconds[op] < 0) continue;
       ++summary.ops_measured;
       report.profile.set_by_name(kind, step.op_name(op), times.seconds[op]);
       if (!times.folded[op]) report.profile.set_by_signature(kind, op_signature(step, op), times.seconds[op]);
-      const OpWork& w = step.op_work(op);
-      if (!times.folded[op] && times.seconds[op] > 0)
-        samples.push_back(FitSample{w.op_class, w.flops / device.peak_flops,
-                                 (w.bytes_read + w.bytes_written) / device.memory_bandwidth_bytes_per_s, times.seconds[op]});
     }
     if (options.fit) {
-      const FitResult fit = fit_roofline(samples, kind, fitted, device.op_overhead_s);
+      // Folded ops are recorded as 0 s, so fit_samples (positive times only) leaves them out.
+      const FitResult fit = fit_roofline(fit_samples(step, report.profile, device), kind, fitted, device.op_overhead_s);
       const double overhead = fit.overhead_s;
       summary.fit_median_abs_error = fit.median_abs_error;
       summary.fitted_overhead_s = overhead;
