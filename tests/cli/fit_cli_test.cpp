@@ -29,6 +29,11 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   EXPECT_EQ(j["name"], "this-machine");
   ASSERT_TRUE(j["devices"][0].contains("efficiency")) << j.dump();
   EXPECT_TRUE(j["devices"][0]["efficiency"].contains("matmul")) << j.dump();  // cifarnet's Gemms
+  // A training profile times the gradients too: they get their own efficiencies and overhead.
+  EXPECT_THAT(fit.out, HasSubstr("backward ops"));
+  ASSERT_TRUE(j["devices"][0].contains("backward_efficiency")) << j.dump();
+  EXPECT_TRUE(j["devices"][0]["backward_efficiency"].contains("matmul")) << j.dump();  // GemmGrad
+  EXPECT_GE(j["devices"][0]["backward_op_overhead_s"].get<double>(), 0.0);
   auto sim = placer({"simulate", "--model", model, "--cluster", cluster, "--on", "cpu:0", "--json"});
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_GT(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(), 0.0);

@@ -261,8 +261,12 @@ TEST(ClusterPresets, H100BoxUsesPageableCopyRates) {
   EXPECT_DOUBLE_EQ(c.transfer_time_s(dev, host, 12.5e9), 11 * kUs + 1.0);
   EXPECT_DOUBLE_EQ(c.device(dev).peak_flops, 51.6e12);
   EXPECT_DOUBLE_EQ(c.device(host).peak_flops, 1.06e12);
-  EXPECT_DOUBLE_EQ(c.device(dev).op_overhead_s, 7.2 * kUs);
-  EXPECT_DOUBLE_EQ(c.device(host).op_overhead_s, 7.2 * kUs);
+  EXPECT_DOUBLE_EQ(c.device(dev).op_overhead_s, 5.5 * kUs);
+  EXPECT_DOUBLE_EQ(c.device(host).op_overhead_s, 3.0 * kUs);
+  // A gradient is an autograd node running several kernels: its fitted overhead is 5-10x larger.
+  EXPECT_DOUBLE_EQ(c.device(dev).backward_overhead_s(), 28.4 * kUs);
+  EXPECT_DOUBLE_EQ(c.device(host).backward_overhead_s(), 32.1 * kUs);
+  EXPECT_GT(c.device(dev).backward_efficiency[static_cast<std::size_t>(OpClass::conv)].compute, 1.0);
   // Fitted efficiencies: cuDNN's TF32 convolutions beat the fp32 matrix-product peak.
   EXPECT_GT(c.device(dev).efficiency[static_cast<std::size_t>(OpClass::conv)].compute, 1.0);
   EXPECT_EQ(c.device(dev).efficiency[static_cast<std::size_t>(OpClass::elementwise)].compute, 0.0) << "not fitted: the default";
@@ -275,6 +279,22 @@ TEST(ClusterJson, DeviceEfficienciesRoundTripAndAreChecked) {
   EXPECT_FALSE(j["devices"][1]["efficiency"]["elementwise"].contains("compute"));
   const Cluster back = parse_cluster_json(j, "h100-box.json");
   EXPECT_EQ(back.device(1).efficiency, original.device(1).efficiency);
+  EXPECT_EQ(back.device(1).backward_efficiency, original.device(1).backward_efficiency);
+  EXPECT_EQ(back.device(1).backward_op_overhead_s, original.device(1).backward_op_overhead_s);
+  EXPECT_EQ(back.devices()[0], original.devices()[0]);
+  // Without the gradient fields a device prices gradients as forward ops.
+  nlohmann::json plain = j;
+  plain["devices"][1].erase("backward_efficiency");
+  plain["devices"][1].erase("backward_op_overhead_s");
+  const Device d = parse_cluster_json(plain, "plain.json").device(1);
+  EXPECT_EQ(d.backward_overhead_s(), d.op_overhead_s);
+  EXPECT_EQ(d.backward_efficiency[static_cast<std::size_t>(OpClass::conv)].compute, 0.0);
+  nlohmann::json negative = j;
+  negative["devices"][1]["backward_op_overhead_s"] = -1e-6;
+  EXPECT_THAT(error_of([&] { parse_cluster_json(negative, "x.json"); }), HasSubstr("backward_op_overhead_s"));
+  nlohmann::json bad_class = j;
+  bad_class["devices"][1]["backward_efficiency"] = {{"convolution", {{"compute", 1.0}}}};
+  EXPECT_THAT(error_of([&] { parse_cluster_json(bad_class, "x.json"); }), AllOf(HasSubstr("backward_efficiency"), HasSubstr("convolution")));
   auto with = [&](nlohmann::json eff) {
     nlohmann::json bad = j;
     bad["devices"][1]["efficiency"] = std::move(eff);

@@ -47,19 +47,39 @@ TEST(CostModel, ADevicesOwnEfficiencyReplacesTheDefaultField) {
   EXPECT_DOUBLE_EQ(modelled_time_s(OpWork{1e9, 0, 0, OpClass::conv}, d, m, /*device_efficiency=*/false), 1e-5 + 1e-3);
 }
 
+TEST(CostModel, GradientsHaveTheirOwnEfficienciesAndOverhead) {
+  CostModel m = unit_model();
+  m.of(DeviceKind::gpu, OpClass::conv, /*backward=*/true) = {0.25, 1.0};
+  m.backward_overhead_scale = 3.0;
+  const OpWork w{1e9, 0, 0, OpClass::conv};
+  Device d = gpu();
+  EXPECT_DOUBLE_EQ(modelled_time_s(w, d, m), 1e-5 + 1e-3) << "a forward op keeps the forward model";
+  EXPECT_DOUBLE_EQ(modelled_time_s(w, d, m, true, /*backward=*/true), 3e-5 + 4e-3);
+  // The device's own: its backward efficiency and overhead, else its forward efficiency.
+  d.efficiency[static_cast<std::size_t>(OpClass::conv)] = {.compute = 2.0, .memory = 0};
+  EXPECT_DOUBLE_EQ(modelled_time_s(w, d, m, true, true), 3e-5 + 0.5e-3);
+  d.backward_efficiency[static_cast<std::size_t>(OpClass::conv)] = {.compute = 0.5, .memory = 0};
+  d.backward_op_overhead_s = 2e-5;
+  EXPECT_DOUBLE_EQ(modelled_time_s(w, d, m, true, true), 6e-5 + 2e-3);
+  EXPECT_DOUBLE_EQ(modelled_time_s(w, d, m, true, false), 1e-5 + 0.5e-3);
+  EXPECT_DOUBLE_EQ(modelled_time_s(w, d, m, /*device_efficiency=*/false, true), 6e-5 + 4e-3) << "a fitted model ignores the device's efficiencies";
+}
+
 TEST(CostModel, AliasesCostNothingNotEvenOverhead) {
   EXPECT_EQ(modelled_time_s(OpWork{0, 0, 0, OpClass::alias}, gpu(), CostModel::defaults()), 0.0);
 }
 
 TEST(CostModel, DefaultsAreFractions) {
   CostModel m = CostModel::defaults();
-  for (auto& per_kind : m.efficiency)
-    for (auto& e : per_kind) {
-      EXPECT_GT(e.compute, 0.0);
-      EXPECT_LE(e.compute, 1.0);
-      EXPECT_GT(e.memory, 0.0);
-      EXPECT_LE(e.memory, 1.0);
-    }
+  for (auto& per_pass : m.efficiency)
+    for (auto& per_kind : per_pass)
+      for (auto& e : per_kind) {
+        EXPECT_GT(e.compute, 0.0);
+        EXPECT_LE(e.compute, 1.0);
+        EXPECT_GT(e.memory, 0.0);
+        EXPECT_LE(e.memory, 1.0);
+      }
+  EXPECT_EQ(m.efficiency[0], m.efficiency[1]) << "by default gradients are priced as forward ops";
 }
 
 Graph one_op_graph() {
@@ -124,6 +144,24 @@ TEST(Profile, RoundTripsThroughJson) {
   EXPECT_EQ(back.to_json(), p.to_json());
   EXPECT_DOUBLE_EQ(back.model()->of(DeviceKind::gpu, OpClass::conv).compute, 0.42);
   EXPECT_EQ(back.find(DeviceKind::cpu, "mm", ""), 1e-3);
+  m.of(DeviceKind::gpu, OpClass::conv, true).compute = 0.21;
+  m.backward_overhead_scale = 4.5;
+  p.set_model(m);
+  back = Profile::from_json(p.to_json(), "t");
+  EXPECT_DOUBLE_EQ(back.model()->of(DeviceKind::gpu, OpClass::conv, true).compute, 0.21);
+  EXPECT_DOUBLE_EQ(back.model()->backward_overhead_scale, 4.5);
+}
+
+TEST(Profile, AModelWithoutGradientFieldsPricesGradientsAsForwardOps) {
+  nlohmann::json j = {{"format", "placer-profile"},
+                      {"version", 1},
+                      {"model", {{"efficiency", {{"gpu", {{"conv", {{"compute", 0.42}, {"memory", 0.3}}}}}}}, {"overhead_scale", 2.0}}}};
+  Profile p = Profile::from_json(j, "old.json");
+  EXPECT_DOUBLE_EQ(p.model()->of(DeviceKind::gpu, OpClass::conv, true).compute, 0.42);
+  EXPECT_DOUBLE_EQ(p.model()->of(DeviceKind::gpu, OpClass::conv, true).memory, 0.3);
+  EXPECT_DOUBLE_EQ(p.model()->backward_overhead_scale, 2.0);
+  j["model"]["backward_overhead_scale"] = -1;
+  EXPECT_THROW(Profile::from_json(j, "bad.json"), Error);
 }
 
 TEST(Profile, BadInputIsAnError) {

@@ -9,33 +9,53 @@ namespace placer {
 namespace {
 
 // Op times generated from a known roofline (overhead 5 us, matmul 0.5 of peak, elementwise 0.25
-// of bandwidth, conv 2.0 of peak) with 2 % noise: the fit recovers it.
+// of bandwidth, conv 2.0 of peak) with 2 % noise: the fit recovers it. Gradients follow another
+// one (overhead 20 us, matmul 0.3, elementwise 0.1, conv 1.0), recovered on their own.
 TEST(FitRoofline, RecoversTheEfficienciesAndOverheadThatMadeTheTimes) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> scale(-7, -2), noise(0.98, 1.02);
   std::vector<FitSample> samples;
-  const double overhead = 5e-6;
-  for (int i = 0; i < 300; ++i) {
+  const double overhead[2] = {5e-6, 20e-6}, matmul[2] = {0.5, 0.3}, conv[2] = {2.0, 1.0}, elementwise[2] = {0.25, 0.1};
+  for (int i = 0; i < 600; ++i) {
+    const bool bw = i >= 300;
     const double a = std::pow(10.0, scale(rng)), b = a * 0.05;
     const OpClass c = i % 3 == 0 ? OpClass::matmul : i % 3 == 1 ? OpClass::elementwise : OpClass::conv;
-    double t = 0;
-    if (c == OpClass::matmul) samples.push_back({c, a, b, t = overhead + a / 0.5});
-    if (c == OpClass::conv) samples.push_back({c, a, b, t = overhead + a / 2.0});
-    if (c == OpClass::elementwise) samples.push_back({c, b, a, t = overhead + a / 0.25});
+    if (c == OpClass::matmul) samples.push_back({.op_class = c, .backward = bw, .flops_s = a, .bytes_s = b, .t = overhead[bw] + a / matmul[bw]});
+    if (c == OpClass::conv) samples.push_back({.op_class = c, .backward = bw, .flops_s = a, .bytes_s = b, .t = overhead[bw] + a / conv[bw]});
+    if (c == OpClass::elementwise)
+      samples.push_back({.op_class = c, .backward = bw, .flops_s = b, .bytes_s = a, .t = overhead[bw] + a / elementwise[bw]});
     samples.back().t *= noise(rng);
   }
   CostModel m = CostModel::defaults();
   const FitResult r = fit_roofline(samples, DeviceKind::gpu, m, 1e-6);
-  EXPECT_NEAR(r.overhead_s, overhead, 0.5e-6);
-  EXPECT_NEAR(m.of(DeviceKind::gpu, OpClass::matmul).compute, 0.5, 0.02);
-  EXPECT_NEAR(m.of(DeviceKind::gpu, OpClass::conv).compute, 2.0, 0.08);
-  EXPECT_NEAR(m.of(DeviceKind::gpu, OpClass::elementwise).memory, 0.25, 0.01);
+  EXPECT_NEAR(r.overhead_s, overhead[0], 0.5e-6);
+  EXPECT_NEAR(r.backward_overhead_s, overhead[1], 2e-6);
+  for (bool bw : {false, true}) {
+    SCOPED_TRACE(bw ? "backward" : "forward");
+    EXPECT_NEAR(m.of(DeviceKind::gpu, OpClass::matmul, bw).compute, matmul[bw], 0.04 * matmul[bw]);
+    EXPECT_NEAR(m.of(DeviceKind::gpu, OpClass::conv, bw).compute, conv[bw], 0.04 * conv[bw]);
+    EXPECT_NEAR(m.of(DeviceKind::gpu, OpClass::elementwise, bw).memory, elementwise[bw], 0.04 * elementwise[bw]);
+    EXPECT_TRUE(r.compute_fitted[bw][static_cast<std::size_t>(OpClass::conv)]);
+    EXPECT_FALSE(r.memory_fitted[bw][static_cast<std::size_t>(OpClass::conv)]) << "no conv op is memory bound";
+    EXPECT_FALSE(r.compute_fitted[bw][static_cast<std::size_t>(OpClass::pooling)]) << "no pooling op at all";
+    EXPECT_EQ(m.of(DeviceKind::gpu, OpClass::pooling, bw).compute, CostModel::defaults().of(DeviceKind::gpu, OpClass::pooling).compute);
+  }
   EXPECT_LT(r.median_abs_error, 0.03);
   EXPECT_EQ(r.samples, samples.size());
-  EXPECT_TRUE(r.compute_fitted[static_cast<std::size_t>(OpClass::conv)]);
-  EXPECT_FALSE(r.memory_fitted[static_cast<std::size_t>(OpClass::conv)]) << "no conv op is memory bound";
-  EXPECT_FALSE(r.compute_fitted[static_cast<std::size_t>(OpClass::pooling)]) << "no pooling op at all";
-  EXPECT_EQ(m.of(DeviceKind::gpu, OpClass::pooling).compute, CostModel::defaults().of(DeviceKind::gpu, OpClass::pooling).compute);
+  EXPECT_EQ(r.backward_samples, 300u);
+}
+
+// Forward times only (an inference profile): backward ops keep the model they had.
+TEST(FitRoofline, WithoutGradientsTheBackwardModelStays) {
+  std::vector<FitSample> samples;
+  for (int i = 1; i <= 50; ++i) samples.push_back({.op_class = OpClass::matmul, .flops_s = 1e-5 * i, .bytes_s = 1e-7, .t = 4e-6 + 1e-5 * i / 0.4});
+  CostModel m = CostModel::defaults();
+  const FitResult r = fit_roofline(samples, DeviceKind::gpu, m, 7e-6);
+  EXPECT_NEAR(m.of(DeviceKind::gpu, OpClass::matmul).compute, 0.4, 0.01);
+  EXPECT_EQ(m.of(DeviceKind::gpu, OpClass::matmul, true).compute, CostModel::defaults().of(DeviceKind::gpu, OpClass::matmul, true).compute);
+  EXPECT_EQ(r.backward_overhead_s, 7e-6);
+  EXPECT_EQ(r.backward_samples, 0u);
+  EXPECT_FALSE(r.compute_fitted[1][static_cast<std::size_t>(OpClass::matmul)]);
 }
 
 TEST(FitRoofline, NoSamplesLeaveTheModelAlone) {

@@ -52,24 +52,36 @@ void run_fit(const FitArgs& args) {
     if (samples.empty()) continue;
     CostModel model = CostModel::defaults();
     const FitResult fit = fit_roofline(samples, kind, model, first.op_overhead_s);
-    nlohmann::json classes = nlohmann::json::object();
-    for (DeviceId d : ids) devices[d].op_overhead_s = fit.overhead_s;
-    for (int c = 0; c < kNumOpClasses; ++c) {
-      const Efficiency& e = model.of(kind, static_cast<OpClass>(c));
-      nlohmann::json jc = nlohmann::json::object();
-      for (DeviceId d : ids) {
-        if (fit.compute_fitted[c]) devices[d].efficiency[c].compute = e.compute;
-        if (fit.memory_fitted[c]) devices[d].efficiency[c].memory = e.memory;
-      }
-      if (fit.compute_fitted[c]) jc["compute"] = e.compute;
-      if (fit.memory_fitted[c]) jc["memory"] = e.memory;
-      if (!jc.empty()) classes[std::string(op_class_name(static_cast<OpClass>(c)))] = jc;
+    nlohmann::json classes[2] = {nlohmann::json::object(), nlohmann::json::object()};
+    for (DeviceId d : ids) {
+      devices[d].op_overhead_s = fit.overhead_s;
+      if (fit.backward_samples > 0) devices[d].backward_op_overhead_s = fit.backward_overhead_s;
     }
-    report.push_back({{"kind", std::string(device_kind_name(kind))},
-                      {"samples", fit.samples},
-                      {"overhead_s", fit.overhead_s},
-                      {"median_abs_error", fit.median_abs_error},
-                      {"efficiency", classes}});
+    for (const bool backward : {false, true})
+      for (int c = 0; c < kNumOpClasses; ++c) {
+        const Efficiency& e = model.of(kind, static_cast<OpClass>(c), backward);
+        const bool compute = fit.compute_fitted[backward][c], memory = fit.memory_fitted[backward][c];
+        nlohmann::json jc = nlohmann::json::object();
+        for (DeviceId d : ids) {
+          auto& own = (backward ? devices[d].backward_efficiency : devices[d].efficiency)[c];
+          if (compute) own.compute = e.compute;
+          if (memory) own.memory = e.memory;
+        }
+        if (compute) jc["compute"] = e.compute;
+        if (memory) jc["memory"] = e.memory;
+        if (!jc.empty()) classes[backward][std::string(op_class_name(static_cast<OpClass>(c)))] = jc;
+      }
+    nlohmann::json entry = {{"kind", std::string(device_kind_name(kind))},
+                            {"samples", fit.samples},
+                            {"overhead_s", fit.overhead_s},
+                            {"median_abs_error", fit.median_abs_error},
+                            {"efficiency", classes[0]}};
+    if (fit.backward_samples > 0) {
+      entry["backward_samples"] = fit.backward_samples;
+      entry["backward_overhead_s"] = fit.backward_overhead_s;
+      entry["backward_efficiency"] = classes[1];
+    }
+    report.push_back(std::move(entry));
   }
   if (report.empty()) throw Error("the profiles time no op on any device kind of cluster '" + cluster.name() + "'");
   const Cluster fitted = Cluster::build(args.name.empty() ? cluster.name() : args.name, std::move(devices),
@@ -88,9 +100,17 @@ void run_fit(const FitArgs& args) {
     fmt::print("{}: {} op times, per-op overhead {}, median |error| of the fit {:.1f}%\n", k["kind"].get<std::string>(),
                k["samples"].get<std::size_t>(), human_seconds(k["overhead_s"].get<double>()),
                100 * k["median_abs_error"].get<double>());
-    for (const auto& [name, e] : k["efficiency"].items())
-      fmt::print("  {:<14} compute {:>6}  memory {:>6}\n", name, e.contains("compute") ? fmt::format("{:.3f}", e["compute"].get<double>()) : "-",
-                 e.contains("memory") ? fmt::format("{:.3f}", e["memory"].get<double>()) : "-");
+    auto print_classes = [](const nlohmann::json& classes) {
+      for (const auto& [name, e] : classes.items())
+        fmt::print("  {:<14} compute {:>6}  memory {:>6}\n", name, e.contains("compute") ? fmt::format("{:.3f}", e["compute"].get<double>()) : "-",
+                   e.contains("memory") ? fmt::format("{:.3f}", e["memory"].get<double>()) : "-");
+    };
+    print_classes(k["efficiency"]);
+    if (k.contains("backward_efficiency")) {
+      fmt::print("  backward ops ({} op times): per-op overhead {}\n", k["backward_samples"].get<std::size_t>(),
+                 human_seconds(k["backward_overhead_s"].get<double>()));
+      print_classes(k["backward_efficiency"]);
+    }
   }
   if (!args.output.empty()) fmt::print("wrote {}\n", args.output);
 }

@@ -52,6 +52,12 @@ struct Device {
     bool operator==(const Efficiency&) const = default;
   };
   std::array<Efficiency, kNumOpClasses> efficiency{};
+  // The same for backward ops (gradients), and their per-op overhead (negative: op_overhead_s):
+  // in an eager framework a gradient is an autograd node running several kernels. A zero
+  // efficiency falls back to the forward one above.
+  std::array<Efficiency, kNumOpClasses> backward_efficiency{};
+  double backward_op_overhead_s = -1;
+  double backward_overhead_s() const { return backward_op_overhead_s >= 0 ? backward_op_overhead_s : op_overhead_s; }
   bool operator==(const Device&) const = default;
 };
 

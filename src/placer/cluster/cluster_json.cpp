@@ -58,8 +58,10 @@ std::uint64_t get_count(const json& j, std::string_view key, const std::string& 
 
 Device parse_device(const json& j, const std::string& where) {
   require_object(j, where);
-  check_known_fields(j, {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams", "efficiency"},
-               where);
+  check_known_fields(j,
+                     {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams",
+                      "efficiency", "backward_efficiency", "backward_op_overhead_s"},
+                     where);
   Device d;
   d.name = get_string(j, "name", where);
   const std::string here = where + " (" + in_quotes(d.name) + ")";
@@ -78,8 +80,17 @@ Device parse_device(const json& j, const std::string& where) {
     if (streams > 1024) throw Error(here + ": field 'streams' must be at most 1024, got " + std::to_string(streams));
     d.streams = static_cast<int>(streams);
   }
-  if (auto eff = j.find("efficiency"); eff != j.end()) {
-    const std::string at = here + ".efficiency";
+  if (j.contains("backward_op_overhead_s")) {
+    d.backward_op_overhead_s = get_number(j, "backward_op_overhead_s", here);
+    if (!(d.backward_op_overhead_s >= 0) || !std::isfinite(d.backward_op_overhead_s))
+      throw Error(here + ": field 'backward_op_overhead_s' must be a non-negative number of seconds, got " +
+                  j["backward_op_overhead_s"].dump());
+  }
+  for (bool backward : {false, true}) {
+    const char* field = backward ? "backward_efficiency" : "efficiency";
+    auto eff = j.find(field);
+    if (eff == j.end()) continue;
+    const std::string at = here + "." + field;
     require_object(*eff, at);
     for (const auto& [class_name, value] : eff->items()) {
       OpClass c;
@@ -91,7 +102,7 @@ Device parse_device(const json& j, const std::string& where) {
       const std::string at_class = at + "." + class_name;
       require_object(value, at_class);
       check_known_fields(value, {"compute", "memory"}, at_class);
-      Device::Efficiency& target = d.efficiency[static_cast<std::size_t>(c)];
+      Device::Efficiency& target = (backward ? d.backward_efficiency : d.efficiency)[static_cast<std::size_t>(c)];
       for (auto [key, slot] : {std::pair{"compute", &target.compute}, std::pair{"memory", &target.memory}}) {
         if (!value.contains(key)) continue;
         *slot = get_number(value, key, at_class);
@@ -203,15 +214,18 @@ json cluster_to_json(const Cluster& cluster) {
                        {"memory_bytes", d.memory_bytes},
                        {"op_overhead_s", d.op_overhead_s},
                        {"streams", d.streams}});
-    json eff = json::object();
-    for (int c = 0; c < kNumOpClasses; ++c) {
-      const Device::Efficiency& e = d.efficiency[static_cast<std::size_t>(c)];
-      json jc = json::object();
-      if (e.compute > 0) jc["compute"] = e.compute;
-      if (e.memory > 0) jc["memory"] = e.memory;
-      if (!jc.empty()) eff[std::string(op_class_name(static_cast<OpClass>(c)))] = std::move(jc);
+    if (d.backward_op_overhead_s >= 0) devices.back()["backward_op_overhead_s"] = d.backward_op_overhead_s;
+    for (bool backward : {false, true}) {
+      json eff = json::object();
+      for (int c = 0; c < kNumOpClasses; ++c) {
+        const Device::Efficiency& e = (backward ? d.backward_efficiency : d.efficiency)[static_cast<std::size_t>(c)];
+        json jc = json::object();
+        if (e.compute > 0) jc["compute"] = e.compute;
+        if (e.memory > 0) jc["memory"] = e.memory;
+        if (!jc.empty()) eff[std::string(op_class_name(static_cast<OpClass>(c)))] = std::move(jc);
+      }
+      if (!eff.empty()) devices.back()[backward ? "backward_efficiency" : "efficiency"] = std::move(eff);
     }
-    if (!eff.empty()) devices.back()["efficiency"] = std::move(eff);
   }
   json links = json::array();
   for (const Link& l : cluster.links()) {

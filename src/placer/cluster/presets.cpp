@@ -30,14 +30,16 @@ constexpr double kCpuOpOverheadS = 8e-6;        // measured, PyTorch eager; Tens
 // Measured on a machine with one H100 SXM5 80GB and 16 cores of a Xeon, PyTorch 2.11 (CUDA 13) eager
 // mode, 2026-11-23: the `local` preset's own measurements and `placer fit` over profiles of seven
 // shared models, training and inference (docs/data/h100-2026-11-23/, docs/execution.md). The
-// efficiencies are relative to these peaks; conv reaches 3.6 x the fp32 matrix-product peak because
+// efficiencies are relative to these peaks; conv reaches 3.8 x the fp32 matrix-product peak because
 // cuDNN convolves in TF32 by default.
 constexpr double kH100Flops = 51.6e12;             // fp32 4096^2 matrix product, TF32 off
 constexpr double kH100Bandwidth = 2.97e12;         // 256 MiB device copy, read + write
-constexpr double kH100OpOverheadS = 7.2e-6;        // fitted per-op cost inside a step (asynchronous launches)
+constexpr double kH100OpOverheadS = 5.5e-6;        // fitted per-op cost inside a step (asynchronous launches)
+constexpr double kH100BackwardOpOverheadS = 28.4e-6;  // fitted, per gradient (an autograd node, several kernels)
 constexpr double kH100BoxCpuFlops = 1.06e12;       // fp32 768^2 matrix product, 15 threads
 constexpr double kH100BoxCpuBandwidth = 142e9;     // 32 MiB copy, read + write
-constexpr double kH100BoxCpuOverheadS = 7.2e-6;    // fitted
+constexpr double kH100BoxCpuOverheadS = 3.0e-6;    // fitted
+constexpr double kH100BoxCpuBackwardOverheadS = 32.1e-6;  // fitted
 
 struct ClassEfficiency {
   OpClass op_class;
@@ -50,17 +52,37 @@ std::array<Device::Efficiency, kNumOpClasses> efficiencies(std::initializer_list
   return e;
 }
 
-// `placer fit` on the H100 machine (docs/data/h100-2026-11-23/fitted-cluster.json), rounded.
+// `placer fit` on the H100 machine (docs/data/h100-2026-11-23/fitted-cluster.json), rounded:
+// forward and update ops, then gradients.
 std::array<Device::Efficiency, kNumOpClasses> h100_efficiency() {
-  return efficiencies({{OpClass::conv, 3.555, 0.415}, {OpClass::matmul, 1.049, 0.470}, {OpClass::elementwise, 0, 1.152},
-                       {OpClass::normalization, 0, 0.497}, {OpClass::pooling, 0, 0.415}, {OpClass::reduction, 0, 0.543},
-                       {OpClass::data_movement, 0, 2.890}, {OpClass::optimizer, 0, 4.0}});
+  return efficiencies({{OpClass::conv, 3.783, 0.443}, {OpClass::matmul, 0.928, 0.347}, {OpClass::elementwise, 0, 1.115},
+                       {OpClass::normalization, 0, 0.616}, {OpClass::pooling, 0, 0.493}, {OpClass::reduction, 0, 0.806},
+                       {OpClass::data_movement, 0, 4.0}, {OpClass::optimizer, 0, 4.0}});
+}
+
+std::array<Device::Efficiency, kNumOpClasses> h100_backward_efficiency() {
+  return efficiencies({{OpClass::conv, 3.491, 0.455}, {OpClass::matmul, 1.424, 0.549}, {OpClass::elementwise, 0, 1.930},
+                       {OpClass::normalization, 0, 0.411}, {OpClass::pooling, 0, 0.350}, {OpClass::reduction, 0, 0.590},
+                       {OpClass::data_movement, 0, 1.607}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
-  return efficiencies({{OpClass::conv, 0.794, 0.118}, {OpClass::matmul, 0.858, 0.090}, {OpClass::elementwise, 0, 1.578},
-                       {OpClass::normalization, 0, 0.403}, {OpClass::pooling, 0, 0.146}, {OpClass::reduction, 0, 0.958},
-                       {OpClass::data_movement, 0, 4.0}, {OpClass::optimizer, 0, 2.769}});
+  return efficiencies({{OpClass::conv, 0.810, 0.125}, {OpClass::matmul, 0.898, 0.103}, {OpClass::elementwise, 0, 0.596},
+                       {OpClass::normalization, 0, 0.374}, {OpClass::pooling, 0, 0.050}, {OpClass::reduction, 0, 0.308},
+                       {OpClass::data_movement, 0, 1.010}, {OpClass::optimizer, 0, 2.732}});
+}
+
+std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_backward_efficiency() {
+  return efficiencies({{OpClass::conv, 0.784, 0.097}, {OpClass::matmul, 0.819, 0.078}, {OpClass::elementwise, 0, 3.286},
+                       {OpClass::normalization, 0, 0.456}, {OpClass::pooling, 0, 0.259}, {OpClass::reduction, 0, 2.913},
+                       {OpClass::data_movement, 0, 4.0}});
+}
+
+// An H100 as measured (dgx-h100's GPUs and h100-box's).
+void set_h100_fit(Device& d) {
+  d.efficiency = h100_efficiency();
+  d.backward_efficiency = h100_backward_efficiency();
+  d.backward_op_overhead_s = kH100BackwardOpOverheadS;
 }
 
 struct Builder {
@@ -154,7 +176,7 @@ Cluster dgx_h100() {
                  7.168e12 /* 56 x 2.0 GHz x 64 */, 307.2e9, 1024 * kGiB, kCpuOpOverheadS);
   for (int g = 0; g < 8; ++g) {
     b.add_device(gpu(g), DeviceKind::gpu, "NVIDIA H100 SXM5 80GB", kH100Flops, kH100Bandwidth, 80 * kGiB, kH100OpOverheadS);
-    b.devices.back().efficiency = h100_efficiency();
+    set_h100_fit(b.devices.back());
   }
   b.switches = {"root0", "root1", "pcie0", "pcie1", "pcie2", "pcie3", "nvswitch"};
   for (int s = 0; s < 2; ++s) b.add_link(cpu(s), indexed("root", s), 307.2e9, 0);
@@ -176,8 +198,10 @@ Cluster h100_box() {
   b.add_device(cpu(0), DeviceKind::cpu, "16-core x86-64 CPU (Xeon, 15 libtorch threads)", kH100BoxCpuFlops, kH100BoxCpuBandwidth,
                128 * kGiB, kH100BoxCpuOverheadS);
   b.devices.back().efficiency = h100_box_cpu_efficiency();
+  b.devices.back().backward_efficiency = h100_box_cpu_backward_efficiency();
+  b.devices.back().backward_op_overhead_s = kH100BoxCpuBackwardOverheadS;
   b.add_device(gpu(0), DeviceKind::gpu, "NVIDIA H100 SXM5 80GB", kH100Flops, kH100Bandwidth, 80 * kGiB, kH100OpOverheadS);
-  b.devices.back().efficiency = h100_efficiency();
+  set_h100_fit(b.devices.back());
   b.add_link(cpu(0), gpu(0), 11.0e9, 12.5e9, 11e-6);
   return b.build();
 }

@@ -32,17 +32,28 @@ CostModel CostModel::defaults() {
   set(DeviceKind::cpu, OpClass::reduction, 0.20, 0.50);
   set(DeviceKind::cpu, OpClass::data_movement, 0.30, 0.50);
   set(DeviceKind::cpu, OpClass::optimizer, 0.30, 0.60);
+  m.efficiency[1] = m.efficiency[0];
   return m;
 }
 
-double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency) {
+double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency, bool backward) {
   if (work.op_class == OpClass::alias) return 0.0;
-  const Efficiency& e = model.of(device.kind, work.op_class);
-  const Device::Efficiency own = device_efficiency ? device.efficiency[static_cast<std::size_t>(work.op_class)] : Device::Efficiency{};
+  const auto c = static_cast<std::size_t>(work.op_class);
+  const Efficiency& e = model.of(device.kind, work.op_class, backward);
+  // The device's own: for a gradient its backward efficiency, else its forward one, where measured.
+  Device::Efficiency own{};
+  if (device_efficiency) {
+    own = device.efficiency[c];
+    if (backward) {
+      if (device.backward_efficiency[c].compute > 0) own.compute = device.backward_efficiency[c].compute;
+      if (device.backward_efficiency[c].memory > 0) own.memory = device.backward_efficiency[c].memory;
+    }
+  }
   const double compute = work.flops / (device.peak_flops * (own.compute > 0 ? own.compute : e.compute));
   const double memory = (work.bytes_read + work.bytes_written) /
                         (device.memory_bandwidth_bytes_per_s * (own.memory > 0 ? own.memory : e.memory));
-  return device.op_overhead_s * model.overhead_scale + std::max(compute, memory);
+  const double overhead = backward ? device.backward_overhead_s() * model.backward_overhead_scale : device.op_overhead_s * model.overhead_scale;
+  return overhead + std::max(compute, memory);
 }
 
 std::string op_signature(const Graph& g, OpId op) {
@@ -94,14 +105,18 @@ nlohmann::json Profile::to_json() const {
     j["times_s"][std::string(device_kind_name(kind))] = entry;
   }
   if (model_) {
-    json eff = json::object();
-    for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
-      for (int c = 0; c < kNumOpClasses; ++c) {
-        const Efficiency& e = model_->of(kind, static_cast<OpClass>(c));
-        eff[std::string(device_kind_name(kind))][std::string(op_class_name(static_cast<OpClass>(c)))] = {
-            {"compute", e.compute}, {"memory", e.memory}};
-      }
-    j["model"] = {{"efficiency", eff}, {"overhead_scale", model_->overhead_scale}};
+    json eff[2] = {json::object(), json::object()};
+    for (bool backward : {false, true})
+      for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
+        for (int c = 0; c < kNumOpClasses; ++c) {
+          const Efficiency& e = model_->of(kind, static_cast<OpClass>(c), backward);
+          eff[backward][std::string(device_kind_name(kind))][std::string(op_class_name(static_cast<OpClass>(c)))] = {
+              {"compute", e.compute}, {"memory", e.memory}};
+        }
+    j["model"] = {{"efficiency", eff[0]},
+                  {"overhead_scale", model_->overhead_scale},
+                  {"backward_efficiency", eff[1]},
+                  {"backward_overhead_scale", model_->backward_overhead_scale}};
   }
   return j;
 }
@@ -137,19 +152,28 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     CostModel m = CostModel::defaults();
     const std::string where = source + ": model";
     if (!it->is_object()) throw Error(where + " must be an object");
-    check_known_fields(*it, {"efficiency", "overhead_scale"}, where);
-    if (it->contains("overhead_scale")) {
-      const nlohmann::json& scale = (*it)["overhead_scale"];
-      if (!scale.is_number() || scale.get<double>() < 0) throw Error(where + ".overhead_scale must be a non-negative number");
-      m.overhead_scale = scale.get<double>();
+    check_known_fields(*it, {"efficiency", "overhead_scale", "backward_efficiency", "backward_overhead_scale"}, where);
+    for (const char* field : {"overhead_scale", "backward_overhead_scale"}) {
+      if (!it->contains(field)) continue;
+      const nlohmann::json& scale = (*it)[field];
+      if (!scale.is_number() || scale.get<double>() < 0) throw Error(where + "." + field + " must be a non-negative number");
     }
-    if (auto eff = it->find("efficiency"); eff != it->end()) {
-      if (!eff->is_object()) throw Error(where + ".efficiency must be an object keyed by device kind");
+    m.overhead_scale = it->value("overhead_scale", 1.0);
+    // A profile written before backward ops had their own model prices them as forward ones.
+    m.backward_overhead_scale = it->value("backward_overhead_scale", m.overhead_scale);
+    for (bool backward : {false, true}) {
+      const std::string field = backward ? "backward_efficiency" : "efficiency";
+      auto eff = it->find(field);
+      if (eff == it->end()) {
+        if (backward) m.efficiency[1] = m.efficiency[0];
+        continue;
+      }
+      if (!eff->is_object()) throw Error(where + "." + field + " must be an object keyed by device kind");
       for (auto& [kind_name, classes] : eff->items()) {
-        if (!classes.is_object()) throw Error(where + ".efficiency." + kind_name + " must be an object keyed by op class");
+        if (!classes.is_object()) throw Error(where + "." + field + "." + kind_name + " must be an object keyed by op class");
         for (auto& [class_name, e] : classes.items()) {
-          const std::string here = where + ".efficiency." + kind_name + "." + class_name;
-          Efficiency& target = m.of(parse_device_kind(kind_name), parse_op_class(class_name));
+          const std::string here = where + "." + field + "." + kind_name + "." + class_name;
+          Efficiency& target = m.of(parse_device_kind(kind_name), parse_op_class(class_name), backward);
           if (!e.is_object()) throw Error(here + " must be an object with 'compute' and 'memory'");
           check_known_fields(e, {"compute", "memory"}, here);
           for (const char* f : {"compute", "memory"})
@@ -157,7 +181,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
           target.compute = e.value("compute", target.compute);
           target.memory = e.value("memory", target.memory);
           if (target.compute <= 0 || target.memory <= 0)
-            throw Error(source + ": efficiency of " + kind_name + "/" + class_name + " must be positive");
+            throw Error(source + ": " + field + " of " + kind_name + "/" + class_name + " must be positive");
         }
       }
     }
@@ -193,6 +217,7 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
   const bool use_profile = profile && profile->size() > 0;
   for (OpId o = 0; o < g.num_ops(); ++o) {
     const OpWork& w = g.op_work(o);
+    const bool backward = g.op_role(o) == OpRole::backward;
     std::string signature = use_profile ? op_signature(g, o) : std::string();
     for (DeviceId d = 0; d < num_devices_; ++d) {
       const std::size_t k = std::size_t{o} * num_devices_ + d;
@@ -208,7 +233,7 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
           continue;
         }
       }
-      time_s_[k] = modelled_time_s(w, c.device(d), m, !fitted);
+      time_s_[k] = modelled_time_s(w, c.device(d), m, !fitted, backward);
     }
   }
 }

@@ -27,24 +27,34 @@ namespace placer {
 struct Efficiency {
   double compute = 1.0;
   double memory = 1.0;
+  bool operator==(const Efficiency&) const = default;
 };
 
 struct CostModel {
-  // efficiency[device kind][op class]
-  std::array<std::array<Efficiency, kNumOpClasses>, 2> efficiency{};
-  // Multiplies every device's per-op overhead (1 = as the cluster says).
+  // efficiency[pass][device kind][op class]. Pass 1 prices backward ops (gradients), pass 0 the
+  // others (forward and update): an eager framework runs a gradient as several kernels and an
+  // autograd node, so the same class does not reach the same fraction of peak both ways.
+  std::array<std::array<std::array<Efficiency, kNumOpClasses>, 2>, 2> efficiency{};
+  // Multiply every device's per-op overhead (1 = as the cluster says), of forward and update ops
+  // and of backward ops.
   double overhead_scale = 1.0;
-  const Efficiency& of(DeviceKind kind, OpClass c) const {
-    return efficiency[static_cast<std::size_t>(kind)][static_cast<std::size_t>(c)];
+  double backward_overhead_scale = 1.0;
+  const Efficiency& of(DeviceKind kind, OpClass c, bool backward = false) const {
+    return efficiency[backward][static_cast<std::size_t>(kind)][static_cast<std::size_t>(c)];
   }
-  Efficiency& of(DeviceKind kind, OpClass c) { return efficiency[static_cast<std::size_t>(kind)][static_cast<std::size_t>(c)]; }
+  Efficiency& of(DeviceKind kind, OpClass c, bool backward = false) {
+    return efficiency[backward][static_cast<std::size_t>(kind)][static_cast<std::size_t>(c)];
+  }
+  // The defaults price backward ops as forward ones.
   static CostModel defaults();
 };
 
-// Time of one op with `work` on `device` under `model` (no profile). The device's own measured
-// efficiencies (Device::efficiency) replace the model's defaults for its kind unless
-// `device_efficiency` is false (a profile's fitted model is used instead of both).
-double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency = true);
+// Time of one op with `work` on `device` under `model` (no profile); `backward`: the op is a
+// gradient (OpRole::backward). The device's own measured efficiencies and backward overhead
+// (Device::efficiency, backward_efficiency, backward_op_overhead_s) replace the model's defaults
+// for its kind unless `device_efficiency` is false (a profile's fitted model is used instead).
+double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency = true,
+                       bool backward = false);
 
 // Measured op times, per device kind: by exact op name, or by op signature (type and input
 // shapes, see op_signature). JSON format "placer-profile" in docs/formats.md. It may also carry a

@@ -6,8 +6,13 @@
 namespace placer {
 namespace {
 
+// Below 5% of peak or of bandwidth a class's time is overhead the fit mistook for slowness: with
+// a lower floor, leaving BERT out of the H100 data drove matmul's memory efficiency to the floor
+// and priced BERT 12 times too slow (docs/execution.md).
+constexpr double kMinEfficiency = 0.05;
+
 double predict(const FitSample& s, const CostModel& m, DeviceKind kind, double overhead) {
-  const Efficiency& e = m.of(kind, s.op_class);
+  const Efficiency& e = m.of(kind, s.op_class, s.backward);
   return overhead + std::max(s.flops_s / e.compute, s.bytes_s / e.memory);
 }
 
@@ -15,36 +20,42 @@ double predict(const FitSample& s, const CostModel& m, DeviceKind kind, double o
 
 FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, CostModel& model, double initial_overhead_s) {
   FitResult r;
-  r.overhead_s = initial_overhead_s;
+  r.overhead_s = r.backward_overhead_s = initial_overhead_s;
   r.samples = samples.size();
   if (samples.empty()) return r;
-  double& overhead = r.overhead_s;
-  for (int iter = 0; iter < 30; ++iter) {
-    for (int ci = 0; ci < kNumOpClasses; ++ci) {
-      const auto c = static_cast<OpClass>(ci);
-      if (c == OpClass::alias) continue;
-      Efficiency& e = model.of(kind, c);
-      double cn = 0, cd = 0, mn = 0, md = 0;
-      for (const FitSample& s : samples) {
-        if (s.op_class != c) continue;
-        const double w = 1.0 / s.t, y = std::max(s.t - overhead, 0.05 * s.t);
-        if (s.flops_s / e.compute >= s.bytes_s / e.memory) cn += w * s.flops_s * y, cd += w * s.flops_s * s.flops_s;
-        else mn += w * s.bytes_s * y, md += w * s.bytes_s * s.bytes_s;
+  for (const FitSample& s : samples) r.backward_samples += s.backward;
+  for (const bool backward : {false, true}) {
+    double& overhead = backward ? r.backward_overhead_s : r.overhead_s;
+    if ((backward ? r.backward_samples : r.samples - r.backward_samples) == 0) continue;
+    for (int iter = 0; iter < 30; ++iter) {
+      for (int ci = 0; ci < kNumOpClasses; ++ci) {
+        const auto c = static_cast<OpClass>(ci);
+        if (c == OpClass::alias) continue;
+        Efficiency& e = model.of(kind, c, backward);
+        double cn = 0, cd = 0, mn = 0, md = 0;
+        for (const FitSample& s : samples) {
+          if (s.op_class != c || s.backward != backward) continue;
+          const double w = 1.0 / s.t, y = std::max(s.t - overhead, 0.05 * s.t);
+          if (s.flops_s / e.compute >= s.bytes_s / e.memory) cn += w * s.flops_s * y, cd += w * s.flops_s * s.flops_s;
+          else mn += w * s.bytes_s * y, md += w * s.bytes_s * s.bytes_s;
+        }
+        // y = x * a with x = 1 / efficiency: x = sum(w a y) / sum(w a^2).
+        if (cd > 0 && cn > 0) e.compute = std::clamp(cd / cn, kMinEfficiency, 4.0), r.compute_fitted[backward][ci] = true;
+        if (md > 0 && mn > 0) e.memory = std::clamp(md / mn, kMinEfficiency, 4.0), r.memory_fitted[backward][ci] = true;
       }
-      // y = x * a with x = 1 / efficiency: x = sum(w a y) / sum(w a^2).
-      if (cd > 0 && cn > 0) e.compute = std::clamp(cd / cn, 0.005, 4.0), r.compute_fitted[ci] = true;
-      if (md > 0 && mn > 0) e.memory = std::clamp(md / mn, 0.005, 4.0), r.memory_fitted[ci] = true;
+      double num = 0, den = 0;
+      for (const FitSample& s : samples) {
+        if (s.backward != backward) continue;
+        const double w = 1.0 / s.t;
+        num += w * (s.t - predict(s, model, kind, 0.0));
+        den += w;
+      }
+      overhead = std::max(0.0, num / den);
     }
-    double num = 0, den = 0;
-    for (const FitSample& s : samples) {
-      const double w = 1.0 / s.t;
-      num += w * (s.t - predict(s, model, kind, 0.0));
-      den += w;
-    }
-    overhead = std::max(0.0, num / den);
   }
   std::vector<double> errors;
-  for (const FitSample& s : samples) errors.push_back(std::fabs(predict(s, model, kind, overhead) - s.t) / s.t);
+  for (const FitSample& s : samples)
+    errors.push_back(std::fabs(predict(s, model, kind, s.backward ? r.backward_overhead_s : r.overhead_s) - s.t) / s.t);
   std::nth_element(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(errors.size() / 2), errors.end());
   r.median_abs_error = errors[errors.size() / 2];
   return r;
@@ -57,7 +68,7 @@ std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, co
     if (w.op_class == OpClass::alias) continue;
     const auto t = profile.find(device.kind, step.op_name(op), "");
     if (!t || !(*t > 0)) continue;
-    samples.push_back(FitSample{w.op_class, w.flops / device.peak_flops,
+    samples.push_back(FitSample{w.op_class, step.op_role(op) == OpRole::backward, w.flops / device.peak_flops,
                                 (w.bytes_read + w.bytes_written) / device.memory_bandwidth_bytes_per_s, *t});
   }
   return samples;

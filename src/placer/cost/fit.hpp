@@ -17,25 +17,29 @@
 
 namespace placer {
 
-// One measured op: its class, its compute and memory seconds at full efficiency on the device
-// (FLOPs / peak, bytes / bandwidth) and the measured seconds.
+// One measured op: its class, whether it is a gradient, its compute and memory seconds at full
+// efficiency on the device (FLOPs / peak, bytes / bandwidth) and the measured seconds.
 struct FitSample {
   OpClass op_class = OpClass::alias;
+  bool backward = false;
   double flops_s = 0, bytes_s = 0, t = 0;
 };
 
 struct FitResult {
-  double overhead_s = 0;          // fitted per-op overhead
-  double median_abs_error = 0;    // median |predicted - measured| / measured over the samples
-  std::size_t samples = 0;
-  // Which efficiencies the data determined (a class with no op bound by that term keeps its value).
-  std::array<bool, kNumOpClasses> compute_fitted{}, memory_fitted{};
+  double overhead_s = 0;           // fitted per-op overhead of forward and update ops
+  double backward_overhead_s = 0;  // of backward ops (the initial overhead when none was measured)
+  double median_abs_error = 0;     // median |predicted - measured| / measured over the samples
+  std::size_t samples = 0, backward_samples = 0;
+  // Which efficiencies the data determined, [backward][class] (a class with no op bound by that
+  // term keeps its value).
+  std::array<std::array<bool, kNumOpClasses>, 2> compute_fitted{}, memory_fitted{};
 };
 
-// Alternating weighted least squares on relative error (weights 1/t^2), 30 rounds: with the
-// overhead fixed, each sample is assigned to the term that bounds it and each class's 1/efficiency
-// is the weighted slope of (t - overhead) on that term; then the overhead is the weighted mean
-// residual (>= 0). Efficiencies are clamped to [0.005, 4]. Updates model.of(kind, *) in place.
+// Alternating weighted least squares on relative error (weights 1/t), 30 rounds, separately for
+// forward-and-update ops and for backward ops: with the overhead fixed, each sample is assigned to
+// the term that bounds it and each class's 1/efficiency is the weighted slope of (t - overhead) on
+// that term; then the overhead is the weighted mean residual (>= 0). Efficiencies are clamped to
+// [0.05, 4]. Updates model.of(kind, *, backward) in place; a pass without samples keeps its values.
 FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, CostModel& model, double initial_overhead_s);
 
 // The samples of `step` that `profile` has a positive time for, by op name, on `device`'s kind;

@@ -211,8 +211,16 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
       const double overhead = fit.overhead_s;
       summary.fit_median_abs_error = fit.median_abs_error;
       summary.fitted_overhead_s = overhead;
+      if (fit.backward_samples > 0) summary.fitted_backward_overhead_s = fit.backward_overhead_s;
       // One overhead scale for every device: the GPU's when both kinds were measured.
       if (device.op_overhead_s > 0) fitted.overhead_scale = overhead / device.op_overhead_s;
+      if (fit.backward_samples > 0) {
+        if (device.backward_overhead_s() > 0) fitted.backward_overhead_scale = fit.backward_overhead_s / device.backward_overhead_s();
+      } else {
+        // No gradient measured (an inference profile): gradients are priced like forward ops.
+        fitted.backward_overhead_scale = fitted.overhead_scale;
+        fitted.efficiency[1][static_cast<std::size_t>(kind)] = fitted.efficiency[0][static_cast<std::size_t>(kind)];
+      }
       have_fit = true;
     }
     report.kinds.push_back(summary);
