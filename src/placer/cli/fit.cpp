@@ -97,9 +97,10 @@ void run_fit(const FitArgs& args) {
     return;
   }
   for (const auto& k : report) {
-    fmt::print("{}: {} op times, per-op overhead {}, median |error| of the fit {:.1f}%\n", k["kind"].get<std::string>(),
-               k["samples"].get<std::size_t>(), human_seconds(k["overhead_s"].get<double>()),
-               100 * k["median_abs_error"].get<double>());
+    const std::size_t backward = k.value("backward_samples", std::size_t{0});
+    fmt::print("{}: {} op times ({} forward or update, {} gradients), per-op overhead {}, median |error| of the fit {:.1f}%\n",
+               k["kind"].get<std::string>(), k["samples"].get<std::size_t>(), k["samples"].get<std::size_t>() - backward, backward,
+               human_seconds(k["overhead_s"].get<double>()), 100 * k["median_abs_error"].get<double>());
     auto print_classes = [](const nlohmann::json& classes) {
       for (const auto& [name, e] : classes.items())
         fmt::print("  {:<14} compute {:>6}  memory {:>6}\n", name, e.contains("compute") ? fmt::format("{:.3f}", e["compute"].get<double>()) : "-",
