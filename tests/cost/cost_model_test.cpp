@@ -17,8 +17,9 @@ Device gpu() {
 
 CostModel unit_model() {
   CostModel m = CostModel::defaults();
-  for (auto& per_kind : m.efficiency)
-    for (auto& e : per_kind) e = {1.0, 1.0};
+  for (auto& per_pass : m.efficiency)
+    for (auto& per_kind : per_pass)
+      for (auto& e : per_kind) e = {1.0, 1.0};
   return m;
 }
 
@@ -114,6 +115,29 @@ TEST(Profile, MeasuredTimeOverridesTheModelPerDeviceKind) {
   EXPECT_EQ(t.source(0, 0), CostSource::modelled);
   p.set_by_name(DeviceKind::gpu, "mm", 0.5);  // a name beats a signature
   EXPECT_DOUBLE_EQ(CostTable(g, c, CostModel::defaults(), &p).time_s(0, 1), 0.5);
+}
+
+TEST(CostTable, PricesGradientsWithTheBackwardModel) {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {8, 16}, DType::f32, TensorKind::data);
+  TensorId y = b.add_tensor("y", {8, 16}, DType::f32, TensorKind::activation);
+  TensorId dx = b.add_tensor("dx", {8, 16}, DType::f32, TensorKind::activation);
+  OpSpec fwd{.name = "relu", .type = "Relu", .inputs = {x}, .outputs = {y}};
+  fwd.work = OpWork{128, 512, 512, OpClass::elementwise};
+  b.add_op(std::move(fwd));
+  OpSpec grad{.name = "relu_grad", .type = "ReluGrad", .inputs = {y}, .outputs = {dx}, .role = OpRole::backward, .forward_op = 0};
+  grad.work = OpWork{128, 512, 512, OpClass::elementwise};
+  b.add_op(std::move(grad));
+  b.set_num_forward_ops(1);
+  const Graph g = std::move(b).build();
+  Device cpu = gpu(), dev = gpu();
+  cpu.name = "cpu:0", cpu.kind = DeviceKind::cpu;
+  dev.backward_op_overhead_s = 1e-3;
+  const Cluster c = Cluster::build("t", {cpu, dev}, {}, {Link{.a = "cpu:0", .b = "gpu:0", .bandwidth_ab_bytes_per_s = 1e10,
+                                                              .bandwidth_ba_bytes_per_s = 1e10, .latency_s = 1e-5}});
+  const CostTable t(g, c, CostModel::defaults());
+  EXPECT_DOUBLE_EQ(t.time_s(1, 1) - t.time_s(0, 1), 1e-3 - 1e-5) << "same work, the gradient pays its own overhead";
+  EXPECT_DOUBLE_EQ(t.time_s(1, 0), t.time_s(0, 0)) << "a device without a gradient overhead prices both alike";
 }
 
 TEST(Profile, AFittedModelReplacesTheDevicesOwnEfficiencies) {

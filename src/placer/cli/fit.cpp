@@ -51,11 +51,14 @@ void run_fit(const FitArgs& args) {
     }
     if (samples.empty()) continue;
     CostModel model = CostModel::defaults();
-    const FitResult fit = fit_roofline(samples, kind, model, first.op_overhead_s);
+    const FitResult fit = fit_roofline(samples, kind, model, first.op_overhead_s, first.backward_overhead_s());
     nlohmann::json classes[2] = {nlohmann::json::object(), nlohmann::json::object()};
     for (DeviceId d : ids) {
       devices[d].op_overhead_s = fit.overhead_s;
-      if (fit.backward_samples > 0) devices[d].backward_op_overhead_s = fit.backward_overhead_s;
+      // Without gradients in the profiles, the cluster's old gradient fit would not match the new
+      // forward one: gradients are then priced as forward ops.
+      devices[d].backward_op_overhead_s = fit.backward_samples > 0 ? fit.backward_overhead_s : -1;
+      if (fit.backward_samples == 0) devices[d].backward_efficiency = {};
     }
     for (const bool backward : {false, true})
       for (int c = 0; c < kNumOpClasses; ++c) {

@@ -114,10 +114,12 @@ void run_profile(const ProfileArgs& args) {
                      {"fit_median_abs_error", k.fit_median_abs_error}});
     if (!args.json)
       fmt::print("{} ({}): {} ops measured; step {} (forward {}), isolated ops sum to {}; residual forward {}, backward+update {}; "
-                 "fitted roofline: per-op overhead {} (gradients {}), median error {:.0f}%\n",
+                 "fitted roofline: per-op overhead {}{}, median error {:.0f}%\n",
                  k.device, device_kind_name(k.kind), k.ops_measured, human_seconds(k.step_s), human_seconds(k.forward_step_s),
                  human_seconds(k.op_sum_s), human_seconds(k.forward_residual_s), human_seconds(k.backward_residual_s),
-                 human_seconds(k.fitted_overhead_s), human_seconds(k.fitted_backward_overhead_s), 100 * k.fit_median_abs_error);
+                 human_seconds(k.fitted_overhead_s),
+                 k.fitted_backward_overhead_s > 0 ? fmt::format(" (gradients {})", human_seconds(k.fitted_backward_overhead_s)) : "",
+                 100 * k.fit_median_abs_error);
   }
   if (args.json) std::cout << nlohmann::json{{"profile", args.output}, {"kinds", kinds}}.dump(2) << "\n";
   else fmt::print("wrote {} ({} entries)\n", args.output, report.profile.size());

@@ -163,11 +163,10 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     m.backward_overhead_scale = it->value("backward_overhead_scale", m.overhead_scale);
     for (bool backward : {false, true}) {
       const std::string field = backward ? "backward_efficiency" : "efficiency";
+      // Gradients start from the forward values read: a class left out is priced as forward.
+      if (backward) m.efficiency[1] = m.efficiency[0];
       auto eff = it->find(field);
-      if (eff == it->end()) {
-        if (backward) m.efficiency[1] = m.efficiency[0];
-        continue;
-      }
+      if (eff == it->end()) continue;
       if (!eff->is_object()) throw Error(where + "." + field + " must be an object keyed by device kind");
       for (auto& [kind_name, classes] : eff->items()) {
         if (!classes.is_object()) throw Error(where + "." + field + "." + kind_name + " must be an object keyed by op class");

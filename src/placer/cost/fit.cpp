@@ -18,9 +18,11 @@ double predict(const FitSample& s, const CostModel& m, DeviceKind kind, double o
 
 }  // namespace
 
-FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, CostModel& model, double initial_overhead_s) {
+FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, CostModel& model, double initial_overhead_s,
+                       double initial_backward_overhead_s) {
   FitResult r;
-  r.overhead_s = r.backward_overhead_s = initial_overhead_s;
+  r.overhead_s = initial_overhead_s;
+  r.backward_overhead_s = initial_backward_overhead_s >= 0 ? initial_backward_overhead_s : initial_overhead_s;
   r.samples = samples.size();
   if (samples.empty()) return r;
   for (const FitSample& s : samples) r.backward_samples += s.backward;

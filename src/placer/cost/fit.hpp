@@ -40,7 +40,9 @@ struct FitResult {
 // the term that bounds it and each class's 1/efficiency is the weighted slope of (t - overhead) on
 // that term; then the overhead is the weighted mean residual (>= 0). Efficiencies are clamped to
 // [0.05, 4]. Updates model.of(kind, *, backward) in place; a pass without samples keeps its values.
-FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, CostModel& model, double initial_overhead_s);
+// `initial_backward_overhead_s` < 0: the same as `initial_overhead_s`.
+FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, CostModel& model, double initial_overhead_s,
+                       double initial_backward_overhead_s = -1);
 
 // The samples of `step` that `profile` has a positive time for, by op name, on `device`'s kind;
 // alias ops are skipped.

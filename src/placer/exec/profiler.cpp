@@ -207,7 +207,8 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
     }
     if (options.fit) {
       // Folded ops are recorded as 0 s, so fit_samples (positive times only) leaves them out.
-      const FitResult fit = fit_roofline(fit_samples(step, report.profile, device), kind, fitted, device.op_overhead_s);
+      const FitResult fit =
+          fit_roofline(fit_samples(step, report.profile, device), kind, fitted, device.op_overhead_s, device.backward_overhead_s());
       const double overhead = fit.overhead_s;
       summary.fit_median_abs_error = fit.median_abs_error;
       summary.fitted_overhead_s = overhead;
@@ -217,9 +218,14 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
       if (fit.backward_samples > 0) {
         if (device.backward_overhead_s() > 0) fitted.backward_overhead_scale = fit.backward_overhead_s / device.backward_overhead_s();
       } else {
-        // No gradient measured (an inference profile): gradients are priced like forward ops.
-        fitted.backward_overhead_scale = fitted.overhead_scale;
-        fitted.efficiency[1][static_cast<std::size_t>(kind)] = fitted.efficiency[0][static_cast<std::size_t>(kind)];
+        fitted.backward_overhead_scale = fitted.overhead_scale;  // no gradient measured (an inference profile)
+      }
+      // A gradient of a class (or term) the gradients did not determine is priced as its forward op,
+      // as a cluster's device does (Device::backward_efficiency).
+      const auto k = static_cast<std::size_t>(kind);
+      for (std::size_t c = 0; c < static_cast<std::size_t>(kNumOpClasses); ++c) {
+        if (!fit.compute_fitted[1][c]) fitted.efficiency[1][k][c].compute = fitted.efficiency[0][k][c].compute;
+        if (!fit.memory_fitted[1][c]) fitted.efficiency[1][k][c].memory = fitted.efficiency[0][k][c].memory;
       }
       have_fit = true;
     }
