@@ -8,7 +8,7 @@ namespace {
 
 // Below 5% of peak or of bandwidth a class's time is overhead the fit mistook for slowness: with
 // a lower floor, leaving BERT out of the H100 data drove matmul's memory efficiency to the floor
-// and priced BERT 12 times too slow (docs/execution.md).
+// and priced BERT about ten times too slow (docs/execution.md).
 constexpr double kMinEfficiency = 0.05;
 
 double predict(const FitSample& s, const CostModel& m, DeviceKind kind, double overhead) {
