@@ -109,6 +109,7 @@ void run_profile(const ProfileArgs& args) {
                      {"step_s", k.step_s},
                      {"forward_residual_s", k.forward_residual_s},
                      {"backward_residual_s", k.backward_residual_s},
+                     {"whole_step_calibration", k.whole_step_calibration},
                      {"fitted_overhead_s", k.fitted_overhead_s},
                      {"fitted_backward_overhead_s", k.fitted_backward_overhead_s},
                      {"fit_median_abs_error", k.fit_median_abs_error}});
@@ -120,6 +121,8 @@ void run_profile(const ProfileArgs& args) {
                  human_seconds(k.fitted_overhead_s),
                  k.fitted_backward_overhead_s > 0 ? fmt::format(" (gradients {})", human_seconds(k.fitted_backward_overhead_s)) : "",
                  100 * k.fit_median_abs_error);
+    if (!args.json && k.whole_step_calibration)
+      fmt::print("  note: the measured step was not longer than the forward pass (timing noise); the whole step was spread over all ops\n");
   }
   if (args.json) std::cout << nlohmann::json{{"profile", args.output}, {"kinds", kinds}}.dump(2) << "\n";
   else fmt::print("wrote {} ({} entries)\n", args.output, report.profile.size());

@@ -105,6 +105,8 @@ struct KindSummary {
   double step_s = 0;              // measured whole step (median): training step, or forward in inference
   double forward_residual_s = 0;  // forward pass minus its ops' sum, spread over the forward ops
   double backward_residual_s = 0; // rest of the step minus its ops' sum, spread over backward and update ops
+  bool whole_step_calibration = false;  // timing noise left the backward group no time (step <= forward
+                                        // pass): the whole step was spread over all ops at once
   double fitted_overhead_s = 0;   // per-op overhead of the fitted roofline (forward and update ops)
   double fitted_backward_overhead_s = 0;  // of backward ops (0 when none was measured)
   double fit_median_abs_error = 0;// of the fitted roofline over the measured ops (relative)

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "placer/cost/fit.hpp"
+#include "placer/exec/calibrate.hpp"
 #include "placer/exec/engine.hpp"
 #include "placer/util/error.hpp"
 
@@ -177,27 +178,14 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
 
     OpTimes times = measure_ops(engine, step, tdev, options);
 
-    // Calibration: what the isolated times miss (or gain), put back on the ops of its group in
-    // proportion to their times (forward residual over forward ops, the rest over backward, loss and
-    // update ops), so that no op goes below zero and the group sums to the measured time.
-    auto spread = [&](bool forward_group, double total_s) {
-      double sum = 0;
-      for (OpId op = 0; op < step.num_ops(); ++op) {
-        if (times.seconds[op] < 0 || times.folded[op]) continue;
-        if ((step.op_role(op) == OpRole::forward) != forward_group) continue;
-        sum += times.seconds[op];
-      }
-      const double residual = total_s - sum;
-      for (OpId op = 0; op < step.num_ops() && sum > 0; ++op) {
-        if (times.seconds[op] < 0 || times.folded[op]) continue;
-        if ((step.op_role(op) == OpRole::forward) != forward_group) continue;
-        times.seconds[op] *= total_s / sum;
-      }
-      summary.op_sum_s += sum;
-      return residual;
-    };
-    summary.forward_residual_s = spread(true, summary.forward_step_s);
-    if (engine.training()) summary.backward_residual_s = spread(false, summary.step_s - summary.forward_step_s);
+    // Calibration: what the isolated times miss (or gain), put back on the ops in proportion to
+    // their times so that they sum to the measured passes.
+    const Calibration c = calibrate_op_times(step, times.seconds, times.folded, summary.forward_step_s, summary.step_s,
+                                             engine.training());
+    summary.op_sum_s = c.op_sum_s;
+    summary.forward_residual_s = c.forward_residual_s;
+    summary.backward_residual_s = c.backward_residual_s;
+    summary.whole_step_calibration = c.whole_step;
 
     for (OpId op = 0; op < step.num_ops(); ++op) {
       if (times.seconds[op] < 0) continue;
