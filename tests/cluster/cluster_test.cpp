@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "placer/util/error.hpp"
+#include "support/paths.hpp"
 
 namespace placer {
 namespace {
@@ -63,7 +64,7 @@ std::vector<std::string> channel_names(const Cluster& c, DeviceId from, DeviceId
 }
 
 std::string write_temp_file(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = test::temp_path(name);
   std::ofstream(path) << text;
   return path;
 }

@@ -181,7 +181,7 @@ struct TinyModel {
     for (auto v : values) a->mutable_t()->add_int64_data(v);
   }
   std::string save(const std::string& file) {
-    auto path = (std::filesystem::temp_directory_path() / file).string();
+    auto path = test::temp_path(file);
     std::ofstream out(path, std::ios::binary);
     m.SerializeToOstream(&out);
     return path;

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -44,11 +45,12 @@ void expect_same_graph(const Graph& a, const Graph& b) {
 
 TEST(GraphJson, TrainingStepRoundTripsIdentically) {
   Graph step = derive_training_step(load_onnx(test::example("inception_v3.onnx"), {}), Optimizer::adam);
-  std::string path = ::testing::TempDir() + "inception.graph.json";
+  std::string path = test::temp_path("inception.graph.json");
   save_graph_json(step, path);
   Graph back = load_graph_json(path);
   expect_same_graph(step, back);
   EXPECT_EQ(graph_to_json(step).dump(), graph_to_json(back).dump());
+  std::remove(path.c_str());
 }
 
 TEST(GraphJson, OpsWithoutWorkArePricedByTheRules) {
@@ -66,7 +68,7 @@ TEST(GraphJson, OpsWithoutWorkArePricedByTheRules) {
 }
 
 std::string write(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + name;
+  std::string path = test::temp_path(name);
   std::ofstream(path) << text;
   return path;
 }

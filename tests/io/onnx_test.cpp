@@ -146,7 +146,7 @@ TEST(OnnxImport, DataInputsCanBeOverridden) {
 }
 
 std::string write_temp(const std::string& name, const std::string& bytes) {
-  std::string path = ::testing::TempDir() + name;
+  std::string path = test::temp_path(name);
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }

@@ -17,6 +17,7 @@
 #include "placer/rl/features.hpp"
 #include "placer/rl/learned.hpp"
 #include "placer/util/error.hpp"
+#include "support/paths.hpp"
 
 namespace placer::rl {
 namespace {
@@ -59,7 +60,7 @@ PlacementResult run(const std::string& algo, const Problem& p, Budget b, std::ma
   return make_placer(algo, PlacerOptions(std::move(opts)))->place(p, b, quiet, 7);
 }
 
-std::string temp(const std::string& name) { return (std::filesystem::temp_directory_path() / ("placer_rl_" + name)).string(); }
+std::string temp(const std::string& name) { return test::temp_path(name); }
 
 // Every tensor of two checkpoints' policies, compared exactly.
 void expect_same_archive(torch::serialize::InputArchive& a, torch::serialize::InputArchive& b, const std::string& where) {

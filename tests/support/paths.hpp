@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <unistd.h>
 
 namespace placer::test {
 
@@ -18,6 +19,20 @@ inline bool have_shared_models() { return std::filesystem::exists(shared_models_
 inline std::string shared_model(const std::string& name) { return shared_models_dir() + "/" + name + ".onnx"; }
 inline std::string example(const std::string& file) { return std::string(PLACER_EXAMPLES) + "/" + file; }
 inline std::string placer_binary() { return PLACER_BINARY; }
+
+// A file name in the test temp folder of this test alone: CTest runs tests in parallel, each in a
+// process of its own, so a fixed name would be written by two tests at once.
+inline std::string temp_path(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = "suite";
+  if (info) test.assign(info->test_suite_name()).append(".").append(info->name());
+  for (char& ch : test)
+    if (ch == '/') ch = '_';  // parameterised tests
+  // The process id keeps tests that CTest runs in parallel (each in a process of its own) apart.
+  std::string path = ::testing::TempDir();
+  path.append("placer_test_").append(std::to_string(::getpid())).append("_").append(test).append("_").append(name);
+  return path;
+}
 
 }  // namespace placer::test
 

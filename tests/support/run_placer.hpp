@@ -35,16 +35,6 @@ inline std::string quoted(const std::string& arg) {
   return q + "'";
 }
 
-inline std::string temp_path(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string test = "suite";
-  if (info) test.assign(info->test_suite_name()).append(".").append(info->name());
-  // The process id keeps tests that CTest runs in parallel (each in a process of its own) apart.
-  std::string path = ::testing::TempDir();
-  path.append("placer_cli_").append(std::to_string(::getpid())).append("_").append(test).append("_").append(name);
-  return path;
-}
-
 // Runs `placer ARGS...` with stdout and stderr captured in files; a hang is cut off after 120 s.
 inline Outcome placer(const std::vector<std::string>& args) {
   const std::string out = temp_path("stdout"), err = temp_path("stderr");
