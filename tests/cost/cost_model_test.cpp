@@ -117,6 +117,24 @@ TEST(Profile, MeasuredTimeOverridesTheModelPerDeviceKind) {
   EXPECT_DOUBLE_EQ(CostTable(g, c, CostModel::defaults(), &p).time_s(0, 1), 0.5);
 }
 
+TEST(CostTable, FoldedOpsTakeNoTimeEvenWhenProfiled) {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {8, 16}, DType::f32, TensorKind::data);
+  TensorId s = b.add_tensor("s", {2}, DType::i64, TensorKind::activation);
+  TensorId y = b.add_tensor("y", {16, 8}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "shape", .type = "Shape", .inputs = {x}, .outputs = {s}, .work = {.flops = 1e6, .op_class = OpClass::data_movement}});
+  b.add_op({.name = "reshape", .type = "Reshape", .inputs = {x, s}, .outputs = {y}, .work = {.flops = 1e6, .op_class = OpClass::data_movement}});
+  Graph g = std::move(b).build();
+  Profile p;
+  p.set_by_name(DeviceKind::gpu, "shape", 0.25);
+  CostTable t(g, one_gpu(), CostModel::defaults(), &p);
+  for (DeviceId d = 0; d < 2; ++d) {
+    EXPECT_EQ(t.time_s(0, d), 0.0);
+    EXPECT_EQ(t.source(0, d), CostSource::folded);
+    EXPECT_GT(t.time_s(1, d), 0.0);
+  }
+}
+
 TEST(CostTable, PricesGradientsWithTheBackwardModel) {
   GraphBuilder b;
   TensorId x = b.add_tensor("x", {8, 16}, DType::f32, TensorKind::data);

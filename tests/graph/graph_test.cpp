@@ -76,6 +76,38 @@ TEST(Graph, ParameterLivesWithItsFirstConsumer) {
   EXPECT_EQ(totals.param_bytes, 36u);
 }
 
+// Set-up values: constants, shapes, and what is computed from them alone (Graph::op_folded).
+TEST(Graph, FoldsConstantsShapesAndWhatIsComputedFromThemAlone) {
+  GraphBuilder b("fold");
+  TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data);
+  TensorId axes = b.add_tensor("axes", {1}, DType::i64, TensorKind::constant);  // an initializer
+  TensorId c = b.add_tensor("c", {2}, DType::i64, TensorKind::activation);
+  TensorId shape = b.add_tensor("shape", {2}, DType::i64, TensorKind::activation);
+  TensorId both = b.add_tensor("both", {2}, DType::i64, TensorKind::activation);
+  TensorId u = b.add_tensor("u", {1, 2}, DType::i64, TensorKind::activation);
+  TensorId r = b.add_tensor("r", {8, 4}, DType::f32, TensorKind::activation);
+  TensorId y = b.add_tensor("y", {8, 4}, DType::f32, TensorKind::activation);
+  TensorId dr = b.add_tensor("dr", {8, 4}, DType::f32, TensorKind::gradient);
+  b.add_op({.name = "const", .type = "Constant", .outputs = {c}});
+  b.add_op({.name = "shape", .type = "Shape", .inputs = {x}, .outputs = {shape}});  // shapes are static
+  b.add_op({.name = "add", .type = "Add", .inputs = {c, shape}, .outputs = {both}});
+  b.add_op({.name = "unsq", .type = "Unsqueeze", .inputs = {both, axes}, .outputs = {u}});
+  b.add_op({.name = "reshape", .type = "Reshape", .inputs = {x, both}, .outputs = {r}});  // reads data
+  b.add_op({.name = "relu", .type = "Relu", .inputs = {r}, .outputs = {y}});
+  b.add_op({.name = "grad", .type = "ReluGrad", .inputs = {u}, .outputs = {dr}, .role = OpRole::backward, .forward_op = 5});
+  b.mark_output(y);
+  b.set_num_forward_ops(6);
+  Graph g = std::move(b).build();
+  std::vector<bool> folded;
+  for (OpId o = 0; o < g.num_ops(); ++o) folded.push_back(g.op_folded(o));
+  EXPECT_THAT(folded, ElementsAre(true, true, true, true, false, false, false));  // only forward ops fold
+  EXPECT_EQ(g.num_folded_ops(), 4u);
+  EXPECT_TRUE(g.tensor_folded(axes));
+  EXPECT_TRUE(g.tensor_folded(u));
+  EXPECT_FALSE(g.tensor_folded(x));
+  EXPECT_FALSE(g.tensor_folded(r));
+}
+
 TEST(GraphValidation, RejectsACycleNamingItsOps) {
   GraphBuilder b;
   TensorId t1 = b.add_tensor("t1", {1}, DType::f32, TensorKind::activation);

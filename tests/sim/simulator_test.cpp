@@ -133,6 +133,32 @@ TEST(Simulator, ParametersAreSentToRemoteReadersAtTimeZero) {
   EXPECT_THAT(res.step_time_s, DoubleNear(1.0 + xfer(10) + 1.0, 1e-12));
 }
 
+// Folded ops (Graph::op_folded) run before the step: their values are in the memory of every
+// device that reads them, and nobody waits for them or sends them.
+TEST(Simulator, SetUpValuesAreNeitherWaitedForNorSent) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), k = s.tensor("k", 8, TensorKind::constant);
+  TensorId c = s.tensor("c", 32), u = s.tensor("u", 32), y = s.tensor("y", 10), z = s.tensor("z", 10);
+  s.b.add_op({.name = "const", .type = "Constant", .outputs = {c}});
+  s.b.add_op({.name = "unsq", .type = "Unsqueeze", .inputs = {c, k}, .outputs = {u}});
+  s.op("first", {x, u}, {y}, 1.0);
+  s.op("second", {y, u, k}, {z}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  ASSERT_TRUE(r.g.op_folded(0) && r.g.op_folded(1));
+  const SimResult& res = r.on({1, 1, 0, 1});
+  EXPECT_EQ(res.transfers, 1u);  // y only
+  EXPECT_THAT(res.step_time_s, DoubleNear(1.0 + xfer(10) + 1.0, 1e-12));
+  EXPECT_EQ(res.devices[0].static_memory_bytes, 10u + 32u);  // x, u
+  EXPECT_EQ(res.devices[1].static_memory_bytes, 32u + 8u);   // u, k
+  EXPECT_EQ(res.devices[0].ops + res.devices[1].ops, 2u);     // the folded ops run before the step
+  // Wherever the folded ops are placed.
+  EXPECT_THAT(r.on({0, 0, 0, 1}).step_time_s, DoubleNear(1.0 + xfer(10) + 1.0, 1e-12));
+  EXPECT_EQ(r.sim.result().transfers, 1u);
+  auto path = r.sim.critical_path();
+  ASSERT_EQ(path.size(), 3u);  // second <- y's transfer <- first
+  EXPECT_EQ(path.back().id, 2u);
+}
+
 TEST(SimulatorMemory, PeakCountsLiveActivationsByHand) {
   Sketch s;
   TensorId x = s.tensor("x", 100, TensorKind::data), t1 = s.tensor("t1", 200), t2 = s.tensor("t2", 300), t3 = s.tensor("t3", 50);

@@ -56,18 +56,22 @@ struct DirectedEdge {
   std::uint32_t from, to;
   double bytes;
 };
-std::vector<DirectedEdge> group_edges(const Graph& g, const std::vector<std::uint32_t>& group_of) {
+// Edges between groups with the bytes they carry; set-up values (never sent, Graph::op_folded) count
+// as edges of no bytes when `structure` (coarsening follows the graph's shape), else not at all.
+std::vector<DirectedEdge> group_edges(const Graph& g, const std::vector<std::uint32_t>& group_of, bool structure = true) {
   const std::size_t nf = g.num_forward_ops();
   std::map<std::pair<std::uint32_t, std::uint32_t>, double> bytes;
   std::vector<std::uint32_t> seen;
   for (OpId p = 0; p < nf; ++p) {
     for (TensorId t : g.op_outputs(p)) {
+      const bool folded = g.tensor_folded(t);
+      if (folded && !structure) continue;
       seen.clear();
       for (OpId c : g.consumers(t)) {
         if (c >= nf || group_of[c] == group_of[p]) continue;
         if (std::find(seen.begin(), seen.end(), group_of[c]) != seen.end()) continue;
         seen.push_back(group_of[c]);
-        bytes[{group_of[p], group_of[c]}] += static_cast<double>(g.tensor_bytes(t));
+        bytes[{group_of[p], group_of[c]}] += folded ? 0.0 : static_cast<double>(g.tensor_bytes(t));
       }
     }
   }
@@ -464,10 +468,10 @@ GroupGraph group_graph(const Problem& problem, const Grouping& grouping) {
     if (a == b) return;
     pair_bytes[{std::min(a, b), std::max(a, b)}] += bytes;
   };
-  for (const auto& e : group_edges(g, grouping.group_of)) add(e.from, e.to, e.bytes);
+  for (const auto& e : group_edges(g, grouping.group_of, /*structure=*/false)) add(e.from, e.to, e.bytes);
   std::vector<std::uint32_t> seen;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
-    if (g.producer(t) != kNoId) continue;
+    if (g.producer(t) != kNoId || g.tensor_folded(t)) continue;
     const OpId home = g.param_home(t);
     if (home == kNoId || home >= nf) continue;
     seen.clear();

@@ -117,7 +117,7 @@ StepGraph::StepGraph(const Problem& p, std::vector<DeviceId> devices, bool conte
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     const std::size_t first_pred = preds.size();
     for (TensorId t : seen) {
-      if (t == kNoId) continue;
+      if (t == kNoId || g.tensor_folded(t)) continue;  // set-up values are everywhere: never waited for
       const double bytes = static_cast<double>(g.tensor_bytes(t));
       const OpId producer = g.producer(t);
       if (producer == kNoId) {

@@ -224,6 +224,10 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
         source_[k] = CostSource::alias;
         continue;
       }
+      if (g.op_folded(o)) {  // computed once before the step
+        source_[k] = CostSource::folded;
+        continue;
+      }
       if (use_profile) {
         if (auto t = profile->find(c.device(d).kind, g.op_name(o), signature)) {
           time_s_[k] = *t;

@@ -82,7 +82,9 @@ class Profile {
 // "Conv(32x3x224x224,64x3x7x7)": the op type and its input shapes.
 std::string op_signature(const Graph& g, OpId op);
 
-enum class CostSource : std::uint8_t { alias, modelled, measured };
+// Where a time came from: zero for an alias (a view) or a folded op (a set-up value,
+// Graph::op_folded), the model, or a profile.
+enum class CostSource : std::uint8_t { alias, folded, modelled, measured };
 
 // Op x device times, computed once. Immutable after construction; safe to share between threads.
 class CostTable {

@@ -671,7 +671,8 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
 
 void Engine::fold_constants() {
   // An op whose inputs are all known before the step (constants, shapes: every shape is static in
-  // the IR) is evaluated once here, on the CPU, as the importer folds shape arithmetic.
+  // the IR; Graph::op_folded) is evaluated once here, on the CPU, as the importer folds shape
+  // arithmetic.
   folded_.assign(graph_.num_tensors(), torch::Tensor());
   for (const auto& init : model_.graph().initializer()) {
     const TensorId t = graph_.find_tensor(init.name());
@@ -680,16 +681,8 @@ void Engine::fold_constants() {
   torch::NoGradGuard no_grad;
   for (OpId op = 0; op < graph_.num_ops(); ++op) {
     if (op_skip_[op]) continue;
-    const std::string& type = graph_.op_type(op);
     auto inputs = graph_.op_inputs(op);
-    bool foldable = type == "Constant" || type == "Shape" || type == "Size";
-    if (!foldable && !inputs.empty()) {
-      foldable = true;
-      bool any = false;
-      for (TensorId t : inputs)
-        if (t != kNoId) foldable = foldable && folded_[t].defined(), any = true;
-      foldable = foldable && any;
-    }
+    const bool foldable = graph_.op_folded(op);  // the graph's rule, so that the simulator agrees
     if (!foldable) continue;
     std::vector<torch::Tensor> in(inputs.size()), value(inputs.size());
     for (std::size_t s = 0; s < inputs.size(); ++s)

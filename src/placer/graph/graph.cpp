@@ -284,6 +284,27 @@ Graph GraphBuilder::build() && {
       if (t != kNoId && g.producer_[t] == kNoId && g.param_home_[t] == kNoId) g.param_home_[t] = o;
   for (auto& t : tensors_) g.tensor_name_.push_back(std::move(t.name));
 
+  // Set-up values (see Graph::op_folded), in topological order.
+  g.op_folded_.assign(num_ops, 0);
+  g.tensor_folded_.assign(num_tensors, 0);
+  for (std::size_t t = 0; t < num_tensors; ++t)
+    g.tensor_folded_[t] = g.producer_[t] == kNoId && g.tensor_kind_[t] == TensorKind::constant;
+  for (OpId o : g.topo_) {
+    if (g.op_role_[o] != OpRole::forward) continue;
+    const std::string& type = g.type_names_[g.op_type_[o]];
+    bool folded = type == "Constant" || type == "Shape" || type == "Size";
+    if (!folded) {
+      bool any = false, all = true;
+      for (TensorId t : g.op_inputs(o))
+        if (t != kNoId) any = true, all = all && g.tensor_folded_[t];
+      folded = any && all;
+    }
+    if (!folded) continue;
+    g.op_folded_[o] = 1;
+    ++g.num_folded_ops_;
+    for (TensorId t : g.op_outputs(o)) g.tensor_folded_[t] = 1;
+  }
+
   for (std::size_t o = 0; o < num_ops; ++o)
     if (!g.op_by_name_.emplace(g.op_name_[o], static_cast<OpId>(o)).second)
       throw Error("op name '" + g.op_name_[o] + "' is used twice");

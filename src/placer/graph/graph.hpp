@@ -62,6 +62,15 @@ class Graph {
   TensorId updated_param(OpId op) const { return updated_param_[op]; }
   const OpWork& op_work(OpId op) const { return op_work_[op]; }
   const Attributes& op_attrs(OpId op) const { return op_attrs_[op]; }
+  // Set-up values: an op is folded when it is a forward op that computes a value known before the
+  // step: a Constant, a Shape or Size (shapes are static), or an op whose inputs are all set-up
+  // values (constant initializers or outputs of folded ops; at least one). Frameworks compute these
+  // once (PyTorch's Python scalars and shapes, TensorFlow's constant folding, placer's executor at
+  // set-up), so a folded op takes no time in a step and its outputs are on every device that reads
+  // them, never sent.
+  bool op_folded(OpId op) const { return op_folded_[op] != 0; }
+  bool tensor_folded(TensorId t) const { return tensor_folded_[t] != 0; }
+  std::size_t num_folded_ops() const { return num_folded_ops_; }
   // Inputs in slot order; kNoId marks an absent optional input.
   std::span<const TensorId> op_inputs(OpId op) const { return span_of(op_inputs_, op_input_begin_, op); }
   std::span<const TensorId> op_outputs(OpId op) const { return span_of(op_outputs_, op_output_begin_, op); }
@@ -132,6 +141,8 @@ class Graph {
   std::vector<TensorId> op_inputs_, op_outputs_;
   std::vector<OpId> succ_, pred_, topo_;
   std::vector<std::uint32_t> topo_rank_;
+  std::vector<std::uint8_t> op_folded_, tensor_folded_;
+  std::size_t num_folded_ops_ = 0;
   // Tensors.
   std::vector<std::string> tensor_name_;
   std::vector<std::uint32_t> shape_begin_;

@@ -74,18 +74,29 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   const std::size_t n = g.num_ops(), t = g.num_tensors();
   auto ranks = g.topological_ranks();
   ops_.resize(n);
+  // Folded ops (set-up values, Graph::op_folded) take no part in a step: they get no inputs and no
+  // outputs here, and the set-up values their readers read are neither waited for nor sent (they are
+  // static memory on every device that reads them, see folded_reads_).
+  op_folded_.assign(n, 0);
   for (OpId o = 0; o < n; ++o) {
     OpInfo& info = ops_[o];
     info.rank = ranks[o];
     info.in_begin = static_cast<std::uint32_t>(in_tensors_.size());
+    const bool folded = g.op_folded(o);
+    op_folded_[o] = folded;
+    num_folded_ += folded;
     auto ins = g.op_inputs(o);
-    for (std::size_t i = 0; i < ins.size(); ++i)
-      if (ins[i] != kNoId && std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) ==
+    for (std::size_t i = 0; i < ins.size() && !folded; ++i) {
+      if (ins[i] == kNoId || std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) !=
                                  ins.begin() + static_cast<std::ptrdiff_t>(i))
-        in_tensors_.push_back(ins[i]);
+        continue;
+      if (g.tensor_folded(ins[i])) folded_reads_.push_back({ins[i], o});
+      else in_tensors_.push_back(ins[i]);
+    }
     info.in_end = static_cast<std::uint32_t>(in_tensors_.size());
     info.out_begin = static_cast<std::uint32_t>(out_tensors_.size());
-    for (TensorId out : g.op_outputs(o)) out_tensors_.push_back(out);
+    if (!folded)
+      for (TensorId out : g.op_outputs(o)) out_tensors_.push_back(out);
     info.out_end = static_cast<std::uint32_t>(out_tensors_.size());
   }
 
@@ -99,11 +110,13 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     info.source = g.producer(x) == kNoId;
     info.keep = 0;
     info.home = info.source ? g.param_home(x) : g.producer(x);
-    if (info.source && info.home != kNoId) source_tensors_.push_back(x);
+    if (info.source && info.home != kNoId && !g.tensor_folded(x)) source_tensors_.push_back(x);
     if (info.source && g.tensor_kind(x) == TensorKind::parameter && g.num_forward_ops() != g.num_ops())
       static_extra_[x] = std::uint64_t{g.optimizer_state_copies()} * info.bytes;
     info.cons_begin = static_cast<std::uint32_t>(cons_ops_.size());
-    for (OpId consumer : g.consumers(x)) cons_ops_.push_back(consumer);
+    if (!g.tensor_folded(x))
+      for (OpId consumer : g.consumers(x))
+        if (!g.op_folded(consumer)) cons_ops_.push_back(consumer);
     info.cons_end = static_cast<std::uint32_t>(cons_ops_.size());
   }
   for (TensorId x : g.outputs()) tensors_[x].keep = 1;
@@ -228,15 +241,21 @@ void Simulator::run(std::span<const DeviceId> devices) {
   transfers_.clear();
   result_.shortfalls.clear();
 
-  // Static memory: tensors without a producer live on their home op's device.
-  for (std::uint32_t s : source_tensors_) mem_now[dev[tensors[s].home]] += tensors[s].bytes + static_extra_[s];
-  for (DeviceId d = 0; d < nd; ++d) dres[d].static_memory_bytes = mem_now[d];
-  std::copy(mem_now_.begin(), mem_now_.end(), mem_peak_.begin());
-
   for (std::size_t x = 0; x < tensors_.size(); ++x) {
     tensors[x].dev = static_cast<std::uint8_t>(tensors[x].home == kNoId ? 0 : dev[tensors[x].home]);
     tensors[x].dest_mask = 0;
   }
+
+  // Static memory: tensors without a producer live on their home op's device; set-up values on
+  // every device that reads them.
+  for (std::uint32_t s : source_tensors_) mem_now[dev[tensors[s].home]] += tensors[s].bytes + static_extra_[s];
+  for (const auto& [x, reader] : folded_reads_) {
+    const std::uint64_t bit = std::uint64_t{1} << dev[reader];
+    mem_now[dev[reader]] += tensors[x].bytes & (std::uint64_t{0} - static_cast<std::uint64_t>((tensors[x].dest_mask & bit) == 0));
+    tensors[x].dest_mask |= bit;
+  }
+  for (DeviceId d = 0; d < nd; ++d) dres[d].static_memory_bytes = mem_now[d];
+  std::copy(mem_now_.begin(), mem_now_.end(), mem_peak_.begin());
 
   // Readers per (tensor, device), destinations per tensor, inputs each op waits for.
   std::uint32_t transfers = 0;
@@ -372,12 +391,18 @@ void Simulator::run(std::span<const DeviceId> devices) {
   for (std::uint32_t s : source_tensors_)
     for (std::uint64_t mask = tensors[s].dest_mask; mask; mask &= mask - 1)
       send(s, tensors[s].dev, static_cast<DeviceId>(std::countr_zero(mask)), 0.0);
-  for (OpId o : graph_.topological_order())
+  const std::uint8_t* const op_folded = op_folded_.data();
+  for (OpId o : graph_.topological_order()) {
+    if (op_folded[o]) {
+      timing[o] = OpTiming{0.0, 0.0, kNoCause};
+      continue;
+    }
     if (remaining[o] == 0) make_ready(o, 0.0, kNoCause);
+  }
   for (DeviceId d = 0; d < nd; ++d) start_ops(d, 0.0);
 
   double now = 0.0, step_end = 0.0;
-  std::size_t finished = 0;
+  std::size_t finished = num_folded_;
   last_op_ = 0;
   for (;;) {
     std::uint32_t id, dest;

@@ -4,6 +4,9 @@
 //   first in the graph's topological order (program order), so runs are deterministic.
 // - Tensors without a producer (data, parameters, buffers) live on the device of their home op and
 //   are sent at time 0 to every other device that reads them.
+// - Folded ops (Graph::op_folded: constants, shapes, and what is computed from them alone) run
+//   before the step: they take no time and no device, and the set-up values they produce (and
+//   constant initializers) are in the memory of every device that reads them, never sent.
 // - A tensor read on another device is sent once per destination device, over the route the
 //   cluster computed; a transfer holds every channel of its route (each link direction carries one
 //   transfer at a time) for latency + bytes / bottleneck bandwidth. Copies overlap with compute.
@@ -135,7 +138,10 @@ class Simulator {
   std::vector<OpInfo> ops_;
   std::vector<std::uint32_t> in_tensors_, out_tensors_, cons_ops_;
   std::vector<TensorInfo> tensors_;
-  std::vector<std::uint32_t> source_tensors_;  // tensors with no producer and a home
+  std::vector<std::uint32_t> source_tensors_;  // tensors with no producer and a home (not set-up values)
+  std::vector<std::uint8_t> op_folded_;        // op -> Graph::op_folded
+  std::size_t num_folded_ = 0;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_reads_;  // (set-up value, non-folded reader op)
   std::vector<std::uint64_t> static_extra_;    // per source tensor: optimizer state bytes
   std::vector<Route> routes_;                  // from * num_devices + to
   std::vector<ChannelId> route_channels_;
