@@ -108,6 +108,24 @@ TEST(Graph, FoldsConstantsShapesAndWhatIsComputedFromThemAlone) {
   EXPECT_FALSE(g.tensor_folded(r));
 }
 
+// A folded op runs before the step anywhere, so it is no home: the data input lives with the first
+// op that reads its values.
+TEST(Graph, ATensorLivesWithItsFirstReaderThatIsNotFolded) {
+  GraphBuilder b("home");
+  TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data);
+  TensorId shape = b.add_tensor("shape", {2}, DType::i64, TensorKind::activation);
+  TensorId r = b.add_tensor("r", {8, 4}, DType::f32, TensorKind::activation);
+  TensorId only = b.add_tensor("only", {1}, DType::i64, TensorKind::constant);
+  TensorId u = b.add_tensor("u", {1}, DType::i64, TensorKind::activation);
+  b.add_op({.name = "shape", .type = "Shape", .inputs = {x}, .outputs = {shape}});
+  b.add_op({.name = "reshape", .type = "Reshape", .inputs = {x, shape}, .outputs = {r}});
+  b.add_op({.name = "neg", .type = "Neg", .inputs = {only}, .outputs = {u}});
+  b.mark_output(r);
+  Graph g = std::move(b).build();
+  EXPECT_EQ(g.param_home(x), 1u);
+  EXPECT_EQ(g.param_home(only), 2u);  // read by folded ops alone: the first of them
+}
+
 TEST(GraphValidation, RejectsACycleNamingItsOps) {
   GraphBuilder b;
   TensorId t1 = b.add_tensor("t1", {1}, DType::f32, TensorKind::activation);

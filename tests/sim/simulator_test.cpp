@@ -159,6 +159,27 @@ TEST(Simulator, SetUpValuesAreNeitherWaitedForNorSent) {
   EXPECT_EQ(path.back().id, 2u);
 }
 
+// The common case in exported transformers: the shape of an activation feeds a reshape on another
+// device. Shapes are static, so the reshape waits for nothing but its data, and nothing is sent
+// for the shape; nor does the lower bound wait for it.
+TEST(Simulator, AShapeIsKnownBeforeTheStepWhereverItsTensorIs) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), y = s.tensor("y", 1000), shp = s.tensor("shape", 16);
+  TensorId w = s.tensor("w", 10, TensorKind::data), z = s.tensor("z", 10);
+  s.op("a", {x}, {y}, 1.0);
+  s.b.add_op({.name = "shape", .type = "Shape", .inputs = {y}, .outputs = {shp}});
+  s.op("b", {w, shp}, {z}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  ASSERT_TRUE(r.g.op_folded(1));
+  const SimResult& res = r.on({0, 0, 1});
+  EXPECT_EQ(res.transfers, 0u);
+  EXPECT_DOUBLE_EQ(res.step_time_s, 1.0);  // a and b run side by side
+  EXPECT_EQ(res.devices[1].static_memory_bytes, 10u + 16u);  // w and the shape
+  const LowerBounds lb = lower_bounds(r.g, r.c, r.costs);
+  EXPECT_DOUBLE_EQ(lb.critical_path_s, 1.0);
+  EXPECT_LE(lb.best(), res.step_time_s + 1e-12);
+}
+
 TEST(SimulatorMemory, PeakCountsLiveActivationsByHand) {
   Sketch s;
   TensorId x = s.tensor("x", 100, TensorKind::data), t1 = s.tensor("t1", 200), t2 = s.tensor("t2", 300), t3 = s.tensor("t3", 50);

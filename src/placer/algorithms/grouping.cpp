@@ -56,8 +56,9 @@ struct DirectedEdge {
   std::uint32_t from, to;
   double bytes;
 };
-// Edges between groups with the bytes they carry; set-up values (never sent, Graph::op_folded) count
-// as edges of no bytes when `structure` (coarsening follows the graph's shape), else not at all.
+// Edges between groups with the bytes they carry; set-up values (never sent, Graph::op_folded) and
+// what folded ops read (a Shape reads no data) count as edges of no bytes when `structure`
+// (coarsening follows the graph's shape), else not at all.
 std::vector<DirectedEdge> group_edges(const Graph& g, const std::vector<std::uint32_t>& group_of, bool structure = true) {
   const std::size_t nf = g.num_forward_ops();
   std::map<std::pair<std::uint32_t, std::uint32_t>, double> bytes;
@@ -68,10 +69,11 @@ std::vector<DirectedEdge> group_edges(const Graph& g, const std::vector<std::uin
       if (folded && !structure) continue;
       seen.clear();
       for (OpId c : g.consumers(t)) {
-        if (c >= nf || group_of[c] == group_of[p]) continue;
+        if (c >= nf || group_of[c] == group_of[p] || (g.op_folded(c) && !structure)) continue;
         if (std::find(seen.begin(), seen.end(), group_of[c]) != seen.end()) continue;
         seen.push_back(group_of[c]);
-        bytes[{group_of[p], group_of[c]}] += folded ? 0.0 : static_cast<double>(g.tensor_bytes(t));
+        // A folded reader (Shape of x) reads nothing at run time.
+        bytes[{group_of[p], group_of[c]}] += folded || g.op_folded(c) ? 0.0 : static_cast<double>(g.tensor_bytes(t));
       }
     }
   }
@@ -476,7 +478,7 @@ GroupGraph group_graph(const Problem& problem, const Grouping& grouping) {
     if (home == kNoId || home >= nf) continue;
     seen.clear();
     for (OpId c : g.consumers(t)) {
-      if (c >= nf || grouping.group_of[c] == grouping.group_of[home]) continue;
+      if (c >= nf || g.op_folded(c) || grouping.group_of[c] == grouping.group_of[home]) continue;
       if (std::find(seen.begin(), seen.end(), grouping.group_of[c]) != seen.end()) continue;
       seen.push_back(grouping.group_of[c]);
       add(grouping.group_of[home], grouping.group_of[c], static_cast<double>(g.tensor_bytes(t)));

@@ -113,6 +113,7 @@ StepGraph::StepGraph(const Problem& p, std::vector<DeviceId> devices, bool conte
   std::vector<TensorId> seen;
   for (OpId o = 0; o < num_ops; ++o) {
     seen.assign(g.op_inputs(o).begin(), g.op_inputs(o).end());
+    if (g.op_folded(o)) seen.clear();  // runs before the step: waits for nothing
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     const std::size_t first_pred = preds.size();

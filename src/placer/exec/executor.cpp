@@ -685,8 +685,17 @@ void Engine::fold_constants() {
     const bool foldable = graph_.op_folded(op);  // the graph's rule, so that the simulator agrees
     if (!foldable) continue;
     std::vector<torch::Tensor> in(inputs.size()), value(inputs.size());
-    for (std::size_t s = 0; s < inputs.size(); ++s)
-      if (inputs[s] != kNoId && folded_[inputs[s]].defined()) in[s] = value[s] = folded_[inputs[s]];
+    for (std::size_t s = 0; s < inputs.size(); ++s) {
+      if (inputs[s] == kNoId) continue;
+      if (folded_[inputs[s]].defined()) {
+        in[s] = value[s] = folded_[inputs[s]];
+      } else if (graph_.tensor_folded(inputs[s])) {
+        // A constant-kind graph input without an initializer (e.g. an integer input left out of
+        // --data-inputs): the graph takes it for a set-up value, but the model gives it none.
+        throw Error("op '" + graph_.op_name(op) + "' reads '" + graph_.tensor_name(inputs[s]) +
+                    "', a constant without a value in the model file (if it is fed each step, name it in --data-inputs)");
+      }
+    }
     std::vector<torch::Tensor> outs = run_op(op, in, torch::kCPU, false);
     for (std::size_t k = 0; k < outs.size() && k < op_out_slots_[op].size(); ++k)
       if (op_out_slots_[op][k] != kNoId) folded_[op_out_slots_[op][k]] = outs[k].contiguous();

@@ -277,13 +277,6 @@ Graph GraphBuilder::build() && {
   }
   g.outputs_ = std::move(outputs_);
 
-  // Homes of tensors without a producer: their first consumer in topological order.
-  g.param_home_.assign(num_tensors, kNoId);
-  for (OpId o : g.topo_)
-    for (TensorId t : g.op_inputs(o))
-      if (t != kNoId && g.producer_[t] == kNoId && g.param_home_[t] == kNoId) g.param_home_[t] = o;
-  for (auto& t : tensors_) g.tensor_name_.push_back(std::move(t.name));
-
   // Set-up values (see Graph::op_folded), in topological order.
   g.op_folded_.assign(num_ops, 0);
   g.tensor_folded_.assign(num_tensors, 0);
@@ -304,6 +297,17 @@ Graph GraphBuilder::build() && {
     ++g.num_folded_ops_;
     for (TensorId t : g.op_outputs(o)) g.tensor_folded_[t] = 1;
   }
+
+  // Homes of tensors without a producer: their first consumer in topological order that is not
+  // folded (a Shape of the data input runs before the step, anywhere), else their first consumer.
+  g.param_home_.assign(num_tensors, kNoId);
+  for (int pass = 0; pass < 2; ++pass)
+    for (OpId o : g.topo_) {
+      if (pass == 0 && g.op_folded_[o]) continue;
+      for (TensorId t : g.op_inputs(o))
+        if (t != kNoId && g.producer_[t] == kNoId && g.param_home_[t] == kNoId) g.param_home_[t] = o;
+    }
+  for (auto& t : tensors_) g.tensor_name_.push_back(std::move(t.name));
 
   for (std::size_t o = 0; o < num_ops; ++o)
     if (!g.op_by_name_.emplace(g.op_name_[o], static_cast<OpId>(o)).second)

@@ -95,8 +95,8 @@ class Graph {
   // The graph's outputs (what a loss would read).
   std::span<const TensorId> outputs() const { return outputs_; }
   // Tensors without a producer (parameters, buffers, data): the op they live with, their first
-  // consumer in topological order; placements of ops extend to parameters through it. kNoId if
-  // nothing reads the tensor.
+  // consumer in topological order that is not folded (else their first consumer); placements of
+  // ops extend to parameters through it. kNoId if nothing reads the tensor.
   OpId param_home(TensorId t) const { return param_home_[t]; }
   // Optimizer state kept per parameter element (0 for SGD, 1 for momentum, 2 for Adam).
   std::uint32_t optimizer_state_copies() const { return optimizer_state_copies_; }

@@ -528,6 +528,7 @@ LowerBounds lower_bounds(const Graph& g, const Cluster& c, const CostTable& cost
     fastest[o] = best;
   }
   for (OpId o : g.topological_order()) {
+    if (g.op_folded(o)) continue;  // done before the step: its readers never wait for it
     double ready = 0.0;
     for (OpId p : g.predecessors(o)) ready = std::max(ready, finish[p]);
     finish[o] = ready + fastest[o];
