@@ -428,6 +428,29 @@ TEST_P(Partitioner, UsesEveryDeviceWhenAsked) {
 
 INSTANTIATE_TEST_SUITE_P(Classic, Partitioner, ::testing::Values("metis", "scotch"));
 
+// The memory the memory-aware placers plan with agrees with the simulator about set-up values: a
+// constant is in the memory of each family that reads it, and is no family's activation.
+TEST(FamilyMemory, ChargesASetUpValueToEachFamilyThatReadsIt) {
+  GraphBuilder b("fam");
+  TensorId x = b.add_tensor("x", {100}, DType::u8, TensorKind::data);
+  TensorId c = b.add_tensor("c", {64}, DType::u8, TensorKind::activation);
+  TensorId y = b.add_tensor("y", {10}, DType::u8, TensorKind::activation);
+  TensorId z = b.add_tensor("z", {10}, DType::u8, TensorKind::activation);
+  b.add_op({.name = "const", .type = "Constant", .outputs = {c}});
+  b.add_op({.name = "a", .type = "Add", .inputs = {x, c}, .outputs = {y}});
+  b.add_op({.name = "b", .type = "Add", .inputs = {y, c}, .outputs = {z}});
+  b.mark_output(z);
+  const Graph g = std::move(b).build();
+  const Cluster cl = cpu_and_gpus(1, 1 << 20);
+  const CostTable costs(g, cl, CostModel::defaults());
+  const FamilyMemory m = family_memory(Problem{g, cl, costs, {}});
+  EXPECT_EQ(m.static_bytes[0], 0u);
+  EXPECT_EQ(m.activation_bytes[0], 0u);
+  EXPECT_EQ(m.static_bytes[1], 100u + 64u);  // x and c
+  EXPECT_EQ(m.activation_bytes[1], 10u);
+  EXPECT_EQ(m.static_bytes[2], 64u);
+}
+
 TEST(Registry, ClassicPlacersDocumentTheirOptions) {
   for (const char* name : {"sequential", "balanced", "expert", "metis", "scotch"}) {
     const PlacerInfo& info = find_placer(name);

@@ -126,7 +126,17 @@ FamilyMemory family_memory(const Problem& problem) {
         m.partial_gradient_bytes[o] += g.tensor_bytes(x);
       }
     }
+  std::vector<OpId> families;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (g.tensor_folded(t)) {
+      // A set-up value is in the memory of every device that reads it: charged to each reading
+      // family (once per family; families on one device share it in the simulator).
+      families.clear();
+      for (OpId c : g.consumers(t))
+        if (!g.op_folded(c) && std::find(families.begin(), families.end(), anchor[c]) == families.end()) families.push_back(anchor[c]);
+      for (OpId f : families) m.static_bytes[f] += g.tensor_bytes(t);
+      continue;
+    }
     if (g.producer(t) == kNoId) {
       const OpId home = g.param_home(t);
       if (home == kNoId) continue;

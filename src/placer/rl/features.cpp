@@ -33,7 +33,8 @@ FeatureBuilder::FeatureBuilder(const Problem& problem, std::size_t neighbours) :
   for (OpId o = 0; o < num_ops_; ++o)
     for (TensorId t : g.op_outputs(o))
       for (OpId c : g.consumers(t))
-        if (c < num_ops_ && c != o) edges_.push_back({o, c, static_cast<double>(g.tensor_bytes(t))});
+        if (c < num_ops_ && c != o)  // set-up values and what folded ops read are never sent
+          edges_.push_back({o, c, g.tensor_folded(t) || g.op_folded(c) ? 0.0 : static_cast<double>(g.tensor_bytes(t))});
 }
 
 Features FeatureBuilder::ops() const {
