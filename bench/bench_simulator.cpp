@@ -53,6 +53,7 @@ void run(benchmark::State& state, const std::string& model, Mode mode, bool rand
   for (auto _ : state) benchmark::DoNotOptimize(sim.simulate(placements[i++ % placements.size()]).step_time_s);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * s.graph.num_ops()));
   state.counters["ops"] = static_cast<double>(s.graph.num_ops());
+  state.counters["folded"] = static_cast<double>(s.graph.num_folded_ops());
 }
 
 void register_all() {

@@ -681,9 +681,8 @@ void Engine::fold_constants() {
   torch::NoGradGuard no_grad;
   for (OpId op = 0; op < graph_.num_ops(); ++op) {
     if (op_skip_[op]) continue;
+    if (!graph_.op_folded(op)) continue;  // the graph's rule, so that the simulator agrees
     auto inputs = graph_.op_inputs(op);
-    const bool foldable = graph_.op_folded(op);  // the graph's rule, so that the simulator agrees
-    if (!foldable) continue;
     std::vector<torch::Tensor> in(inputs.size()), value(inputs.size());
     for (std::size_t s = 0; s < inputs.size(); ++s) {
       if (inputs[s] == kNoId) continue;

@@ -77,14 +77,11 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   // Folded ops (set-up values, Graph::op_folded) take no part in a step: they get no inputs and no
   // outputs here, and the set-up values their readers read are neither waited for nor sent (they are
   // static memory on every device that reads them, see folded_reads_).
-  op_folded_.assign(n, 0);
   for (OpId o = 0; o < n; ++o) {
     OpInfo& info = ops_[o];
     info.rank = ranks[o];
     info.in_begin = static_cast<std::uint32_t>(in_tensors_.size());
     const bool folded = g.op_folded(o);
-    op_folded_[o] = folded;
-    num_folded_ += folded;
     auto ins = g.op_inputs(o);
     for (std::size_t i = 0; i < ins.size() && !folded; ++i) {
       if (ins[i] == kNoId || std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) !=
@@ -154,6 +151,8 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   fifo_head_.resize(num_devices_ * num_devices_);
   fifo_tail_.resize(num_devices_ * num_devices_);
   timing_.resize(n);
+  for (OpId o = 0; o < n; ++o)
+    if (g.op_folded(o)) timing_[o] = OpTiming{0.0, 0.0, kNoCause};  // done before the step, in every run
   last_finished_.resize(num_devices_);
   result_.devices.resize(num_devices_);
   result_.channel_bytes.resize(c.num_channels());
@@ -391,18 +390,12 @@ void Simulator::run(std::span<const DeviceId> devices) {
   for (std::uint32_t s : source_tensors_)
     for (std::uint64_t mask = tensors[s].dest_mask; mask; mask &= mask - 1)
       send(s, tensors[s].dev, static_cast<DeviceId>(std::countr_zero(mask)), 0.0);
-  const std::uint8_t* const op_folded = op_folded_.data();
-  for (OpId o : graph_.topological_order()) {
-    if (op_folded[o]) {
-      timing[o] = OpTiming{0.0, 0.0, kNoCause};
-      continue;
-    }
-    if (remaining[o] == 0) make_ready(o, 0.0, kNoCause);
-  }
+  for (OpId o : graph_.topological_order())
+    if (remaining[o] == 0 && !graph_.op_folded(o)) make_ready(o, 0.0, kNoCause);
   for (DeviceId d = 0; d < nd; ++d) start_ops(d, 0.0);
 
   double now = 0.0, step_end = 0.0;
-  std::size_t finished = num_folded_;
+  std::size_t finished = graph_.num_folded_ops();
   last_op_ = 0;
   for (;;) {
     std::uint32_t id, dest;

@@ -139,8 +139,6 @@ class Simulator {
   std::vector<std::uint32_t> in_tensors_, out_tensors_, cons_ops_;
   std::vector<TensorInfo> tensors_;
   std::vector<std::uint32_t> source_tensors_;  // tensors with no producer and a home (not set-up values)
-  std::vector<std::uint8_t> op_folded_;        // op -> Graph::op_folded
-  std::size_t num_folded_ = 0;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_reads_;  // (set-up value, non-folded reader op)
   std::vector<std::uint64_t> static_extra_;    // per source tensor: optimizer state bytes
   std::vector<Route> routes_;                  // from * num_devices + to
