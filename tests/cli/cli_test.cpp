@@ -152,6 +152,16 @@ TEST(InspectJson, InferenceModeHasNoTrainingStep) {
   EXPECT_FALSE(report.contains("training"));
 }
 
+TEST(InspectJson, CountsTheOpsFoldedIntoSetUpValues) {
+  // Inception-V3 computes nothing from constants alone; BERT's exported shape arithmetic does.
+  EXPECT_EQ(parse_json(placer({"inspect", test::example("inception_v3.onnx"), "--json"})).value("folded_ops", 1), 0);
+  REQUIRE_SHARED_MODELS();
+  nlohmann::json bert = parse_json(placer({"inspect", test::shared_model("bert_base"), "--json"}));
+  EXPECT_EQ(bert.value("folded_ops", 0), 397);
+  Outcome text = placer({"inspect", test::shared_model("bert_base")});
+  EXPECT_THAT(text.out, HasSubstr("folded      397 ops: values known before the step"));
+}
+
 TEST(InspectJson, AdamKeepsTwoStateCopiesPerParameter) {
   nlohmann::json report = parse_json(placer({"inspect", test::example("inception_v3.onnx"), "--json", "--optimizer", "adam"}));
   ASSERT_TRUE(report.contains("training"));

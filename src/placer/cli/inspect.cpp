@@ -78,6 +78,7 @@ void run_inspect(const InspectArgs& args) {
                         {"param_bytes", totals.param_bytes},
                         {"buffer_bytes", totals.buffer_bytes},
                         {"forward_flops", forward_flops},
+                        {"folded_ops", forward.num_folded_ops()},
                         {"activation_bytes", totals.activation_bytes},
                         {"data_inputs", data_inputs},
                         {"op_types", by_type}};
@@ -107,6 +108,9 @@ void run_inspect(const InspectArgs& args) {
   fmt::print("data inputs {}\n", data.empty() ? "(none)" : data);
   fmt::print("forward     {} ops, {} FLOPs, {} activations\n", num_fwd, human_count(forward_flops),
              human_bytes(static_cast<double>(totals.activation_bytes)));
+  if (forward.num_folded_ops() > 0)
+    fmt::print("folded      {} ops: values known before the step (constants, shapes), no time, no device\n",
+               forward.num_folded_ops());
   fmt::print("parameters  {} ({}), buffers {}\n", human_count(static_cast<double>(totals.trainable_params)),
              human_bytes(static_cast<double>(totals.param_bytes)), human_bytes(static_cast<double>(totals.buffer_bytes)));
   if (step)
