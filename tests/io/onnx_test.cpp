@@ -3,8 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <onnx/onnx_pb.h>
+
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "placer/graph/training.hpp"
@@ -176,6 +180,201 @@ TEST(OnnxImportBadInput, RandomBytes) {
   std::string bytes(50000, '\0');
   for (auto& c : bytes) c = static_cast<char>(rng());
   expect_error(write_temp("random.onnx", bytes), "model file");
+}
+
+
+// ---- Shape arithmetic on bad constants (found by fuzzing the constants of exported models) --------
+// placer folds the constant shape arithmetic of exported models (Shape, Gather, Concat, Reshape, ...)
+// before ONNX's shape inference. Constants that make no sense (an axis out of range, a bad
+// permutation, a -1 twice, counts that overflow) must leave the value unknown — the import then
+// fails with a clear error or goes on without it — never read out of bounds.
+
+struct ShapeModel {
+  onnx::ModelProto m;
+  ShapeModel() {
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* g = m.mutable_graph();
+    g->set_name("shape-arithmetic");
+    auto* x = g->add_input();
+    x->set_name("x");
+    x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (auto d : {2, 3}) x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    auto* y = g->add_output();
+    y->set_name("y");
+    y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    auto* shape = y->mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->add_dim(), shape->add_dim();  // two dims of unknown size: inferred
+  }
+  onnx::NodeProto* node(const std::string& type, std::vector<std::string> in, const std::string& out) {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(type);
+    n->set_name("/" + out);
+    for (auto& s : in) n->add_input(s);
+    n->add_output(out);
+    return n;
+  }
+  // An int64 constant of these dims (one dim of values.size() when none are given).
+  void constant(const std::string& out, std::vector<std::int64_t> values, std::vector<std::int64_t> dims = {-1}) {
+    auto* a = node("Constant", {}, out)->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+    if (dims == std::vector<std::int64_t>{-1}) dims = {static_cast<std::int64_t>(values.size())};
+    for (auto d : dims) a->mutable_t()->add_dims(d);
+    for (auto v : values) a->mutable_t()->add_int64_data(v);
+  }
+  static void ints(onnx::NodeProto* n, const std::string& name, std::vector<std::int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+  }
+  static void integer(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  // y = Reshape(x, shape): the computed shape decides y's shape.
+  std::string save(const std::string& file) {
+    node("Reshape", {"x", "shape"}, "y");
+    auto path = test::temp_path(file);
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+    return path;
+  }
+};
+
+// Imports the model: either it loads, or it fails with placer's one-line error. A crash fails the
+// whole test binary.
+void expect_graceful(const std::string& path) {
+  try {
+    Graph g = load_onnx(path, {});
+    SUCCEED() << "imported: " << g.num_ops() << " ops";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("checker"))) << "the model must reach the shape arithmetic";
+  }
+}
+
+TEST(OnnxShapeArithmetic, ValidArithmeticIsFolded) {
+  ShapeModel t;
+  t.constant("three", {3});
+  t.constant("two", {2}, {});
+  t.constant("axes", {0});
+  t.node("Unsqueeze", {"two", "axes"}, "two_1d");
+  ShapeModel::integer(t.node("Concat", {"three", "two_1d"}, "shape"), "axis", 0);
+  Graph g = load_onnx(t.save("valid_shape.onnx"), {});
+  auto shape = g.tensor_shape(g.find_tensor("y"));
+  EXPECT_EQ(std::vector<std::int64_t>(shape.begin(), shape.end()), (std::vector<std::int64_t>{3, 2}));
+}
+
+TEST(OnnxShapeArithmetic, BadConstantsLeaveValuesUnknownWithoutCrashing) {
+  std::vector<std::pair<std::string, std::function<void(ShapeModel&)>>> cases = {
+      {"unsqueeze axis out of range",
+       [](ShapeModel& t) { t.constant("c", {3, 2}), t.constant("axes", {7}), t.node("Unsqueeze", {"c", "axes"}, "shape"); }},
+      {"unsqueeze repeated axis",
+       [](ShapeModel& t) { t.constant("c", {6}, {}), t.constant("axes", {0, 0}), t.node("Unsqueeze", {"c", "axes"}, "shape"); }},
+      {"squeeze of a dim that is not 1",
+       [](ShapeModel& t) { t.constant("c", {3, 2}), t.constant("axes", {0}), t.node("Squeeze", {"c", "axes"}, "shape"); }},
+      {"transpose with a repeated axis",
+       [](ShapeModel& t) {
+         t.constant("c", {3, 2}, {1, 2});
+         ShapeModel::ints(t.node("Transpose", {"c"}, "t"), "perm", {0, 0});
+         t.constant("flat", {-1}), t.node("Reshape", {"t", "flat"}, "shape");
+       }},
+      {"gather axis out of range",
+       [](ShapeModel& t) {
+         t.constant("c", {3, 2}), t.constant("i", {0, 1});
+         ShapeModel::integer(t.node("Gather", {"c", "i"}, "shape"), "axis", 3);
+       }},
+      {"concat axis out of range",
+       [](ShapeModel& t) {
+         t.constant("a", {3}), t.constant("b", {2});
+         ShapeModel::integer(t.node("Concat", {"a", "b"}, "shape"), "axis", 5);
+       }},
+      {"concat of different ranks",
+       [](ShapeModel& t) {
+         t.constant("a", {3}), t.constant("b", {2, 1}, {1, 2});
+         ShapeModel::integer(t.node("Concat", {"a", "b"}, "shape"), "axis", 0);
+       }},
+      {"slice with more ends than starts",
+       [](ShapeModel& t) {
+         t.constant("c", {3, 2, 1}), t.constant("s", {0}), t.constant("e", {2, 3});
+         t.node("Slice", {"c", "s", "e"}, "shape");
+       }},
+      {"slice of one axis twice",
+       [](ShapeModel& t) {
+         t.constant("c", {3, 2, 1}), t.constant("s", {0, 0}), t.constant("e", {2, 2}), t.constant("ax", {0, 0});
+         t.node("Slice", {"c", "s", "e", "ax"}, "shape");
+       }},
+      {"reshape with two -1",
+       [](ShapeModel& t) { t.constant("c", {3, 2, 1, 1}), t.constant("to", {-1, -1}), t.node("Reshape", {"c", "to"}, "shape"); }},
+      {"reshape to a huge shape",
+       [](ShapeModel& t) {
+         t.constant("c", {3, 2}), t.constant("to", {std::int64_t{1} << 40, std::int64_t{1} << 40});
+         t.node("Reshape", {"c", "to"}, "shape");
+       }},
+      {"constant of a negative shape",
+       [](ShapeModel& t) { t.constant("dims", {-5}), t.node("ConstantOfShape", {"dims"}, "shape"); }},
+      {"range of 10^18 elements",
+       [](ShapeModel& t) {
+         t.constant("start", {0}, {}), t.constant("limit", {1000000000000000000}, {}), t.constant("delta", {1}, {});
+         t.node("Range", {"start", "limit", "delta"}, "shape");
+       }},
+      {"broadcast of an empty tensor",
+       [](ShapeModel& t) { t.constant("empty", {}, {0}), t.constant("one", {6}), t.node("Add", {"empty", "one"}, "shape"); }},
+  };
+  for (auto& [what, build] : cases) {
+    SCOPED_TRACE(what);
+    ShapeModel t;
+    build(t);
+    expect_graceful(t.save("bad_shape.onnx"));
+  }
+}
+
+// The campaign that found the cases above, kept small: random values written into the integer
+// constants of an exported transformer (its shape arithmetic), without the file's inferred shapes
+// so that the import folds them, 40 models, fixed seed.
+TEST(OnnxShapeArithmetic, MutatedConstantsOfAnExportedModelNeverCrash) {
+  REQUIRE_SHARED_MODELS();
+  onnx::ModelProto base;
+  {
+    std::ifstream in(test::shared_model("bert_base"), std::ios::binary);
+    ASSERT_TRUE(base.ParseFromIstream(&in));
+  }
+  std::vector<int> constants;
+  for (int i = 0; i < base.graph().node_size(); ++i) {
+    const auto& n = base.graph().node(i);
+    if (n.op_type() == "Constant" && n.attribute_size() > 0 && n.attribute(0).t().data_type() == onnx::TensorProto::INT64)
+      constants.push_back(i);
+  }
+  ASSERT_GT(constants.size(), 100u);
+  const std::int64_t weird[] = {0, -1, -2, 1, 2, 3, 7, 2147483647, -2147483648, std::int64_t{1} << 62, -(std::int64_t{1} << 62), 1000000};
+  std::mt19937 rng(2026);
+  for (int round = 0; round < 40; ++round) {
+    onnx::ModelProto m = base;
+    m.mutable_graph()->clear_value_info();  // as many exports come: shapes to infer, arithmetic to fold
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 2); ++k) {
+      auto* t = m.mutable_graph()->mutable_node(constants[rng() % constants.size()])->mutable_attribute(0)->mutable_t();
+      const std::int64_t value = weird[rng() % std::size(weird)];
+      if (t->has_raw_data()) {
+        std::string raw = t->raw_data();
+        if (raw.size() >= sizeof value) std::memcpy(raw.data() + (rng() % (raw.size() / sizeof value)) * sizeof value, &value, sizeof value);
+        t->set_raw_data(raw);
+      } else if (t->int64_data_size() > 0) {
+        t->set_int64_data(static_cast<int>(rng() % static_cast<unsigned>(t->int64_data_size())), value);
+      }
+    }
+    const std::string path = test::temp_path("mutated.onnx");
+    {
+      std::ofstream out(path, std::ios::binary);
+      ASSERT_TRUE(m.SerializeToOstream(&out));
+    }
+    SCOPED_TRACE("round " + std::to_string(round));
+    expect_graceful(path);
+  }
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <unordered_map>
@@ -25,6 +27,22 @@ struct Value {
 };
 
 constexpr std::size_t kMaxElements = 4096;  // larger tensors are not shape arithmetic
+// Integers are kept as doubles; beyond +-2^62 they are clamped when read back (exporters write
+// INT64_MAX and INT64_MIN as "to the end" in Slice), so that no conversion or sum overflows.
+constexpr double kIntLimit = 4611686018427387904.0;  // 2^62
+
+// Elements of a tensor of these dims, or nullopt when a dim is negative or the product of the
+// non-zero dims exceeds kMaxElements (so that no product of dims, strides included, overflows).
+std::optional<std::size_t> checked_count(const std::vector<std::int64_t>& dims) {
+  std::size_t nonzero = 1;
+  bool empty = false;
+  for (auto d : dims) {
+    if (d < 0 || static_cast<std::uint64_t>(d) > kMaxElements) return std::nullopt;
+    if (d == 0) empty = true;
+    else if ((nonzero *= static_cast<std::size_t>(d)) > kMaxElements) return std::nullopt;
+  }
+  return empty ? 0 : nonzero;
+}
 
 bool is_integer_type(int t) {
   using TP = onnx::TensorProto;
@@ -32,15 +50,30 @@ bool is_integer_type(int t) {
          t == TP::UINT32 || t == TP::UINT64 || t == TP::BOOL;
 }
 
+// What evaluate() may read without checks: dims that are not negative, as many elements as they
+// say (at most kMaxElements), and integers that are finite.
+bool consistent(const Value& v) {
+  auto n = checked_count(v.dims);
+  if (!n || *n != v.data.size()) return false;
+  if (is_integer_type(v.elem_type))
+    for (double x : v.data)
+      if (!std::isfinite(x)) return false;
+  return true;
+}
+
+std::int64_t clamped_int(double x) {  // REQUIRES: x is not NaN
+  return static_cast<std::int64_t>(std::clamp(x, -kIntLimit, kIntLimit));
+}
+
 std::optional<Value> from_tensor(const onnx::TensorProto& t) {
   using TP = onnx::TensorProto;
   Value v;
   v.elem_type = t.data_type();
   v.dims.assign(t.dims().begin(), t.dims().end());
-  std::int64_t n = 1;
-  for (auto d : v.dims) n *= d;
-  if (n < 0 || static_cast<std::size_t>(n) > kMaxElements) return std::nullopt;
-  v.data.reserve(static_cast<std::size_t>(n));
+  const auto count = checked_count(v.dims);
+  if (!count) return std::nullopt;
+  const auto n = static_cast<std::int64_t>(*count);
+  v.data.reserve(*count);
   const std::string& raw = t.raw_data();
   auto read_raw = [&](auto sample) {
     using T = decltype(sample);
@@ -77,7 +110,7 @@ std::optional<Value> from_tensor(const onnx::TensorProto& t) {
       break;
     default: return std::nullopt;
   }
-  if (!ok || v.data.size() != static_cast<std::size_t>(n)) return std::nullopt;
+  if (!ok || !consistent(v)) return std::nullopt;
   return v;
 }
 
@@ -90,10 +123,14 @@ onnx::TensorProto to_tensor(const Value& v) {
     for (double x : v.data) v.elem_type == TP::DOUBLE ? t.add_double_data(x) : t.add_float_data(static_cast<float>(x));
   } else if (v.elem_type == TP::INT32 || v.elem_type == TP::BOOL || v.elem_type == TP::UINT8 || v.elem_type == TP::INT8) {
     t.set_data_type(v.elem_type);
-    for (double x : v.data) t.add_int32_data(static_cast<std::int32_t>(x));
+    for (double x : v.data) t.add_int32_data(static_cast<std::int32_t>(std::clamp(x, -2147483648.0, 2147483647.0)));
   } else {
     t.set_data_type(TP::INT64);
-    for (double x : v.data) t.add_int64_data(static_cast<std::int64_t>(x));
+    // Saturating: INT64_MAX read as a double is 2^63, which does not convert back.
+    constexpr double kTwo63 = 9223372036854775808.0;
+    for (double x : v.data)
+      t.add_int64_data(x >= kTwo63 ? std::numeric_limits<std::int64_t>::max()
+                                   : x < -kTwo63 ? std::numeric_limits<std::int64_t>::min() : static_cast<std::int64_t>(x));
   }
   return t;
 }
@@ -109,10 +146,20 @@ std::optional<std::vector<std::int64_t>> attr_ints(const onnx::NodeProto& n, con
   return std::nullopt;
 }
 
-std::vector<std::int64_t> as_ints(const Value& v) {
+// The elements as integers, clamped to +-2^62; nullopt when one is NaN.
+std::optional<std::vector<std::int64_t>> as_ints(const Value& v) {
   std::vector<std::int64_t> out;
-  for (double x : v.data) out.push_back(static_cast<std::int64_t>(x));
+  for (double x : v.data) {
+    if (std::isnan(x)) return std::nullopt;
+    out.push_back(clamped_int(x));
+  }
   return out;
+}
+
+// An axis in [-rank, rank) made non-negative; nullopt when out of range.
+std::optional<std::int64_t> normalized_axis(std::int64_t axis, std::int64_t rank) {
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
 }
 
 std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims) {
@@ -121,7 +168,7 @@ std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims) {
   return s;
 }
 
-std::int64_t element_count(const std::vector<std::int64_t>& dims) {
+std::int64_t element_count(const std::vector<std::int64_t>& dims) {  // REQUIRES: checked_count(dims)
   return std::accumulate(dims.begin(), dims.end(), std::int64_t{1}, std::multiplies<>());
 }
 
@@ -133,9 +180,9 @@ std::optional<Value> broadcast(const Value& a, const Value& b, const std::functi
   std::copy(b.dims.begin(), b.dims.end(), db.begin() + static_cast<std::ptrdiff_t>(rank - b.dims.size()));
   for (std::size_t i = 0; i < rank; ++i) {
     if (da[i] != db[i] && da[i] != 1 && db[i] != 1) return std::nullopt;
-    out[i] = std::max(da[i], db[i]);
+    out[i] = da[i] == 1 ? db[i] : da[i];  // a dim of 1 stretches to the other (even to 0)
   }
-  if (static_cast<std::size_t>(element_count(out)) > kMaxElements) return std::nullopt;
+  if (!checked_count(out)) return std::nullopt;
   auto sa = strides_of(da), sb = strides_of(db), so = strides_of(out);
   Value r{elem_type, out, {}};
   for (std::int64_t i = 0; i < element_count(out); ++i) {
@@ -151,7 +198,8 @@ std::optional<Value> broadcast(const Value& a, const Value& b, const std::functi
   return r;
 }
 
-// Evaluates one node on known input values; nullopt when the op or its inputs are out of scope.
+// Evaluates one node on known input values; nullopt when the op or its inputs are out of scope or
+// invalid (an axis out of range, a bad permutation, ...). REQUIRES: every known input consistent().
 std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const Value*>& in,
                               const std::function<const onnx::TypeProto*(const std::string&)>& type_of) {
   const std::string& op = n.op_type();
@@ -182,7 +230,11 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
       if (!d.has_dim_value()) return std::nullopt;
       dims.push_back(d.dim_value());
     }
-    if (op == "Size") return Value{onnx::TensorProto::INT64, {}, {static_cast<double>(element_count(dims))}};
+    if (op == "Size") {
+      double size = 1.0;
+      for (auto d : dims) size *= static_cast<double>(d);
+      return Value{onnx::TensorProto::INT64, {}, {size}};
+    }
     auto rank = static_cast<std::int64_t>(dims.size());
     std::int64_t start = attr_int(n, "start", 0), end = attr_int(n, "end", rank);
     if (start < 0) start += rank;
@@ -258,21 +310,31 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
   }
   if ((op == "Unsqueeze" || op == "Squeeze") && all_known(1)) {
     std::vector<std::int64_t> axes;
-    if (in.size() > 1 && in[1]) axes = as_ints(*in[1]);
-    else if (auto a = attr_ints(n, "axes")) axes = *a;
+    if (in.size() > 1 && in[1]) {
+      auto a = as_ints(*in[1]);
+      if (!a) return std::nullopt;
+      axes = *a;
+    } else if (auto a = attr_ints(n, "axes")) {
+      axes = *a;
+    }
     Value v = *in[0];
+    const auto rank = static_cast<std::int64_t>(v.dims.size() + (op == "Unsqueeze" ? axes.size() : 0));
+    for (auto& a : axes) {
+      auto axis = normalized_axis(a, rank);
+      if (!axis) return std::nullopt;
+      a = *axis;
+    }
+    std::sort(axes.begin(), axes.end());
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return std::nullopt;
     if (op == "Unsqueeze") {
-      auto rank = static_cast<std::int64_t>(v.dims.size() + axes.size());
-      for (auto& a : axes) a = a < 0 ? a + rank : a;
-      std::sort(axes.begin(), axes.end());
       for (auto a : axes) v.dims.insert(v.dims.begin() + a, 1);
     } else {
-      auto rank = static_cast<std::int64_t>(v.dims.size());
       std::vector<std::int64_t> dims;
       for (std::int64_t i = 0; i < rank; ++i) {
-        bool drop = axes.empty() ? v.dims[static_cast<std::size_t>(i)] == 1
-                                 : std::any_of(axes.begin(), axes.end(), [&](auto a) { return (a < 0 ? a + rank : a) == i; });
-        if (!drop) dims.push_back(v.dims[static_cast<std::size_t>(i)]);
+        const auto d = v.dims[static_cast<std::size_t>(i)];
+        const bool drop = axes.empty() ? d == 1 : std::binary_search(axes.begin(), axes.end(), i);
+        if (drop && d != 1) return std::nullopt;  // only dims of 1 can be squeezed
+        if (!drop) dims.push_back(d);
       }
       v.dims = dims;
     }
@@ -283,19 +345,22 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
       if (!v) return std::nullopt;
     if (in.empty()) return std::nullopt;
     auto rank = static_cast<std::int64_t>(in[0]->dims.size());
-    std::int64_t axis = attr_int(n, "axis", 0);
-    if (axis < 0) axis += rank;
-    if (rank == 0) return std::nullopt;
+    const auto normalized = normalized_axis(attr_int(n, "axis", 0), rank);
+    if (!normalized) return std::nullopt;
+    const std::int64_t axis = *normalized;
+    for (const Value* v : in) {
+      if (static_cast<std::int64_t>(v->dims.size()) != rank) return std::nullopt;
+      for (std::int64_t i = 0; i < rank; ++i)
+        if (i != axis && v->dims[static_cast<std::size_t>(i)] != in[0]->dims[static_cast<std::size_t>(i)]) return std::nullopt;
+    }
     // Concatenate along `axis`: blocks of (outer) x (axis dim * inner).
     std::int64_t outer = 1, inner = 1;
     for (std::int64_t i = 0; i < axis; ++i) outer *= in[0]->dims[static_cast<std::size_t>(i)];
     for (std::int64_t i = axis + 1; i < rank; ++i) inner *= in[0]->dims[static_cast<std::size_t>(i)];
     Value out{in[0]->elem_type, in[0]->dims, {}};
     out.dims[static_cast<std::size_t>(axis)] = 0;
-    for (const Value* v : in) {
-      if (static_cast<std::int64_t>(v->dims.size()) != rank) return std::nullopt;
-      out.dims[static_cast<std::size_t>(axis)] += v->dims[static_cast<std::size_t>(axis)];
-    }
+    for (const Value* v : in) out.dims[static_cast<std::size_t>(axis)] += v->dims[static_cast<std::size_t>(axis)];
+    if (!checked_count(out.dims)) return std::nullopt;
     for (std::int64_t o = 0; o < outer; ++o)
       for (const Value* v : in) {
         std::int64_t block = v->dims[static_cast<std::size_t>(axis)] * inner;
@@ -306,9 +371,10 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
   if (op == "Gather" && all_known(2)) {
     const Value& data = *in[0];
     auto rank = static_cast<std::int64_t>(data.dims.size());
-    std::int64_t axis = attr_int(n, "axis", 0);
-    if (axis < 0) axis += rank;
-    if (rank == 0) return std::nullopt;
+    const auto normalized = normalized_axis(attr_int(n, "axis", 0), rank);
+    const auto indices = as_ints(*in[1]);
+    if (!normalized || !indices) return std::nullopt;
+    const std::int64_t axis = *normalized;
     std::int64_t outer = 1, inner = 1, dim = data.dims[static_cast<std::size_t>(axis)];
     for (std::int64_t i = 0; i < axis; ++i) outer *= data.dims[static_cast<std::size_t>(i)];
     for (std::int64_t i = axis + 1; i < rank; ++i) inner *= data.dims[static_cast<std::size_t>(i)];
@@ -316,8 +382,9 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
     out.dims.assign(data.dims.begin(), data.dims.begin() + axis);
     out.dims.insert(out.dims.end(), in[1]->dims.begin(), in[1]->dims.end());
     out.dims.insert(out.dims.end(), data.dims.begin() + axis + 1, data.dims.end());
+    if (!checked_count(out.dims)) return std::nullopt;
     for (std::int64_t o = 0; o < outer; ++o)
-      for (auto idx : as_ints(*in[1])) {
+      for (auto idx : *indices) {
         if (idx < 0) idx += dim;
         if (idx < 0 || idx >= dim) return std::nullopt;
         for (std::int64_t k = 0; k < inner; ++k) out.data.push_back(data.data[static_cast<std::size_t>((o * dim + idx) * inner + k)]);
@@ -326,15 +393,23 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
   }
   if (op == "Reshape" && all_known(2)) {
     Value v = *in[0];
-    auto shape = as_ints(*in[1]);
-    std::int64_t known = 1, infer = -1;
+    auto requested = as_ints(*in[1]);
+    if (!requested) return std::nullopt;
+    auto& shape = *requested;
+    std::int64_t infer = -1;
     for (std::size_t i = 0; i < shape.size(); ++i) {
       if (shape[i] == 0 && attr_int(n, "allowzero", 0) == 0) shape[i] = i < v.dims.size() ? v.dims[i] : 1;
+      if (shape[i] < -1 || (shape[i] == -1 && infer >= 0)) return std::nullopt;  // at most one -1
       if (shape[i] == -1) infer = static_cast<std::int64_t>(i);
-      else known *= shape[i];
     }
-    if (infer >= 0) shape[static_cast<std::size_t>(infer)] = known ? static_cast<std::int64_t>(v.size()) / known : 0;
-    if (element_count(shape) != static_cast<std::int64_t>(v.size())) return std::nullopt;
+    if (infer >= 0) {
+      shape[static_cast<std::size_t>(infer)] = 1;
+      auto known = checked_count(shape);
+      if (!known || *known == 0 || v.size() % *known != 0) return std::nullopt;
+      shape[static_cast<std::size_t>(infer)] = static_cast<std::int64_t>(v.size() / *known);
+    }
+    auto count = checked_count(shape);
+    if (!count || *count != v.size()) return std::nullopt;
     v.dims = shape;
     return v;
   }
@@ -345,6 +420,11 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
     if (perm.empty())
       for (std::size_t i = 0; i < rank; ++i) perm.push_back(static_cast<std::int64_t>(rank - 1 - i));
     if (perm.size() != rank) return std::nullopt;
+    std::vector<bool> seen(rank, false);
+    for (auto p : perm) {
+      if (p < 0 || static_cast<std::size_t>(p) >= rank || seen[static_cast<std::size_t>(p)]) return std::nullopt;
+      seen[static_cast<std::size_t>(p)] = true;
+    }
     Value out{v.elem_type, {}, std::vector<double>(v.size())};
     for (auto p : perm) out.dims.push_back(v.dims[static_cast<std::size_t>(p)]);
     auto si = strides_of(v.dims), so = strides_of(out.dims);
@@ -361,17 +441,34 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
   }
   if (op == "Slice" && all_known(3)) {
     const Value& v = *in[0];
-    auto starts = as_ints(*in[1]), ends = as_ints(*in[2]);
+    auto starts_in = as_ints(*in[1]), ends_in = as_ints(*in[2]);
+    if (!starts_in || !ends_in || starts_in->size() != ends_in->size()) return std::nullopt;
+    const auto& starts = *starts_in;
+    const auto& ends = *ends_in;
     std::vector<std::int64_t> axes, steps;
-    if (in.size() > 3 && in[3]) axes = as_ints(*in[3]);
-    else for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
-    if (in.size() > 4 && in[4]) steps = as_ints(*in[4]);
-    else steps.assign(starts.size(), 1);
+    if (in.size() > 3 && in[3]) {
+      auto a = as_ints(*in[3]);
+      if (!a) return std::nullopt;
+      axes = *a;
+    } else {
+      for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+    }
+    if (in.size() > 4 && in[4]) {
+      auto s = as_ints(*in[4]);
+      if (!s) return std::nullopt;
+      steps = *s;
+    } else {
+      steps.assign(starts.size(), 1);
+    }
+    if (axes.size() != starts.size() || steps.size() != starts.size()) return std::nullopt;
     auto rank = static_cast<std::int64_t>(v.dims.size());
     std::vector<std::int64_t> lo(v.dims.size(), 0), step(v.dims.size(), 1), out_dims = v.dims;
+    std::vector<bool> sliced(v.dims.size(), false);
     for (std::size_t i = 0; i < axes.size(); ++i) {
-      std::int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
-      if (a < 0 || a >= rank || steps[i] == 0) return std::nullopt;
+      const auto normalized = normalized_axis(axes[i], rank);
+      if (!normalized || steps[i] == 0 || sliced[static_cast<std::size_t>(*normalized)]) return std::nullopt;
+      const std::int64_t a = *normalized;
+      sliced[static_cast<std::size_t>(a)] = true;
       std::int64_t d = v.dims[static_cast<std::size_t>(a)], s = starts[i], e = ends[i], st = steps[i];
       if (s < 0) s += d;
       if (e < 0) e += d;
@@ -398,8 +495,9 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
     return out;
   }
   if (op == "ConstantOfShape" && all_known(1)) {
-    Value out{onnx::TensorProto::FLOAT, as_ints(*in[0]), {}};
-    if (element_count(out.dims) < 0 || static_cast<std::size_t>(element_count(out.dims)) > kMaxElements) return std::nullopt;
+    auto dims = as_ints(*in[0]);
+    if (!dims || !checked_count(*dims)) return std::nullopt;
+    Value out{onnx::TensorProto::FLOAT, *dims, {}};
     double fill = 0.0;
     for (const auto& a : n.attribute())
       if (a.name() == "value")
@@ -408,17 +506,20 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
     return out;
   }
   if (op == "Range" && all_known(3)) {
-    double start = in[0]->data.at(0), limit = in[1]->data.at(0), delta = in[2]->data.at(0);
+    if (in[0]->size() != 1 || in[1]->size() != 1 || in[2]->size() != 1) return std::nullopt;
+    double start = in[0]->data[0], limit = in[1]->data[0], delta = in[2]->data[0];
     if (delta == 0) return std::nullopt;
-    auto count = static_cast<std::int64_t>(std::max(0.0, std::ceil((limit - start) / delta)));
-    if (static_cast<std::size_t>(count) > kMaxElements) return std::nullopt;
+    const double steps = std::max(0.0, std::ceil((limit - start) / delta));
+    if (!(steps <= static_cast<double>(kMaxElements))) return std::nullopt;  // also NaN
+    const auto count = static_cast<std::int64_t>(steps);
     Value out{in[0]->elem_type, {count}, {}};
     for (std::int64_t i = 0; i < count; ++i) out.data.push_back(start + static_cast<double>(i) * delta);
     return out;
   }
   if (op == "Expand" && all_known(2)) {
-    Value ones{in[0]->elem_type, as_ints(*in[1]), {}};
-    if (element_count(ones.dims) < 0 || static_cast<std::size_t>(element_count(ones.dims)) > kMaxElements) return std::nullopt;
+    auto dims = as_ints(*in[1]);
+    if (!dims || !checked_count(*dims)) return std::nullopt;
+    Value ones{in[0]->elem_type, *dims, {}};
     ones.data.assign(static_cast<std::size_t>(element_count(ones.dims)), 1.0);
     return broadcast(*in[0], ones, [](double a, double) { return a; }, in[0]->elem_type);
   }
@@ -434,7 +535,7 @@ bool fully_known(const onnx::TypeProto& t) {
 
 void run_onnx_inference(onnx::ModelProto& model) {
   try {
-    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, /*data_prop=*/true);
+    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, /*data_prop=*/false);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception& e) {
     std::string what = e.what();
@@ -504,7 +605,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& 
       } catch (const std::exception&) {
         v.reset();  // out-of-range index or similar: leave the node to ONNX
       }
-      if (!v) continue;
+      if (!v || !consistent(*v)) continue;
       values.emplace(node.output(0), *v);
       if (node.op_type() != "Constant") {
         std::string out = node.output(0), name = node.name();

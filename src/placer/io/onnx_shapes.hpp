@@ -3,6 +3,8 @@
 // position table sliced to the sequence length read by Shape). We evaluate those small
 // shape-computation subgraphs on their constant values, hand the results to ONNX's own shape
 // inference as Constant nodes (in a copy of the model), and repeat until nothing new is learnt.
+// Values that make no sense (an axis out of range, a -1 twice in a Reshape target, ...) stay
+// unknown; nothing a model file holds can make the evaluation read out of bounds.
 #pragma once
 
 #include <onnx/onnx_pb.h>
