@@ -182,7 +182,6 @@ TEST(OnnxImportBadInput, RandomBytes) {
   expect_error(write_temp("random.onnx", bytes), "model file");
 }
 
-
 // ---- Shape arithmetic on bad constants (found by fuzzing the constants of exported models) --------
 // placer folds the constant shape arithmetic of exported models (Shape, Gather, Concat, Reshape, ...)
 // before ONNX's shape inference. Constants that make no sense (an axis out of range, a bad
