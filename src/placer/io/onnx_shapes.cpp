@@ -156,6 +156,14 @@ std::optional<std::vector<std::int64_t>> as_ints(const Value& v) {
   return out;
 }
 
+// The integers of optional input `slot` when the node has it (nullopt when one is NaN), else
+// `fallback`.
+std::optional<std::vector<std::int64_t>> ints_or(const std::vector<const Value*>& in, std::size_t slot,
+                                                 std::vector<std::int64_t> fallback) {
+  if (in.size() > slot && in[slot]) return as_ints(*in[slot]);
+  return fallback;
+}
+
 // An axis in [-rank, rank) made non-negative; nullopt when out of range.
 std::optional<std::int64_t> normalized_axis(std::int64_t axis, std::int64_t rank) {
   if (axis < -rank || axis >= rank) return std::nullopt;
@@ -309,14 +317,9 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
     return v;
   }
   if ((op == "Unsqueeze" || op == "Squeeze") && all_known(1)) {
-    std::vector<std::int64_t> axes;
-    if (in.size() > 1 && in[1]) {
-      auto a = as_ints(*in[1]);
-      if (!a) return std::nullopt;
-      axes = *a;
-    } else if (auto a = attr_ints(n, "axes")) {
-      axes = *a;
-    }
+    auto given = ints_or(in, 1, attr_ints(n, "axes").value_or(std::vector<std::int64_t>{}));
+    if (!given) return std::nullopt;
+    std::vector<std::int64_t>& axes = *given;
     Value v = *in[0];
     const auto rank = static_cast<std::int64_t>(v.dims.size() + (op == "Unsqueeze" ? axes.size() : 0));
     for (auto& a : axes) {
@@ -445,22 +448,13 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
     if (!starts_in || !ends_in || starts_in->size() != ends_in->size()) return std::nullopt;
     const auto& starts = *starts_in;
     const auto& ends = *ends_in;
-    std::vector<std::int64_t> axes, steps;
-    if (in.size() > 3 && in[3]) {
-      auto a = as_ints(*in[3]);
-      if (!a) return std::nullopt;
-      axes = *a;
-    } else {
-      for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
-    }
-    if (in.size() > 4 && in[4]) {
-      auto s = as_ints(*in[4]);
-      if (!s) return std::nullopt;
-      steps = *s;
-    } else {
-      steps.assign(starts.size(), 1);
-    }
-    if (axes.size() != starts.size() || steps.size() != starts.size()) return std::nullopt;
+    std::vector<std::int64_t> all_axes(starts.size());
+    std::iota(all_axes.begin(), all_axes.end(), std::int64_t{0});
+    const auto axes_in = ints_or(in, 3, std::move(all_axes));
+    const auto steps_in = ints_or(in, 4, std::vector<std::int64_t>(starts.size(), 1));
+    if (!axes_in || !steps_in || axes_in->size() != starts.size() || steps_in->size() != starts.size()) return std::nullopt;
+    const auto& axes = *axes_in;
+    const auto& steps = *steps_in;
     auto rank = static_cast<std::int64_t>(v.dims.size());
     std::vector<std::int64_t> lo(v.dims.size(), 0), step(v.dims.size(), 1), out_dims = v.dims;
     std::vector<bool> sliced(v.dims.size(), false);
