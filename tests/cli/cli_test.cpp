@@ -86,7 +86,7 @@ TEST(Help, TopLevelHelpListsTheInspectSubcommand) {
 TEST(Help, InspectHelpListsEveryOption) {
   Outcome run = placer({"inspect", "--help"});
   EXPECT_EQ(run.exit_code, 0);
-  for (const char* option : {"--mode", "--optimizer", "--data-inputs", "--dim", "--unknown-ops", "--depth", "--json"})
+  for (const char* option : {"--mode", "--optimizer", "--data-inputs", "--dim", "--unknown-ops", "--depth", "--json", "--save-graph"})
     EXPECT_THAT(run.out, HasSubstr(option)) << option;
 }
 
@@ -160,6 +160,47 @@ TEST(InspectJson, CountsTheOpsFoldedIntoSetUpValues) {
   EXPECT_EQ(bert.value("folded_ops", 0), 397);
   Outcome text = placer({"inspect", test::shared_model("bert_base")});
   EXPECT_THAT(text.out, HasSubstr("folded      397 ops: values known before the step"));
+}
+
+double step_time(const std::vector<std::string>& args) {
+  std::vector<std::string> full = {"simulate", "--cluster", "k80x4", "--on", "gpu:1", "--json"};
+  full.insert(full.end(), args.begin(), args.end());
+  return parse_json(placer(full)).value("step_time_s", -1.0);
+}
+
+TEST(InspectSaveGraph, WritesTheGraphOfTheModeThatSimulatesLikeTheModel) {
+  const std::string onnx = test::example("inception_v3.onnx");
+  const std::string step = temp_path("inception.step.json"), forward = temp_path("inception.forward.json");
+  Outcome saved = placer({"inspect", onnx, "--optimizer", "adam", "--save-graph", step});
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  ASSERT_EQ(placer({"inspect", onnx, "--mode", "inference", "--save-graph", forward}).exit_code, 0);
+
+  // The saved step keeps its Adam updates: inspect names them, and --optimizer no longer applies.
+  nlohmann::json again = parse_json(placer({"inspect", step, "--json"}));
+  ASSERT_TRUE(again.contains("training"));
+  EXPECT_EQ(again["training"].value("ops", 0), 1257);
+  EXPECT_EQ(again["training"].value("optimizer", ""), "adam");
+  EXPECT_EQ(again.value("ops", 0), 663);
+
+  const double from_onnx = step_time({"--model", onnx, "--optimizer", "adam"});
+  EXPECT_GT(from_onnx, 0.0);
+  EXPECT_EQ(step_time({"--model", step}), from_onnx);
+  EXPECT_EQ(step_time({"--model", step, "--optimizer", "sgd"}), from_onnx);
+  // The forward graph: the same inference step, and the same training step derived from it.
+  EXPECT_EQ(step_time({"--model", forward, "--mode", "inference"}), step_time({"--model", onnx, "--mode", "inference"}));
+  EXPECT_EQ(step_time({"--model", forward, "--optimizer", "adam"}), from_onnx);
+
+  Outcome inference = placer({"simulate", "--model", step, "--mode", "inference", "--cluster", "k80x4", "--on", "gpu:0"});
+  EXPECT_EQ(inference.exit_code, 1);
+  EXPECT_THAT(inference.err, HasSubstr("holds a training step"));
+  std::remove(step.c_str());
+  std::remove(forward.c_str());
+}
+
+TEST(InspectSaveGraph, AnUnwritablePathIsAnError) {
+  Outcome run = placer({"inspect", test::example("inception_v3.onnx"), "--save-graph", "/nonexistent-dir/g.json"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("cannot write graph file '/nonexistent-dir/g.json'"));
 }
 
 TEST(InspectJson, AdamKeepsTwoStateCopiesPerParameter) {

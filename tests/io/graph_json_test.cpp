@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "placer/io/model.hpp"
 #include "placer/io/onnx.hpp"
 #include "placer/graph/training.hpp"
 #include "placer/util/error.hpp"
@@ -50,6 +51,24 @@ TEST(GraphJson, TrainingStepRoundTripsIdentically) {
   Graph back = load_graph_json(path);
   expect_same_graph(step, back);
   EXPECT_EQ(graph_to_json(step).dump(), graph_to_json(back).dump());
+  std::remove(path.c_str());
+}
+
+TEST(GraphJson, ASavedTrainingStepIsPlacedAsItIsAndNeverTakenForAForwardPass) {
+  Graph step = derive_training_step(load_onnx(test::example("inception_v3.onnx"), {}), Optimizer::momentum);
+  std::string path = test::temp_path("step.graph.json");
+  save_graph_json(step, path);
+  // Training mode: the saved step as it is, whatever --optimizer says (its update ops are in it).
+  Graph training = load_model(path, ModelOptions{.mode = Mode::training, .optimizer = Optimizer::adam});
+  expect_same_graph(step, training);
+  // Inference mode would otherwise place every backward and update op as if it were forward.
+  try {
+    (void)load_model(path, ModelOptions{.mode = Mode::inference});
+    FAIL() << "a training step loaded in inference mode";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("holds a training step (594 backward and update ops)"));
+    EXPECT_THAT(e.what(), HasSubstr("--mode inference --save-graph"));
+  }
   std::remove(path.c_str());
 }
 

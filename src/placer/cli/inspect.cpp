@@ -6,9 +6,11 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "placer/cli/common.hpp"
+#include "placer/io/graph_json.hpp"
 
 namespace placer::cli {
 namespace {
@@ -18,6 +20,7 @@ struct InspectArgs {
   ModelArgs model_args;
   std::uint32_t depth = 1;
   bool json = false;
+  std::string save_graph;  // write the graph of --mode (the training step, or the forward graph) as graph JSON
 };
 
 struct ModuleRow {
@@ -34,6 +37,7 @@ void run_inspect(const InspectArgs& args) {
                                        ? derive_training_step(forward, options.optimizer)
                                        : load_model(args.model, options));
   const std::size_t num_fwd = forward.num_forward_ops();
+  if (!args.save_graph.empty()) save_graph_json(step ? *step : forward, args.save_graph);
 
   GraphTotals totals{};
   double forward_flops = 0.0;
@@ -62,11 +66,21 @@ void run_inspect(const InspectArgs& args) {
 
   std::uint64_t backward_ops = 0, update_ops = 0;
   double training_flops = 0.0;
+  // A step read from graph JSON keeps its own update ops (--optimizer does not apply): name the
+  // optimizer they are the update of, when they all are one of placer's.
+  std::string optimizer(optimizer_name(options.optimizer));
   if (step) {
+    std::set<std::string> update_types;
     for (OpId o = 0; o < step->num_ops(); ++o) {
       training_flops += step->op_work(o).flops;
       backward_ops += step->op_role(o) == OpRole::backward;
       update_ops += step->op_role(o) == OpRole::update;
+      if (step->op_role(o) == OpRole::update) update_types.insert(step->op_type(o));
+    }
+    if (forward.num_forward_ops() != forward.num_ops()) {
+      optimizer = "as saved";
+      for (Optimizer o : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam})
+        if (update_types == std::set<std::string>{std::string(update_op_type(o))}) optimizer = optimizer_name(o);
     }
   }
 
@@ -92,7 +106,7 @@ void run_inspect(const InspectArgs& args) {
                        {"flops", training_flops},
                        {"backward_ops", backward_ops},
                        {"update_ops", update_ops},
-                       {"optimizer", optimizer_name(options.optimizer)},
+                       {"optimizer", optimizer},
                        {"optimizer_state_bytes", totals.param_bytes * step->optimizer_state_copies()}};
     std::cout << j.dump(2) << "\n";
     return;
@@ -115,7 +129,7 @@ void run_inspect(const InspectArgs& args) {
              human_bytes(static_cast<double>(totals.param_bytes)), human_bytes(static_cast<double>(totals.buffer_bytes)));
   if (step)
     fmt::print("training    {} ops ({} forward, {} backward, {} update; {}), {} FLOPs\n", step->num_ops(), num_fwd,
-               backward_ops, update_ops, optimizer_name(options.optimizer), human_count(training_flops));
+               backward_ops, update_ops, optimizer, human_count(training_flops));
 
   std::vector<std::pair<std::string, std::uint64_t>> types(by_type.begin(), by_type.end());
   std::stable_sort(types.begin(), types.end(), [](auto& a, auto& b) { return a.second > b.second; });
@@ -139,6 +153,9 @@ void register_inspect(CLI::App& app) {
   cmd->add_option("--depth", args->depth, "module depth of the per-module summary (1 = top-level modules)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print one JSON object for machines to read");
+  cmd->add_option("--save-graph", args->save_graph,
+                  "also write the graph of --mode (training step or forward graph) as placer graph JSON, with every "
+                  "op's FLOPs, bytes and class");
   cmd->callback([args] { run_inspect(*args); });
 }
 

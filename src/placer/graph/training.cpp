@@ -51,6 +51,8 @@ UpdateRule update_rule(Optimizer o) {
 
 }  // namespace
 
+std::string_view update_op_type(Optimizer o) { return update_rule(o).type; }
+
 Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   const std::size_t num_fwd = fwd.num_ops();
   for (OpId o = 0; o < num_fwd; ++o)

@@ -17,6 +17,8 @@ namespace placer {
 enum class Optimizer : std::uint8_t { sgd, momentum, adam };
 std::string_view optimizer_name(Optimizer o);
 Optimizer parse_optimizer(std::string_view name);  // "sgd" | "momentum" | "adam"; Error otherwise
+// Type of the update ops derive_training_step writes for this optimizer ("SGDUpdate", ...).
+std::string_view update_op_type(Optimizer o);
 
 enum class Mode : std::uint8_t { training, inference };
 Mode parse_mode(std::string_view name);  // "training" | "inference"; Error otherwise

@@ -1,6 +1,7 @@
 #include "placer/io/model.hpp"
 
 #include "placer/io/graph_json.hpp"
+#include "placer/util/error.hpp"
 
 namespace placer {
 
@@ -11,9 +12,17 @@ Graph load_forward_graph(const std::string& path, const ModelOptions& options) {
 
 Graph load_model(const std::string& path, const ModelOptions& options) {
   Graph forward = load_forward_graph(path, options);
-  if (options.mode == Mode::inference) return forward;
-  // A graph JSON may already hold a training step.
-  if (forward.num_forward_ops() != forward.num_ops()) return forward;
+  // A graph JSON may already hold a training step: placed as it is in training mode, never taken
+  // for a forward pass.
+  const bool step = forward.num_forward_ops() != forward.num_ops();
+  if (options.mode == Mode::inference) {
+    if (step)
+      throw Error("'" + path + "' holds a training step (" + std::to_string(forward.num_ops() - forward.num_forward_ops()) +
+                  " backward and update ops): inference mode needs a forward graph (placer inspect MODEL --mode inference "
+                  "--save-graph FILE writes one)");
+    return forward;
+  }
+  if (step) return forward;
   return derive_training_step(forward, options.optimizer);
 }
 
