@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -88,6 +89,34 @@ TEST(Help, InspectHelpListsEveryOption) {
   EXPECT_EQ(run.exit_code, 0);
   for (const char* option : {"--mode", "--optimizer", "--data-inputs", "--dim", "--unknown-ops", "--depth", "--json", "--save-graph"})
     EXPECT_THAT(run.out, HasSubstr(option)) << option;
+}
+
+TEST(Help, TopLevelHelpListsTheCommandsOfTheLibtorchModule) {
+  Outcome run = placer({"--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  for (const char* command : {"run", "profile", "validate", "fit"}) EXPECT_THAT(run.out, HasSubstr(command)) << command;
+}
+
+// Commands that never run libtorch do not load it (its initialisers take most of a second); the
+// others load placer's libtorch module (cli/torch_module.cpp). The dynamic loader says what it loads.
+TEST(Startup, OnlyCommandsThatMayRunLibtorchLoadIt) {
+  const std::string model = test::example("inception_v3.onnx");
+  setenv("LD_DEBUG", "files", 1);
+  Outcome inspect = placer({"inspect", model});
+  Outcome simulate = placer({"simulate", "--model", model, "--cluster", "k80x4", "--on", "gpu:0"});
+  Outcome local = placer({"bounds", "--model", model, "--cluster", "local"});
+  Outcome run = placer({"run", "--help"});
+  unsetenv("LD_DEBUG");
+  for (const Outcome* o : {&inspect, &simulate}) {
+    EXPECT_EQ(o->exit_code, 0) << o->err.substr(o->err.size() > 2000 ? o->err.size() - 2000 : 0);
+    EXPECT_THAT(o->err, Not(HasSubstr("libtorch")));
+  }
+  for (const Outcome* o : {&local, &run}) {
+    EXPECT_EQ(o->exit_code, 0);
+    EXPECT_THAT(o->err, HasSubstr("libplacer_torch.so"));
+    EXPECT_THAT(o->err, HasSubstr("libtorch"));
+  }
+  EXPECT_THAT(run.out, HasSubstr("--steps"));
 }
 
 TEST(Help, NoSubcommandIsAnError) {
