@@ -239,6 +239,11 @@ TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
               ::testing::HasSubstr("model.efficiency.gpu.conv.compute must be a number"));
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "model": {"efficiency": {"gpu": {"conv": {"comptue": 0.5}}}}})"),
               ::testing::HasSubstr("unknown field 'comptue'"));
+  // Found by InputMutation (tests/sim): a format or version of another type was a JSON library
+  // exception, not a placer error.
+  EXPECT_THAT(message(R"({"format": 3, "version": 1})"), ::testing::HasSubstr("p.json: not a placer profile"));
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": ""})"), ::testing::HasSubstr("p.json: profile version \"\" is not supported"));
+  EXPECT_THAT(message(R"({"format": "placer-profile"})"), ::testing::HasSubstr("profile version null is not supported"));
 }
 
 }  // namespace

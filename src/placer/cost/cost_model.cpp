@@ -123,9 +123,11 @@ nlohmann::json Profile::to_json() const {
 
 Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   Profile p;
-  if (!j.is_object() || j.value("format", "") != "placer-profile")
+  // Compared as JSON values: a field of another type is a mismatch, not a library exception.
+  if (!j.is_object() || !j.contains("format") || j["format"] != "placer-profile")
     throw Error(source + ": not a placer profile (field 'format' must be \"placer-profile\")");
-  if (j.value("version", 0) != 1) throw Error(source + ": profile version " + j.value("version", nlohmann::json()).dump() + " is not supported");
+  if (!j.contains("version") || j["version"] != 1)
+    throw Error(source + ": profile version " + j.value("version", nlohmann::json()).dump() + " is not supported");
   check_known_fields(j, {"format", "version", "machine", "times_s", "model"}, source);
   if (j.contains("machine") && !j["machine"].is_string()) throw Error(source + ": 'machine' must be a string");
   p.device_description = j.value("machine", "");

@@ -91,6 +91,7 @@ OpId GraphBuilder::add_op(OpSpec spec) {
   for (TensorId t : spec.outputs) {
     if (t == kNoId || t >= tensors_.size()) throw Error("op '" + spec.name + "': output tensor id out of range");
     auto& tensor = tensors_[t];
+    if (tensor.producer == id) throw Error("op '" + spec.name + "' lists output tensor '" + tensor.name + "' twice");
     if (tensor.producer != kNoId)
       throw Error("tensor '" + tensor.name + "' is produced twice: by op '" + ops_[tensor.producer].name + "' and by op '" +
                   spec.name + "'");
@@ -217,7 +218,8 @@ Graph GraphBuilder::build() && {
       for (OpId s : g.successors(o))
         if (--missing[s] == 0) ready.push_back(s);
     }
-    g.topo_rank_.resize(g.topo_.size());
+    // Indexed by op id: with a cycle, topo_ holds fewer ops than there are (reported below).
+    g.topo_rank_.assign(num_ops, kNoId);
     for (std::size_t i = 0; i < g.topo_.size(); ++i) g.topo_rank_[g.topo_[i]] = static_cast<std::uint32_t>(i);
     if (g.topo_.size() != num_ops) {
       // Walk back along unfinished predecessors until an op repeats: that loop is a cycle.
@@ -231,10 +233,11 @@ Graph GraphBuilder::build() && {
         for (OpId p : g.predecessors(cur))
           if (missing[p] != 0) { next = p; break; }
         if (seen_at[next] >= 0) {
+          // path[i + 1] feeds path[i], and next (= path[seen_at[next]]) feeds path.back().
           std::string msg = "the graph has a cycle: ";
           for (std::size_t i = path.size(); i-- > static_cast<std::size_t>(seen_at[next]);)
             msg += "'" + ops_[path[i]].name + "' -> ";
-          throw Error(msg + "'" + ops_[next].name + "'");
+          throw Error(msg + "'" + ops_[path.back()].name + "'");
         }
         seen_at[next] = static_cast<std::int64_t>(path.size());
         path.push_back(next);
