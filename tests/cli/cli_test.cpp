@@ -222,6 +222,9 @@ TEST(InspectSaveGraph, WritesTheGraphOfTheModeThatSimulatesLikeTheModel) {
   Outcome inference = placer({"simulate", "--model", step, "--mode", "inference", "--cluster", "k80x4", "--on", "gpu:0"});
   EXPECT_EQ(inference.exit_code, 1);
   EXPECT_THAT(inference.err, HasSubstr("holds a training step"));
+  Outcome resave = placer({"inspect", step, "--mode", "inference", "--save-graph", temp_path("forward-of-step.json")});
+  EXPECT_EQ(resave.exit_code, 1);
+  EXPECT_THAT(resave.err, HasSubstr("holds a training step: --mode inference --save-graph needs the model it came from"));
   std::remove(step.c_str());
   std::remove(forward.c_str());
 }

@@ -11,6 +11,7 @@
 
 #include "placer/cli/common.hpp"
 #include "placer/io/graph_json.hpp"
+#include "placer/util/error.hpp"
 
 namespace placer::cli {
 namespace {
@@ -37,7 +38,12 @@ void run_inspect(const InspectArgs& args) {
                                        ? derive_training_step(forward, options.optimizer)
                                        : load_model(args.model, options));
   const std::size_t num_fwd = forward.num_forward_ops();
-  if (!args.save_graph.empty()) save_graph_json(step ? *step : forward, args.save_graph);
+  if (!args.save_graph.empty()) {
+    // A graph JSON that holds a training step has no forward graph of its own to write.
+    if (!step && forward.num_forward_ops() != forward.num_ops())
+      throw Error("'" + args.model + "' holds a training step: --mode inference --save-graph needs the model it came from");
+    save_graph_json(step ? *step : forward, args.save_graph);
+  }
 
   GraphTotals totals{};
   double forward_flops = 0.0;
