@@ -6,8 +6,8 @@
 #include <iostream>
 #include <map>
 #include <memory>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "placer/cli/common.hpp"
 #include "placer/io/graph_json.hpp"

@@ -125,7 +125,8 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
 // bandwidth and per-op overhead measured once per process by short libtorch benchmarks) and
 // "gpu:N" for every CUDA device this libtorch sees, joined by a measured host link.
 Cluster detect_local_cluster();
-// Registers the `local` preset with the cluster layer (call once, from main).
+// Registers the `local` preset with the cluster layer (call once; the CLI does it when it loads its
+// libtorch module, cli/torch_module.cpp).
 void register_exec_presets();
 
 }  // namespace placer::exec

@@ -17,7 +17,9 @@ struct ModelOptions {
 
 // The forward graph of a model file.
 Graph load_forward_graph(const std::string& path, const ModelOptions& options);
-// The graph placer places: the forward graph in inference mode, the training step otherwise.
+// The graph placer places: the forward graph in inference mode, the training step otherwise. A
+// graph JSON that already holds a training step is that step in training mode (with its own update
+// ops) and an Error in inference mode.
 Graph load_model(const std::string& path, const ModelOptions& options);
 
 }  // namespace placer
