@@ -16,7 +16,9 @@ namespace placer {
 
 // The type (element type and shape) of every tensor ONNX could infer, by name: graph inputs,
 // initializers, value_info and outputs of `model` after constant folding and shape inference.
-// Throws Error when ONNX shape inference itself fails.
+// Throws Error when ONNX shape inference itself fails, or when an attribute that must be positive
+// is not (strides, dilations, kernel_shape, group, blocksize: ONNX's checker does not look at
+// values, and its shape inference divides by some of them).
 std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& model);
 
 }  // namespace placer

@@ -1,0 +1,235 @@
+// Bad ONNX input, found by mutation: an exported model whose protobuf fields are changed at random
+// (through protobuf reflection, so every field of every message can be hit: node inputs and
+// outputs, op types, attributes, tensor types and dims, graph inputs and outputs, opsets), with a
+// fixed seed, then taken through what `placer simulate` does with a model (import, training step,
+// pricing, simulation). Each run must end in a result or in placer::Error with one line; a crash
+// fails the whole test program, any other exception fails the test. A longer campaign:
+// PLACER_MUTATION_RUNS=20000 PLACER_MUTATION_SEED=7 build/release/placer_io_tests --gtest_filter='OnnxMutation.*'.
+#include <gmock/gmock.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "placer/cluster/cluster.hpp"
+#include "placer/cost/cost_model.hpp"
+#include "placer/graph/training.hpp"
+#include "placer/io/onnx.hpp"
+#include "placer/sim/placement.hpp"
+#include "placer/sim/simulator.hpp"
+#include "placer/util/error.hpp"
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+// A field of a message; `index` is an element of a repeated field, or -1 for the field as a whole.
+struct Slot {
+  Message* message;
+  const FieldDescriptor* field;
+  int index;
+};
+
+void collect(Message* m, std::vector<Slot>& slots, std::vector<std::string>& strings) {
+  const auto* reflection = m->GetReflection();
+  const auto* descriptor = m->GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* f = descriptor->field(i);
+    if (f->is_repeated()) {
+      slots.push_back({m, f, -1});
+      for (int k = 0; k < reflection->FieldSize(*m, f); ++k) {
+        if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) collect(reflection->MutableRepeatedMessage(m, f, k), slots, strings);
+        else if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING && f->type() != FieldDescriptor::TYPE_BYTES)
+          strings.push_back(reflection->GetRepeatedString(*m, f, k));
+        slots.push_back({m, f, k});
+      }
+    } else {
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        if (reflection->HasField(*m, f)) collect(reflection->MutableMessage(m, f), slots, strings);
+      } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING && f->type() != FieldDescriptor::TYPE_BYTES) {
+        strings.push_back(reflection->GetString(*m, f));
+      }
+      slots.push_back({m, f, -1});
+    }
+  }
+}
+
+// One random change to one field of the model.
+void mutate(onnx::ModelProto& model, std::mt19937_64& rng) {
+  std::vector<Slot> slots;
+  std::vector<std::string> strings;
+  collect(&model, slots, strings);
+  auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
+  const Slot s = slots[pick(slots.size())];
+  Message* m = s.message;
+  const FieldDescriptor* f = s.field;
+  const auto* r = m->GetReflection();
+  if (f->is_repeated() && s.index < 0) {  // the list itself: remove, duplicate, swap, clear
+    const int size = r->FieldSize(*m, f);
+    switch (pick(4)) {
+      case 0:
+        if (size > 0) r->SwapElements(m, f, static_cast<int>(pick(size)), size - 1), r->RemoveLast(m, f);
+        break;
+      case 1:
+        if (size > 0 && f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE)
+          r->AddMessage(m, f)->CopyFrom(r->GetRepeatedMessage(*m, f, static_cast<int>(pick(size))));
+        else if (size > 0 && f->cpp_type() == FieldDescriptor::CPPTYPE_STRING)
+          r->AddString(m, f, r->GetRepeatedString(*m, f, static_cast<int>(pick(size))));
+        else if (size > 0 && f->cpp_type() == FieldDescriptor::CPPTYPE_INT64)
+          r->AddInt64(m, f, r->GetRepeatedInt64(*m, f, static_cast<int>(pick(size))));
+        break;
+      case 2:
+        if (size > 1) r->SwapElements(m, f, static_cast<int>(pick(size)), static_cast<int>(pick(size)));
+        break;
+      default:
+        r->ClearField(m, f);
+        break;
+    }
+    return;
+  }
+  const bool rep = s.index >= 0;
+  const std::int64_t ints[] = {0, -1, 1, 2, 3, 7, 255, -(std::int64_t{1} << 40), std::int64_t{1} << 40,
+                               std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()};
+  const double reals[] = {0.0, -1.0, 1e30, -1e30, std::numeric_limits<double>::infinity(), std::nan("")};
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT64: {
+      const std::int64_t v = ints[pick(std::size(ints))];
+      rep ? r->SetRepeatedInt64(m, f, s.index, v) : r->SetInt64(m, f, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_INT32: {
+      const auto v = static_cast<std::int32_t>(ints[pick(std::size(ints))]);
+      rep ? r->SetRepeatedInt32(m, f, s.index, v) : r->SetInt32(m, f, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_UINT64: {
+      const auto v = static_cast<std::uint64_t>(ints[pick(std::size(ints))]);
+      rep ? r->SetRepeatedUInt64(m, f, s.index, v) : r->SetUInt64(m, f, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_UINT32: {
+      const auto v = static_cast<std::uint32_t>(ints[pick(std::size(ints))]);
+      rep ? r->SetRepeatedUInt32(m, f, s.index, v) : r->SetUInt32(m, f, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_FLOAT: {
+      const auto v = static_cast<float>(reals[pick(std::size(reals))]);
+      rep ? r->SetRepeatedFloat(m, f, s.index, v) : r->SetFloat(m, f, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_DOUBLE: {
+      const double v = reals[pick(std::size(reals))];
+      rep ? r->SetRepeatedDouble(m, f, s.index, v) : r->SetDouble(m, f, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_BOOL:
+      rep ? r->SetRepeatedBool(m, f, s.index, !r->GetRepeatedBool(*m, f, s.index)) : r->SetBool(m, f, !r->GetBool(*m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      const auto* e = f->enum_type();
+      const auto* v = e->value(static_cast<int>(pick(static_cast<std::size_t>(e->value_count()))));
+      rep ? r->SetRepeatedEnum(m, f, s.index, v) : r->SetEnum(m, f, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_STRING: {
+      // Another name of the model (a dangling or duplicate reference, a cycle), or nothing.
+      const std::string v = pick(4) == 0 || strings.empty() ? std::string(pick(2) ? "" : "Gemm") : strings[pick(strings.size())];
+      rep ? r->SetRepeatedString(m, f, s.index, v) : r->SetString(m, f, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      if (!rep) r->ClearField(m, f);
+      break;
+  }
+}
+
+onnx::ModelProto bundled_inception() {
+  onnx::ModelProto model;
+  std::ifstream in(test::example("inception_v3.onnx"), std::ios::binary);
+  EXPECT_TRUE(model.ParseFromIstream(&in));
+  return model;
+}
+
+// Found by the campaign below: libonnx's shape inference divides by a Conv's or a pool's strides,
+// and the checker does not look at values.
+TEST(OnnxMutation, AZeroStrideIsAnErrorNamingTheNode) {
+  for (const bool shapes_in_file : {true, false}) {
+    onnx::ModelProto model = bundled_inception();
+    if (!shapes_in_file) model.mutable_graph()->clear_value_info();  // ONNX inference runs
+    onnx::NodeProto* conv = nullptr;
+    for (auto& node : *model.mutable_graph()->mutable_node())
+      if (node.op_type() == "Conv" && !conv) conv = &node;
+    ASSERT_NE(conv, nullptr);
+    for (auto& attr : *conv->mutable_attribute())
+      if (attr.name() == "strides") attr.set_ints(1, 0);
+    const std::string path = test::temp_path("zero_stride.onnx");
+    {
+      std::ofstream out(path, std::ios::binary);
+      ASSERT_TRUE(model.SerializeToOstream(&out));
+    }
+    try {
+      (void)load_onnx(path, {});
+      ADD_FAILURE() << "a zero stride was accepted";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("node '" + conv->name() + "' (Conv): attribute 'strides' must hold positive integers, got ["));
+    }
+    std::remove(path.c_str());
+  }
+}
+
+TEST(OnnxMutation, MutatedModelsEndInAResultOrAnErrorNeverACrash) {
+  const onnx::ModelProto base = bundled_inception();
+  const Cluster k80 = cluster_preset("k80x4");
+  auto env_or = [](const char* name, long long fallback) {
+    const char* v = std::getenv(name);
+    return v ? std::atoll(v) : fallback;
+  };
+  const long long runs = env_or("PLACER_MUTATION_RUNS", 150);
+  std::mt19937_64 rng(static_cast<std::uint64_t>(env_or("PLACER_MUTATION_SEED", 20261123)));
+  const std::string path = test::temp_path("mutated.onnx");
+  long long results = 0, errors = 0;
+  for (long long run = 0; run < runs; ++run) {
+    onnx::ModelProto m = base;
+    if (rng() % 2) m.mutable_graph()->clear_value_info();  // shapes to infer and fold
+    const int mutations = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < mutations; ++k) mutate(m, rng);
+    {
+      std::ofstream out(path, std::ios::binary);
+      ASSERT_TRUE(m.SerializeToOstream(&out));
+    }
+    try {
+      const Graph step = derive_training_step(load_onnx(path, {}), Optimizer::adam);
+      const CostTable costs(step, k80, CostModel::defaults());
+      std::vector<DeviceId> forward(step.num_forward_ops());
+      for (std::size_t o = 0; o < forward.size(); ++o) forward[o] = static_cast<DeviceId>(o % k80.num_devices());
+      Simulator sim(step, k80, costs);
+      EXPECT_FALSE(std::isnan(sim.simulate(expand_placement(step, forward)).step_time_s));
+      ++results;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "run " << run << ": " << e.what();
+      ++errors;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "run " << run << ": not a placer::Error: " << e.what();
+    }
+  }
+  std::remove(path.c_str());
+  // Both outcomes are reached: most single-field changes leave a model that still imports.
+  EXPECT_GT(results, runs / 10);
+  EXPECT_GT(errors, runs / 10);
+  std::printf("%lld runs: %lld results, %lld errors\n", runs, results, errors);
+}
+
+}  // namespace
+}  // namespace placer
