@@ -4,7 +4,8 @@
 // fixed seed, then taken through what `placer simulate` does with a model (import, training step,
 // pricing, simulation). Each run must end in a result or in placer::Error with one line; a crash
 // fails the whole test program, any other exception fails the test. A longer campaign:
-// PLACER_MUTATION_RUNS=20000 PLACER_MUTATION_SEED=7 build/release/placer_io_tests --gtest_filter='OnnxMutation.*'.
+// PLACER_MUTATION_RUNS=20000 PLACER_MUTATION_SEED=7 build/release/placer_io_tests --gtest_filter='OnnxMutation.*'
+// (PLACER_MUTATION_MODEL=path.onnx mutates another model than the bundled Inception-V3).
 #include <gmock/gmock.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
@@ -190,7 +191,11 @@ TEST(OnnxMutation, AZeroStrideIsAnErrorNamingTheNode) {
 }
 
 TEST(OnnxMutation, MutatedModelsEndInAResultOrAnErrorNeverACrash) {
-  const onnx::ModelProto base = bundled_inception();
+  onnx::ModelProto base = bundled_inception();
+  if (const char* other = std::getenv("PLACER_MUTATION_MODEL")) {
+    std::ifstream in(other, std::ios::binary);
+    ASSERT_TRUE(base.ParseFromIstream(&in)) << other;
+  }
   const Cluster k80 = cluster_preset("k80x4");
   auto env_or = [](const char* name, long long fallback) {
     const char* v = std::getenv(name);
