@@ -190,6 +190,37 @@ TEST(OnnxMutation, AZeroStrideIsAnErrorNamingTheNode) {
   }
 }
 
+// Found by the campaign below on BERT: libonnx reads a constant's raw bytes by its dims.
+TEST(OnnxMutation, RawDataThatDoesNotFitItsDimsIsAnErrorNamingTheNode) {
+  REQUIRE_SHARED_MODELS();
+  onnx::ModelProto model;
+  {
+    std::ifstream in(test::shared_model("bert_base"), std::ios::binary);
+    ASSERT_TRUE(model.ParseFromIstream(&in));
+  }
+  model.mutable_graph()->clear_value_info();  // ONNX inference runs
+  onnx::NodeProto* constant = nullptr;
+  for (auto& node : *model.mutable_graph()->mutable_node())
+    if (!constant && node.op_type() == "Constant" && node.attribute(0).t().data_type() == onnx::TensorProto::INT64 &&
+        node.attribute(0).t().raw_data().size() == 8)
+      constant = &node;
+  ASSERT_NE(constant, nullptr);
+  constant->mutable_attribute(0)->mutable_t()->set_raw_data("value");
+  const std::string path = test::temp_path("short_raw.onnx");
+  {
+    std::ofstream out(path, std::ios::binary);
+    ASSERT_TRUE(model.SerializeToOstream(&out));
+  }
+  try {
+    (void)load_onnx(path, {});
+    ADD_FAILURE() << "5 bytes for an int64 were accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("node '" + constant->name() +
+                                               "' (Constant): attribute 'value': a tensor of 1 element(s) of 8 bytes holds 5 bytes"));
+  }
+  std::remove(path.c_str());
+}
+
 TEST(OnnxMutation, MutatedModelsEndInAResultOrAnErrorNeverACrash) {
   onnx::ModelProto base = bundled_inception();
   if (const char* other = std::getenv("PLACER_MUTATION_MODEL")) {

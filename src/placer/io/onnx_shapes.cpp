@@ -527,14 +527,44 @@ bool fully_known(const onnx::TypeProto& t) {
   return true;
 }
 
-// Attributes that are sizes, steps or counts wherever ONNX uses them must be positive. The ONNX
-// checker does not look at values, and libonnx 1.12's shape inference divides by some of them (a
-// Conv or pool with a stride of 0 stopped the process with SIGFPE, found by OnnxMutation in
-// tests/io).
-void check_inference_attributes(const onnx::GraphProto& graph) {
+// Bytes of one element of a fixed-size ONNX element type; 0 for strings and unknown types.
+std::size_t element_bytes(int data_type) {
+  using T = onnx::TensorProto;
+  switch (data_type) {
+    case T::UINT8: case T::INT8: case T::BOOL: return 1;
+    case T::UINT16: case T::INT16: case T::FLOAT16: case T::BFLOAT16: return 2;
+    case T::FLOAT: case T::INT32: case T::UINT32: return 4;
+    case T::DOUBLE: case T::INT64: case T::UINT64: case T::COMPLEX64: return 8;
+    case T::COMPLEX128: return 16;
+    default: return 0;
+  }
+}
+
+// A tensor's raw bytes must be as many as its dims say: libonnx 1.12 reads raw data by the dims
+// (a Constant of one int64 holding 5 bytes crashed its shape inference, found by OnnxMutation in
+// tests/io); its checker counts typed values but not raw bytes.
+void check_tensor_data(const onnx::TensorProto& t, const std::string& where) {
+  if (!t.has_raw_data()) return;
+  std::uint64_t elements = 1;
+  for (std::int64_t d : t.dims())
+    if (d < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements))
+      throw Error(where + ": tensor dims are negative or too large");
+  const std::size_t bytes = element_bytes(t.data_type());
+  if (bytes > 0 && (elements > t.raw_data().size() / bytes || elements * bytes != t.raw_data().size()))
+    throw Error(where + ": a tensor of " + std::to_string(elements) + " element(s) of " + std::to_string(bytes) +
+                " bytes holds " + std::to_string(t.raw_data().size()) + " bytes of raw data");
+}
+
+// What ONNX shape inference takes on trust, checked first: attributes that are sizes, steps or
+// counts wherever ONNX uses them must be positive (the ONNX checker does not look at values, and
+// libonnx 1.12's shape inference divides by strides: a Conv with a stride of 0 stopped the process
+// with SIGFPE, found by OnnxMutation in tests/io), and tensors' raw data must fit their dims.
+void check_inference_inputs(const onnx::GraphProto& graph) {
   static const char* const kPositive[] = {"strides", "dilations", "kernel_shape", "group", "blocksize"};
+  for (const auto& init : graph.initializer()) check_tensor_data(init, "initializer '" + init.name() + "'");
   for (const auto& node : graph.node())
     for (const auto& attr : node.attribute()) {
+      const std::string where = "node '" + node.name() + "' (" + node.op_type() + "): attribute '" + attr.name() + "'";
       for (const char* name : kPositive) {
         if (attr.name() != name) continue;
         bool ok = attr.type() != onnx::AttributeProto::INT || attr.i() > 0;
@@ -542,12 +572,13 @@ void check_inference_attributes(const onnx::GraphProto& graph) {
         if (!ok) {
           std::string values = attr.type() == onnx::AttributeProto::INT ? std::to_string(attr.i()) : "";
           for (std::int64_t v : attr.ints()) values += (values.empty() ? "" : ", ") + std::to_string(v);
-          throw Error("node '" + node.name() + "' (" + node.op_type() + "): attribute '" + attr.name() +
-                      "' must hold positive integers, got [" + values + "]");
+          throw Error(where + " must hold positive integers, got [" + values + "]");
         }
       }
-      if (attr.has_g()) check_inference_attributes(attr.g());
-      for (const auto& g : attr.graphs()) check_inference_attributes(g);
+      if (attr.has_t()) check_tensor_data(attr.t(), where);
+      for (const auto& t : attr.tensors()) check_tensor_data(t, where);
+      if (attr.has_g()) check_inference_inputs(attr.g());
+      for (const auto& g : attr.graphs()) check_inference_inputs(g);
     }
 }
 
@@ -564,7 +595,7 @@ void run_onnx_inference(onnx::ModelProto& model) {
 }  // namespace
 
 std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& original) {
-  check_inference_attributes(original.graph());  // whether or not ONNX inference runs: the model is invalid
+  check_inference_inputs(original.graph());  // whether or not ONNX inference runs: the model is invalid
   onnx::ModelProto model = original;
   onnx::GraphProto* graph = model.mutable_graph();
   std::unordered_set<std::string> graph_outputs;
