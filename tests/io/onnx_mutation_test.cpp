@@ -228,12 +228,8 @@ TEST(OnnxMutation, MutatedModelsEndInAResultOrAnErrorNeverACrash) {
     ASSERT_TRUE(base.ParseFromIstream(&in)) << other;
   }
   const Cluster k80 = cluster_preset("k80x4");
-  auto env_or = [](const char* name, long long fallback) {
-    const char* v = std::getenv(name);
-    return v ? std::atoll(v) : fallback;
-  };
-  const long long runs = env_or("PLACER_MUTATION_RUNS", 150);
-  std::mt19937_64 rng(static_cast<std::uint64_t>(env_or("PLACER_MUTATION_SEED", 20261123)));
+  const long long runs = test::env_or("PLACER_MUTATION_RUNS", 150);
+  std::mt19937_64 rng(static_cast<std::uint64_t>(test::env_or("PLACER_MUTATION_SEED", 20261123)));
   const std::string path = test::temp_path("mutated.onnx");
   long long results = 0, errors = 0;
   for (long long run = 0; run < runs; ++run) {

@@ -126,12 +126,8 @@ TEST(InputMutation, MutatedInputsEndInAResultOrAnErrorNeverACrash) {
   base.profile = profile.to_json();
   simulate_all(base);  // the unmutated inputs simulate
 
-  auto env_or = [](const char* name, long long fallback) {
-    const char* v = std::getenv(name);
-    return v ? std::atoll(v) : fallback;
-  };
-  const long long runs = env_or("PLACER_MUTATION_RUNS", 400);
-  std::mt19937_64 rng(static_cast<std::uint64_t>(env_or("PLACER_MUTATION_SEED", 20261123)));
+  const long long runs = test::env_or("PLACER_MUTATION_RUNS", 400);
+  std::mt19937_64 rng(static_cast<std::uint64_t>(test::env_or("PLACER_MUTATION_SEED", 20261123)));
   long long results = 0, errors = 0;
   for (long long run = 0; run < runs; ++run) {
     Inputs in = base;

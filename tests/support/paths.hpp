@@ -34,6 +34,13 @@ inline std::string temp_path(const std::string& name) {
   return path;
 }
 
+// An integer from the environment, or `fallback` when the variable is unset: how a test with a
+// random campaign takes a longer run or another seed (the mutation tests).
+inline long long env_or(const char* name, long long fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoll(v) : fallback;
+}
+
 }  // namespace placer::test
 
 // Tests that read ../shared/models skip, loudly, on a checkout without them.
