@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -91,22 +92,46 @@ TEST(Help, InspectHelpListsEveryOption) {
     EXPECT_THAT(run.out, HasSubstr(option)) << option;
 }
 
+// The help's rows of subcommands ("  run    Run a model's step..."), not words of descriptions.
 TEST(Help, TopLevelHelpListsTheCommandsOfTheLibtorchModule) {
   Outcome run = placer({"--help"});
   EXPECT_EQ(run.exit_code, 0);
-  for (const char* command : {"run", "profile", "validate", "fit"}) EXPECT_THAT(run.out, HasSubstr(command)) << command;
+  for (const char* command : {"\n  run ", "\n  profile ", "\n  validate ", "\n  simulate "}) EXPECT_THAT(run.out, HasSubstr(command)) << command;
+}
+
+// A placer without its libtorch module (a copy of the executable alone) still does everything that
+// needs no libtorch, says why the rest is missing, and fails clearly where the module is required.
+TEST(Help, WithoutTheLibtorchModuleOnlyItsCommandsAreMissing) {
+  const std::string dir = temp_path("no-module");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(test::placer_binary(), dir + "/placer", std::filesystem::copy_options::overwrite_existing);
+  auto run_alone = [&](const std::vector<std::string>& args) { return test::placer_at(dir + "/placer", args); };
+  Outcome help = run_alone({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_THAT(help.out, HasSubstr("\n  simulate "));
+  EXPECT_THAT(help.out, Not(HasSubstr("\n  run ")));
+  EXPECT_THAT(help.err, HasSubstr("placer: warning: cannot load placer's libtorch module"));
+  Outcome simulate = run_alone({"simulate", "--model", test::example("inception_v3.onnx"), "--cluster", "k80x4", "--on", "gpu:0"});
+  EXPECT_EQ(simulate.exit_code, 0) << simulate.err;
+  EXPECT_EQ(simulate.err, "");
+  Outcome place = run_alone({"place", "--model", test::example("inception_v3.onnx"), "--cluster", "k80x4", "--algo", "m-topo",
+                             "-o", dir + "/p.json"});
+  EXPECT_EQ(place.exit_code, 0) << place.err;
+  Outcome run = run_alone({"run", "--help"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, StartsWith("placer: error: cannot load placer's libtorch module"));
+  std::filesystem::remove_all(dir);
 }
 
 // Commands that never run libtorch do not load it (its initialisers take most of a second); the
 // others load placer's libtorch module (cli/torch_module.cpp). The dynamic loader says what it loads.
 TEST(Startup, OnlyCommandsThatMayRunLibtorchLoadIt) {
   const std::string model = test::example("inception_v3.onnx");
-  setenv("LD_DEBUG", "files", 1);
-  Outcome inspect = placer({"inspect", model});
-  Outcome simulate = placer({"simulate", "--model", model, "--cluster", "k80x4", "--on", "gpu:0"});
-  Outcome local = placer({"bounds", "--model", model, "--cluster", "local"});
-  Outcome run = placer({"run", "--help"});
-  unsetenv("LD_DEBUG");
+  const std::vector<std::string> env = {"LD_DEBUG=files"};
+  Outcome inspect = placer({"inspect", model}, env);
+  Outcome simulate = placer({"simulate", "--model", model, "--cluster", "k80x4", "--on", "gpu:0"}, env);
+  Outcome local = placer({"bounds", "--model", model, "--cluster", "local"}, env);
+  Outcome run = placer({"run", "--help"}, env);
   for (const Outcome* o : {&inspect, &simulate}) {
     EXPECT_EQ(o->exit_code, 0) << o->err.substr(o->err.size() > 2000 ? o->err.size() - 2000 : 0);
     EXPECT_THAT(o->err, Not(HasSubstr("libtorch")));
@@ -117,6 +142,28 @@ TEST(Startup, OnlyCommandsThatMayRunLibtorchLoadIt) {
     EXPECT_THAT(o->err, HasSubstr("libtorch"));
   }
   EXPECT_THAT(run.out, HasSubstr("--steps"));
+}
+
+// OpenBLAS (loaded with the executable, through CBC's LAPACK) sizes its pool when it loads, so a
+// command that loads libtorch starts again with OPENBLAS_NUM_THREADS=1 when the variable is unset:
+// the loader maps OpenBLAS once per process image. A variable the user set is left alone.
+TEST(Startup, CommandsThatLoadLibtorchStartOpenBlasWithOneThread) {
+  auto openblas_maps = [](const std::string& err) {
+    std::size_t count = 0;
+    for (std::size_t at = err.find("file=libopenblas.so.0 [0];  generating link map"); at != std::string::npos;
+         at = err.find("file=libopenblas.so.0 [0];  generating link map", at + 1))
+      ++count;
+    return count;
+  };
+  Outcome unset_run = placer({"run", "--help"}, {"-u", "OPENBLAS_NUM_THREADS", "LD_DEBUG=files"});
+  Outcome unset_simulate = placer({"simulate", "--help"}, {"-u", "OPENBLAS_NUM_THREADS", "LD_DEBUG=files"});
+  Outcome set_run = placer({"run", "--help"}, {"OPENBLAS_NUM_THREADS=2", "LD_DEBUG=files"});
+  ASSERT_EQ(unset_run.exit_code, 0);
+  if (openblas_maps(unset_simulate.err) == 0) GTEST_SKIP() << "this build's placer does not load OpenBLAS";
+  EXPECT_EQ(openblas_maps(unset_run.err), 2u);
+  EXPECT_EQ(openblas_maps(unset_simulate.err), 1u);
+  EXPECT_EQ(openblas_maps(set_run.err), 1u);
+  EXPECT_THAT(unset_run.out, HasSubstr("--steps"));
 }
 
 TEST(Help, NoSubcommandIsAnError) {

@@ -36,9 +36,17 @@ inline std::string quoted(const std::string& arg) {
 }
 
 // Runs `placer ARGS...` with stdout and stderr captured in files; a hang is cut off after 120 s.
-inline Outcome placer(const std::vector<std::string>& args) {
+// `env`: arguments of env(1) that change placer's environment only ("NAME=VALUE", "-u", "NAME").
+// `binary`: another placer executable than the one built (placer_at).
+inline Outcome placer_at(const std::string& binary, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   const std::string out = temp_path("stdout"), err = temp_path("stderr");
-  std::string cmd = "timeout 120 " + quoted(placer_binary());
+  std::string cmd = "timeout 120 ";
+  if (!env.empty()) {
+    cmd += "env";
+    for (const auto& e : env) cmd.append(" ").append(quoted(e));
+    cmd += " ";
+  }
+  cmd += quoted(binary);
   for (const auto& a : args) cmd.append(" ").append(quoted(a));
   cmd.append(" >").append(quoted(out)).append(" 2>").append(quoted(err)).append(" </dev/null");
   int status = std::system(cmd.c_str());
@@ -49,6 +57,10 @@ inline Outcome placer(const std::vector<std::string>& args) {
   std::remove(out.c_str());
   std::remove(err.c_str());
   return run;
+}
+
+inline Outcome placer(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  return placer_at(placer_binary(), args, env);
 }
 
 }  // namespace placer::test

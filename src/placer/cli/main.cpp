@@ -16,22 +16,27 @@
 
 namespace {
 
-// Whether this command line may need the libtorch module (cli/torch_module.cpp): `run`, `profile`,
-// `validate`, `place` and `compare` (learned placers), `clusters` and any mention of the `local`
-// preset (measured with libtorch), and a bare `placer` or `placer --help` (which lists every
-// subcommand). inspect, simulate, bounds and fit on other clusters never do.
-bool needs_torch(int argc, char** argv) {
+// Whether this command line needs the libtorch module (cli/torch_module.cpp). Required: `run`,
+// `profile`, `validate`, and any mention of the `local` preset (measured with libtorch; an argument
+// `local` or `--cluster=local`, wherever it stands). Optional (without the module they still work,
+// with a warning): help (a bare `placer` or `placer --help` lists every subcommand; `placer --help
+// simulate` is simulate's help), `place` and `compare` (learned placers), `clusters` (lists `local`). inspect,
+// simulate, bounds and fit on other clusters, `--version` and unknown subcommands never load it.
+enum class TorchNeed { none, optional, required };
+TorchNeed torch_need(int argc, char** argv) {
   std::string_view command;
   bool version = false;
   for (int i = 1; i < argc && command.empty(); ++i) {
-    if (argv[i][0] != '-') command = argv[i];
-    version |= std::string_view(argv[i]) == "--version";
+    const std::string_view arg = argv[i];
+    if (!arg.empty() && arg[0] != '-') command = arg;
+    version |= arg == "--version";
   }
-  if (command.empty()) return !version;
-  if (command != "inspect" && command != "simulate" && command != "bounds" && command != "fit") return true;
   for (int i = 1; i < argc; ++i)
-    if (std::string_view(argv[i]) == "local" || std::string_view(argv[i]) == "--cluster=local") return true;
-  return false;
+    if (std::string_view(argv[i]) == "local" || std::string_view(argv[i]) == "--cluster=local") return TorchNeed::required;
+  if (command == "run" || command == "profile" || command == "validate") return TorchNeed::required;
+  if (command.empty() && !version) return TorchNeed::optional;
+  if (command == "place" || command == "compare" || command == "clusters") return TorchNeed::optional;
+  return TorchNeed::none;
 }
 
 // The directory of the running executable, with a trailing slash ("" when unknown).
@@ -46,12 +51,17 @@ std::string executable_dir() {
 // Loads the module and registers what it adds to placer's registries; returns its command
 // registration.
 using RegisterCommands = void (*)(CLI::App&);
-RegisterCommands load_torch_module() {
-  // OpenBLAS (under Debian's libtorch) sizes its thread pool from this variable when it loads, one
-  // thread per core otherwise; those threads spin against libtorch's and the simulator's
-  // (measured: a CPU training step's median 300 ms instead of 187 ms). placer raises the count
-  // where it wants more (exec::configure_threads).
-  setenv("OPENBLAS_NUM_THREADS", "1", 0);
+RegisterCommands load_torch_module(char** argv) {
+  // OpenBLAS (Debian's libtorch does its matrix products there) starts one thread per core when it
+  // loads, and those threads spin against libtorch's whatever openblas_set_num_threads says later
+  // (measured: a CPU training step's median 300 ms instead of 187 ms, docs/execution.md). The
+  // executable itself loads OpenBLAS (CBC's LAPACK), so the variable only counts if it is set
+  // before this process starts: set it and start again, once. configure_threads raises the pool
+  // where more threads are asked for; a user who sets the variable chooses otherwise.
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: go on with the pool as it is
+  }
   const std::string path = executable_dir() + placer::cli::kTorchModuleFile;
   void* module = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!module) throw placer::Error(std::string("cannot load placer's libtorch module: ") + dlerror());
@@ -60,6 +70,20 @@ RegisterCommands load_torch_module() {
   if (!placers || !commands) throw placer::Error("'" + path + "' is not placer's libtorch module (entry points missing)");
   placers();
   return commands;
+}
+
+// The module when this command line needs it; a missing module is an error only where it is required.
+RegisterCommands torch_commands_for(int argc, char** argv) {
+  const TorchNeed need = torch_need(argc, argv);
+  if (need == TorchNeed::none) return nullptr;
+  try {
+    return load_torch_module(argv);
+  } catch (const placer::Error& e) {
+    if (need == TorchNeed::required) throw;
+    std::fprintf(stderr, "placer: warning: %s; run, profile, validate, the learned placers and the local preset are unavailable\n",
+                 e.what());
+    return nullptr;
+  }
 }
 
 }  // namespace
@@ -71,7 +95,7 @@ int main(int argc, char** argv) {
   // Usage errors: one line, like every other error.
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return "placer: error: " + std::string(e.what()) + " (see --help)\n"; });
   try {
-    const RegisterCommands torch_commands = needs_torch(argc, argv) ? load_torch_module() : nullptr;
+    const RegisterCommands torch_commands = torch_commands_for(argc, argv);
     placer::cli::register_inspect(app);
     placer::cli::register_clusters(app);
     placer::cli::register_simulate(app);
