@@ -250,6 +250,9 @@ TEST(GraphValidation, RejectsAnOpListingAnOutputTwice) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("op 'p' lists output tensor 't' twice"));
   }
+  // The op that threw left nothing behind: the tensor has no producer yet.
+  EXPECT_EQ(b.add_op({.name = "q", .type = "Constant", .outputs = {t}}), 0u);
+  EXPECT_EQ(std::move(b).build().producer(t), 0u);
 }
 
 TEST(GraphValidation, RejectsDuplicateTensorName) {

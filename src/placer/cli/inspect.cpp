@@ -32,11 +32,14 @@ struct ModuleRow {
 void run_inspect(const InspectArgs& args) {
   ModelOptions options = args.model_args.resolve();
   Graph forward = load_forward_graph(args.model, options);
-  std::unique_ptr<Graph> step;
-  if (options.mode == Mode::training)
-    step = std::make_unique<Graph>(forward.num_forward_ops() == forward.num_ops()
-                                       ? derive_training_step(forward, options.optimizer)
-                                       : load_model(args.model, options));
+  // In training mode, the step: derived from the forward graph, or the file's own (a graph JSON that
+  // holds a step, as load_model reads it).
+  std::unique_ptr<Graph> derived;
+  const Graph* step = nullptr;
+  if (options.mode == Mode::training) {
+    if (forward.num_forward_ops() == forward.num_ops()) derived = std::make_unique<Graph>(derive_training_step(forward, options.optimizer));
+    step = derived ? derived.get() : &forward;
+  }
   const std::size_t num_fwd = forward.num_forward_ops();
   if (!args.save_graph.empty()) {
     // A graph JSON that holds a training step has no forward graph of its own to write.

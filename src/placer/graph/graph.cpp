@@ -88,15 +88,18 @@ OpId GraphBuilder::add_op(OpSpec spec) {
   auto id = static_cast<OpId>(ops_.size());
   for (TensorId t : spec.inputs)
     if (t != kNoId && t >= tensors_.size()) throw Error("op '" + spec.name + "': input tensor id out of range");
-  for (TensorId t : spec.outputs) {
+  // Checked in full before anything changes: a builder that threw stays as it was.
+  for (std::size_t i = 0; i < spec.outputs.size(); ++i) {
+    const TensorId t = spec.outputs[i];
     if (t == kNoId || t >= tensors_.size()) throw Error("op '" + spec.name + "': output tensor id out of range");
-    auto& tensor = tensors_[t];
-    if (tensor.producer == id) throw Error("op '" + spec.name + "' lists output tensor '" + tensor.name + "' twice");
+    const auto& tensor = tensors_[t];
+    if (std::find(spec.outputs.begin(), spec.outputs.begin() + static_cast<std::ptrdiff_t>(i), t) != spec.outputs.begin() + static_cast<std::ptrdiff_t>(i))
+      throw Error("op '" + spec.name + "' lists output tensor '" + tensor.name + "' twice");
     if (tensor.producer != kNoId)
       throw Error("tensor '" + tensor.name + "' is produced twice: by op '" + ops_[tensor.producer].name + "' and by op '" +
                   spec.name + "'");
-    tensor.producer = id;
   }
+  for (TensorId t : spec.outputs) tensors_[t].producer = id;
   ops_.push_back(std::move(spec));
   return id;
 }
