@@ -139,7 +139,9 @@ TEST(InputMutation, MutatedInputsEndInAResultOrAnErrorNeverACrash) {
       simulate_all(in);
       ++results;
     } catch (const Error& e) {
-      EXPECT_GT(std::string(e.what()).size(), 10u);
+      // One line that says something (README: every error is one line on stderr).
+      EXPECT_GT(std::string(e.what()).size(), 10u) << "run " << run;
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "run " << run << ": " << e.what();
       ++errors;
     } catch (const std::exception& e) {
       ADD_FAILURE() << "run " << run << ": not a placer::Error: " << e.what();

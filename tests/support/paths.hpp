@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -38,7 +39,15 @@ inline std::string temp_path(const std::string& name) {
 // random campaign takes a longer run or another seed (the mutation tests).
 inline long long env_or(const char* name, long long fallback) {
   const char* v = std::getenv(name);
-  return v ? std::atoll(v) : fallback;
+  if (!v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || errno != 0) {
+    ADD_FAILURE() << name << "='" << v << "' is not an integer";
+    return fallback;
+  }
+  return value;
 }
 
 }  // namespace placer::test

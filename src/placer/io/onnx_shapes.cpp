@@ -543,15 +543,17 @@ std::size_t element_bytes(int data_type) {
 // A tensor's raw bytes must be as many as its dims say: libonnx 1.12 reads raw data by the dims
 // (a Constant of one int64 holding 5 bytes crashed its shape inference, found by OnnxMutation in
 // tests/io); its checker counts typed values but not raw bytes.
-void check_tensor_data(const onnx::TensorProto& t, const std::string& where) {
+// `where()` names the tensor in an error (built only then).
+template <class Where>
+void check_tensor_data(const onnx::TensorProto& t, Where where) {
   if (!t.has_raw_data()) return;
   std::uint64_t elements = 1;
   for (std::int64_t d : t.dims())
     if (d < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements))
-      throw Error(where + ": tensor dims are negative or too large");
+      throw Error(where() + ": tensor dims are negative or too large");
   const std::size_t bytes = element_bytes(t.data_type());
   if (bytes > 0 && (elements > t.raw_data().size() / bytes || elements * bytes != t.raw_data().size()))
-    throw Error(where + ": a tensor of " + std::to_string(elements) + " element(s) of " + std::to_string(bytes) +
+    throw Error(where() + ": a tensor of " + std::to_string(elements) + " element(s) of " + std::to_string(bytes) +
                 " bytes holds " + std::to_string(t.raw_data().size()) + " bytes of raw data");
 }
 
@@ -561,10 +563,14 @@ void check_tensor_data(const onnx::TensorProto& t, const std::string& where) {
 // with SIGFPE, found by OnnxMutation in tests/io), and tensors' raw data must fit their dims.
 void check_inference_inputs(const onnx::GraphProto& graph) {
   static const char* const kPositive[] = {"strides", "dilations", "kernel_shape", "group", "blocksize"};
-  for (const auto& init : graph.initializer()) check_tensor_data(init, "initializer '" + init.name() + "'");
+  for (const auto& init : graph.initializer()) check_tensor_data(init, [&] { return "initializer '" + init.name() + "'"; });
   for (const auto& node : graph.node())
     for (const auto& attr : node.attribute()) {
-      const std::string where = "node '" + node.name() + "' (" + node.op_type() + "): attribute '" + attr.name() + "'";
+      // Exported nodes are often unnamed: then the node is named by its first output.
+      auto where = [&] {
+        const std::string& name = !node.name().empty() || node.output_size() == 0 ? node.name() : node.output(0);
+        return "node '" + name + "' (" + node.op_type() + "): attribute '" + attr.name() + "'";
+      };
       for (const char* name : kPositive) {
         if (attr.name() != name) continue;
         bool ok = attr.type() != onnx::AttributeProto::INT || attr.i() > 0;
@@ -572,7 +578,7 @@ void check_inference_inputs(const onnx::GraphProto& graph) {
         if (!ok) {
           std::string values = attr.type() == onnx::AttributeProto::INT ? std::to_string(attr.i()) : "";
           for (std::int64_t v : attr.ints()) values += (values.empty() ? "" : ", ") + std::to_string(v);
-          throw Error(where + " must hold positive integers, got [" + values + "]");
+          throw Error(where() + " must hold positive integers, got [" + values + "]");
         }
       }
       if (attr.has_t()) check_tensor_data(attr.t(), where);

@@ -16,9 +16,10 @@ namespace placer {
 
 // The type (element type and shape) of every tensor ONNX could infer, by name: graph inputs,
 // initializers, value_info and outputs of `model` after constant folding and shape inference.
-// Throws Error when ONNX shape inference itself fails, or when an attribute that must be positive
-// is not (strides, dilations, kernel_shape, group, blocksize: ONNX's checker does not look at
-// values, and its shape inference divides by some of them).
+// Throws Error when ONNX shape inference itself fails, when an attribute that must be positive is
+// not (strides, dilations, kernel_shape, group, blocksize: ONNX's checker does not look at values,
+// and its shape inference divides by some of them), or when a tensor's raw data does not hold as
+// many bytes as its dims say (ONNX's shape inference reads it by the dims).
 std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& model);
 
 }  // namespace placer
