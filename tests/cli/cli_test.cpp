@@ -142,6 +142,10 @@ TEST(Startup, OnlyCommandsThatMayRunLibtorchLoadIt) {
     EXPECT_THAT(o->err, HasSubstr("libtorch"));
   }
   EXPECT_THAT(run.out, HasSubstr("--steps"));
+  // A command that does not load the module still lists `local` among the presets.
+  Outcome typo = placer({"simulate", "--model", model, "--cluster", "typo", "--on", "gpu:0"});
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_THAT(typo.err, HasSubstr("h100-box, local)"));
 }
 
 // OpenBLAS (loaded with the executable, through CBC's LAPACK) sizes its pool when it loads, so a

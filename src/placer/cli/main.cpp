@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "placer/cli/common.hpp"
+#include "placer/cluster/cluster.hpp"
 #include "placer/cli/torch_module.hpp"
 #include "placer/util/error.hpp"
 
@@ -75,7 +76,14 @@ RegisterCommands load_torch_module(char** argv) {
 // The module when this command line needs it; a missing module is an error only where it is required.
 RegisterCommands torch_commands_for(int argc, char** argv) {
   const TorchNeed need = torch_need(argc, argv);
-  if (need == TorchNeed::none) return nullptr;
+  if (need == TorchNeed::none) {
+    // Named in the lists of presets that errors print, although its module is not loaded: a command
+    // line that names it loads the module (torch_need), so this one is never built.
+    placer::register_cluster_preset("local", []() -> placer::Cluster {
+      throw placer::Error("the 'local' preset needs placer's libtorch module, which this command did not load");
+    });
+    return nullptr;
+  }
   try {
     return load_torch_module(argv);
   } catch (const placer::Error& e) {
