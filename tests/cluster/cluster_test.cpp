@@ -262,15 +262,36 @@ TEST(ClusterPresets, H100BoxUsesPageableCopyRates) {
   EXPECT_DOUBLE_EQ(c.transfer_time_s(dev, host, 12.5e9), 11 * kUs + 1.0);
   EXPECT_DOUBLE_EQ(c.device(dev).peak_flops, 51.6e12);
   EXPECT_DOUBLE_EQ(c.device(host).peak_flops, 1.06e12);
-  EXPECT_DOUBLE_EQ(c.device(dev).op_overhead_s, 5.5 * kUs);
-  EXPECT_DOUBLE_EQ(c.device(host).op_overhead_s, 3.0 * kUs);
-  // A gradient is an autograd node running several kernels: its fitted overhead is 5-10x larger.
-  EXPECT_DOUBLE_EQ(c.device(dev).backward_overhead_s(), 28.4 * kUs);
-  EXPECT_DOUBLE_EQ(c.device(host).backward_overhead_s(), 32.1 * kUs);
+  // A gradient is an autograd node running several kernels: its fitted overhead is 4-5x larger.
+  EXPECT_GT(c.device(dev).backward_overhead_s(), 4 * c.device(dev).op_overhead_s);
+  EXPECT_GT(c.device(host).backward_overhead_s(), 4 * c.device(host).op_overhead_s);
   EXPECT_GT(c.device(dev).backward_efficiency[static_cast<std::size_t>(OpClass::conv)].compute, 1.0);
   // Fitted efficiencies: cuDNN's TF32 convolutions beat the fp32 matrix-product peak.
   EXPECT_GT(c.device(dev).efficiency[static_cast<std::size_t>(OpClass::conv)].compute, 1.0);
   EXPECT_EQ(c.device(dev).efficiency[static_cast<std::size_t>(OpClass::elementwise)].compute, 0.0) << "not fitted: the default";
+}
+
+// The fitted constants of h100-box (and of dgx-h100's GPUs) are `placer fit`'s output kept in the
+// repository, rounded to 3 decimals (efficiencies) and 0.1 us (overheads): refit one, update both.
+TEST(ClusterPresets, H100BoxCarriesTheFitInTheRepository) {
+  const Cluster fitted = resolve_cluster(std::string(PLACER_EXAMPLES) + "/../docs/data/h100-2026-11-23/fitted-cluster.json");
+  for (const char* preset : {"h100-box", "dgx-h100"})
+    for (const char* name : {"cpu:0", "gpu:0"}) {
+      const Cluster c = cluster_preset(preset);
+      const Device& d = c.device(c.device_id(name));
+      const Device& f = fitted.device(fitted.device_id(name));
+      SCOPED_TRACE(std::string(preset) + " " + name);
+      if (d.kind == DeviceKind::cpu && std::string(preset) == "dgx-h100") continue;  // another CPU
+      EXPECT_NEAR(d.op_overhead_s, f.op_overhead_s, 0.05e-6);
+      EXPECT_NEAR(d.backward_overhead_s(), f.backward_overhead_s(), 0.05e-6);
+      for (std::size_t k = 0; k < kNumOpClasses; ++k) {
+        SCOPED_TRACE(k);
+        EXPECT_NEAR(d.efficiency[k].compute, f.efficiency[k].compute, 0.0005);
+        EXPECT_NEAR(d.efficiency[k].memory, f.efficiency[k].memory, 0.0005);
+        EXPECT_NEAR(d.backward_efficiency[k].compute, f.backward_efficiency[k].compute, 0.0005);
+        EXPECT_NEAR(d.backward_efficiency[k].memory, f.backward_efficiency[k].memory, 0.0005);
+      }
+    }
 }
 
 TEST(ClusterJson, DeviceEfficienciesRoundTripAndAreChecked) {

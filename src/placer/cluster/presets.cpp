@@ -28,18 +28,18 @@ constexpr double kTfGpuOpOverheadS = 15e-6;     // TensorFlow 1.x era, per GPU o
 constexpr double kCpuOpOverheadS = 8e-6;        // measured, PyTorch eager; TensorFlow: 5-10 us
 
 // Measured on a machine with one H100 SXM5 80GB and 16 cores of a Xeon, PyTorch 2.11 (CUDA 13) eager
-// mode, 2026-11-23: the `local` preset's own measurements and `placer fit` over profiles of seven
+// mode, 2026-11-23: the `local` preset's own measurements and `placer fit` over profiles of six
 // shared models, training and inference (docs/data/h100-2026-11-23/, docs/execution.md). The
 // efficiencies are relative to these peaks; conv reaches 3.8 x the fp32 matrix-product peak because
 // cuDNN convolves in TF32 by default.
 constexpr double kH100Flops = 51.6e12;             // fp32 4096^2 matrix product, TF32 off
 constexpr double kH100Bandwidth = 2.97e12;         // 256 MiB device copy, read + write
-constexpr double kH100OpOverheadS = 5.5e-6;        // fitted per-op cost inside a step (asynchronous launches)
-constexpr double kH100BackwardOpOverheadS = 28.4e-6;  // fitted, per gradient (an autograd node, several kernels)
+constexpr double kH100OpOverheadS = 5.8e-6;        // fitted per-op cost inside a step (asynchronous launches)
+constexpr double kH100BackwardOpOverheadS = 28.0e-6;  // fitted, per gradient (an autograd node, several kernels)
 constexpr double kH100BoxCpuFlops = 1.06e12;       // fp32 768^2 matrix product, 15 threads
 constexpr double kH100BoxCpuBandwidth = 142e9;     // 32 MiB copy, read + write
-constexpr double kH100BoxCpuOverheadS = 3.0e-6;    // fitted
-constexpr double kH100BoxCpuBackwardOverheadS = 32.1e-6;  // fitted
+constexpr double kH100BoxCpuOverheadS = 5.8e-6;    // fitted
+constexpr double kH100BoxCpuBackwardOverheadS = 26.7e-6;  // fitted
 
 struct ClassEfficiency {
   OpClass op_class;
@@ -55,26 +55,26 @@ std::array<Device::Efficiency, kNumOpClasses> efficiencies(std::initializer_list
 // `placer fit` on the H100 machine (docs/data/h100-2026-11-23/fitted-cluster.json), rounded:
 // forward and update ops, then gradients.
 std::array<Device::Efficiency, kNumOpClasses> h100_efficiency() {
-  return efficiencies({{OpClass::conv, 3.783, 0.443}, {OpClass::matmul, 0.928, 0.347}, {OpClass::elementwise, 0, 1.115},
-                       {OpClass::normalization, 0, 0.616}, {OpClass::pooling, 0, 0.493}, {OpClass::reduction, 0, 0.806},
+  return efficiencies({{OpClass::conv, 3.800, 0.442}, {OpClass::matmul, 0.925, 0.351}, {OpClass::elementwise, 0, 1.152},
+                       {OpClass::normalization, 0, 0.558}, {OpClass::pooling, 0, 0.492}, {OpClass::reduction, 0, 0.836},
                        {OpClass::data_movement, 0, 4.0}, {OpClass::optimizer, 0, 4.0}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 3.491, 0.455}, {OpClass::matmul, 1.424, 0.549}, {OpClass::elementwise, 0, 1.930},
-                       {OpClass::normalization, 0, 0.411}, {OpClass::pooling, 0, 0.350}, {OpClass::reduction, 0, 0.590},
-                       {OpClass::data_movement, 0, 1.607}});
+  return efficiencies({{OpClass::conv, 3.471, 0.447}, {OpClass::matmul, 1.472, 0.889}, {OpClass::elementwise, 0, 1.908},
+                       {OpClass::normalization, 0, 0.407}, {OpClass::pooling, 0, 0.348}, {OpClass::reduction, 0, 0.861},
+                       {OpClass::data_movement, 0, 1.697}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
-  return efficiencies({{OpClass::conv, 0.810, 0.125}, {OpClass::matmul, 0.898, 0.103}, {OpClass::elementwise, 0, 0.596},
-                       {OpClass::normalization, 0, 0.374}, {OpClass::pooling, 0, 0.050}, {OpClass::reduction, 0, 0.308},
-                       {OpClass::data_movement, 0, 1.010}, {OpClass::optimizer, 0, 2.732}});
+  return efficiencies({{OpClass::conv, 0.808, 0.126}, {OpClass::matmul, 0.869, 0.105}, {OpClass::elementwise, 0, 0.534},
+                       {OpClass::normalization, 0, 0.240}, {OpClass::pooling, 0, 0.050}, {OpClass::reduction, 0, 0.317},
+                       {OpClass::data_movement, 0, 0.704}, {OpClass::optimizer, 0, 2.951}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 0.784, 0.097}, {OpClass::matmul, 0.819, 0.078}, {OpClass::elementwise, 0, 3.286},
-                       {OpClass::normalization, 0, 0.456}, {OpClass::pooling, 0, 0.259}, {OpClass::reduction, 0, 2.913},
+  return efficiencies({{OpClass::conv, 0.783, 0.100}, {OpClass::matmul, 0.821, 0.081}, {OpClass::elementwise, 0, 3.220},
+                       {OpClass::normalization, 0, 0.458}, {OpClass::pooling, 0, 0.259}, {OpClass::reduction, 0, 1.718},
                        {OpClass::data_movement, 0, 4.0}});
 }
 

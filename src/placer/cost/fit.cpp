@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
+#include <vector>
 
 namespace placer {
 namespace {
@@ -16,10 +19,30 @@ double predict(const FitSample& s, const CostModel& m, DeviceKind kind, double o
   return overhead + std::max(s.flops_s / e.compute, s.bytes_s / e.memory);
 }
 
+// Each sample's time replaced by the median time of the samples of the same computation (same
+// class, gradient or not, same compute and memory seconds).
+std::vector<FitSample> with_group_medians(std::span<const FitSample> samples) {
+  using Key = std::tuple<OpClass, bool, double, double>;
+  auto key = [](const FitSample& s) { return Key{s.op_class, s.backward, s.flops_s, s.bytes_s}; };
+  std::map<Key, std::vector<double>> groups;
+  for (const FitSample& s : samples) groups[key(s)].push_back(s.t);
+  std::map<Key, double> median;
+  for (auto& [k, times] : groups) {
+    std::sort(times.begin(), times.end());
+    const std::size_t n = times.size();
+    median[k] = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  }
+  std::vector<FitSample> out(samples.begin(), samples.end());
+  for (FitSample& s : out) s.t = median.at(key(s));
+  return out;
+}
+
 }  // namespace
 
-FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, CostModel& model, double initial_overhead_s,
+FitResult fit_roofline(std::span<const FitSample> measured, DeviceKind kind, CostModel& model, double initial_overhead_s,
                        double initial_backward_overhead_s) {
+  const std::vector<FitSample> denoised = with_group_medians(measured);
+  const std::span<const FitSample> samples = denoised;
   FitResult r;
   r.overhead_s = initial_overhead_s;
   r.backward_overhead_s = initial_backward_overhead_s >= 0 ? initial_backward_overhead_s : initial_overhead_s;
@@ -55,8 +78,8 @@ FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, Cost
       overhead = std::max(0.0, num / den);
     }
   }
-  std::vector<double> errors;
-  for (const FitSample& s : samples)
+  std::vector<double> errors;  // against the times as measured
+  for (const FitSample& s : measured)
     errors.push_back(std::fabs(predict(s, model, kind, s.backward ? r.backward_overhead_s : r.overhead_s) - s.t) / s.t);
   std::nth_element(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(errors.size() / 2), errors.end());
   r.median_abs_error = errors[errors.size() / 2];

@@ -35,7 +35,12 @@ struct FitResult {
   std::array<std::array<bool, kNumOpClasses>, 2> compute_fitted{}, memory_fitted{};
 };
 
-// Alternating weighted least squares on relative error (weights 1/t), 30 rounds, separately for
+// Samples of the same computation (same class, gradient or not, same compute and memory seconds:
+// the same op and shapes, in one model or several) first all take the median of their times: the
+// spread between them is measurement noise (on the H100 data, 78 identical GEMM gradients of RNNLM
+// took 67 to 910 us, median 76), and a few slow outliers otherwise set a class's efficiency for
+// every model priced with it.
+// Then alternating weighted least squares on relative error (weights 1/t), 30 rounds, separately for
 // forward-and-update ops and for backward ops: with the overhead fixed, each sample is assigned to
 // the term that bounds it and each class's 1/efficiency is the weighted slope of (t - overhead) on
 // that term; then the overhead is the weighted mean residual (>= 0). Efficiencies are clamped to
