@@ -43,6 +43,26 @@ TEST(Graph, TopologicalOrderPutsProducersFirst) {
   EXPECT_THAT(g.topological_order(), ElementsAre(0u, 1u, 2u, 3u));
 }
 
+// Two chains, x -> a -> b and y -> c, written a, b, c: program order, not the breadth-first order
+// a, c, b (which the order was until 2026-11-25, although the simulator documents program order).
+// Ops listed out of order come after their producers, the lowest id first.
+TEST(Graph, TopologicalOrderIsProgramOrderWhenIdsAreTopological) {
+  auto build = [](bool producers_last) {
+    GraphBuilder b;
+    TensorId x = b.add_tensor("x", {2}, DType::f32, TensorKind::data), y = b.add_tensor("y", {2}, DType::f32, TensorKind::data);
+    TensorId ta = b.add_tensor("ta", {2}, DType::f32, TensorKind::activation), tb = b.add_tensor("tb", {2}, DType::f32, TensorKind::activation);
+    TensorId tc = b.add_tensor("tc", {2}, DType::f32, TensorKind::activation);
+    if (producers_last) b.add_op({.name = "b", .type = "Relu", .inputs = {ta}, .outputs = {tb}});
+    b.add_op({.name = "a", .type = "Relu", .inputs = {x}, .outputs = {ta}});
+    if (!producers_last) b.add_op({.name = "b", .type = "Relu", .inputs = {ta}, .outputs = {tb}});
+    b.add_op({.name = "c", .type = "Relu", .inputs = {y}, .outputs = {tc}});
+    return std::move(b).build();
+  };
+  EXPECT_THAT(build(false).topological_order(), ElementsAre(0u, 1u, 2u));
+  // b (id 0) waits for a (id 1); c (id 2) is ready before b, but b's id is lower.
+  EXPECT_THAT(build(true).topological_order(), ElementsAre(1u, 0u, 2u));
+}
+
 TEST(Graph, SizesTensorsFromShapeAndType) {
   Graph g = diamond();
   EXPECT_EQ(g.tensor_bytes(g.find_tensor("x")), 4u * 8u * 4u);

@@ -259,6 +259,26 @@ TEST(Simulator, ReadyOpsStartInProgramOrder) {
   EXPECT_DOUBLE_EQ(trace[2].start_s, 2.0);
 }
 
+// Program order, not breadth-first: "second" reads "first"'s output and still runs before "third",
+// which was ready from the start (the order the reviewer's case ran in until 2026-11-25: first,
+// third, second).
+TEST(Simulator, AnOpThatBecomesReadyLaterStillGoesFirstInProgramOrder) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), y = s.tensor("y", 10, TensorKind::data);
+  TensorId a = s.tensor("ta", 10), b = s.tensor("tb", 10), c = s.tensor("tc", 10);
+  s.op("first", {x}, {a}, 1.0);
+  s.op("second", {a}, {b}, 1.0);
+  s.op("third", {y}, {c}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  std::vector<TraceEvent> trace;
+  r.sim.simulate(std::vector<DeviceId>{0, 0, 0}, trace);
+  ASSERT_EQ(trace.size(), 3u);
+  EXPECT_EQ(trace[0].id, 0u);
+  EXPECT_EQ(trace[1].id, 1u);
+  EXPECT_EQ(trace[2].id, 2u);
+  EXPECT_DOUBLE_EQ(trace[2].start_s, 2.0);
+}
+
 TEST(Simulator, CriticalPathFollowsTheTransfer) {
   Sketch s;
   TensorId x = s.tensor("x", 10, TensorKind::data), ta = s.tensor("ta", 1000), tb = s.tensor("tb", 10);

@@ -1,7 +1,8 @@
 #include "placer/graph/graph.hpp"
 
 #include <algorithm>
-#include <deque>
+#include <functional>
+#include <queue>
 #include <numeric>
 #include <sstream>
 
@@ -205,21 +206,23 @@ Graph GraphBuilder::build() && {
     to_csr(num_ops, [&](std::size_t o) -> const std::vector<OpId>& { return succs[o]; }, g.succ_begin_, g.succ_);
   }
 
-  // Topological order (Kahn, FIFO seeded by id: deterministic). Leftovers mean a cycle.
+  // Topological order: Kahn's algorithm taking the lowest ready op id first, so that it is program
+  // order (the op ids themselves) whenever the ids are already topological, as ONNX's node order
+  // and derived training steps are. Leftovers mean a cycle.
   {
     std::vector<std::uint32_t> missing(num_ops);
-    std::deque<OpId> ready;
+    std::priority_queue<OpId, std::vector<OpId>, std::greater<>> ready;
     for (std::size_t o = 0; o < num_ops; ++o) {
       missing[o] = g.pred_begin_[o + 1] - g.pred_begin_[o];
-      if (missing[o] == 0) ready.push_back(static_cast<OpId>(o));
+      if (missing[o] == 0) ready.push(static_cast<OpId>(o));
     }
     g.topo_.reserve(num_ops);
     while (!ready.empty()) {
-      OpId o = ready.front();
-      ready.pop_front();
+      const OpId o = ready.top();
+      ready.pop();
       g.topo_.push_back(o);
       for (OpId s : g.successors(o))
-        if (--missing[s] == 0) ready.push_back(s);
+        if (--missing[s] == 0) ready.push(s);
     }
     // Indexed by op id: with a cycle, topo_ holds fewer ops than there are (reported below).
     g.topo_rank_.assign(num_ops, kNoId);

@@ -77,7 +77,8 @@ class Graph {
   // Ops that consume an output of `op` / produce an input of `op` (each listed once, ascending).
   std::span<const OpId> successors(OpId op) const { return span_of(succ_, succ_begin_, op); }
   std::span<const OpId> predecessors(OpId op) const { return span_of(pred_, pred_begin_, op); }
-  // Every op once, producers before consumers (ties by id: deterministic).
+  // Every op once, producers before consumers, the lowest id first among ops whose producers are
+  // all placed: the ids themselves when they are already in a topological order (program order).
   std::span<const OpId> topological_order() const { return topo_; }
   // Position of every op in topological_order() (the inverse permutation).
   std::span<const std::uint32_t> topological_ranks() const { return topo_rank_; }
