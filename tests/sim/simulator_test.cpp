@@ -206,6 +206,49 @@ TEST(SimulatorMemory, ACopyOccupiesTheDestinationToo) {
   EXPECT_EQ(res.devices[1].peak_memory_bytes, 430u);  // the copy of t + o
 }
 
+// An alias op (Reshape here): no kernel, and its output is a view of its input's storage.
+OpId view(Sketch& s, const std::string& name, TensorId in, TensorId out) {
+  s.profile.set_by_name(DeviceKind::gpu, name, 0.0);
+  OpSpec spec{.name = name, .type = "Reshape", .inputs = {in}, .outputs = {out}};
+  spec.work.op_class = OpClass::alias;
+  return s.b.add_op(std::move(spec));
+}
+
+TEST(SimulatorMemory, AViewSharesItsInputsStorage) {
+  Sketch s;
+  TensorId x = s.tensor("x", 100, TensorKind::data), t1 = s.tensor("t1", 200), t2 = s.tensor("t2", 200), t3 = s.tensor("t3", 50);
+  s.op("a", {x}, {t1}, 1.0);
+  view(s, "r", t1, t2);
+  s.op("b", {t2}, {t3}, 1.0);
+  s.b.mark_output(t3);
+  Priced r(std::move(s), two_gpus());
+  // While b runs: x + t1 (viewed by t2, so alive until b is done) + t3; t2 takes nothing.
+  EXPECT_EQ(r.on({0, 0, 0}).devices[0].peak_memory_bytes, 350u);
+  // Read on another device, the view is sent like any tensor (its storage stays on gpu:0 until the
+  // copy has arrived) and the copy is memory of its own there.
+  const SimResult& across = r.on({0, 0, 1});
+  EXPECT_EQ(across.devices[0].peak_memory_bytes, 300u);
+  EXPECT_EQ(across.devices[1].peak_memory_bytes, 250u);
+  EXPECT_EQ(across.transfers, 1u);
+  // A view placed away from its input views the input's copy there.
+  const SimResult& moved = r.on({0, 1, 1});
+  EXPECT_EQ(moved.devices[0].peak_memory_bytes, 300u);
+  EXPECT_EQ(moved.devices[1].peak_memory_bytes, 250u);
+}
+
+// A view that is a graph output keeps the storage it views to the end of the step.
+TEST(SimulatorMemory, AViewThatIsAnOutputKeepsItsInput) {
+  Sketch s;
+  TensorId x = s.tensor("x", 100, TensorKind::data), t1 = s.tensor("t1", 200), t2 = s.tensor("t2", 200), t4 = s.tensor("t4", 300);
+  s.op("a", {x}, {t1}, 1.0);
+  view(s, "r", t1, t2);
+  s.op("c", {x}, {t4}, 1.0);
+  s.b.mark_output(t2);
+  s.b.mark_output(t4);
+  Priced r(std::move(s), two_gpus());
+  EXPECT_EQ(r.on({0, 0, 0}).devices[0].peak_memory_bytes, 600u);  // x + t1 + t4 while c runs
+}
+
 TEST(SimulatorMemory, OutOfMemoryIsReportedWithTheShortfall) {
   Sketch s;
   TensorId x = s.tensor("x", 10, TensorKind::data), w = s.tensor("w", 5000, TensorKind::parameter), y = s.tensor("y", 10);

@@ -116,7 +116,25 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
         if (!g.op_folded(consumer)) cons_ops_.push_back(consumer);
     info.cons_end = static_cast<std::uint32_t>(cons_ops_.size());
   }
-  for (TensorId x : g.outputs()) tensors_[x].keep = 1;
+  // Views: alias ops (no kernel) whose output shares the storage of their first input. A view that
+  // is a graph output keeps the tensors it views too (on every device: a view of a copy is rare).
+  alloc_bytes_.resize(t);
+  for (TensorId x = 0; x < t; ++x) alloc_bytes_[x] = tensors_[x].bytes;
+  std::vector<std::uint32_t> viewed(t, kNone);
+  for (OpId o : g.topological_order()) {
+    if (g.op_folded(o) || g.op_work(o).op_class != OpClass::alias) continue;
+    const auto ins = g.op_inputs(o);
+    const auto outs = g.op_outputs(o);
+    if (outs.size() != 1 || ins.empty() || ins[0] == kNoId || g.tensor_folded(ins[0])) continue;
+    views_.push_back({o, ins[0], outs[0]});
+    alloc_bytes_[outs[0]] = 0;
+    viewed[outs[0]] = ins[0];
+  }
+  for (TensorId x : g.outputs())
+    for (std::uint32_t y = x; y != kNone; y = viewed[y]) tensors_[y].keep = 1;
+  in_slot_.resize(in_tensors_.size());
+  storage_.resize(t);
+  for (TensorId x = 0; x < t; ++x) storage_[x] = x;  // views' entries are set per run
 
   remaining_.resize(n);
   uses_.assign(t * num_devices_, 0);
@@ -207,6 +225,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
   const std::uint32_t max_route = max_route_;
   TensorInfo* const tensors = tensors_.data();
   std::uint32_t* const uses = uses_.data();
+  std::uint32_t* const storage = storage_.data();
+  std::uint32_t* const in_slot = in_slot_.data();
+  const std::uint64_t* const alloc_bytes = alloc_bytes_.data();
   double* const duration = duration_.data();
   std::uint32_t* const remaining = remaining_.data();
   std::uint64_t* const mem_now = mem_now_.data();
@@ -244,6 +265,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
     tensors[x].dev = static_cast<std::uint8_t>(tensors[x].home == kNoId ? 0 : dev[tensors[x].home]);
     tensors[x].dest_mask = 0;
   }
+  // A view shares its input's storage on its device: the input's own (itself, or what it views), or
+  // the input's copy when the input was produced elsewhere.
+  for (const View& v : views_) storage[v.out] = tensors[v.in].dev == dev[v.op] ? storage[v.in] : v.in;
 
   // Static memory: tensors without a producer live on their home op's device; set-up values on
   // every device that reads them.
@@ -265,14 +289,17 @@ void Simulator::run(std::span<const DeviceId> devices) {
     for (std::uint32_t i = ops[o].in_begin; i < ops[o].in_end; ++i) {
       const std::uint32_t x = in_tensors[i];
       TensorInfo& tx = tensors[x];
-      ++uses[std::size_t{x} * nd + d];
       // Without branches (the placement is random to the branch predictor): a remote input waits
-      // for a transfer, sent once per destination; a local one waits unless it is a source.
+      // for a transfer, sent once per destination, and is read from its copy; a local one waits
+      // unless it is a source, and is read from its storage (itself unless it is a view).
       const bool remote = tx.dev != d;
+      const std::uint32_t slot = remote ? x : storage[x];
+      in_slot[i] = slot;
+      ++uses[std::size_t{slot} * nd + d];
       const std::uint64_t bit = std::uint64_t{remote} << d;
       const bool first_send = (tx.dest_mask & bit) == 0 && remote;
       tx.dest_mask |= bit;
-      uses[std::size_t{x} * nd + tx.dev] += first_send;
+      uses[std::size_t{storage[x]} * nd + tx.dev] += first_send;
       transfers += first_send;
       waits += remote | !tx.source;
     }
@@ -324,13 +351,15 @@ void Simulator::run(std::span<const DeviceId> devices) {
     const std::uint64_t now = mem_now[d] += bytes;
     mem_peak[d] = std::max(mem_peak[d], now);
   };
-  auto release = [uses, tensors, mem_now, nd](std::uint32_t x, DeviceId d) {
-    const TensorInfo& tx = tensors[x];
+  // `st`: the storage read (in_slot_: a copy on another device than the producer's, else the
+  // tensor's storage there).
+  auto release = [uses, tensors, mem_now, nd](std::uint32_t st, DeviceId d) {
+    const TensorInfo& ts = tensors[st];
     // Freed when its last use is done, unless a graph output or a source on its home device (those
     // live all step).
-    const bool last = --uses[std::size_t{x} * nd + d] == 0;
-    const bool stays = tx.keep | (tx.source & (tx.dev == d));
-    mem_now[d] -= tx.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(last & !stays));  // no branch
+    const bool last = --uses[std::size_t{st} * nd + d] == 0;
+    const bool stays = ts.keep | (ts.source & (ts.dev == d));
+    mem_now[d] -= ts.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(last & !stays));  // no branch
   };
   auto make_ready = [&](std::uint32_t op, double time, std::uint32_t cause) {
     timing[op].cause = cause;
@@ -339,7 +368,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
     if (duration[op] == 0.0) {
       // An op that takes no time (an alias) does not wait for its device: it finishes at once.
       ++dres[d].ops;
-      for (std::uint32_t i = ops[op].out_begin; i < ops[op].out_end; ++i) allocate(d, tensors[out_tensors[i]].bytes);
+      for (std::uint32_t i = ops[op].out_begin; i < ops[op].out_end; ++i) allocate(d, alloc_bytes[out_tensors[i]]);
       if constexpr (kTrace) trace->push_back({TraceEvent::Kind::op, op, d, d, time, time});
       zero_finished_.push_back(op);
       return;
@@ -358,7 +387,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       const double time = duration[o];
       dres[d].busy_s += time;
       ++dres[d].ops;
-      for (std::uint32_t i = ops[o].out_begin; i < ops[o].out_end; ++i) allocate(d, tensors[out_tensors[i]].bytes);
+      for (std::uint32_t i = ops[o].out_begin; i < ops[o].out_end; ++i) allocate(d, alloc_bytes[out_tensors[i]]);
       if constexpr (kTrace) trace->push_back({TraceEvent::Kind::op, o, d, d, now, now + time});
       push_event(now + time, o, kOpFinish);
     } while (free_streams[d] > 0 && !ready.empty());
@@ -424,7 +453,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       ++finished;
       if (now >= step_end) step_end = now, last_op_ = o;
       const OpInfo& info = ops[o];
-      for (std::uint32_t i = info.in_begin; i < info.in_end; ++i) release(in_tensors[i], d);
+      for (std::uint32_t i = info.in_begin; i < info.in_end; ++i) release(in_slot[i], d);
       for (std::uint32_t i = info.out_begin; i < info.out_end; ++i) {
         const std::uint32_t x = out_tensors[i];
         const TensorInfo& tx = tensors[x];
@@ -436,7 +465,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
         }
         for (std::uint64_t mask = tx.dest_mask; mask; mask &= mask - 1)
           send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now);
-        if (uses[std::size_t{x} * nd + d] == 0 && !tx.keep) mem_now[d] -= tx.bytes;  // nobody reads it
+        // Nobody reads it (a view's storage is freed by its own uses).
+        if (uses[std::size_t{x} * nd + d] == 0 && !tx.keep) mem_now[d] -= alloc_bytes[x];
       }
       start_ops(d, now);
     } else {
@@ -451,7 +481,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
         if (here & (remaining[c] == 0)) make_ready(c, now, x | kArrivalFlag);
       }
       const DeviceId from = tx.dev;
-      release(x, from);  // the sender's copy is no longer needed for this send
+      release(storage[x], from);  // the sender's copy is no longer needed for this send
       const std::size_t r = std::size_t{from} * nd + d;
       const std::uint32_t next = transfers_[fifo_head[r]].next;
       fifo_head[r] = next;

@@ -12,8 +12,10 @@
 //   transfer at a time) for latency + bytes / bottleneck bandwidth. Copies overlap with compute.
 // - Memory: parameters, buffers and optimizer state stay on their device for the whole step; an
 //   activation is allocated when its producer starts and freed after its last reader on that
-//   device (and its last outgoing transfer); a copy is allocated on arrival's start and freed after
-//   its last reader there. Graph outputs stay to the end.
+//   device (and its last outgoing transfer); a copy is allocated when its transfer is issued and
+//   freed after its last reader there. Graph outputs stay to the end. A view (the output of an
+//   alias op: Reshape, Flatten, Squeeze, Identity, ...) takes no memory of its own: it shares the
+//   storage of its input on its device, which lives until the view's readers are done too.
 // A Simulator owns its scratch memory and reuses it: no allocation per call after the first. It is
 // not thread-safe: use one per thread (they can share the Graph, Cluster and CostTable).
 //
@@ -141,6 +143,12 @@ class Simulator {
   std::vector<std::uint32_t> source_tensors_;  // tensors with no producer and a home (not set-up values)
   std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_reads_;  // (set-up value, non-folded reader op)
   std::vector<std::uint64_t> static_extra_;    // per source tensor: optimizer state bytes
+  // Views (see the header comment): (alias op, its input, its output) in topological order.
+  struct View {
+    std::uint32_t op, in, out;
+  };
+  std::vector<View> views_;
+  std::vector<std::uint64_t> alloc_bytes_;     // per tensor: bytes its producer allocates (0 for a view)
   std::vector<Route> routes_;                  // from * num_devices + to
   std::vector<ChannelId> route_channels_;
   std::vector<ChannelId> padded_channels_;     // route -> max_route_ channels (see the constructor)
@@ -152,6 +160,11 @@ class Simulator {
   std::vector<TraceEvent>* trace_ = nullptr;
   std::vector<std::uint32_t> remaining_;       // op -> inputs not yet available on its device
   std::vector<std::uint32_t> uses_;            // tensor x device -> readers (and sends) left
+  // Per run: the tensor whose storage a tensor uses on its producer's device (itself, or for a view
+  // the storage of its input there: the producer's or, when the input came from another device, its
+  // copy). Uses and frees on that device go to it.
+  std::vector<std::uint32_t> storage_;
+  std::vector<std::uint32_t> in_slot_;         // per run, per in_tensors_ entry: the storage its op reads
   bool uses_dirty_ = false;                    // uses_ not all zero (a run failed part-way)
   std::vector<double> duration_;               // op -> its time on its device
   std::vector<Transfer> transfers_;            // in the order they were sent
