@@ -7,6 +7,7 @@
 #include <map>
 
 #include "algorithms/small_problems.hpp"
+#include "placer/algorithms/grouping.hpp"
 #include "placer/io/model.hpp"
 #include "placer/util/error.hpp"
 #include "support/paths.hpp"
@@ -50,7 +51,7 @@ Priced ladder(int gpus) {
   for (int layer = 0; layer < 2; ++layer) {
     TensorId prev = x;
     for (int t = 0; t < 4; ++t) {
-      const std::string name = "l" + std::to_string(layer) + "t" + std::to_string(t);
+      const std::string name = std::string("l").append(std::to_string(layer)).append("t").append(std::to_string(t));
       TensorId out = s.tensor(name + "/out", 300'000'000);
       s.op(name, {prev, below[t]}, {out}, 1.0);
       prev = below[t] = out;
@@ -224,6 +225,60 @@ TEST(LocalSearch, ReportsProgressAndStopsWhenAsked) {
   EXPECT_THAT(stopped.note, HasSubstr("stopped early"));
   EXPECT_LT(stopped.samples, 1000u);
   EXPECT_TRUE(stopped.sim.fits);
+}
+
+// A time budget the start has already spent leaves no search (0 seconds left once meant "no
+// limit", and the chains annealed until interrupted).
+TEST(LocalSearch, ABudgetSpentOnTheStartEndsTheSearch) {
+  Priced pr = uneven_graph(3);
+  const PlacementResult r = run_placer("local-search", pr.problem(), {.seconds = 1e-9, .threads = 1}, 1, {{"groups", "op"}});
+  EXPECT_THAT(r.note, HasSubstr("no search"));
+  EXPECT_EQ(r.forward_devices.size(), pr.graph.num_forward_ops());
+}
+
+// Co-location folds a chain into one group: the search moves ops instead (and says so), as the
+// partitioners do; otherwise local search and the optimum had one group to place.
+TEST(SearchGrouping, AChainFoldedIntoOneGroupIsSearchedOpByOp) {
+  Sketch s;
+  TensorId prev = s.tensor("x", 10, TensorKind::data);
+  for (int i = 0; i < 6; ++i) {
+    TensorId w = s.tensor("w" + std::to_string(i), 100, TensorKind::parameter), out = s.tensor("t" + std::to_string(i), 10);
+    s.op("layer" + std::to_string(i), {prev, w}, {out}, 1.0);
+    prev = out;
+  }
+  Priced pr(std::move(s), switch_gpus(2));
+  ASSERT_EQ(make_grouping(pr.problem(), "colocation", 0).num_groups, 1u);
+  for (const char* algo : {"local-search", "optimal"}) {
+    const PlacementResult r = run_placer(algo, pr.problem(), {.samples = 200, .threads = 1}, 1);
+    EXPECT_THAT(r.note, HasSubstr("used op groups")) << algo;
+  }
+}
+
+// The enumeration stops at a budget (between blocks of placements) with the best found so far.
+TEST(OptimalExhaustive, StopsAtTheBudget) {
+  Priced pr = uneven_graph(3);
+  const PlacementResult r =
+      run_placer("optimal", pr.problem(), {.samples = 1, .threads = 1}, 1, {{"groups", "op"}, {"method", "exhaustive"}});
+  EXPECT_THAT(r.note, HasSubstr("not proven optimal"));
+  EXPECT_LT(r.samples, 3u * 3 * 3 * 3 * 3 * 3 * 3);
+  EXPECT_TRUE(r.sim.fits);
+}
+
+TEST(OptimalErrors, RejectsAnEnumerationBoundBeyondSixtyFourBits) {
+  EXPECT_THAT([] { make_placer("optimal", PlacerOptions(Options{{"max-evaluations", "1e30"}})); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("max-evaluations")));
+}
+
+// Out of time without a solution is not "infeasible": the best one-device placement that fits.
+TEST(OptimalIp, OutOfTimeFallsBackToTheBestSingleDevice) {
+  REQUIRE_SHARED_MODELS();
+  const Graph graph = load_model(test::shared_model("nmt"), ModelOptions{});
+  const Cluster cluster = cluster_preset("k80x4");
+  const CostTable costs(graph, cluster, CostModel::defaults());
+  const PlacementResult r = run_placer("optimal", Problem{graph, cluster, costs, {}}, {.threads = 1}, 1,
+                                       {{"max-groups", "24"}, {"method", "ip"}, {"ip-seconds", "0.000001"}});
+  EXPECT_TRUE(r.sim.fits);
+  EXPECT_THAT(r.note, HasSubstr("no solution within its time limit"));
 }
 
 TEST(LocalSearch, RejectsBadOptions) {

@@ -70,7 +70,7 @@ class RandomPlacer final : public Placer {
     std::vector<DeviceId> fwd(p.graph.num_forward_ops()), best;
     double best_time = 0.0;
     bool best_fits = false;
-    for (std::size_t s = 0; s < samples && !observer.stop_requested(); ++s) {
+    for (std::size_t s = 0; s < samples && (s == 0 || !observer.stop_requested()); ++s) {  // one at least
       for (auto& d : fwd) d = devices[pick(rng)];
       const SimResult& r = eval.evaluate(fwd);
       // Keep the fastest that fits; until something fits, the fastest overall.

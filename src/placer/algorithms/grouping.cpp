@@ -437,6 +437,16 @@ Grouping make_grouping(const Problem& problem, const std::string& kind, std::siz
   return coarsen(problem, base, max_groups);
 }
 
+Grouping make_grouping_at_least(const Problem& problem, const std::string& kind, std::size_t max_groups, std::size_t min_groups,
+                                std::string& note) {
+  Grouping grouping = make_grouping(problem, kind, max_groups);
+  if (grouping.num_groups < min_groups && kind != "op" && problem.graph.num_forward_ops() > grouping.num_groups) {
+    grouping = make_grouping(problem, "op", max_groups);
+    note = "'" + kind + "' grouping too coarse (fewer than " + std::to_string(min_groups) + " groups); used op groups";
+  }
+  return grouping;
+}
+
 std::vector<DeviceId> expand_groups(const Grouping& grouping, std::span<const DeviceId> group_devices) {
   if (group_devices.size() != grouping.num_groups)
     throw Error("expand_groups: " + std::to_string(group_devices.size()) + " devices for " + std::to_string(grouping.num_groups) +

@@ -30,6 +30,11 @@ Grouping module_groups(const Graph& g, std::uint32_t depth, bool per_call);
 Grouping coarsen(const Problem& problem, const Grouping& initial, std::size_t max_groups);
 // "colocation" | "module" | "module-call" | "op", then coarsened to at most max_groups (0: no limit).
 Grouping make_grouping(const Problem& problem, const std::string& kind, std::size_t max_groups);
+// make_grouping, unless `kind` folds the graph into fewer than `min_groups` groups while it has
+// more forward ops (co-location folds a chain, VGG or an MLP, into one or a few groups): then the
+// ops themselves, coarsened to at most max_groups, and `note` says so (it is left alone otherwise).
+Grouping make_grouping_at_least(const Problem& problem, const std::string& kind, std::size_t max_groups, std::size_t min_groups,
+                                std::string& note);
 
 std::vector<DeviceId> expand_groups(const Grouping& grouping, std::span<const DeviceId> group_devices);
 

@@ -197,17 +197,23 @@ class PartitionPlacer final : public Placer {
   }
 
   PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t seed) override {
-    const std::vector<DeviceId> targets = target_devices(p.cluster, devices_);
-    const std::size_t nd = p.cluster.num_devices(), k = targets.size();
-    Grouping grouping = make_grouping(p, groups_, static_cast<std::size_t>(max_groups_));
-    std::string note;
+    std::vector<DeviceId> targets = target_devices(p.cluster, devices_);
+    const std::size_t nd = p.cluster.num_devices();
     // Co-location folds a chain (VGG, an MLP) into a handful of groups that no partition can
     // balance: below 4 groups per device, partition the ops themselves, coarsened as asked.
-    if (grouping.num_groups < 4 * k && groups_ != "op" && p.graph.num_forward_ops() > grouping.num_groups) {
-      grouping = make_grouping(p, "op", static_cast<std::size_t>(max_groups_));
-      note = "'" + groups_ + "' grouping too coarse to partition; used op groups";
-    }
+    std::string note;
+    const Grouping grouping = make_grouping_at_least(p, groups_, static_cast<std::size_t>(max_groups_), 4 * targets.size(), note);
     const GroupGraph gg = group_graph(p, grouping);
+    // Fewer groups than devices (max-groups below the device count): as many parts as groups, on
+    // the fastest devices (METIS cannot split a graph into more parts than vertices).
+    if (gg.num_groups < targets.size()) {
+      std::stable_sort(targets.begin(), targets.end(),
+                       [&](DeviceId a, DeviceId b) { return p.cluster.device(a).peak_flops > p.cluster.device(b).peak_flops; });
+      targets.resize(std::max<std::size_t>(gg.num_groups, 1));
+      std::sort(targets.begin(), targets.end());
+      note += std::string(note.empty() ? "" : "; ") + "fewer groups than devices: one part per group, on the fastest devices";
+    }
+    const std::size_t k = targets.size();
 
     WeightedGraph w;
     w.vertex.assign(gg.num_groups, std::numeric_limits<double>::infinity());

@@ -29,6 +29,7 @@
 #include <coin/CoinPackedMatrix.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -265,9 +266,9 @@ class Partial {
   double receive(OpId o, DeviceId d, bool commit) const {
     const Cluster& c = s_.problem.cluster;
     pending_.clear();  // channels reserved by this call, when not committing
-    auto channel_time = [&](ChannelId ch) {
-      for (const auto& [pending, until] : pending_)
-        if (pending == ch) return until;
+    auto channel_time = [&](ChannelId ch) {  // the latest reservation of this call, else the committed one
+      for (auto it = pending_.rbegin(); it != pending_.rend(); ++it)
+        if (it->first == ch) return it->second;
       return channel_free_[ch];
     };
     double t = 0.0;
@@ -623,7 +624,14 @@ std::vector<OpId> favourite_children(const StepGraph& s, double threshold) {
   return child;
 }
 
-std::string mib(double bytes) { return std::to_string(static_cast<long long>(std::ceil(bytes / (1024.0 * 1024.0)))) + " MiB"; }
+// "1536.0 MiB", "5.0 KiB", "12 B": small sizes keep their order of magnitude.
+std::string mib(double bytes) {
+  char buf[48];
+  if (bytes >= 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  else if (bytes >= 1024.0) std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  return buf;
+}
 
 // Runs `schedule` until its placement fits in the simulator (see the file comment), and returns
 // it simulated. Throws Error when even the parameters and optimizer state fit nowhere.

@@ -5,7 +5,9 @@
 //   every placement) or, when that is too large, an integer program solved with CBC over a
 //   load + communication model whose solution is then simulated.
 // Both are deterministic under the seed: they stop on sample counts, never on the clock, unless a
-// wall-time budget is given, and results never depend on how many threads ran them.
+// wall-time budget is given, and results never depend on how many threads ran them; except that
+// the integer program stops at its own time limit (ip-seconds), so a problem CBC cannot prove
+// optimal within it may get another solution on a slower or busier machine.
 #include <coin/CbcModel.hpp>
 #include <coin/CoinPackedMatrix.hpp>
 #include <coin/OsiClpSolverInterface.hpp>
@@ -278,7 +280,10 @@ class LocalSearchPlacer final : public Placer {
     Inner inner(observer);
     const PlacementResult first = make_placer(init, {})->place(p, Budget{.threads = budget.threads}, inner, seed);
 
-    const Grouping grouping = make_grouping(p, groups_, static_cast<std::size_t>(max_groups_));
+    // Fewer groups than devices leave nothing to search (co-location folds a chain into one).
+    std::string grouping_note;
+    const Grouping grouping =
+        make_grouping_at_least(p, groups_, static_cast<std::size_t>(max_groups_), candidates.size(), grouping_note);
     const std::vector<std::vector<OpId>> members = members_of(grouping);
     const GroupGraph neighbours = group_graph(p, grouping);
 
@@ -288,8 +293,10 @@ class LocalSearchPlacer final : public Placer {
     std::vector<std::size_t> per_chain(chains, 0);
     if (total > 0)
       for (std::size_t c = 0; c < chains; ++c) per_chain[c] = total / chains + (c < total % chains ? 1 : 0);
+    // A time budget the start already spent leaves the chains nothing (0 seconds would mean no limit).
     const double spent_s = std::chrono::duration<double>(Clock::now() - start).count();
-    const double seconds = budget.seconds > 0.0 ? std::max(0.0, budget.seconds - spent_s) : 0.0;
+    const bool out_of_time = budget.seconds > 0.0 && spent_s >= budget.seconds;
+    const double seconds = budget.seconds > 0.0 ? budget.seconds - spent_s : 0.0;
 
     std::vector<Candidate> results(chains);
     std::atomic<std::size_t> next{0}, samples{0};
@@ -300,7 +307,7 @@ class LocalSearchPlacer final : public Placer {
         threads,
         [&](unsigned) {
           for (std::size_t c = next++; c < chains; c = next++) {
-            if (total > 0 && per_chain[c] == 0) continue;
+            if ((total > 0 && per_chain[c] == 0) || out_of_time) continue;
             // With only a time budget, the chains share it: each runs for its slice.
             const double slice = seconds > 0.0 && total == 0 ? seconds * threads / static_cast<double>(chains) : seconds;
             results[c] = anneal(p, members, neighbours, candidates, first.forward_devices, per_chain[c], slice, settings_,
@@ -316,7 +323,9 @@ class LocalSearchPlacer final : public Placer {
       if (!c.devices.empty() && c.better_than(best)) best = c;
     std::string note = "from " + init + " (" + std::to_string(first.sim.step_time_s) + " s" + (first.sim.fits ? "" : ", does not fit") +
                        "), " + std::to_string(grouping.num_groups) + " groups, " + std::to_string(chains) + " chains";
+    if (!grouping_note.empty()) note += "; " + grouping_note;
     if (!best.fits) note += "; no placement found that fits, the one closest to fitting is shown";
+    if (out_of_time) note += "; the time budget was spent on the start, no search";
     if (stop.load()) note += "; stopped early";
     return finish(p, std::move(best.devices), first.samples + samples.load(), note);
   }
@@ -377,6 +386,9 @@ class OptimalPlacer final : public Placer {
       throw Error("optimal: option 'method' must be 'auto', 'exhaustive' or 'ip', got '" + method_ + "'");
     if (max_groups_ < 1) throw Error("optimal: option 'max-groups' must be at least 1");
     if (!(ip_seconds_ > 0.0)) throw Error("optimal: option 'ip-seconds' must be positive");
+    // Enumeration numbers placements with 64-bit integers; 1e15 simulations would take years.
+    if (!(max_evaluations_ >= 1.0 && max_evaluations_ <= 1e15))
+      throw Error("optimal: option 'max-evaluations' must be in [1, 1e15]");
   }
 
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t) override {
@@ -384,8 +396,11 @@ class OptimalPlacer final : public Placer {
     if (candidates.size() > kMaxDevices)
       throw Error("optimal: too large: " + std::to_string(candidates.size()) + " devices to choose from (at most " +
                   std::to_string(kMaxDevices) + "); use a smaller cluster");
-    const Grouping grouping = make_grouping(p, groups_, static_cast<std::size_t>(max_groups_));
     if (candidates.size() == 1) return finish(p, std::vector<DeviceId>(p.graph.num_forward_ops(), candidates[0]), 0, "one device");
+    // Fewer groups than devices leave nothing to choose (co-location folds a chain into one).
+    std::string grouping_note;
+    const Grouping grouping =
+        make_grouping_at_least(p, groups_, static_cast<std::size_t>(max_groups_), candidates.size(), grouping_note);
     const double space = std::pow(static_cast<double>(candidates.size()), static_cast<double>(grouping.num_groups));
     const bool exhaustive = method_ == "exhaustive" || (method_ == "auto" && space <= max_evaluations_);
     if (exhaustive && space > max_evaluations_)
@@ -395,7 +410,9 @@ class OptimalPlacer final : public Placer {
     if (!exhaustive && grouping.num_groups > kMaxIpGroups)
       throw Error("optimal: too large: " + std::to_string(grouping.num_groups) + " groups for the integer program (at most " +
                   std::to_string(kMaxIpGroups) + "); lower max-groups");
-    return exhaustive ? enumerate(p, grouping, candidates, budget, observer) : integer_program(p, grouping, candidates, budget);
+    PlacementResult r = exhaustive ? enumerate(p, grouping, candidates, budget, observer) : integer_program(p, grouping, candidates, budget);
+    if (!grouping_note.empty()) r.note += (r.note.empty() ? "" : "; ") + grouping_note;
+    return r;
   }
 
  private:
@@ -467,6 +484,11 @@ class OptimalPlacer final : public Placer {
               }
             }
             samples += hi - lo;
+            // A budget stops the enumeration between blocks: the best so far, not proven optimal.
+            const bool out_of_samples = budget.samples > 0 && samples.load() >= budget.samples;
+            const bool out_of_time =
+                budget.seconds > 0.0 && std::chrono::duration<double>(Clock::now() - start).count() >= budget.seconds;
+            if (out_of_samples || out_of_time) stop = true;
           }
         },
         observer, stop, samples, total, best_time, start);
@@ -518,7 +540,9 @@ class OptimalPlacer final : public Placer {
       for (std::uint32_t i = gg.adj_begin[g]; i < gg.adj_begin[g + 1]; ++i)
         if (gg.adj[i] > g) edges.push_back({g, gg.adj[i], (training ? 2.0 : 1.0) * (latency + gg.adj_bytes[i] * seconds_per_byte)});
 
+    // One time limit for every round of the program.
     const double time_limit = budget.seconds > 0.0 ? std::min(budget.seconds, ip_seconds_) : ip_seconds_;
+    const Clock::time_point began = Clock::now();
     std::vector<double> budget_bytes(nd);
     for (std::size_t k = 0; k < nd; ++k) budget_bytes[k] = static_cast<double>(limits[candidates[k]]);
     Evaluator eval(p);
@@ -526,12 +550,24 @@ class OptimalPlacer final : public Placer {
     std::optional<std::vector<DeviceId>> closest;
     std::uint64_t closest_shortfall = std::numeric_limits<std::uint64_t>::max();
     std::string status;
+    bool timed_out = false;  // a round ended at the time limit without any solution
     for (int round = 0; round < 8; ++round) {
+      const double left = time_limit - std::chrono::duration<double>(Clock::now() - began).count();
+      if (left <= 0.0) {
+        timed_out = true;
+        break;
+      }
       std::vector<double> bytes(ng);
       for (std::size_t g = 0; g < ng; ++g)
         bytes[g] = static_cast<double>(gg.static_bytes[g]) + activation_weight * static_cast<double>(gg.activation_bytes[g]);
-      const std::vector<std::vector<std::size_t>> solutions = solve(gg, candidates, edges, bytes, budget_bytes, time_limit, status);
+      bool infeasible = false;
+      const std::vector<std::vector<std::size_t>> solutions = solve(gg, candidates, edges, bytes, budget_bytes, left, status, infeasible);
       if (solutions.empty()) {
+        // Out of time is not infeasible: relaxing the memory rows would not help.
+        if (!infeasible) {
+          timed_out = true;
+          break;
+        }
         if (activation_weight == 0.0) break;
         activation_weight = activation_weight > 0.25 ? activation_weight / 2 : 0.0;
         continue;
@@ -566,17 +602,34 @@ class OptimalPlacer final : public Placer {
     if (closest)
       return finish(p, std::move(*closest), eval.evaluations(),
                     "integer program (CBC): no solution found that fits in memory; the one closest to fitting is shown");
+    if (timed_out) {
+      // No solution within the time limit: the best one-device placement that fits, if any.
+      Candidate best;
+      std::string on;
+      for (DeviceId d : candidates) {
+        const std::vector<DeviceId> fwd(p.graph.num_forward_ops(), d);
+        const SimResult& r = eval.evaluate(fwd);
+        if (r.fits && best.beaten_by(r)) best.take(fwd, r), on = p.cluster.device(d).name;
+      }
+      if (best.fits)
+        return finish(p, std::move(best.devices), eval.evaluations(),
+                      "integer program (CBC): no solution within its time limit (" + std::to_string(time_limit) +
+                          " s); everything on " + on + ", the best one-device placement");
+      throw Error("optimal: the integer program found no solution within its time limit (" + std::to_string(time_limit) +
+                  " s) and no single device holds the model; raise ip-seconds or lower max-groups");
+    }
     throw Error("optimal: no placement of the " + std::to_string(ng) + " groups on the " + std::to_string(nd) +
                 " devices fits in memory (integer program infeasible)");
   }
 
   // Solves the program above: the solutions CBC kept (best first), each the candidate index of
-  // every group; none when infeasible.
+  // every group; none when CBC proved it infeasible (`infeasible` set) or found none in the time
+  // limit. Every group on one device, where that fits the memory rows, is given to CBC as a start.
   template <typename Edges>
   static std::vector<std::vector<std::size_t>> solve(const GroupGraph& gg, const std::vector<DeviceId>& candidates,
                                                        const Edges& edges,
                                                        const std::vector<double>& bytes, const std::vector<double>& budget_bytes,
-                                                       double time_limit, std::string& status) {
+                                                       double time_limit, std::string& status, bool& infeasible) {
     const std::size_t ng = gg.num_groups, nd = candidates.size();
     auto x = [&](std::size_t g, std::size_t k) { return static_cast<int>(g * nd + k); };
     const int t_col = static_cast<int>(ng * nd);
@@ -646,7 +699,22 @@ class OptimalPlacer final : public Placer {
     model.messageHandler()->setLogLevel(0);
     model.setMaximumSeconds(time_limit);
     model.setMaximumSavedSolutions(kSavedSolutions);
+    // Starts: every group on the first device of its class (the symmetry rows allow no other).
+    std::vector<double> start_solution;
+    double start_objective = COIN_DBL_MAX;
+    for (std::size_t k = 0; k < nd; ++k) {
+      if (previous[k] != nd) continue;
+      double load = 0.0, used = 0.0;
+      for (std::size_t g = 0; g < ng; ++g) load += gg.time_s[g * gg.num_devices + candidates[k]], used += bytes[g];
+      if (used > budget_bytes[k] || load * 1e3 >= start_objective) continue;
+      start_solution.assign(num_cols, 0.0);
+      for (std::size_t g = 0; g < ng; ++g) start_solution[x(g, k)] = 1.0;
+      start_solution[t_col] = load;
+      start_objective = load * 1e3;
+    }
+    if (!start_solution.empty()) model.setBestSolution(start_solution.data(), num_cols, start_objective, true);
     model.branchAndBound();
+    infeasible = model.isProvenInfeasible();
     if (!model.bestSolution()) return {};
     status = model.isProvenOptimal() ? "optimal" : "best found in the time limit (not proven optimal)";
     std::vector<std::vector<std::size_t>> solutions;

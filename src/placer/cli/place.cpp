@@ -117,6 +117,12 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
     row.result = placer->place(problem, budget, observer, args.seed);
   } catch (const Error& e) {
     row.error = e.what();
+  } catch (const std::bad_alloc&) {
+    row.error = "out of memory";
+  } catch (const std::exception& e) {  // a library's: one algorithm's failure, not the comparison's
+    row.error = std::string("internal error: ") + e.what();
+  } catch (...) {  // CBC's CoinError is no std::exception
+    row.error = "internal error in a solver library";
   }
   row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return row;
@@ -126,7 +132,7 @@ void run_place(const PlaceArgs& args) {
   LoadedProblem p = load_problem(args.problem);
   const Problem problem{p.graph, p.cluster, p.costs, p.sim};
   Row row = run_algorithm(problem, args.algo, parse_opts(args.opts), args);
-  if (!row.error.empty()) throw Error(args.algo + ": " + row.error);
+  if (!row.error.empty()) throw Error(row.error.starts_with(args.algo + ":") ? row.error : args.algo + ": " + row.error);
   const PlacementResult& r = row.result;
   PlacementSpec spec = describe_placement(p.graph, p.cluster, r.forward_devices);
   if (!args.output.empty()) save_placement_file(spec, args.output);
@@ -192,7 +198,7 @@ void run_compare(const PlaceArgs& args) {
         for (DeviceId d = 0; d < r.devices.size(); ++d) peaks[p.cluster.device(d).name] = r.devices[d].peak_memory_bytes;
         j.update({{"step_time_s", r.step_time_s},
                   {"fits", r.fits},
-                  {"speedup_over_single", single > 0 ? single / r.step_time_s : 0.0},
+                  {"speedup_over_single", single > 0 ? nlohmann::json(single / r.step_time_s) : nlohmann::json(nullptr)},
                   {"gap_to_lower_bound", r.step_time_s / bounds.best() - 1.0},
                   {"peak_memory_bytes", peaks},
                   {"samples", row.result.samples},
@@ -226,8 +232,10 @@ void run_compare(const PlaceArgs& args) {
       if (r.devices[d].peak_memory_bytes > r.devices[d].static_memory_bytes || r.devices[d].ops > 0)
         peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", p.cluster.device(d).name,
                              human_bytes(static_cast<double>(r.devices[d].peak_memory_bytes)));
-    fmt::print("{:<14} {:>11} {:>7.2f}x {:>8.2f}x {:>5} {:>8.2f}s  {}{}\n", row.algo, human_seconds(r.step_time_s),
-               single > 0 ? single / r.step_time_s : 0.0, r.step_time_s / bounds.best(), r.fits ? "yes" : "NO", row.wall_s, peaks,
+    // No speedup without a single device that fits.
+    const std::string speedup = single > 0 ? fmt::format("{:.2f}x", single / r.step_time_s) : "-";
+    fmt::print("{:<14} {:>11} {:>8} {:>8.2f}x {:>5} {:>8.2f}s  {}{}\n", row.algo, human_seconds(r.step_time_s), speedup,
+               r.step_time_s / bounds.best(), r.fits ? "yes" : "NO", row.wall_s, peaks,
                row.result.note.empty() ? "" : "  (" + row.result.note + ")");
   }
   fmt::print("\nbest placement that fits: {}\n", best ? best->algo : "none");
