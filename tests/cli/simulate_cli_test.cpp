@@ -2,7 +2,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "support/paths.hpp"
@@ -57,6 +60,52 @@ TEST(SimulateCli, TraceIsAChromeTrace) {
   }
   EXPECT_EQ(ops, 1257u);  // every op of the training step
   EXPECT_GT(transfers, 0u);
+  std::remove(trace.c_str());
+}
+
+// Options that cannot go together fail before anything is simulated or printed.
+TEST(SimulateCli, ConflictingOptionsFailFirst) {
+  auto random_on = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "3", "--on", "gpu:0"});
+  EXPECT_EQ(random_on.exit_code, 1);
+  EXPECT_THAT(random_on.err, HasSubstr("--random simulates random placements of its own"));
+  auto two_traced = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0,gpu:1", "--trace", test::temp_path("t.json")});
+  EXPECT_EQ(two_traced.exit_code, 1);
+  EXPECT_THAT(two_traced.err, HasSubstr("--trace needs exactly one placement"));
+  EXPECT_EQ(two_traced.out, "");
+  auto unwritable = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--trace", "/nonexistent/dir/t.json"});
+  EXPECT_EQ(unwritable.exit_code, 1);
+  EXPECT_THAT(unwritable.err, HasSubstr("cannot write trace file"));
+  EXPECT_EQ(unwritable.out, "");
+}
+
+// A device with two streams gets a track per stream: slices on one track never overlap (Chrome's
+// format wants them nested), and utilisation is of both streams.
+TEST(SimulateCli, EachStreamHasATrack) {
+  nlohmann::json cluster = nlohmann::json::parse(placer({"clusters", "--json"}).out);
+  nlohmann::json k80;
+  for (const auto& c : cluster) if (c["name"] == "k80x2") k80 = c;
+  ASSERT_FALSE(k80.is_null());
+  for (auto& d : k80["devices"]) d["streams"] = 2;
+  const std::string file = test::temp_path("streams.json"), trace = test::temp_path("streams-trace.json");
+  std::ofstream(file) << k80.dump();
+  auto run = placer({"simulate", "--model", kModel, "--cluster", file, "--on", "gpu:0", "--trace", trace});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::map<int, std::vector<std::pair<double, double>>> slices;  // tid -> (start, end) of ops that take time
+  std::map<int, std::string> names;
+  const nlohmann::json written = nlohmann::json::parse(test::read_file(trace));
+  for (const auto& e : written["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") names[e["tid"].get<int>()] = e["args"]["name"];
+    if (e["ph"] == "X" && e["cat"] != "transfer" && e["dur"].get<double>() > 0)
+      slices[e["tid"].get<int>()].push_back({e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+  }
+  EXPECT_EQ(slices.size(), 2u);
+  for (auto& [tid, list] : slices) {
+    EXPECT_THAT(names[tid], ::testing::StartsWith("gpu:0"));
+    std::sort(list.begin(), list.end());
+    for (std::size_t i = 1; i < list.size(); ++i) EXPECT_LE(list[i - 1].second, list[i].first + 1e-6) << names[tid];
+  }
+  EXPECT_THAT(run.out, ::testing::Not(::testing::ContainsRegex("[0-9]{3}%")));  // at most 100% utilisation
+  std::remove(file.c_str());
   std::remove(trace.c_str());
 }
 

@@ -117,6 +117,19 @@ TEST(Profile, MeasuredTimeOverridesTheModelPerDeviceKind) {
   EXPECT_DOUBLE_EQ(CostTable(g, c, CostModel::defaults(), &p).time_s(0, 1), 0.5);
 }
 
+// A positive but absurdly small peak prices an op at infinity: an error naming the op and device,
+// not a step of inf seconds.
+TEST(CostTable, AnInfiniteOpTimeIsAnError) {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {8, 16}, DType::f32, TensorKind::data), y = b.add_tensor("y", {8, 16}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "mm", .type = "MatMul", .inputs = {x}, .outputs = {y}, .work = {.flops = 1e9, .op_class = OpClass::matmul}});
+  Graph g = std::move(b).build();
+  Device slow = gpu();
+  slow.peak_flops = 1e-300;
+  const Cluster c = Cluster::build("slow", {slow}, {}, {});
+  EXPECT_THAT([&] { CostTable(g, c, CostModel::defaults()); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("op 'mm' would take inf s on device 'gpu:0'")));
+}
+
 TEST(CostTable, FoldedOpsTakeNoTimeEvenWhenProfiled) {
   GraphBuilder b;
   TensorId x = b.add_tensor("x", {8, 16}, DType::f32, TensorKind::data);

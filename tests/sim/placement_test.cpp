@@ -3,10 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "placer/graph/training.hpp"
 #include "placer/util/error.hpp"
+#include "support/paths.hpp"
 
 namespace placer {
 namespace {
@@ -106,6 +109,29 @@ TEST(PlacementFile, MalformedFilesAreErrors) {
   EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"devices": {"fc": 1}})"), "t"), Error);
   EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"defualt": "gpu:0"})"), "t"), Error);
   EXPECT_THROW(load_placement_file("/nonexistent/placement.json"), Error);
+}
+
+// A key that is an op's name and a module's path too places the op alone: the exact name wins, and
+// describe_placement's keys read back to what it described.
+TEST(PlacementFile, AKeyNamingAnOpAndAModulePlacesTheOp) {
+  GraphBuilder b("clash");
+  TensorId x = b.add_tensor("x", {4}, DType::f32, TensorKind::data), t0 = b.add_tensor("t0", {4}, DType::f32, TensorKind::activation);
+  TensorId t1 = b.add_tensor("t1", {4}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "blk", .type = "Relu", .inputs = {x}, .outputs = {t0}, .module = "blk"});
+  b.add_op({.name = "blk/other", .type = "Relu", .inputs = {t0}, .outputs = {t1}, .module = "blk"});
+  b.mark_output(t1);
+  const Graph g = std::move(b).build();
+  EXPECT_THAT(resolve(R"({"default": "gpu:0", "devices": {"blk": "gpu:1"}})", g), ElementsAre(2u, 1u));
+  const Cluster c = cpu_and_two_gpus();
+  for (std::vector<DeviceId> fwd : {std::vector<DeviceId>{2, 1}, {1, 2}, {2, 2}})
+    EXPECT_EQ(resolve_forward_placement(parse_placement_json(placement_to_json(describe_placement(g, c, fwd)), "t"), g, c), fwd);
+}
+
+TEST(PlacementFile, AKeyGivenTwiceIsAnError) {
+  const std::string path = test::temp_path("twice.json");
+  std::ofstream(path) << R"({"default": "gpu:0", "devices": {"fc": "gpu:1", "fc": "cpu:0"}})";
+  EXPECT_THAT([&] { load_placement_file(path); }, ::testing::ThrowsMessage<Error>(HasSubstr("key 'fc' appears twice")));
+  std::remove(path.c_str());
 }
 
 TEST(ExpandPlacement, GradientsFollowTheirOpAndUpdatesTheirParameter) {

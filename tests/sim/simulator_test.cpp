@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "placer/sim/placement.hpp"
 #include "placer/util/error.hpp"
 #include "algorithms/small_problems.hpp"
@@ -259,6 +261,17 @@ TEST(SimulatorMemory, OutOfMemoryIsReportedWithTheShortfall) {
   ASSERT_EQ(res.shortfalls.size(), 1u);
   EXPECT_EQ(res.shortfalls[0].first, 0u);
   EXPECT_EQ(res.shortfalls[0].second, 5000u + 10u + 10u - 4000u);
+}
+
+// A capacity near 2^64 is a limit near 2^64 (a conversion through double once made it 0).
+TEST(SimulatorMemory, AHugeCapacityIsNoLimit) {
+  Sketch s;
+  TensorId x = s.tensor("x", 600, TensorKind::data), y = s.tensor("y", 10);
+  s.op("a", {x}, {y}, 1.0);
+  Priced r(std::move(s), two_gpus(std::numeric_limits<std::uint64_t>::max()));
+  const SimResult& res = r.on({0});
+  EXPECT_TRUE(res.fits);
+  EXPECT_EQ(res.devices[0].capacity_bytes, std::numeric_limits<std::uint64_t>::max());
 }
 
 TEST(SimulatorMemory, MemoryFractionLowersTheLimit) {

@@ -152,10 +152,7 @@ FamilyMemory family_memory(const Problem& problem) {
 
 std::vector<std::uint64_t> memory_limits(const Problem& problem) {
   std::vector<std::uint64_t> limits(problem.cluster.num_devices());
-  for (DeviceId d = 0; d < limits.size(); ++d) {
-    limits[d] = static_cast<std::uint64_t>(static_cast<double>(problem.cluster.device(d).memory_bytes) * problem.sim.memory_fraction);
-    if (!problem.sim.memory_limit_bytes.empty() && problem.sim.memory_limit_bytes[d] > 0) limits[d] = problem.sim.memory_limit_bytes[d];
-  }
+  for (DeviceId d = 0; d < limits.size(); ++d) limits[d] = memory_limit_bytes(problem.cluster, d, problem.sim);
   return limits;
 }
 

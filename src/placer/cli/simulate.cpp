@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <fstream>
 #include <random>
 
 #include "placer/cli/common.hpp"
@@ -56,15 +57,20 @@ nlohmann::json result_json(const LoadedProblem& p, const Simulator& sim, const S
           {"transfer_bytes", r.transfer_bytes}, {"shortfalls", shortfalls}, {"critical_path", path}};
 }
 
+// "1.23x"; "-" when the bound is 0 (a graph with no work).
+std::string times_bound(double step_s, double bound_s) { return bound_s > 0 ? fmt::format("{:.2f}x", step_s / bound_s) : "-"; }
+
 void print_result(const LoadedProblem& p, const Simulator& sim, const SimResult& r, const std::string& label, double bound) {
-  fmt::print("placement {}: step {}{}  ({:.2f}x the lower bound), {} transfers, {}\n", label, human_seconds(r.step_time_s),
-             r.fits ? "" : "  DOES NOT FIT", r.step_time_s / bound, r.transfers, human_bytes(r.transfer_bytes));
+  fmt::print("placement {}: step {}{}  ({} the lower bound), {} transfers, {}\n", label, human_seconds(r.step_time_s),
+             r.fits ? "" : "  DOES NOT FIT", times_bound(r.step_time_s, bound), r.transfers, human_bytes(r.transfer_bytes));
   fmt::print("  {:<8} {:>6} {:>12} {:>6} {:>12} {:>12}\n", "device", "ops", "busy", "util", "peak memory", "limit");
   for (DeviceId d = 0; d < r.devices.size(); ++d) {
     const DeviceResult& dr = r.devices[d];
     if (dr.ops == 0 && dr.peak_memory_bytes == 0) continue;
     fmt::print("  {:<8} {:>6} {:>12} {:>5.0f}% {:>12} {:>12}{}\n", p.cluster.device(d).name, dr.ops, human_seconds(dr.busy_s),
-               r.step_time_s > 0 ? 100.0 * dr.busy_s / r.step_time_s : 0.0, human_bytes(static_cast<double>(dr.peak_memory_bytes)),
+               // of what its streams could have done
+               r.step_time_s > 0 ? 100.0 * dr.busy_s / (r.step_time_s * std::max(1, p.cluster.device(d).streams)) : 0.0,
+               human_bytes(static_cast<double>(dr.peak_memory_bytes)),
                human_bytes(static_cast<double>(dr.capacity_bytes)), dr.peak_memory_bytes > dr.capacity_bytes ? "  over" : "");
   }
   auto path = sim.critical_path();
@@ -109,6 +115,13 @@ void run_random(const SimulateArgs& args, const LoadedProblem& p) {
 void run_simulate(const SimulateArgs& args) {
   if (args.random == 0 && args.placements.empty() && args.on.empty())
     throw Error("give --placement FILE, --on DEVICE or --random N");
+  // Checked before anything is loaded or simulated.
+  if (args.random > 0 && (!args.placements.empty() || !args.on.empty() || !args.trace.empty()))
+    throw Error("--random simulates random placements of its own: it takes no --placement, --on or --trace");
+  if (!args.trace.empty()) {
+    if (args.placements.size() + args.on.size() != 1) throw Error("--trace needs exactly one placement");
+    if (!std::ofstream(args.trace, std::ios::app)) throw Error("cannot write trace file '" + args.trace + "'");
+  }
   LoadedProblem p = load_problem(args.problem);
   if (args.random > 0) return run_random(args, p);
 
@@ -141,14 +154,13 @@ void run_simulate(const SimulateArgs& args) {
       fmt::print("\n");
     }
   }
-  if (!args.trace.empty() && runs.size() != 1) throw Error("--trace needs exactly one placement");
   if (args.json) std::cout << (all.size() == 1 ? all[0] : nlohmann::json{{"placements", all}}).dump(2) << "\n";
   if (!args.json && runs.size() > 1) {
     fmt::print("{:<44} {:>12} {:>6} {:>10}\n", "placement", "step", "fits", "vs bound");
     for (const auto& [label, fwd] : runs) {
       const SimResult& r = sim.simulate(expand_placement(p.graph, fwd));
-      fmt::print("{:<44} {:>12} {:>6} {:>9.2f}x\n", label, human_seconds(r.step_time_s), r.fits ? "yes" : "NO",
-                 r.step_time_s / bounds.best());
+      fmt::print("{:<44} {:>12} {:>6} {:>10}\n", label, human_seconds(r.step_time_s), r.fits ? "yes" : "NO",
+                 times_bound(r.step_time_s, bounds.best()));
     }
   }
 }

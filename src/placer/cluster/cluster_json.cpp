@@ -51,7 +51,8 @@ std::uint64_t get_count(const json& j, std::string_view key, const std::string& 
   if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (d >= 0 && d < 1.8e19 && std::floor(d) == d) return static_cast<std::uint64_t>(d);
+    if (d >= 0 && d < 0x1p64 && std::floor(d) == d) return static_cast<std::uint64_t>(d);
+    if (d >= 0x1p64) throw Error(where + ": field " + in_quotes(key) + " must be below 2^64, got " + v.dump());
   }
   throw Error(where + ": field " + in_quotes(key) + " must be a non-negative whole number, got " + v.dump());
 }
@@ -192,15 +193,7 @@ Cluster parse_cluster_json(const json& j, const std::string& source) {
 }
 
 Cluster load_cluster_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open cluster file " + in_quotes(path));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
-  }
-  return parse_cluster_json(j, path);
+  return parse_cluster_json(read_json_file(path, "cluster"), path);
 }
 
 json cluster_to_json(const Cluster& cluster) {

@@ -1,6 +1,7 @@
 #include "placer/cost/cost_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -121,6 +122,20 @@ nlohmann::json Profile::to_json() const {
   return j;
 }
 
+namespace {
+
+// parse(), with `where` in front of its error.
+template <class Parse>
+auto named(const std::string& where, Parse parse) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   Profile p;
   // Compared as JSON values: a field of another type is a mismatch, not a library exception.
@@ -138,8 +153,8 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   if (auto it = j.find("times_s"); it != j.end()) {
     if (!it->is_object()) throw Error(source + ": 'times_s' must be an object keyed by device kind");
     for (auto& [kind_name, entry] : it->items()) {
-      DeviceKind kind = parse_device_kind(kind_name);
       const std::string where = source + ": times_s." + kind_name;
+      const DeviceKind kind = named(where, [&] { return parse_device_kind(kind_name); });
       if (!entry.is_object()) throw Error(where + " must be an object with 'ops' and 'signatures'");
       check_known_fields(entry, {"ops", "signatures"}, where);
       for (const char* table : {"ops", "signatures"})
@@ -174,7 +189,8 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
         if (!classes.is_object()) throw Error(where + "." + field + "." + kind_name + " must be an object keyed by op class");
         for (auto& [class_name, e] : classes.items()) {
           const std::string here = where + "." + field + "." + kind_name + "." + class_name;
-          Efficiency& target = m.of(parse_device_kind(kind_name), parse_op_class(class_name), backward);
+          Efficiency& target = m.of(named(here, [&] { return parse_device_kind(kind_name); }),
+                                    named(here, [&] { return parse_op_class(class_name); }), backward);
           if (!e.is_object()) throw Error(here + " must be an object with 'compute' and 'memory'");
           check_known_fields(e, {"compute", "memory"}, here);
           for (const char* f : {"compute", "memory"})
@@ -192,15 +208,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
 }
 
 Profile Profile::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open profile file '" + path + "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error&) {
-    throw Error("profile file '" + path + "' is not valid JSON");
-  }
-  return from_json(j, "profile file '" + path + "'");
+  return from_json(read_json_file(path, "profile"), "profile file '" + path + "'");
 }
 
 void Profile::save(const std::string& path) const {
@@ -239,6 +247,11 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
         }
       }
       time_s_[k] = modelled_time_s(w, c.device(d), m, !fitted, backward);
+      // Tiny peaks, bandwidths or efficiencies (1e-300 is positive and finite) can price an op
+      // past what a double holds: a step of inf seconds is no answer.
+      if (!std::isfinite(time_s_[k]))
+        throw Error("op '" + g.op_name(o) + "' would take " + std::to_string(time_s_[k]) + " s on device '" + c.device(d).name +
+                    "': check its peak_flops, memory_bandwidth and efficiencies");
     }
   }
 }

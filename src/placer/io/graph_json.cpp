@@ -224,16 +224,9 @@ void save_graph_json(const Graph& g, const std::string& path) {
 }
 
 Graph load_graph_json(const std::string& path, std::optional<OpClass> unknown_op_default) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open graph file '" + path + "'");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    throw Error("graph file '" + path + "' is not valid JSON: " + what.substr(what.find(']') == std::string::npos ? 0 : what.find(']') + 2));
-  }
-  return graph_from_json(j, "graph file '" + path + "'", unknown_op_default);
+  // Duplicate keys are not looked for: a second pass over a file of hundreds of megabytes, and a
+  // repeated op or tensor is an error of the graph builder anyway.
+  return graph_from_json(read_json_file(path, "graph", /*allow_duplicate_keys=*/true), "graph file '" + path + "'", unknown_op_default);
 }
 
 }  // namespace placer

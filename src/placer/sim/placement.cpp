@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 
 namespace placer {
 
@@ -36,15 +37,7 @@ PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& s
 }
 
 PlacementSpec load_placement_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open placement file '" + path + "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error&) {
-    throw Error("placement file '" + path + "' is not valid JSON");
-  }
-  return parse_placement_json(j, "placement file '" + path + "'");
+  return parse_placement_json(read_json_file(path, "placement"), "placement file '" + path + "'");
 }
 
 nlohmann::json placement_to_json(const PlacementSpec& spec) {
@@ -74,10 +67,11 @@ std::vector<DeviceId> resolve_forward_placement(const PlacementSpec& spec, const
   std::vector<DeviceId> by_module(g.num_modules(), kUnset);
   for (const auto& [key, device] : spec.devices) {
     const DeviceId d = device_of(device, "key '" + key + "'");
-    bool matched = false;
-    if (OpId o = g.find_op(key); o != kNoId && o < n) by_op[o] = d, matched = true;
-    if (auto m = g.find_module(key); m && *m != 0) by_module[*m] = d, matched = true;
-    if (!matched) throw Error(source + ": key '" + key + "' matches no forward op and no module of the model");
+    // An exact op name wins: a key that names an op and a module too places the op alone (as
+    // describe_placement writes it).
+    if (OpId o = g.find_op(key); o != kNoId && o < n) by_op[o] = d;
+    else if (auto m = g.find_module(key); m && *m != 0) by_module[*m] = d;
+    else throw Error(source + ": key '" + key + "' matches no forward op and no module of the model");
   }
   const DeviceId fallback = spec.default_device.empty() ? kUnset : device_of(spec.default_device, "'default'");
   std::vector<DeviceId> out(n);

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <unordered_map>
 
 #include "placer/util/error.hpp"
@@ -174,11 +175,16 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   last_finished_.resize(num_devices_);
   result_.devices.resize(num_devices_);
   result_.channel_bytes.resize(c.num_channels());
-  for (DeviceId d = 0; d < num_devices_; ++d) {
-    std::uint64_t limit = static_cast<std::uint64_t>(static_cast<double>(c.device(d).memory_bytes) * options_.memory_fraction);
-    if (!options_.memory_limit_bytes.empty() && options_.memory_limit_bytes[d] > 0) limit = options_.memory_limit_bytes[d];
-    result_.devices[d].capacity_bytes = limit;
-  }
+  for (DeviceId d = 0; d < num_devices_; ++d) result_.devices[d].capacity_bytes = memory_limit_bytes(c, d, options_);
+}
+
+std::uint64_t memory_limit_bytes(const Cluster& c, DeviceId d, const SimOptions& options) {
+  if (!options.memory_limit_bytes.empty() && options.memory_limit_bytes[d] > 0) return options.memory_limit_bytes[d];
+  // Saturating: a capacity near 2^64 times a fraction rounds up past what uint64 holds.
+  const std::uint64_t capacity = c.device(d).memory_bytes;
+  const double scaled = static_cast<double>(capacity) * options.memory_fraction;
+  if (options.memory_fraction == 1.0) return capacity;
+  return scaled >= 0x1p64 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(scaled);
 }
 
 const SimResult& Simulator::simulate(std::span<const DeviceId> devices) {

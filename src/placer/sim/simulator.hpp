@@ -78,6 +78,10 @@ struct SimOptions {
   std::vector<std::uint64_t> memory_limit_bytes;
 };
 
+// The memory a placement may use on device `d`: its per-device limit when `options` gives one,
+// else its capacity x memory_fraction (saturating).
+std::uint64_t memory_limit_bytes(const Cluster& c, DeviceId d, const SimOptions& options);
+
 class Simulator {
  public:
   // Borrows all three; they must outlive the Simulator.

@@ -17,13 +17,35 @@ void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& 
     events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", d}, {"args", {{"sort_index", d}}}});
   }
   std::vector<bool> channel_used(c.num_channels(), false);
+  // Slices on one track must nest, so a device that runs several ops at once (streams > 1) gets a
+  // track per stream: an op goes to the first of its device's tracks that is free when it starts
+  // (the trace lists ops in the order they started). Ops that take no time stay on the first.
+  struct Lane {
+    std::uint32_t device, tid;
+    double end_s;
+  };
+  std::vector<Lane> lanes;
+  for (std::uint32_t d = 0; d < nd; ++d) lanes.push_back({d, d, 0.0});
+  auto lane_for = [&](const TraceEvent& e) -> std::uint32_t {
+    if (e.end_s <= e.start_s) return e.device;
+    for (Lane& l : lanes)
+      if (l.device == e.device && l.end_s <= e.start_s) return l.end_s = e.end_s, l.tid;
+    const auto tid = static_cast<std::uint32_t>(nd + c.num_channels() + lanes.size() - nd);
+    lanes.push_back({e.device, tid, e.end_s});
+    std::size_t stream = 0;
+    for (const Lane& l : lanes) stream += l.device == e.device;
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},
+                      {"args", {{"name", c.device(e.device).name + " stream " + std::to_string(stream)}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", tid}, {"args", {{"sort_index", e.device}}}});
+    return tid;
+  };
   for (const TraceEvent& e : trace) {
     const double ts = e.start_s * 1e6, dur = (e.end_s - e.start_s) * 1e6;
     if (e.kind == TraceEvent::Kind::op) {
       const std::string& module = g.module_name(g.op_module(e.id));
       events.push_back({{"name", g.op_name(e.id)},
                         {"cat", std::string(op_role_name(g.op_role(e.id)))},
-                        {"ph", "X"}, {"pid", 0}, {"tid", e.device}, {"ts", ts}, {"dur", dur},
+                        {"ph", "X"}, {"pid", 0}, {"tid", lane_for(e)}, {"ts", ts}, {"dur", dur},
                         {"args", {{"type", g.op_type(e.id)}, {"module", module}, {"call", g.op_call(e.id)}}}});
     } else {
       for (ChannelId ch : c.route(e.device, e.to)) {

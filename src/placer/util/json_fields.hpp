@@ -1,12 +1,15 @@
-// Checks shared by placer's JSON readers (graph, cluster, profile files).
+// Checks shared by placer's JSON readers (graph, cluster, placement, profile files), and reading one.
 //
 //   check_known_fields(j, {"name", "shape", "dtype"}, "graph file 'g.json': tensors[3]");
 #pragma once
 
+#include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
@@ -25,6 +28,63 @@ inline void check_known_fields(const nlohmann::json& j, std::initializer_list<st
       for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
       throw Error(where + ": unknown field " + in_quotes(key) + " (known: " + list + ")");
     }
+  }
+}
+
+namespace detail {
+
+// A SAX pass that stops at the first object holding a key twice (nlohmann::json keeps the last
+// one silently): `duplicate` names it.
+class DuplicateKeyFinder final : public nlohmann::json::json_sax_t {
+ public:
+  std::string duplicate;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return keys_.emplace_back(), true; }
+  bool key(string_t& k) override {
+    for (const std::string& seen : keys_.back())
+      if (seen == k) return duplicate = k, false;
+    keys_.back().push_back(k);
+    return true;
+  }
+  bool end_object() override { return keys_.pop_back(), true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
+
+ private:
+  std::vector<std::vector<std::string>> keys_;
+};
+
+}  // namespace detail
+
+// Reads and parses the JSON file at `path`; `what` names the kind of file in errors ("placement"
+// gives "placement file 'p.json' ..."). Errors: the file cannot be opened, is not valid JSON (the
+// parser's message, with line and column), holds a number out of range, or (unless
+// `allow_duplicate_keys`) an object with a key twice.
+inline nlohmann::json read_json_file(const std::string& path, const std::string& what, bool allow_duplicate_keys = false) {
+  const std::string name = what + " file " + in_quotes(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open " + name);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto message = [](const std::string& m) { return m.substr(m.find(']') == std::string::npos ? 0 : m.find(']') + 2); };
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (!allow_duplicate_keys) {
+      detail::DuplicateKeyFinder finder;
+      nlohmann::json::sax_parse(text, &finder);
+      if (!finder.duplicate.empty()) throw Error(name + ": key " + in_quotes(finder.duplicate) + " appears twice in one object");
+    }
+    return j;
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(name + " is not valid JSON: " + message(e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(name + ": " + message(e.what()));
   }
 }
 
