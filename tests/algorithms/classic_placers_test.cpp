@@ -437,8 +437,8 @@ TEST(FamilyMemory, ChargesASetUpValueToEachFamilyThatReadsIt) {
   TensorId y = b.add_tensor("y", {10}, DType::u8, TensorKind::activation);
   TensorId z = b.add_tensor("z", {10}, DType::u8, TensorKind::activation);
   b.add_op({.name = "const", .type = "Constant", .outputs = {c}});
-  b.add_op({.name = "a", .type = "Add", .inputs = {x, c}, .outputs = {y}});
-  b.add_op({.name = "b", .type = "Add", .inputs = {y, c}, .outputs = {z}});
+  b.add_op({.name = "a", .type = "Add", .inputs = {x, c}, .outputs = {y}, .work = {.op_class = OpClass::elementwise}});
+  b.add_op({.name = "b", .type = "Add", .inputs = {y, c}, .outputs = {z}, .work = {.op_class = OpClass::elementwise}});
   b.mark_output(z);
   const Graph g = std::move(b).build();
   const Cluster cl = cpu_and_gpus(1, 1 << 20);
@@ -449,6 +449,24 @@ TEST(FamilyMemory, ChargesASetUpValueToEachFamilyThatReadsIt) {
   EXPECT_EQ(m.static_bytes[1], 100u + 64u);  // x and c
   EXPECT_EQ(m.activation_bytes[1], 10u);
   EXPECT_EQ(m.static_bytes[2], 64u);
+}
+
+// A view (an alias op's output) takes no memory of its own, as in the simulator.
+TEST(FamilyMemory, AViewIsNoActivation) {
+  GraphBuilder b("view");
+  TensorId x = b.add_tensor("x", {100}, DType::u8, TensorKind::data), y = b.add_tensor("y", {100}, DType::u8, TensorKind::activation);
+  TensorId v = b.add_tensor("v", {100}, DType::u8, TensorKind::activation), z = b.add_tensor("z", {10}, DType::u8, TensorKind::activation);
+  b.add_op({.name = "a", .type = "Relu", .inputs = {x}, .outputs = {y}, .work = {.op_class = OpClass::elementwise}});
+  b.add_op({.name = "r", .type = "Reshape", .inputs = {y}, .outputs = {v}, .work = {.op_class = OpClass::alias}});
+  b.add_op({.name = "s", .type = "ReduceSum", .inputs = {v}, .outputs = {z}, .work = {.op_class = OpClass::reduction}});
+  b.mark_output(z);
+  const Graph g = std::move(b).build();
+  const Cluster cl = cpu_and_gpus(1, 1 << 20);
+  const CostTable costs(g, cl, CostModel::defaults());
+  const FamilyMemory m = family_memory(Problem{g, cl, costs, {}});
+  EXPECT_EQ(m.activation_bytes[0], 100u);
+  EXPECT_EQ(m.activation_bytes[1], 0u);
+  EXPECT_EQ(m.activation_bytes[2], 10u);
 }
 
 TEST(Registry, ClassicPlacersDocumentTheirOptions) {

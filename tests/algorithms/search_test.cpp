@@ -269,16 +269,19 @@ TEST(OptimalErrors, RejectsAnEnumerationBoundBeyondSixtyFourBits) {
               ::testing::ThrowsMessage<Error>(HasSubstr("max-evaluations")));
 }
 
-// Out of time without a solution is not "infeasible": the best one-device placement that fits.
+// Out of time without a solution is not "infeasible" (it was: memory was relaxed, then "no placement
+// fits"): the best one-device placement that fits. NMT's 24 groups take CBC longer than 50 ms, and
+// no one-device start fits the program's conservative memory rows; should a machine solve it in
+// time, the program's own solution is as good an answer.
 TEST(OptimalIp, OutOfTimeFallsBackToTheBestSingleDevice) {
   REQUIRE_SHARED_MODELS();
   const Graph graph = load_model(test::shared_model("nmt"), ModelOptions{});
   const Cluster cluster = cluster_preset("k80x4");
   const CostTable costs(graph, cluster, CostModel::defaults());
   const PlacementResult r = run_placer("optimal", Problem{graph, cluster, costs, {}}, {.threads = 1}, 1,
-                                       {{"max-groups", "24"}, {"method", "ip"}, {"ip-seconds", "0.000001"}});
+                                       {{"max-groups", "24"}, {"method", "ip"}, {"ip-seconds", "0.05"}});
   EXPECT_TRUE(r.sim.fits);
-  EXPECT_THAT(r.note, HasSubstr("no solution within its time limit"));
+  EXPECT_THAT(r.note, ::testing::AnyOf(HasSubstr("no solution within its time limit"), HasSubstr("the simulator kept")));
 }
 
 TEST(LocalSearch, RejectsBadOptions) {

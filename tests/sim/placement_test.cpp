@@ -117,13 +117,17 @@ TEST(PlacementFile, AKeyNamingAnOpAndAModulePlacesTheOp) {
   GraphBuilder b("clash");
   TensorId x = b.add_tensor("x", {4}, DType::f32, TensorKind::data), t0 = b.add_tensor("t0", {4}, DType::f32, TensorKind::activation);
   TensorId t1 = b.add_tensor("t1", {4}, DType::f32, TensorKind::activation);
+  TensorId t2 = b.add_tensor("t2", {4}, DType::f32, TensorKind::activation), t3 = b.add_tensor("t3", {4}, DType::f32, TensorKind::activation);
   b.add_op({.name = "blk", .type = "Relu", .inputs = {x}, .outputs = {t0}, .module = "blk"});
   b.add_op({.name = "blk/other", .type = "Relu", .inputs = {t0}, .outputs = {t1}, .module = "blk"});
-  b.mark_output(t1);
+  b.add_op({.name = "r1", .type = "Relu", .inputs = {t1}, .outputs = {t2}});
+  b.add_op({.name = "r2", .type = "Relu", .inputs = {t2}, .outputs = {t3}});
+  b.mark_output(t3);
   const Graph g = std::move(b).build();
-  EXPECT_THAT(resolve(R"({"default": "gpu:0", "devices": {"blk": "gpu:1"}})", g), ElementsAre(2u, 1u));
+  EXPECT_THAT(resolve(R"({"default": "gpu:0", "devices": {"blk": "gpu:1"}})", g), ElementsAre(2u, 1u, 1u, 1u));
   const Cluster c = cpu_and_two_gpus();
-  for (std::vector<DeviceId> fwd : {std::vector<DeviceId>{2, 1}, {1, 2}, {2, 2}})
+  // {2, 2, 1, 1}: the whole module on gpu:1, which a module key "blk" would not say.
+  for (std::vector<DeviceId> fwd : {std::vector<DeviceId>{2, 1, 1, 1}, {1, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 1, 1}})
     EXPECT_EQ(resolve_forward_placement(parse_placement_json(placement_to_json(describe_placement(g, c, fwd)), "t"), g, c), fwd);
 }
 

@@ -143,7 +143,7 @@ FamilyMemory family_memory(const Problem& problem) {
       std::uint64_t bytes = g.tensor_bytes(t);
       if (training && g.tensor_kind(t) == TensorKind::parameter) bytes += std::uint64_t{g.optimizer_state_copies()} * bytes;
       m.static_bytes[anchor[home]] += bytes;
-    } else {
+    } else if (!g.op_is_view(g.producer(t))) {  // a view takes no memory of its own (as in the simulator)
       m.activation_bytes[anchor[g.producer(t)]] += g.tensor_bytes(t);
     }
   }

@@ -141,7 +141,7 @@ std::vector<double> family_times(const Problem& problem);
 // bytes of its activations: what memory-aware placers budget with.
 struct FamilyMemory {
   std::vector<std::uint64_t> static_bytes;      // per forward op: sources homed there, set-up values it reads
-  std::vector<std::uint64_t> activation_bytes;  // per forward op: outputs of the op and its gradient ops
+  std::vector<std::uint64_t> activation_bytes;  // per forward op: outputs of the op and its gradient ops (views: none)
   // Per forward op, in training: every read of a trained parameter yields a partial gradient that
   // stays until the parameter's update at the end of the step (a weight shared by 20 time steps:
   // 20 of them). Zero in inference.

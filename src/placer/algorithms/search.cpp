@@ -437,7 +437,10 @@ class OptimalPlacer final : public Placer {
     for (std::size_t g = 1; g < ng; ++g) rest *= nd;
     const std::uint64_t total = rest * first_choices.size();
     constexpr std::uint64_t kBlock = 1024;
-    const std::uint64_t blocks = (total + kBlock - 1) / kBlock;
+    // A sample budget takes whole blocks from the start (the same ones whatever the threads); a
+    // time budget stops between blocks.
+    std::uint64_t blocks = (total + kBlock - 1) / kBlock;
+    if (budget.samples > 0) blocks = std::min<std::uint64_t>(blocks, (budget.samples + kBlock - 1) / kBlock);
 
     struct Best {
       bool found = false;
@@ -484,23 +487,20 @@ class OptimalPlacer final : public Placer {
               }
             }
             samples += hi - lo;
-            // A budget stops the enumeration between blocks: the best so far, not proven optimal.
-            const bool out_of_samples = budget.samples > 0 && samples.load() >= budget.samples;
-            const bool out_of_time =
-                budget.seconds > 0.0 && std::chrono::duration<double>(Clock::now() - start).count() >= budget.seconds;
-            if (out_of_samples || out_of_time) stop = true;
+            if (budget.seconds > 0.0 && std::chrono::duration<double>(Clock::now() - start).count() >= budget.seconds) stop = true;
           }
         },
         observer, stop, samples, total, best_time, start);
     const Best* winner = nullptr;
     for (const Best& b : best)
       if (b.found && (!winner || b.time < winner->time || (b.time == winner->time && b.index < winner->index))) winner = &b;
-    if (!winner && stop.load()) throw Error("optimal: stopped before finding a placement that fits in memory");
+    if (!winner && samples.load() < total)
+      throw Error("optimal: stopped (budget or interrupt) before finding a placement that fits in memory");
     if (!winner)
       throw Error("optimal: no placement of the " + std::to_string(ng) + " groups on the " + std::to_string(nd) +
                   " devices fits in memory");
     std::string note = "exhaustive over " + std::to_string(ng) + " groups: " + std::to_string(samples.load()) + " placements simulated";
-    if (stop.load()) note += "; stopped early: not proven optimal";
+    if (samples.load() < total) note += "; stopped early (budget or interrupt): not proven optimal";
     return finish(p, winner->devices, samples.load(), note);
   }
 

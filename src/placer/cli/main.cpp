@@ -59,10 +59,8 @@ RegisterCommands load_torch_module(char** argv) {
   // executable itself loads OpenBLAS (CBC's LAPACK), so the variable only counts if it is set
   // before this process starts: set it and start again, once. configure_threads raises the pool
   // where more threads are asked for; a user who sets the variable chooses otherwise.
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr && setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0)
     execv("/proc/self/exe", argv);  // returns only on failure: go on with the pool as it is
-  }
   const std::string path = executable_dir() + placer::cli::kTorchModuleFile;
   void* module = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!module) throw placer::Error(std::string("cannot load placer's libtorch module: ") + dlerror());

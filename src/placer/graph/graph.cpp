@@ -68,6 +68,12 @@ TensorId Graph::find_tensor(std::string_view name) const {
   return it == tensor_by_name_.end() ? kNoId : it->second;
 }
 
+bool Graph::op_is_view(OpId op) const {
+  if (op_folded(op) || op_work_[op].op_class != OpClass::alias) return false;
+  const auto ins = op_inputs(op);
+  return op_outputs(op).size() == 1 && !ins.empty() && ins[0] != kNoId && !tensor_folded(ins[0]);
+}
+
 GraphBuilder::GraphBuilder(std::string graph_name) : graph_name_(std::move(graph_name)) {}
 
 TensorId GraphBuilder::add_tensor(std::string name, std::vector<std::int64_t> shape, DType dtype, TensorKind kind) {

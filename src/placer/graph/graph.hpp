@@ -69,6 +69,10 @@ class Graph {
   // set-up), so a folded op takes no time in a step and its outputs are on every device that reads
   // them, never sent.
   bool op_folded(OpId op) const { return op_folded_[op] != 0; }
+  // An op of class alias (no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity, their
+  // gradients, or an unknown op priced as an alias) that is not folded, has one output and reads a
+  // tensor of the step first: its output is a view sharing that input's storage.
+  bool op_is_view(OpId op) const;
   bool tensor_folded(TensorId t) const { return tensor_folded_[t] != 0; }
   std::size_t num_folded_ops() const { return num_folded_ops_; }
   // Inputs in slot order; kNoId marks an absent optional input.

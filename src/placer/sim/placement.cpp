@@ -130,7 +130,10 @@ PlacementSpec describe_placement(const Graph& g, const Cluster& c, std::span<con
     const ModuleId parent = g.module_parent(m);
     inherited[m] = inherited[parent];
     covered[m] = covered[parent];
-    if (covered[m] || uniform[m] == kNone || uniform[m] == kMixed) continue;
+    // A module whose path is also a forward op's name cannot be a key (the op would win): its ops
+    // get keys of their own.
+    const OpId namesake = g.find_op(g.module_name(m));
+    if (covered[m] || uniform[m] == kNone || uniform[m] == kMixed || (namesake != kNoId && namesake < n)) continue;
     if (uniform[m] != inherited[m]) spec.devices.emplace_back(g.module_name(m), c.device(uniform[m]).name);
     inherited[m] = uniform[m];
     covered[m] = true;

@@ -123,13 +123,11 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   for (TensorId x = 0; x < t; ++x) alloc_bytes_[x] = tensors_[x].bytes;
   std::vector<std::uint32_t> viewed(t, kNone);
   for (OpId o : g.topological_order()) {
-    if (g.op_folded(o) || g.op_work(o).op_class != OpClass::alias) continue;
-    const auto ins = g.op_inputs(o);
-    const auto outs = g.op_outputs(o);
-    if (outs.size() != 1 || ins.empty() || ins[0] == kNoId || g.tensor_folded(ins[0])) continue;
-    views_.push_back({o, ins[0], outs[0]});
-    alloc_bytes_[outs[0]] = 0;
-    viewed[outs[0]] = ins[0];
+    if (!g.op_is_view(o)) continue;
+    const TensorId in = g.op_inputs(o)[0], out = g.op_outputs(o)[0];
+    views_.push_back({o, in, out});
+    alloc_bytes_[out] = 0;
+    viewed[out] = in;
   }
   for (TensorId x : g.outputs())
     for (std::uint32_t y = x; y != kNone; y = viewed[y]) tensors_[y].keep = 1;
@@ -250,7 +248,10 @@ void Simulator::run(std::span<const DeviceId> devices) {
 
   // Reset scratch. copies_[].uses is all zeros here: every count a run adds, the same run takes
   // back (readers finish, sends arrive). A run that fails part-way marks it dirty.
-  if (uses_dirty_) std::fill(uses_.begin(), uses_.end(), 0u), uses_dirty_ = false;
+  // Dirty until this run ends normally: an exception thrown part-way (out of memory growing the
+  // transfer or trace lists) leaves counts behind.
+  if (uses_dirty_) std::fill(uses_.begin(), uses_.end(), 0u);
+  uses_dirty_ = true;
   std::fill(mem_now_.begin(), mem_now_.end(), 0u);
   std::fill(channel_free_.begin(), channel_free_.end(), 0.0);
   std::fill(route_bytes_.begin(), route_bytes_.end(), 0.0);
@@ -499,8 +500,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
       top_done = false;
     }
   }
-  if (finished != n) uses_dirty_ = true;
   if (finished != n) throw Error("simulation ended with " + std::to_string(n - finished) + " ops that never ran (internal error)");
+  uses_dirty_ = false;  // every count this run added, it took back
 
   std::fill(result_.channel_bytes.begin(), result_.channel_bytes.end(), 0.0);
   double transfer_bytes = 0.0;

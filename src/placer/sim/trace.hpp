@@ -1,5 +1,5 @@
 // Writes a simulated schedule in the Chrome trace event format (opens in Perfetto and
-// chrome://tracing): one track per device and one per link direction, op slices named by op and
+// chrome://tracing): one track per device (per stream when it has several) and one per link direction, op slices named by op and
 // module path, transfer slices by tensor, with bytes and route in their arguments.
 #pragma once
 

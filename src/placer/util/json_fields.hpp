@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "placer/util/error.hpp"
@@ -47,9 +48,7 @@ class DuplicateKeyFinder final : public nlohmann::json::json_sax_t {
   bool binary(binary_t&) override { return true; }
   bool start_object(std::size_t) override { return keys_.emplace_back(), true; }
   bool key(string_t& k) override {
-    for (const std::string& seen : keys_.back())
-      if (seen == k) return duplicate = k, false;
-    keys_.back().push_back(k);
+    if (!keys_.back().insert(k).second) return duplicate = k, false;
     return true;
   }
   bool end_object() override { return keys_.pop_back(), true; }
@@ -58,7 +57,7 @@ class DuplicateKeyFinder final : public nlohmann::json::json_sax_t {
   bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
 
  private:
-  std::vector<std::vector<std::string>> keys_;
+  std::vector<std::unordered_set<std::string>> keys_;
 };
 
 }  // namespace detail
