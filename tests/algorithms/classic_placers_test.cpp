@@ -430,6 +430,13 @@ INSTANTIATE_TEST_SUITE_P(Classic, Partitioner, ::testing::Values("metis", "scotc
 
 // The memory the memory-aware placers plan with agrees with the simulator about set-up values: a
 // constant is in the memory of each family that reads it, and is no family's activation.
+// family_memory of a graph on one CPU and one GPU.
+FamilyMemory family_memory_of(const Graph& g) {
+  const Cluster cl = cpu_and_gpus(1, 1 << 20);
+  const CostTable costs(g, cl, CostModel::defaults());
+  return family_memory(Problem{g, cl, costs, {}});
+}
+
 TEST(FamilyMemory, ChargesASetUpValueToEachFamilyThatReadsIt) {
   GraphBuilder b("fam");
   TensorId x = b.add_tensor("x", {100}, DType::u8, TensorKind::data);
@@ -440,10 +447,7 @@ TEST(FamilyMemory, ChargesASetUpValueToEachFamilyThatReadsIt) {
   b.add_op({.name = "a", .type = "Add", .inputs = {x, c}, .outputs = {y}, .work = {.op_class = OpClass::elementwise}});
   b.add_op({.name = "b", .type = "Add", .inputs = {y, c}, .outputs = {z}, .work = {.op_class = OpClass::elementwise}});
   b.mark_output(z);
-  const Graph g = std::move(b).build();
-  const Cluster cl = cpu_and_gpus(1, 1 << 20);
-  const CostTable costs(g, cl, CostModel::defaults());
-  const FamilyMemory m = family_memory(Problem{g, cl, costs, {}});
+  const FamilyMemory m = family_memory_of(std::move(b).build());
   EXPECT_EQ(m.static_bytes[0], 0u);
   EXPECT_EQ(m.activation_bytes[0], 0u);
   EXPECT_EQ(m.static_bytes[1], 100u + 64u);  // x and c
@@ -460,10 +464,7 @@ TEST(FamilyMemory, AViewIsNoActivation) {
   b.add_op({.name = "r", .type = "Reshape", .inputs = {y}, .outputs = {v}, .work = {.op_class = OpClass::alias}});
   b.add_op({.name = "s", .type = "ReduceSum", .inputs = {v}, .outputs = {z}, .work = {.op_class = OpClass::reduction}});
   b.mark_output(z);
-  const Graph g = std::move(b).build();
-  const Cluster cl = cpu_and_gpus(1, 1 << 20);
-  const CostTable costs(g, cl, CostModel::defaults());
-  const FamilyMemory m = family_memory(Problem{g, cl, costs, {}});
+  const FamilyMemory m = family_memory_of(std::move(b).build());
   EXPECT_EQ(m.activation_bytes[0], 100u);
   EXPECT_EQ(m.activation_bytes[1], 0u);
   EXPECT_EQ(m.activation_bytes[2], 10u);

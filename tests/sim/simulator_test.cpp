@@ -12,6 +12,8 @@
 namespace placer {
 namespace {
 
+using ::testing::ElementsAre;
+
 using ::testing::DoubleNear;
 
 // Two GPUs behind one switch: gpu:0 -> sw -> gpu:1 is two hops of 1 GB/s and 1 us each.
@@ -300,19 +302,29 @@ TEST(Simulator, StreamsRunIndependentOpsTogether) {
   EXPECT_DOUBLE_EQ(two.on({0, 0}).step_time_s, 1.0);
 }
 
+// (op, start) of every op of a sketch run all on gpu:0, in the order they started.
+struct Start {
+  std::uint32_t op;
+  double start_s;
+  bool operator==(const Start&) const = default;
+  friend std::ostream& operator<<(std::ostream& os, const Start& s) { return os << "op " << s.op << " at " << s.start_s; }
+};
+std::vector<Start> run_order(Sketch&& s) {
+  Priced r(std::move(s), two_gpus());
+  std::vector<TraceEvent> trace;
+  r.sim.simulate(std::vector<DeviceId>(r.g.num_ops(), 0), trace);
+  std::vector<Start> out;
+  for (const TraceEvent& e : trace) out.push_back({e.id, e.start_s});
+  return out;
+}
+
 TEST(Simulator, ReadyOpsStartInProgramOrder) {
   Sketch s;
   TensorId x = s.tensor("x", 10, TensorKind::data), a = s.tensor("ta", 10), b = s.tensor("tb", 10), c = s.tensor("tc", 10);
   s.op("first", {x}, {a}, 1.0);
   s.op("second", {x}, {b}, 1.0);
   s.op("third", {x}, {c}, 1.0);
-  Priced r(std::move(s), two_gpus());
-  std::vector<TraceEvent> trace;
-  r.sim.simulate(std::vector<DeviceId>{0, 0, 0}, trace);
-  ASSERT_EQ(trace.size(), 3u);
-  EXPECT_EQ(trace[0].id, 0u);
-  EXPECT_EQ(trace[1].id, 1u);
-  EXPECT_DOUBLE_EQ(trace[2].start_s, 2.0);
+  EXPECT_THAT(run_order(std::move(s)), ElementsAre(Start{0, 0.0}, Start{1, 1.0}, Start{2, 2.0}));
 }
 
 // Program order, not breadth-first: "second" reads "first"'s output and still runs before "third",
@@ -325,14 +337,7 @@ TEST(Simulator, AnOpThatBecomesReadyLaterStillGoesFirstInProgramOrder) {
   s.op("first", {x}, {a}, 1.0);
   s.op("second", {a}, {b}, 1.0);
   s.op("third", {y}, {c}, 1.0);
-  Priced r(std::move(s), two_gpus());
-  std::vector<TraceEvent> trace;
-  r.sim.simulate(std::vector<DeviceId>{0, 0, 0}, trace);
-  ASSERT_EQ(trace.size(), 3u);
-  EXPECT_EQ(trace[0].id, 0u);
-  EXPECT_EQ(trace[1].id, 1u);
-  EXPECT_EQ(trace[2].id, 2u);
-  EXPECT_DOUBLE_EQ(trace[2].start_s, 2.0);
+  EXPECT_THAT(run_order(std::move(s)), ElementsAre(Start{0, 0.0}, Start{1, 1.0}, Start{2, 2.0}));
 }
 
 TEST(Simulator, CriticalPathFollowsTheTransfer) {
