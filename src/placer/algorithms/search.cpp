@@ -599,9 +599,6 @@ class OptimalPlacer final : public Placer {
           if (candidates[k] == d)
             budget_bytes[k] = std::max(0.0, budget_bytes[k] - static_cast<double>(short_bytes) - 0.02 * static_cast<double>(limits[d]));
     }
-    if (closest)
-      return finish(p, std::move(*closest), eval.evaluations(),
-                    "integer program (CBC): no solution found that fits in memory; the one closest to fitting is shown");
     if (timed_out) {
       // No solution within the time limit: the best one-device placement that fits, if any.
       Candidate best;
@@ -615,9 +612,13 @@ class OptimalPlacer final : public Placer {
         return finish(p, std::move(best.devices), eval.evaluations(),
                       "integer program (CBC): no solution within its time limit (" + std::to_string(time_limit) +
                           " s); everything on " + on + ", the best one-device placement");
-      throw Error("optimal: the integer program found no solution within its time limit (" + std::to_string(time_limit) +
-                  " s) and no single device holds the model; raise ip-seconds or lower max-groups");
+      if (!closest)
+        throw Error("optimal: the integer program found no solution within its time limit (" + std::to_string(time_limit) +
+                    " s) and no single device holds the model; raise ip-seconds or lower max-groups");
     }
+    if (closest)
+      return finish(p, std::move(*closest), eval.evaluations(),
+                    "integer program (CBC): no solution found that fits in memory; the one closest to fitting is shown");
     throw Error("optimal: no placement of the " + std::to_string(ng) + " groups on the " + std::to_string(nd) +
                 " devices fits in memory (integer program infeasible)");
   }

@@ -246,10 +246,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
   DeviceResult* const dres = result_.devices.data();
   std::vector<TraceEvent>* const trace = trace_;
 
-  // Reset scratch. copies_[].uses is all zeros here: every count a run adds, the same run takes
-  // back (readers finish, sends arrive). A run that fails part-way marks it dirty.
-  // Dirty until this run ends normally: an exception thrown part-way (out of memory growing the
-  // transfer or trace lists) leaves counts behind.
+  // Reset scratch. uses_ is all zeros after a run that ended normally: every count a run adds, the
+  // same run takes back (readers finish, sends arrive). It stays dirty until this run ends so: an
+  // exception part-way (out of memory growing the transfer or trace lists) leaves counts behind.
   if (uses_dirty_) std::fill(uses_.begin(), uses_.end(), 0u);
   uses_dirty_ = true;
   std::fill(mem_now_.begin(), mem_now_.end(), 0u);
