@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "placer/cli/common.hpp"
-#include "placer/cluster/cluster.hpp"
 #include "placer/cli/torch_module.hpp"
+#include "placer/cluster/cluster.hpp"
 #include "placer/util/error.hpp"
 
 namespace {
@@ -21,8 +21,9 @@ namespace {
 // `profile`, `validate`, and any mention of the `local` preset (measured with libtorch; an argument
 // `local` or `--cluster=local`, wherever it stands). Optional (without the module they still work,
 // with a warning): help (a bare `placer` or `placer --help` lists every subcommand; `placer --help
-// simulate` is simulate's help), `place` and `compare` (learned placers), `clusters` (lists `local`). inspect,
-// simulate, bounds and fit on other clusters, `--version` and unknown subcommands never load it.
+// simulate` is simulate's help), `place` and `compare` (learned placers), `clusters` (lists
+// `local`). inspect, simulate, bounds and fit on other clusters, `--version` and unknown
+// subcommands never load it.
 enum class TorchNeed { none, optional, required };
 TorchNeed torch_need(int argc, char** argv) {
   std::string_view command;
