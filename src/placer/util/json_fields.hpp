@@ -70,15 +70,14 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
   const std::string name = what + " file " + in_quotes(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open " + name);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto message = [](const std::string& m) { return m.substr(m.find(']') == std::string::npos ? 0 : m.find(']') + 2); };
   try {
+    if (allow_duplicate_keys) return nlohmann::json::parse(in);  // straight from the file: no copy of a big one
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     nlohmann::json j = nlohmann::json::parse(text);
-    if (!allow_duplicate_keys) {
-      detail::DuplicateKeyFinder finder;
-      nlohmann::json::sax_parse(text, &finder);
-      if (!finder.duplicate.empty()) throw Error(name + ": key " + in_quotes(finder.duplicate) + " appears twice in one object");
-    }
+    detail::DuplicateKeyFinder finder;
+    nlohmann::json::sax_parse(text, &finder);
+    if (!finder.duplicate.empty()) throw Error(name + ": key " + in_quotes(finder.duplicate) + " appears twice in one object");
     return j;
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(name + " is not valid JSON: " + message(e.what()));
