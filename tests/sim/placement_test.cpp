@@ -106,6 +106,8 @@ TEST(PlacementFile, UncoveredOpWithoutDefaultIsAnError) {
 TEST(PlacementFile, MalformedFilesAreErrors) {
   EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"([1, 2])"), "t"), Error);
   EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"default": 3})"), "t"), Error);
+  EXPECT_THAT([] { parse_placement_json(nlohmann::json::parse(R"({"default": ""})"), "t"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("'default' must be a device name")));
   EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"devices": {"fc": 1}})"), "t"), Error);
   EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"defualt": "gpu:0"})"), "t"), Error);
   EXPECT_THROW(load_placement_file("/nonexistent/placement.json"), Error);

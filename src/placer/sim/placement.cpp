@@ -15,7 +15,7 @@ PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& s
   PlacementSpec spec;
   for (auto& [key, value] : j.items()) {
     if (key == "default") {
-      if (!value.is_string()) throw Error(source + ": 'default' must be a device name");
+      if (!value.is_string() || value.get<std::string>().empty()) throw Error(source + ": 'default' must be a device name");
       spec.default_device = value.get<std::string>();
     } else if (key == "devices") {
       if (!value.is_object()) throw Error(source + ": 'devices' must be an object mapping op names or module paths to devices");

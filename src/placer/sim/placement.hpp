@@ -22,7 +22,7 @@ namespace placer {
 // A placement file as written (names, not ids).
 struct PlacementSpec {
   std::string default_device;
-  std::vector<std::pair<std::string, std::string>> devices;  // key -> device name, in file order
+  std::vector<std::pair<std::string, std::string>> devices;  // key -> device name (keys sorted when read from JSON)
 };
 
 PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& source);
