@@ -3,6 +3,7 @@
 // under a seed beats the random policy by far on a problem whose best placement is known, the same
 // seed gives the same result with 1 or 2 threads, and a stopped and resumed search ends where an
 // uninterrupted one does.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -248,6 +249,41 @@ TEST(Training, ResumeRefusesAnotherAlgorithmsCheckpoint) {
   const std::string path = temp("other.ckpt");
   run("colocrl", pr.problem(), Budget{.samples = 8, .checkpoint_path = path}, {{"hidden", "16"}});
   EXPECT_THROW(run("hdp", pr.problem(), Budget{.samples = 8, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}}), Error);
+}
+
+// A checkpoint is for one problem and one set of options: resuming it under another memory limit,
+// cluster or learning rate is an error, not a silently reused best placement.
+TEST(Training, ResumeRefusesAnotherProblemOrOptions) {
+  Priced pr = skip_chain(6, 2);
+  const std::string path = temp("mine.ckpt");
+  run("colocrl", pr.problem(), Budget{.samples = 8, .checkpoint_path = path}, {{"hidden", "16"}});
+  Problem tighter = pr.problem();
+  tighter.sim.memory_fraction = 0.5;
+  EXPECT_THAT([&] { run("colocrl", tighter, Budget{.samples = 16, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("another problem")));
+  EXPECT_THAT(
+      [&] {
+        run("colocrl", pr.problem(), Budget{.samples = 16, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}, {"lr", "0.01"}});
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("other options")));
+  const PlacementResult same =
+      run("colocrl", pr.problem(), Budget{.samples = 16, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}});
+  EXPECT_TRUE(same.sim.fits);
+}
+
+// Files that cannot be written fail before training, not after it.
+TEST(Training, AnUnwritableCheckpointFailsFirst) {
+  Priced pr = skip_chain(6, 2);
+  EXPECT_THAT([&] { run("colocrl", pr.problem(), Budget{.samples = 1'000'000, .checkpoint_path = "/nonexistent/dir/x.ckpt"}, {{"hidden", "16"}}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("cannot write the checkpoint")));
+}
+
+// A time budget shorter than one update still gives the placement of one update.
+TEST(Training, ATinyTimeBudgetStillUpdatesOnce) {
+  Priced pr = skip_chain(6, 2);
+  const PlacementResult r = run("colocrl", pr.problem(), Budget{.seconds = 1e-9}, {{"hidden", "16"}, {"batch", "4"}});
+  EXPECT_EQ(r.samples, 4u);
+  EXPECT_TRUE(r.sim.fits);
 }
 
 TEST(Registry, LearnedPlacersAreRegisteredOnceWithTheirOptions) {

@@ -4,7 +4,9 @@
 #include <malloc.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,7 +54,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr const char* kFormat = "placer-rl-checkpoint";
-constexpr std::int64_t kVersion = 1;
+constexpr std::int64_t kVersion = 2;  // 2: the problem's and the options' identity
 
 // Everything that decides the rest of a run, besides the policy and optimizer.
 struct State {
@@ -75,13 +77,50 @@ void write_curve(const std::string& path, const std::vector<std::array<double, 4
 
 struct Fingerprint {
   std::int64_t forward_ops, devices, batch, parameters;
+  std::int64_t problem;  // hash of what the simulator sees (see problem_hash)
+  std::string config;    // TrainOptions::config
 };
+
+// FNV-1a over what decides every simulated step time and fit: the graph's ops and tensors, every
+// op time on every device, the routes between devices and each device's memory limit. Another
+// model, cluster, profile, --dim, --memory-fraction or --optimizer changes it.
+std::int64_t problem_hash(const Problem& p) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
+  };
+  auto mix_double = [&](double d) { mix(std::bit_cast<std::uint64_t>(d)); };
+  const Graph& g = p.graph;
+  mix(g.num_ops()), mix(g.num_tensors()), mix(g.num_forward_ops());
+  for (OpId o = 0; o < g.num_ops(); ++o) {
+    for (TensorId t : g.op_inputs(o)) mix(t);
+    for (TensorId t : g.op_outputs(o)) mix(t);
+  }
+  for (TensorId t = 0; t < g.num_tensors(); ++t) mix(g.tensor_bytes(t));
+  for (double t : p.costs.times()) mix_double(t);
+  const std::size_t nd = p.cluster.num_devices();
+  for (DeviceId a = 0; a < nd; ++a)
+    for (DeviceId b = 0; b < nd; ++b)
+      if (a != b) mix_double(p.cluster.route_latency_s(a, b)), mix_double(p.cluster.route_bandwidth(a, b));
+  for (std::uint64_t limit : memory_limits(p)) mix(limit);
+  return static_cast<std::int64_t>(h);
+}
 
 Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, torch::nn::Module& m) {
   std::int64_t params = 0;
   for (const auto& p : m.parameters()) params += p.numel();
   return {static_cast<std::int64_t>(problem.graph.num_forward_ops()), static_cast<std::int64_t>(problem.cluster.num_devices()),
-          static_cast<std::int64_t>(o.batch), params};
+          static_cast<std::int64_t>(o.batch), params, problem_hash(problem), o.config};
+}
+
+// Fails now, not after hours of training, when `path` cannot be written (a file this creates is
+// removed again).
+void check_writable(const std::string& path, const char* what) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  if (!std::ofstream(path, std::ios::app)) throw Error(std::string("cannot write ") + what + " '" + path + "'");
+  if (!existed) std::filesystem::remove(path, ec);
 }
 
 void save_checkpoint(const std::string& path, const TrainOptions& o, const Fingerprint& fp, const State& s, const std::mt19937_64& rng,
@@ -94,6 +133,8 @@ void save_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   ar.write("devices", c10::IValue(fp.devices));
   ar.write("batch", c10::IValue(fp.batch));
   ar.write("parameters", c10::IValue(fp.parameters));
+  ar.write("problem", c10::IValue(fp.problem));
+  ar.write("config", c10::IValue(fp.config));
   ar.write("updates", c10::IValue(s.updates));
   ar.write("samples", c10::IValue(s.samples));
   ar.write("baseline", c10::IValue(s.baseline));
@@ -119,7 +160,10 @@ void save_checkpoint(const std::string& path, const TrainOptions& o, const Finge
     ar.save_to(tmp);
     std::filesystem::rename(tmp, path);
   } catch (const std::exception& e) {
-    throw Error("cannot write checkpoint '" + path + "': " + e.what());
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    throw Error("cannot write checkpoint '" + path + "': " + (c10_error ? c10_error->what_without_backtrace() : e.what()));
   }
 }
 
@@ -127,7 +171,11 @@ template <typename T>
 T read_value(torch::serialize::InputArchive& ar, const std::string& path, const char* key) {
   c10::IValue v;
   if (!ar.try_read(key, v)) throw Error("checkpoint '" + path + "': missing field '" + key + "'");
-  return v.to<T>();
+  try {
+    return v.to<T>();
+  } catch (const c10::Error&) {
+    throw Error("checkpoint '" + path + "': field '" + key + "' has the wrong type");
+  }
 }
 
 void load_checkpoint(const std::string& path, const TrainOptions& o, const Fingerprint& fp, State& s, std::mt19937_64& rng,
@@ -153,6 +201,12 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   expect("devices", fp.devices);
   expect("batch", fp.batch);
   expect("parameters", fp.parameters);
+  if (read_value<std::int64_t>(ar, path, "problem") != fp.problem)
+    throw Error("checkpoint '" + path + "' was written for another problem (model, cluster, profile, memory limits or mode)");
+  const std::string config = read_value<std::string>(ar, path, "config");
+  if (config != fp.config)
+    throw Error("checkpoint '" + path + "' was written with other options (" + (config.empty() ? "none" : config) + ") than these (" +
+                (fp.config.empty() ? "none" : fp.config) + ")");
   s.updates = read_value<std::int64_t>(ar, path, "updates");
   s.samples = read_value<std::int64_t>(ar, path, "samples");
   s.baseline = read_value<double>(ar, path, "baseline");
@@ -160,20 +214,27 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   s.best_s = read_value<double>(ar, path, "best_step_time_s");
   s.elapsed_before_s = read_value<double>(ar, path, "elapsed_s");
   torch::Tensor best, curve;
-  ar.read("best_placement", best);
-  ar.read("curve", curve);
+  if (!ar.try_read("best_placement", best) || !ar.try_read("curve", curve))
+    throw Error("checkpoint '" + path + "': missing field 'best_placement' or 'curve'");
   s.best.clear();
   for (std::int64_t i = 0; i < best.numel(); ++i) s.best.push_back(static_cast<DeviceId>(best[i].item<std::int64_t>()));
+  if (!s.best.empty() && (s.best.size() != static_cast<std::size_t>(fp.forward_ops) ||
+                          *std::max_element(s.best.begin(), s.best.end()) >= static_cast<std::uint64_t>(fp.devices)))
+    throw Error("checkpoint '" + path + "': its best placement does not match this problem");
   s.curve.clear();
   for (std::int64_t i = 0; i < curve.size(0); ++i)
     s.curve.push_back({curve[i][0].item<double>(), curve[i][1].item<double>(), curve[i][2].item<double>(), curve[i][3].item<double>()});
   std::istringstream rs(read_value<std::string>(ar, path, "rng"));
   rs >> rng;
   torch::serialize::InputArchive policy, opt;
-  ar.read("policy", policy);
-  ar.read("optimizer", opt);
-  module.load(policy);
-  optimizer.load(opt);
+  if (!ar.try_read("policy", policy) || !ar.try_read("optimizer", opt))
+    throw Error("checkpoint '" + path + "': missing field 'policy' or 'optimizer'");
+  try {
+    module.load(policy);
+    optimizer.load(opt);
+  } catch (const c10::Error& e) {
+    throw Error("checkpoint '" + path + "': its policy does not load: " + e.what_without_backtrace());
+  }
 }
 
 }  // namespace
@@ -192,6 +253,15 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   State s;
   const Fingerprint fp = fingerprint_of(problem, o, module);
   if (budget.resume) load_checkpoint(budget.checkpoint_path, o, fp, s, rng, module, optimizer);
+  check_writable(budget.checkpoint_path, "the checkpoint");
+  check_writable(budget.curve_path, "the learning curve");
+  if (!s.best.empty()) {  // the saved best must still be what it was
+    Evaluator eval(problem);
+    const SimResult& r = eval.evaluate(s.best);
+    if (!r.fits || std::fabs(r.step_time_s - s.best_s) > 1e-9 * std::max(1.0, s.best_s))
+      throw Error("checkpoint '" + budget.checkpoint_path + "': its best placement no longer simulates as saved (another problem?)");
+  }
+  const std::int64_t first_update = s.updates;
 
   const auto k = static_cast<std::int64_t>(o.batch);
   std::int64_t total_updates = 0;  // 0: until the time budget ends
@@ -201,12 +271,17 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     total_updates = (static_cast<std::int64_t>(o.default_samples) + k - 1) / k;
 
   auto elapsed = [&] { return s.elapsed_before_s + since(start); };
+  // A failed write is reported and the search goes on: its result is worth more than the file.
   auto checkpoint = [&] {
     if (budget.checkpoint_path.empty()) return;
     State copy = s;
     copy.elapsed_before_s = elapsed();
-    save_checkpoint(budget.checkpoint_path, o, fp, copy, rng, module, optimizer);
-    write_curve(budget.curve_path, s.curve);
+    try {
+      save_checkpoint(budget.checkpoint_path, o, fp, copy, rng, module, optimizer);
+      write_curve(budget.curve_path, s.curve);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "placer: warning: %s\n", e.what());
+    }
   };
 
   bool stopped = false;
@@ -215,7 +290,8 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
       stopped = true;
       break;
     }
-    if (budget.seconds > 0 && since(start) >= budget.seconds) break;
+    // A time budget ends the search between updates, after one at least.
+    if (budget.seconds > 0 && since(start) >= budget.seconds && s.updates > first_update) break;
     const auto t0 = Clock::now();
     std::vector<std::vector<DeviceId>> placements = agent.sample(o.batch, rng);
     const auto ts = Clock::now();
@@ -271,7 +347,11 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     if (o.checkpoint_every > 0 && s.updates % static_cast<std::int64_t>(o.checkpoint_every) == 0) checkpoint();
   }
   checkpoint();
-  write_curve(budget.curve_path, s.curve);
+  try {
+    write_curve(budget.curve_path, s.curve);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "placer: warning: %s\n", e.what());
+  }
   g_stats.samples = static_cast<std::size_t>(s.samples);
   g_stats.updates = static_cast<std::size_t>(s.updates);
   g_stats.wall_s = since(start);
@@ -283,7 +363,9 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   if (std::getenv("PLACER_RL_TIMING"))
     std::fprintf(stderr, "timing: sample %.2f s, log-probs %.2f s, update %.2f s\n", g_sample_s, g_logp_s, g_update_s);
   if (stopped) note += ", stopped early";
-  return finish(problem, s.best, static_cast<std::size_t>(s.samples), note);
+  PlacementResult result = finish(problem, s.best, static_cast<std::size_t>(s.samples), note);
+  if (!result.sim.fits) throw Error(o.algo + ": internal error: the best placement kept does not fit");
+  return result;
 }
 
 TrainStats last_train_stats() { return g_stats; }
@@ -326,6 +408,9 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d) {
   const std::int64_t every = opts.get_int("checkpoint-every", static_cast<std::int64_t>(d.checkpoint_every));
   if (every < 0) throw Error("option checkpoint-every must be >= 0");
   d.checkpoint_every = static_cast<std::size_t>(every);
+  d.config.clear();
+  for (const auto& [key, value] : opts.all())
+    if (key != "checkpoint-every") d.config += (d.config.empty() ? "" : ";") + key + "=" + value;
   return d;
 }
 

@@ -42,6 +42,9 @@ struct TrainOptions {
   double penalty = 2.0;            // factor on the step time of placements that do not fit
   std::size_t checkpoint_every = 50;  // updates between checkpoints
   std::size_t default_samples = 2000; // when the budget gives neither samples nor seconds
+  // Every option the placer was given but checkpoint-every ("key=value;...", sorted): a checkpoint
+  // written under other options is refused on resume (read_common_options fills it).
+  std::string config;
 };
 
 // The training hyper-parameters ColocRL and HDP share (HDP section 3 says it uses ColocRL's): Adam
@@ -49,7 +52,9 @@ struct TrainOptions {
 // baseline decay 0.9, no entropy bonus; `batch` (K) is each placer's own.
 TrainOptions paper_train_options(std::string algo, std::size_t batch);
 
-// Trains `agent` and returns the best placement that fits. Throws Error if none fit.
+// Trains `agent` and returns the best placement that fits. Throws Error if none fit. With
+// budget.resume, continues from budget.checkpoint_path, which must have been written for the same
+// problem (graph, op times, cluster routes, memory limits) and options.
 PlacementResult train(const Problem& problem, const Budget& budget, Observer& observer, std::uint64_t seed,
                       const TrainOptions& options, Agent& agent);
 
