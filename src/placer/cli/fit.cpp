@@ -11,6 +11,7 @@
 #include "placer/cli/common.hpp"
 #include "placer/cost/fit.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 
 namespace placer::cli {
 namespace {
@@ -91,9 +92,7 @@ void run_fit(const FitArgs& args) {
                                         std::vector<std::string>(cluster.switches().begin(), cluster.switches().end()),
                                         std::vector<Link>(cluster.links().begin(), cluster.links().end()));
   if (!args.output.empty()) {
-    std::ofstream out(args.output);
-    if (!out) throw Error("cannot write cluster file '" + args.output + "'");
-    out << cluster_to_json(fitted).dump(1) << "\n";
+    write_json_file(args.output, cluster_to_json(fitted), "cluster");
   }
   if (args.json) {
     std::cout << nlohmann::json{{"cluster", cluster_to_json(fitted)}, {"fits", report}}.dump(2) << "\n";

@@ -92,6 +92,7 @@ struct ProfileArgs {
 };
 
 void run_profile(const ProfileArgs& args) {
+  if (args.steps < 1 || args.warmup < 0 || args.repeats < 1) throw Error("--steps and --repeats must be at least 1 and --warmup at least 0");
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Cluster cluster = resolve_cluster(args.cluster);
@@ -144,6 +145,7 @@ struct ValidateArgs {
 
 void run_validate(const ValidateArgs& args) {
   if (args.placements.empty() && args.on.empty()) throw Error("give --placements FILE,... or --on DEVICE,...");
+  if (args.steps < 1 || args.warmup < 0) throw Error("--steps must be at least 1 and --warmup at least 0");
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Graph graph = load_model(args.model, options);
@@ -158,6 +160,8 @@ void run_validate(const ValidateArgs& args) {
     runs.push_back({"all on " + device, resolve_forward_placement(PlacementSpec{.default_device = device}, graph, cluster, "--on")});
   for (const auto& file : args.placements)
     runs.push_back({file, resolve_forward_placement(load_placement_file(file), graph, cluster, "placement file '" + file + "'")});
+
+  for (const auto& run : runs) exec::check_devices_available(cluster, run.second);  // before timing any
 
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> errors;

@@ -211,11 +211,7 @@ Profile Profile::load(const std::string& path) {
   return from_json(read_json_file(path, "profile"), "profile file '" + path + "'");
 }
 
-void Profile::save(const std::string& path) const {
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write profile file '" + path + "'");
-  out << to_json().dump(1) << "\n";
-}
+void Profile::save(const std::string& path) const { write_json_file(path, to_json(), "profile"); }
 
 CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile)
     : num_devices_(c.num_devices()) {

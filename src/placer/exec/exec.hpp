@@ -85,6 +85,11 @@ class Executor {
 // Throws Error naming the first forward op of `forward` whose type the executor cannot run.
 void check_supported(const Graph& forward);
 
+// Throws Error naming the first of `devices` (ids of `cluster`) this process cannot run on: a GPU
+// without CUDA in this libtorch, or past the GPUs it sees. Commands that run several placements
+// check them all before timing any.
+void check_devices_available(const Cluster& cluster, std::span<const DeviceId> devices);
+
 struct ProfileOptions {
   Mode mode = Mode::training;
   Optimizer optimizer = Optimizer::sgd;

@@ -331,9 +331,17 @@ Tensors op_transpose(const OpCall& c) {
 
 Tensors op_slice(const OpCall& c) {
   torch::Tensor x = c.in[0];
-  std::vector<std::int64_t> starts = c.ints(1), ends = c.ints(2), axes, steps;
-  if (c.has(3)) axes = c.ints(3);
-  else for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  // Opset 1-9 gives starts, ends and axes as attributes; 10 on as inputs.
+  const bool attributes = !c.has(1);
+  const auto& attrs = c.g.op_attrs(c.op);
+  std::vector<std::int64_t> starts = attributes ? attrs.get_ints("starts") : c.ints(1), ends = attributes ? attrs.get_ints("ends") : c.ints(2),
+                            axes, steps;
+  if (attributes) axes = attrs.get_ints("axes");
+  else if (c.has(3)) axes = c.ints(3);
+  if (axes.empty())
+    for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  if (starts.size() != ends.size() || axes.size() != starts.size())
+    throw Error(op_label(c.g, c.op) + ": starts, ends and axes of different lengths");
   if (c.has(4)) steps = c.ints(4);
   else steps.assign(starts.size(), 1);
   for (std::size_t i = 0; i < axes.size(); ++i) {
@@ -531,12 +539,38 @@ const OpImpl* find_op_impl(const std::string& type) {
   return it == op_table().end() ? nullptr : &it->second;
 }
 
+namespace {
+
+// gpu:N is CUDA device N.
+int cuda_index(const Device& dev) {
+  const auto colon = dev.name.find(':');
+  return colon == std::string::npos ? 0 : std::atoi(dev.name.c_str() + colon + 1);
+}
+
+}  // namespace
+
+}  // namespace detail
+
+void check_devices_available(const Cluster& cluster, std::span<const DeviceId> devices) {
+  for (DeviceId d : devices) {
+    const Device& dev = cluster.device(d);
+    if (dev.kind == DeviceKind::cpu) continue;
+    if (!torch::cuda::is_available())
+      throw Error("device '" + dev.name + "': this libtorch has no CUDA (a CPU-only build, or no GPU); see docs/execution.md");
+    if (detail::cuda_index(dev) >= static_cast<int>(torch::cuda::device_count()))
+      throw Error("device '" + dev.name + "': libtorch sees only " + std::to_string(torch::cuda::device_count()) + " CUDA devices");
+  }
+}
+
+namespace detail {
+
 bool OpCall::has(std::size_t slot) const {
   auto inputs = g.op_inputs(op);
   return slot < inputs.size() && inputs[slot] != kNoId;
 }
 
 std::vector<std::int64_t> OpCall::ints(std::size_t slot) const {
+  if (!has(slot)) throw Error(op_label(g, op) + ": input " + std::to_string(slot) + " is missing");
   const torch::Tensor& v = slot < value.size() && value[slot].defined() ? value[slot] : in[slot];
   if (!v.defined()) throw Error(op_label(g, op) + ": input " + std::to_string(slot) + " has no value");
   torch::Tensor cpu = v.to(torch::kCPU).to(torch::kLong).contiguous();
@@ -611,15 +645,8 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
       torch_devices_.emplace_back(torch::kCPU);
       continue;
     }
-    const auto colon = dev.name.find(':');
-    const int index = colon == std::string::npos ? 0 : std::atoi(dev.name.c_str() + colon + 1);
-    if (used[d]) {
-      if (!torch::cuda::is_available())
-        throw Error("device '" + dev.name + "': this libtorch has no CUDA (a CPU-only build, or no GPU); see docs/execution.md");
-      if (index >= static_cast<int>(torch::cuda::device_count()))
-        throw Error("device '" + dev.name + "': libtorch sees only " + std::to_string(torch::cuda::device_count()) + " CUDA devices");
-    }
-    torch_devices_.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+    if (used[d]) check_devices_available(cluster, std::vector<DeviceId>{d});
+    torch_devices_.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_index(dev)));
   }
   for (DeviceId d = 0; d < num_devices_; ++d)
     if (used[d]) used_devices_.push_back(d);
@@ -642,8 +669,8 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   fold_constants();
   create_sources();
 
-  // Readers of every tensor among the ops that run each step (value slots read folded values or
-  // the producer's tensor in place, and are not counted).
+  // Readers of every tensor among the ops that run each step, each op once, value slots included
+  // (a value slot reads the producer's tensor in place: it must live until then too).
   uses_.assign(graph_.num_tensors(), 0);
   folded_on_.assign(graph_.num_tensors(), {});
   for (OpId op = 0; op < num_ops; ++op) {
@@ -662,7 +689,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
         }
         continue;
       }
-      if (!value_slot && std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(s), t) == inputs.begin() + static_cast<std::ptrdiff_t>(s))
+      if (std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(s), t) == inputs.begin() + static_cast<std::ptrdiff_t>(s))
         ++uses_[t];
     }
   }
@@ -867,8 +894,7 @@ void Engine::run_forward(bool keep_values) {
     for (std::size_t s = 0; s < inputs.size(); ++s) {
       const TensorId t = inputs[s];
       if (t == kNoId || folded_[t].defined() || sources_[t].defined()) continue;
-      const bool value_slot = impl->first_value_slot >= 0 && s >= static_cast<std::size_t>(impl->first_value_slot);
-      if (value_slot || std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(s), t) != inputs.begin() + static_cast<std::ptrdiff_t>(s)) continue;
+      if (std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(s), t) != inputs.begin() + static_cast<std::ptrdiff_t>(s)) continue;
       if (--remaining_[t] == 0 && !is_output[t]) {
         values_[t].reset();
         for (DeviceId dd = 0; dd < num_devices_; ++dd) copies_on_[std::size_t{t} * num_devices_ + dd].reset();

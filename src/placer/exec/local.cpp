@@ -106,7 +106,9 @@ std::uint64_t gpu_memory_bytes(int index) {
 }
 
 Cluster build_local() {
-  configure_threads(0);
+  // The threads a command asked for (--threads) stay: detecting the machine once reset them to the
+  // default, so `run --threads 2 --cluster local` ran on one thread while reporting two.
+  if (!g_threads_configured) configure_threads(0);
   std::vector<Device> devices;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const Measured cpu = measure_device(torch::kCPU);

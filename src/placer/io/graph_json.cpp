@@ -217,10 +217,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
 }
 
 void save_graph_json(const Graph& g, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write graph file '" + path + "'");
-  out << graph_to_json(g).dump(1) << "\n";
-  if (!out) throw Error("failed writing graph file '" + path + "'");
+  write_json_file(path, graph_to_json(g), "graph");
 }
 
 Graph load_graph_json(const std::string& path, std::optional<OpClass> unknown_op_default) {

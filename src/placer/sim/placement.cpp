@@ -47,9 +47,7 @@ nlohmann::json placement_to_json(const PlacementSpec& spec) {
 }
 
 void save_placement_file(const PlacementSpec& spec, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write placement file '" + path + "'");
-  out << placement_to_json(spec).dump(2) << "\n";
+  write_json_file(path, placement_to_json(spec), "placement", 2);
 }
 
 std::vector<DeviceId> resolve_forward_placement(const PlacementSpec& spec, const Graph& g, const Cluster& c,

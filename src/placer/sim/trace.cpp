@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 
 namespace placer {
 
@@ -62,9 +63,7 @@ void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& 
   for (ChannelId ch = 0; ch < c.num_channels(); ++ch)
     if (channel_used[ch])
       events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", nd + ch}, {"args", {{"name", c.channel_name(ch)}}}});
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write trace file '" + path + "'");
-  out << json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  write_json_file(path, json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}, "trace", -1);
 }
 
 }  // namespace placer

@@ -3,6 +3,8 @@
 //   check_known_fields(j, {"name", "shape", "dtype"}, "graph file 'g.json': tensors[3]");
 #pragma once
 
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -83,6 +85,31 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
     throw Error(name + " is not valid JSON: " + message(e.what()));
   } catch (const nlohmann::json::exception& e) {
     throw Error(name + ": " + message(e.what()));
+  }
+}
+
+// Writes `j` to `path` (`indent` as nlohmann's dump takes it) through `path`.tmp and a rename, so
+// that a failed or interrupted write never leaves half a file; a write that fails (a full disk)
+// is an error naming the file, never a success.
+// A path that is not a regular file (/dev/stdout, a pipe) is written in place.
+inline void write_json_file(const std::string& path, const nlohmann::json& j, const std::string& what, int indent = 1) {
+  std::error_code ec;
+  const bool special = std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec);
+  const std::string tmp = special ? path : path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw Error("cannot write " + what + " file " + in_quotes(path));
+    out << j.dump(indent) << "\n";
+    out.flush();
+    if (!out) {
+      out.close();
+      if (!special) std::remove(tmp.c_str());
+      throw Error("failed writing " + what + " file " + in_quotes(path) + " (disk full?)");
+    }
+  }
+  if (!special && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error("cannot write " + what + " file " + in_quotes(path) + " (renaming " + in_quotes(tmp) + " failed)");
   }
 }
 
