@@ -130,6 +130,15 @@ TEST(CostTable, AnInfiniteOpTimeIsAnError) {
   EXPECT_THAT([&] { CostTable(g, c, CostModel::defaults()); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("op 'mm' would take inf s on device 'gpu:0'")));
 }
 
+// A profile that cannot be written completely (a full disk) is an error, and the file is written
+// whole or not at all.
+TEST(ProfileFile, AFailedWriteIsAnError) {
+  Profile p;
+  p.set_by_name(DeviceKind::gpu, "mm", 0.25);
+  EXPECT_THAT([&] { p.save("/dev/full"); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("failed writing profile file")));
+  EXPECT_THROW(p.save("/nonexistent/dir/p.json"), Error);
+}
+
 TEST(CostTable, FoldedOpsTakeNoTimeEvenWhenProfiled) {
   GraphBuilder b;
   TensorId x = b.add_tensor("x", {8, 16}, DType::f32, TensorKind::data);

@@ -4,6 +4,7 @@
 // on another device still go through the copy path.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
 #include <cmath>
@@ -22,6 +23,8 @@ namespace {
 
 using exec::ExecOptions;
 using exec::Executor;
+using exec::configure_threads;
+using exec::detect_local_cluster;
 
 Cluster virtual_cluster() {
   auto dev = [](std::string name, DeviceKind kind) { return Device{name, kind, "virtual", 1e11, 1e10, 8ull << 30, 1e-6, 1}; };
@@ -276,6 +279,52 @@ TEST(Executor, BatchNormTrainingUsesBatchStatisticsAndUpdatesRunningStats) {
   EXPECT_EQ(train.parameter_value("bn_mean"), std::vector<float>(6, 0.0f));
   train.step();
   EXPECT_NE(train.parameter_value("bn_mean"), std::vector<float>(6, 0.0f));
+}
+
+// Clip reads its bound through a value slot after Neg, the bound's last ordinary reader: the bound
+// must still be there (it was dropped after Neg: "input 1 must be one value").
+TEST(Executor, AValueSlotReadKeepsItsTensor) {
+  TinyModel t;
+  t.input("x", {4, 5});
+  auto* reduce = t.node("ReduceMin", "/ReduceMin", {"x"}, {"m"});
+  set_int(reduce, "keepdims", 0);
+  t.node("Neg", "/Neg", {"m"}, {"nm"});
+  t.node("Clip", "/Clip", {"x", "m"}, {"y"});
+  t.output("y", {4, 5});
+  t.output("nm", {});
+  t.m.mutable_graph()->mutable_output(1)->mutable_type()->mutable_tensor_type()->mutable_shape();  // a scalar
+  const std::string path = t.save("placer_exec_value_slot.onnx");
+  ModelOptions options;
+  options.mode = Mode::inference;
+  options.onnx.data_inputs = {"x"};
+  Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(3, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+  EXPECT_NO_THROW(ex.step());
+}
+
+// Slice of opset 1-9 gives starts, ends and axes as attributes (it crashed the executor).
+TEST(Executor, RunsASliceOfOpsetNine) {
+  TinyModel t;
+  t.m.mutable_opset_import(0)->set_version(9);
+  t.input("x", {4, 6});
+  auto* slice = t.node("Slice", "/Slice", {"x"}, {"y"});
+  set_ints(slice, "starts", {1});
+  set_ints(slice, "ends", {5});
+  set_ints(slice, "axes", {1});
+  t.output("y", {4, 4});
+  const std::string path = t.save("placer_exec_slice9.onnx");
+  ModelOptions options;
+  options.mode = Mode::inference;
+  options.onnx.data_inputs = {"x"};
+  Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+  EXPECT_NO_THROW(ex.step());
+}
+
+// Detecting the machine (the `local` cluster) keeps the threads a command asked for; it reset them
+// to the default, so `run --threads 2 --cluster local` ran on one thread.
+TEST(LocalCluster, DetectingItKeepsTheRequestedThreads) {
+  EXPECT_EQ(configure_threads(2), 2);
+  (void)detect_local_cluster();
+  EXPECT_EQ(at::get_num_threads(), 2);
 }
 
 TEST(Executor, RefusesAnOpTypeItCannotRunBeforeRunning) {
