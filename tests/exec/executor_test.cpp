@@ -319,6 +319,30 @@ TEST(Executor, RunsASliceOfOpsetNine) {
   EXPECT_NO_THROW(ex.step());
 }
 
+// Softmax before opset 13 normalised over every axis from `axis` (default 1) on: the executor runs
+// only the cases where that is one axis, the last, and refuses the others instead of computing
+// something else.
+TEST(Executor, RefusesAnOldSoftmaxOverSeveralAxes) {
+  for (const bool last_axis : {true, false}) {
+    TinyModel t;
+    t.m.mutable_opset_import(0)->set_version(11);
+    t.input("x", {2, 3, 4});
+    auto* softmax = t.node("Softmax", "/Softmax", {"x"}, {"y"});
+    if (last_axis) set_int(softmax, "axis", 2);
+    t.output("y", {2, 3, 4});
+    const std::string path = t.save("placer_exec_softmax11.onnx");
+    ModelOptions options;
+    options.mode = Mode::inference;
+    options.onnx.data_inputs = {"x"};
+    auto make = [&] {
+      Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+      ex.step();
+    };
+    if (last_axis) EXPECT_NO_THROW(make());
+    else EXPECT_THROW(make(), Error);
+  }
+}
+
 // Detecting the machine (the `local` cluster) keeps the threads a command asked for; it reset them
 // to the default, so `run --threads 2 --cluster local` ran on one thread.
 TEST(LocalCluster, DetectingItKeepsTheRequestedThreads) {

@@ -655,10 +655,25 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   op_skip_.assign(num_ops, 0);
   op_folded_.assign(num_ops, 0);
   op_out_slots_.resize(num_ops);
+  std::int64_t opset = 0;  // of the default ONNX domain
+  for (const auto& o : model_.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
   for (OpId op = 0; op < num_ops; ++op) {
     const auto& node = this->node(op);
     if (node.op_type() != graph_.op_type(op))
       throw Error("model file '" + model_path + "': node " + std::to_string(op) + " is not the graph's op '" + graph_.op_name(op) + "'");
+    // Before opset 13, (Log)Softmax flattened its input at `axis` (default 1) and normalised over
+    // every dimension from there; the executor normalises over one (opset 13). They agree when that
+    // axis is the last one: anything else would be a silently different result.
+    if (opset > 0 && opset < 13 && (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax")) {
+      const auto rank = static_cast<std::int64_t>(graph_.tensor_shape(graph_.op_inputs(op)[0]).size());
+      std::int64_t axis = graph_.op_attrs(op).get_int("axis", 1);
+      if (axis < 0) axis += rank;
+      if (axis != rank - 1)
+        throw Error(op_label(graph_, op) + ": " + node.op_type() + " of opset " + std::to_string(opset) +
+                    " normalises over every axis from " + std::to_string(axis) +
+                    " on, which the executor does not run; export the model with opset 13 or later");
+    }
     if (is_alias_op(graph_, op)) {  // its output is a parameter of its own (docs/training-step.md)
       op_skip_[op] = 1;
       continue;
@@ -766,8 +781,16 @@ void Engine::create_sources() {
         if (graph_.op_type(c) == "BatchNormalization" && graph_.op_inputs(c).size() > 4 && graph_.op_inputs(c)[4] == t) variance = true;
       v = variance ? torch::ones(dims, torch::TensorOptions().dtype(st)) : torch::zeros(dims, torch::TensorOptions().dtype(st));
     } else if (dims.size() >= 2) {
-      // PyTorch's default for Linear and Conv: uniform in +-1/sqrt(fan in).
-      const double fan_in = static_cast<double>(graph_.tensor_elements(t)) / static_cast<double>(dims[0]);
+      // PyTorch's default for Linear and Conv: uniform in +-1/sqrt(fan in). Fan in is every dim but
+      // the first for Conv ([out, in, k...]) and Gemm with transB ([out, in]); a weight MatMul or
+      // Gemm without transB reads as B is [in, out]: its first dim.
+      double fan_in = static_cast<double>(graph_.tensor_elements(t)) / static_cast<double>(dims[0]);
+      for (OpId c : graph_.consumers(t)) {
+        const auto ins = graph_.op_inputs(c);
+        const bool as_b = ins.size() > 1 && ins[1] == t && dims.size() == 2;
+        if (as_b && (graph_.op_type(c) == "MatMul" || (graph_.op_type(c) == "Gemm" && graph_.op_attrs(c).get_int("transB", 0) == 0)))
+          fan_in = static_cast<double>(dims[0]);
+      }
       const double bound = 1.0 / std::sqrt(std::max(1.0, fan_in));
       v = torch::empty(dims, torch::TensorOptions().dtype(st)).uniform_(-bound, bound);
     } else {
