@@ -970,16 +970,20 @@ std::vector<torch::Tensor> Engine::inputs_for(OpId op, torch::Device device) con
   auto ids = graph_.op_inputs(op);
   std::vector<torch::Tensor> in(ids.size());
   const OpImpl* impl = impls_[op];
+  // Copies, even on the same device: an op run again and again (the profiler's repeats) may write
+  // its inputs in place (BatchNormalization's running statistics in training), which must not
+  // touch the engine's own tensors.
+  auto copy_to = [&](const torch::Tensor& t) { return t.to(device, t.scalar_type(), /*non_blocking=*/false, /*copy=*/true); };
   for (std::size_t s = 0; s < ids.size(); ++s) {
     const TensorId t = ids[s];
     if (t == kNoId) continue;
     const bool value_slot = impl->first_value_slot >= 0 && s >= static_cast<std::size_t>(impl->first_value_slot);
     if (folded_[t].defined()) {
-      if (!value_slot) in[s] = folded_[t].to(device);
+      if (!value_slot) in[s] = copy_to(folded_[t]);
       continue;
     }
     if (!kept_[t].defined()) throw Error("tensor '" + graph_.tensor_name(t) + "' was not kept (internal error)");
-    in[s] = value_slot ? kept_[t] : kept_[t].to(device);
+    in[s] = value_slot ? kept_[t] : copy_to(kept_[t]);
   }
   return in;
 }
