@@ -243,7 +243,8 @@ void run_compare(const PlaceArgs& args) {
 
 void add_run_options(CLI::App* cmd, PlaceArgs& args) {
   add_problem_options(cmd, args.problem);
-  cmd->add_option("--samples", args.samples, "placements an algorithm may evaluate (0: its default)");
+  cmd->add_option("--samples", args.samples,
+                  "placements an algorithm may evaluate (0: its default; learned placers round up to whole batches)");
   cmd->add_option("--seconds", args.seconds, "wall-clock budget per algorithm (0: none)");
   cmd->add_option("--threads", args.threads, "threads for parallel search (0: every core)");
   cmd->add_option("--seed", args.seed, "seed of every random choice")->capture_default_str();
