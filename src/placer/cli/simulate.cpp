@@ -6,14 +6,13 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <filesystem>
-#include <fstream>
 #include <random>
 
 #include "placer/cli/common.hpp"
 #include "placer/sim/placement.hpp"
 #include "placer/sim/trace.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 
 namespace placer::cli {
 namespace {
@@ -121,11 +120,7 @@ void run_simulate(const SimulateArgs& args) {
     throw Error("--random simulates random placements of its own: it takes no --placement, --on or --trace");
   if (!args.trace.empty()) {
     if (args.placements.size() + args.on.size() != 1) throw Error("--trace needs exactly one placement");
-    // Can it be written? (A file this check creates is removed again: it is written at the end.)
-    std::error_code ec;
-    const bool existed = std::filesystem::exists(args.trace, ec);
-    if (!std::ofstream(args.trace, std::ios::app)) throw Error("cannot write trace file '" + args.trace + "'");
-    if (!existed) std::filesystem::remove(args.trace, ec);
+    check_writable(args.trace, "trace file");
   }
   LoadedProblem p = load_problem(args.problem);
   if (args.random > 0) return run_random(args, p);

@@ -18,6 +18,7 @@
 
 #include "placer/rl/environment.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 
 namespace placer::rl {
 namespace {
@@ -111,16 +112,6 @@ Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, torch:
   for (const auto& p : m.parameters()) params += p.numel();
   return {static_cast<std::int64_t>(problem.graph.num_forward_ops()), static_cast<std::int64_t>(problem.cluster.num_devices()),
           static_cast<std::int64_t>(o.batch), params, problem_hash(problem), o.config};
-}
-
-// Fails now, not after hours of training, when `path` cannot be written (a file this creates is
-// removed again).
-void check_writable(const std::string& path, const char* what) {
-  if (path.empty()) return;
-  std::error_code ec;
-  const bool existed = std::filesystem::exists(path, ec);
-  if (!std::ofstream(path, std::ios::app)) throw Error(std::string("cannot write ") + what + " '" + path + "'");
-  if (!existed) std::filesystem::remove(path, ec);
 }
 
 void save_checkpoint(const std::string& path, const TrainOptions& o, const Fingerprint& fp, const State& s, const std::mt19937_64& rng,
@@ -253,8 +244,8 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   State s;
   const Fingerprint fp = fingerprint_of(problem, o, module);
   if (budget.resume) load_checkpoint(budget.checkpoint_path, o, fp, s, rng, module, optimizer);
-  check_writable(budget.checkpoint_path, "the checkpoint");
-  check_writable(budget.curve_path, "the learning curve");
+  if (!budget.checkpoint_path.empty()) check_writable(budget.checkpoint_path, "the checkpoint");
+  if (!budget.curve_path.empty()) check_writable(budget.curve_path, "the learning curve");
   if (!s.best.empty()) {  // the saved best must still be what it was
     Evaluator eval(problem);
     const SimResult& r = eval.evaluate(s.best);
@@ -272,16 +263,20 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
 
   auto elapsed = [&] { return s.elapsed_before_s + since(start); };
   // A failed write is reported and the search goes on: its result is worth more than the file.
+  auto warn_on_failure = [](auto&& write) {
+    try {
+      write();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "placer: warning: %s\n", e.what());
+    }
+  };
+  // The checkpoint and, with it, the curve.
   auto checkpoint = [&] {
     if (budget.checkpoint_path.empty()) return;
     State copy = s;
     copy.elapsed_before_s = elapsed();
-    try {
-      save_checkpoint(budget.checkpoint_path, o, fp, copy, rng, module, optimizer);
-      write_curve(budget.curve_path, s.curve);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "placer: warning: %s\n", e.what());
-    }
+    warn_on_failure([&] { save_checkpoint(budget.checkpoint_path, o, fp, copy, rng, module, optimizer); });
+    warn_on_failure([&] { write_curve(budget.curve_path, s.curve); });
   };
 
   bool stopped = false;
@@ -347,11 +342,7 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     if (o.checkpoint_every > 0 && s.updates % static_cast<std::int64_t>(o.checkpoint_every) == 0) checkpoint();
   }
   checkpoint();
-  try {
-    write_curve(budget.curve_path, s.curve);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "placer: warning: %s\n", e.what());
-  }
+  if (budget.checkpoint_path.empty()) warn_on_failure([&] { write_curve(budget.curve_path, s.curve); });
   g_stats.samples = static_cast<std::size_t>(s.samples);
   g_stats.updates = static_cast<std::size_t>(s.updates);
   g_stats.wall_s = since(start);

@@ -31,7 +31,7 @@ void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& 
     if (e.end_s <= e.start_s) return e.device;
     for (Lane& l : lanes)
       if (l.device == e.device && l.end_s <= e.start_s) return l.end_s = e.end_s, l.tid;
-    const auto tid = static_cast<std::uint32_t>(nd + c.num_channels() + lanes.size() - nd);
+    const auto tid = static_cast<std::uint32_t>(c.num_channels() + lanes.size());  // after devices' and channels' tracks
     lanes.push_back({e.device, tid, e.end_s});
     std::size_t stream = 0;
     for (const Lane& l : lanes) stream += l.device == e.device;

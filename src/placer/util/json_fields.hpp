@@ -88,6 +88,15 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
   }
 }
 
+// Fails now, not after a long run, when `path` cannot be written: "cannot write `what` 'path'"
+// (`what`: "trace file", "the checkpoint"). A file this creates is removed again.
+inline void check_writable(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  if (!std::ofstream(path, std::ios::app)) throw Error("cannot write " + what + " " + in_quotes(path));
+  if (!existed) std::filesystem::remove(path, ec);
+}
+
 // Writes `j` to `path` (`indent` as nlohmann's dump takes it) through `path`.tmp and a rename, so
 // that a failed or interrupted write never leaves half a file; a write that fails (a full disk)
 // is an error naming the file, never a success.
