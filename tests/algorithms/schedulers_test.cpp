@@ -77,6 +77,23 @@ TEST_P(SchedTimeAware, KeepsAForkWithHugeTensorsOnOneDevice) {
   EXPECT_THAT(r.sim.step_time_s, DoubleNear(4.0, 1e-9));
 }
 
+TEST_P(SchedTimeAware, QueuesAnOpsInputsBehindEachOtherOnASharedLink) {
+  // p (1 s) makes three 1.5 GB tensors that each of c1..c5 (1 s) reads. Moving a consumer to the
+  // other GPU sends the three tensors over one link, one after the other: 4.5 s, so it would finish
+  // at 6.5 s; the fifth consumer on p's GPU finishes at 6 s. An estimate that let the third tensor
+  // start when the first is done (not the second) saw 5 s, moved c5 and took 6.5 s.
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data);
+  std::vector<TensorId> t;
+  for (int i = 1; i <= 3; ++i) t.push_back(s.tensor("t" + std::to_string(i), 1'500'000'000));
+  s.op("p", {x}, t, 1.0);
+  for (int i = 1; i <= 5; ++i) s.op("c" + std::to_string(i), t, {s.tensor("y" + std::to_string(i), 10)}, 1.0);
+  Priced pr(std::move(s), switch_gpus(2, 1'000'000'000'000, 1e9, 0.0));
+  const PlacementResult r = run_placer(GetParam(), pr.problem());
+  EXPECT_THAT(r.forward_devices, ::testing::Each(r.forward_devices[0]));
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(6.0, 1e-9));
+}
+
 TEST_P(SchedTimeAware, SplitsTwoChainsOfATrainingStepWithTheirGradientsAndUpdates) {
   // Forward a1 -> a2 and b1 -> b2 with a parameter each; each backward op follows its forward op
   // and each update its parameter's op. One chain per GPU: 4 x 1 s + 0.5 s of updates.
