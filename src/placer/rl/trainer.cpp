@@ -70,10 +70,9 @@ struct State {
 
 void write_curve(const std::string& path, const std::vector<std::array<double, 4>>& curve) {
   if (path.empty()) return;
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write the learning curve to '" + path + "'");
-  out << "sample,mean_step_time_s,best_step_time_s,wall_s\n";
-  for (const auto& row : curve) out << fmt::format("{:.0f},{:.9g},{:.9g},{:.3f}\n", row[0], row[1], row[2], row[3]);
+  std::string text = "sample,mean_step_time_s,best_step_time_s,wall_s\n";
+  for (const auto& row : curve) text += fmt::format("{:.0f},{:.9g},{:.9g},{:.3f}\n", row[0], row[1], row[2], row[3]);
+  write_text_file(path, text, "learning curve");
 }
 
 struct Fingerprint {

@@ -28,7 +28,9 @@ class Agent {
   virtual torch::nn::Module& module() = 0;
   // Draws k placements (one device per forward op each) with `rng`; remembers what log_probs needs.
   virtual std::vector<std::vector<DeviceId>> sample(std::size_t k, std::mt19937_64& rng) = 0;
-  // Log-probabilities [k] of the last batch's samples and the mean entropy per decision.
+  // Log-probabilities [k] of the last batch's samples and the mean entropy per decision; a policy
+  // that decides at two levels (HDP: a group per op, then a device per group) returns the sum of
+  // each level's mean.
   virtual LogProbs log_probs() = 0;
 };
 

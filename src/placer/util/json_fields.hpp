@@ -1,4 +1,5 @@
-// Checks shared by placer's JSON readers (graph, cluster, placement, profile files), and reading one.
+// Checks shared by placer's JSON readers (graph, cluster, placement, profile files), reading one, and
+// writing files (JSON or text) so that a failed write never leaves half a file.
 //
 //   check_known_fields(j, {"name", "shape", "dtype"}, "graph file 'g.json': tensors[3]");
 #pragma once
@@ -97,18 +98,18 @@ inline void check_writable(const std::string& path, const std::string& what) {
   if (!existed) std::filesystem::remove(path, ec);
 }
 
-// Writes `j` to `path` (`indent` as nlohmann's dump takes it) through `path`.tmp and a rename, so
-// that a failed or interrupted write never leaves half a file; a write that fails (a full disk)
-// is an error naming the file, never a success.
-// A path that is not a regular file (/dev/stdout, a pipe) is written in place.
-inline void write_json_file(const std::string& path, const nlohmann::json& j, const std::string& what, int indent = 1) {
+// Writes `text` to `path` through `path`.tmp and a rename, so that a failed or interrupted write
+// never leaves half a file; a write that fails (a full disk) is an error naming the file (`what`:
+// "trace", "placement", ...), never a success. A path that is not a regular file (/dev/stdout, a
+// pipe) is written in place.
+inline void write_text_file(const std::string& path, std::string_view text, const std::string& what) {
   std::error_code ec;
   const bool special = std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec);
   const std::string tmp = special ? path : path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary);
     if (!out) throw Error("cannot write " + what + " file " + in_quotes(path));
-    out << j.dump(indent) << "\n";
+    out << text;
     out.flush();
     if (!out) {
       out.close();
@@ -120,6 +121,11 @@ inline void write_json_file(const std::string& path, const nlohmann::json& j, co
     std::remove(tmp.c_str());
     throw Error("cannot write " + what + " file " + in_quotes(path) + " (renaming " + in_quotes(tmp) + " failed)");
   }
+}
+
+// Writes `j` (`indent` as nlohmann's dump takes it) with write_text_file.
+inline void write_json_file(const std::string& path, const nlohmann::json& j, const std::string& what, int indent = 1) {
+  write_text_file(path, j.dump(indent) + "\n", what);
 }
 
 }  // namespace placer
