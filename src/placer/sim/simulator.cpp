@@ -8,6 +8,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -149,6 +151,20 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
       if (from != to) r.latency_s = c.route_latency_s(from, to), r.seconds_per_byte = 1.0 / c.route_bandwidth(from, to);
       routes_.push_back(r);
       max_route_ = std::max<std::uint32_t>(max_route_, r.last - r.first);
+    }
+  // A cluster whose links are so slow that a transfer takes longer than a double holds (a bandwidth
+  // near 1e-300 bytes/s: a unit slip) would give step times of inf: refused here, naming the route.
+  std::uint64_t largest = 0;  // the largest tensor a step may send
+  for (const TensorInfo& x : tensors_)
+    if (x.cons_end > x.cons_begin) largest = std::max(largest, x.bytes);
+  for (DeviceId from = 0; from < num_devices_; ++from)
+    for (DeviceId to = 0; to < num_devices_; ++to) {
+      const Route& r = routes_[std::size_t{from} * num_devices_ + to];
+      const double seconds = r.latency_s + static_cast<double>(largest) * r.seconds_per_byte;
+      if (from != to && !(std::isfinite(r.seconds_per_byte) && std::isfinite(seconds)))
+        throw Error("cluster '" + c.name() + "': sending " + std::to_string(largest) + " bytes from " + c.device(from).name + " to " +
+                    c.device(to).name + " would take longer than a double can hold (route bandwidth " +
+                    fmt::format("{:g}", c.route_bandwidth(from, to)) + " bytes/s): check the links' bandwidths");
     }
   // Every route's channels again, padded to the longest route by repeating its last channel (a
   // repeat changes neither the max of free times nor what is written), so that issuing a transfer
@@ -500,6 +516,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
     }
   }
   if (finished != n) throw Error("simulation ended with " + std::to_string(n - finished) + " ops that never ran (internal error)");
+  if (!std::isfinite(step_end))
+    throw Error("the simulated step time overflows (op times and transfers add up to more than a double holds): check the "
+                "cluster's and the profile's figures");
   uses_dirty_ = false;  // every count this run added, it took back
 
   std::fill(result_.channel_bytes.begin(), result_.channel_bytes.end(), 0.0);
