@@ -269,6 +269,28 @@ TEST(OnnxShapeArithmetic, ValidArithmeticIsFolded) {
   EXPECT_EQ(std::vector<std::int64_t>(shape.begin(), shape.end()), (std::vector<std::int64_t>{3, 2}));
 }
 
+TEST(OnnxShapeArithmetic, FoldsAsManyLayersOfShapeArithmeticAsTheModelHas) {
+  // Each layer reshapes by a shape computed from the previous layer's output (Shape -> Gather ->
+  // Unsqueeze -> Concat -> Reshape, as exporters write dynamic axes): its shape is known only after
+  // the layer before it is folded. 12 layers, like BERT-base's (the import stopped after 8).
+  ShapeModel t;
+  t.constant("zero", {0}, {});
+  t.constant("axes", {0});
+  t.constant("rest", {-1});
+  std::string h = "x";
+  for (int layer = 1; layer <= 12; ++layer) {
+    const std::string l = std::to_string(layer);
+    t.node("Shape", {h}, "s" + l);
+    ShapeModel::integer(t.node("Gather", {"s" + l, "zero"}, "g" + l), "axis", 0);
+    t.node("Unsqueeze", {"g" + l, "axes"}, "u" + l);
+    ShapeModel::integer(t.node("Concat", {"u" + l, "rest"}, layer == 12 ? "shape" : "c" + l), "axis", 0);
+    if (layer < 12) t.node("Reshape", {h, "c" + l}, "h" + l), h = "h" + l;
+  }
+  Graph g = load_onnx(t.save("twelve_layers.onnx"), {});
+  auto shape = g.tensor_shape(g.find_tensor("y"));
+  EXPECT_EQ(std::vector<std::int64_t>(shape.begin(), shape.end()), (std::vector<std::int64_t>{2, 3}));
+}
+
 TEST(OnnxShapeArithmetic, BadConstantsLeaveValuesUnknownWithoutCrashing) {
   std::vector<std::pair<std::string, std::function<void(ShapeModel&)>>> cases = {
       {"unsqueeze axis out of range",

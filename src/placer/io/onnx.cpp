@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -64,7 +65,9 @@ bool is_transparent(const std::string& type) {
   return kTypes.count(type) > 0;
 }
 
-enum class Use : std::uint8_t { none, weight, buffer, data };
+// setting: an input that steers the op and takes no gradient (Resize's scales, Pad's pads, an
+// RNN's initial state): a floating initializer read only so is a constant, not a parameter.
+enum class Use : std::uint8_t { none, weight, buffer, data, setting };
 
 // The role of a tensor arriving at `slot` of an op of type `type`.
 Use slot_use(const std::string& type, std::size_t slot) {
@@ -75,14 +78,22 @@ Use slot_use(const std::string& type, std::size_t slot) {
   if (type == "LayerNormalization" || type == "InstanceNormalization" || type == "GroupNormalization" ||
       type == "SimplifiedLayerNormalization" || type == "PRelu")
     return slot == 0 ? Use::data : Use::weight;
-  if (type == "LSTM" || type == "GRU" || type == "RNN") return slot == 0 ? Use::data : slot <= 3 ? Use::weight : Use::none;
+  // W, R, B, then sequence_lens and the initial states (LSTM: initial_h, initial_c, then P, the
+  // peephole weights).
+  if (type == "LSTM") return slot == 0 ? Use::data : slot <= 3 || slot == 7 ? Use::weight : Use::setting;
+  if (type == "GRU" || type == "RNN") return slot == 0 ? Use::data : slot <= 3 ? Use::weight : Use::setting;
   if (type == "Gather" || type == "GatherElements" || type == "GatherND") return slot == 0 ? Use::weight : Use::data;
   if (type == "Embedding") return slot == 0 ? Use::weight : Use::data;
+  static const std::unordered_set<std::string> kSettingsAfterSlot0 = {"Resize", "Upsample", "Pad", "Clip", "Slice", "Tile",
+                                                                      "Expand", "Reshape", "TopK", "Dropout"};
+  if (slot > 0 && kSettingsAfterSlot0.count(type)) return Use::setting;
+  if (type == "Range" || type == "ConstantOfShape") return Use::setting;
   return Use::none;
 }
 
 struct SourceUses {
-  bool weight = false, buffer = false, data = false, integer_index = false;
+  bool weight = false, buffer = false, data = false, setting = false, other = false;
+  bool only_settings() const { return setting && !weight && !buffer && !data && !other; }
 };
 
 std::vector<std::int64_t> dims_of(const onnx::TypeProto& type, const std::map<std::string, std::int64_t>& dim_values) {
@@ -138,8 +149,15 @@ onnx::ModelProto read_model(const std::string& path) {
     throw Error("model file '" + path + "' is not a valid ONNX model (no graph or no nodes)");
   if (model.ir_version() <= 0)
     throw Error("model file '" + path + "' is not a valid ONNX model (missing IR version)");
+  // Initializers stored in external files are named relative to the model's directory, which only
+  // the checker's file entry point knows (placer reads no weights, but the checker wants them there).
+  const bool external = std::any_of(model.graph().initializer().begin(), model.graph().initializer().end(),
+                                    [](const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto::EXTERNAL; });
   try {
-    onnx::checker::check_model(model);
+    if (external)
+      onnx::checker::check_model(path);
+    else
+      onnx::checker::check_model(model);
   } catch (const std::exception& e) {
     throw Error("model file '" + path + "' fails the ONNX checker: " + first_line(e.what()));
   }
@@ -177,7 +195,26 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   onnx::ModelProto model = read_model(path);
   onnx::GraphProto* graph = model.mutable_graph();
 
-  // Bind symbolic input dimensions the user gave, then infer shapes where any are missing.
+  // Bind symbolic input dimensions the user gave, then infer shapes where any are missing. A name
+  // that is no symbolic dimension of the model is a slip (a misspelt --dim): an error, not ignored.
+  if (!options.dim_values.empty()) {
+    std::set<std::string> symbols, of_inputs;  // anywhere in the model; on its inputs (named in the error)
+    auto collect = [&](const onnx::ValueInfoProto& vi, std::set<std::string>& into) {
+      if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
+        for (const auto& d : vi.type().tensor_type().shape().dim())
+          if (d.has_dim_param()) into.insert(d.dim_param());
+    };
+    for (const auto& vi : graph->input()) collect(vi, symbols), collect(vi, of_inputs);
+    for (const auto& vi : graph->value_info()) collect(vi, symbols);
+    for (const auto& vi : graph->output()) collect(vi, symbols);
+    for (const auto& [name, value] : options.dim_values)
+      if (!symbols.count(name)) {
+        std::string known;
+        for (const auto& s : of_inputs) known += (known.empty() ? "" : ", ") + s;
+        throw Error("--dim " + name + "=" + std::to_string(value) + ": model file '" + path + "' has no symbolic dimension '" + name +
+                    "' (" + (known.empty() ? "its inputs have none" : "its inputs have: " + known) + ")");
+      }
+  }
   if (!options.dim_values.empty())
     for (auto& input : *graph->mutable_input())
       if (input.type().has_tensor_type() && input.type().tensor_type().has_shape())
@@ -222,7 +259,8 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
           case Use::weight: uses.weight = true; break;
           case Use::buffer: uses.buffer = true; break;
           case Use::data: uses.data = true; break;
-          case Use::none: break;
+          case Use::setting: uses.setting = true; break;
+          case Use::none: uses.other = true; break;
         }
       }
     }
@@ -238,17 +276,27 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     return builder.add_tensor(name, std::move(dims), dtype, kind);
   };
 
+  // Constants with no element (an empty `roi` or `scales` of Resize as exporters write them, the
+  // empty shape of a Reshape to a scalar) hold nothing to place or send: they are left out, and an
+  // op reading one reads nothing there, as if the optional input were not given.
+  std::unordered_set<std::string> empty_values;
+  auto has_zero_dim = [](const auto& dims) { return std::any_of(dims.begin(), dims.end(), [](std::int64_t d) { return d == 0; }); };
+
   // Graph-level tensors: initializers, then inputs that are not initializers.
   std::unordered_set<std::string> initializer_names;
   for (const auto& init : graph->initializer()) {
     initializer_names.insert(init.name());
+    if (has_zero_dim(init.dims())) {
+      empty_values.insert(init.name());
+      continue;
+    }
     std::vector<std::int64_t> dims(init.dims().begin(), init.dims().end());
     DType dtype = dtype_from_onnx(init.data_type());
     SourceUses uses = uses_of(init.name());
     std::uint64_t elements = 1;
     for (auto d : dims) elements *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 1));
     TensorKind kind = TensorKind::constant;
-    if (is_floating(dtype)) {
+    if (is_floating(dtype) && !uses.only_settings()) {
       if (uses.buffer && !uses.weight) kind = TensorKind::buffer;
       else if (uses.weight || elements > 1) kind = TensorKind::parameter;
     }
@@ -291,7 +339,18 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (!decided[i]) kinds[i] = i < first_param ? TensorKind::data : TensorKind::parameter;
       DType dtype = dtype_from_onnx(inputs[i]->type().tensor_type().elem_type());
-      add_named(inputs[i]->name(), dtype, dims_of(inputs[i]->type(), options.dim_values), kinds[i], "");
+      std::vector<std::int64_t> dims = dims_of(inputs[i]->type(), options.dim_values);
+      if (consumers.count(inputs[i]->name()) && inputs[i]->type().tensor_type().has_shape())
+        for (int k = 0; k < inputs[i]->type().tensor_type().shape().dim_size(); ++k) {
+          const auto& d = inputs[i]->type().tensor_type().shape().dim(k);
+          if (dims[static_cast<std::size_t>(k)] >= 0) continue;
+          if (d.has_dim_param())
+            throw Error("graph input '" + inputs[i]->name() + "' has the symbolic dimension '" + d.dim_param() +
+                        "' (dimension " + std::to_string(k) + "): give its value with --dim " + d.dim_param() + "=VALUE");
+          throw Error("graph input '" + inputs[i]->name() + "': dimension " + std::to_string(k) +
+                      " has no size and no name (the model leaves it open): fix it in the model");
+        }
+      add_named(inputs[i]->name(), dtype, std::move(dims), kinds[i], "");
     }
   }
 
@@ -323,6 +382,13 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     spec.module = mp.module;
     spec.call = mp.call;
 
+    if (node.op_type() == "Constant" && node.output_size() == 1) {
+      auto it = types.find(node.output(0));
+      if (it != types.end() && has_zero_dim(dims_of(it->second, {}))) {
+        empty_values.insert(node.output(0));
+        continue;
+      }
+    }
     if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1) {
       TensorId src = builder.find_tensor(node.input(0));
       if (src != kNoId && builder.tensor_kind(src) != TensorKind::activation && builder.tensor_kind(src) != TensorKind::data &&
@@ -343,7 +409,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     }
 
     for (const auto& in : node.input()) {
-      if (in.empty()) {
+      if (in.empty() || empty_values.count(in)) {
         spec.inputs.push_back(kNoId);
         continue;
       }
@@ -369,14 +435,20 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       ins.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{builder.tensor_shape(t), builder.tensor_dtype(t), true});
     for (TensorId t : spec.outputs) outs.push_back(TensorDesc{builder.tensor_shape(t), builder.tensor_dtype(t), true});
     for (std::size_t i = 0; i < ins.size(); ++i)
-      for (auto d : ins[i].shape)
-        if (d <= 0)
-          throw Error("op '" + spec.name + "': input '" + node.input(static_cast<int>(i)) + "' has a missing or non-positive dimension");
+      for (std::size_t k = 0; k < ins[i].shape.size(); ++k)
+        if (ins[i].shape[k] <= 0)
+          throw Error("op '" + spec.name + "': input '" + node.input(static_cast<int>(i)) + "': dimension " + std::to_string(k) +
+                      (ins[i].shape[k] == 0 ? " is 0 (an empty tensor: nothing to place)" : " has no known size"));
     for (std::size_t i = 0; i < outs.size(); ++i)
-      for (auto d : outs[i].shape)
-        if (d <= 0)
-          throw Error("tensor '" + builder.tensor_name(spec.outputs[i]) + "' (output of op '" + spec.name +
-                      "'): missing or non-positive dimension (bind symbolic dimensions with --dim NAME=VALUE)");
+      for (std::size_t k = 0; k < outs[i].shape.size(); ++k) {
+        const std::int64_t d = outs[i].shape[k];
+        if (d > 0) continue;
+        const std::string what = "tensor '" + builder.tensor_name(spec.outputs[i]) + "' (output of op '" + spec.name + "', " +
+                                 node.op_type() + "): dimension " + std::to_string(k);
+        if (d == 0) throw Error(what + " is 0 (an empty tensor: nothing to place)");
+        throw Error(what + " has no size known before the model runs (a data-dependent shape, as NonZero's output has, or a symbolic "
+                           "size ONNX shape inference could not resolve): placer needs every size");
+      }
     try {
       spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);
     } catch (const Error& e) {

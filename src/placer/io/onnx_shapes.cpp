@@ -641,7 +641,10 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& 
   for (const auto& init : graph->initializer())
     if (auto v = from_tensor(init)) values.emplace(init.name(), std::move(*v));
 
-  for (int round = 0; round < 8 && unknown > 0; ++round) {
+  // Each round folds what the types known so far allow and lets ONNX infer again, which may make
+  // the next shapes known (a transformer's Shape -> Gather -> Concat -> Reshape repeats once per
+  // layer: one round per layer). Every round folds a node more or stops, so the rounds end.
+  while (unknown > 0) {
     // Fold every node whose value can be computed into a Constant of that value.
     bool folded = false;
     auto type_of = [&](const std::string& name) -> const onnx::TypeProto* {
@@ -683,9 +686,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& 
       if (!fully_known(vis->Get(i).type())) vis->DeleteSubrange(i, 1);
     run_onnx_inference(model);
     types = collect();
-    std::size_t now = count_unknown(types);
-    if (now >= unknown && !folded) break;
-    unknown = now;
+    unknown = count_unknown(types);
   }
   return types;
 }

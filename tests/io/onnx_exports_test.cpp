@@ -1,0 +1,193 @@
+// What exporters other than the shared models' write: symbolic sizes, weights in external files,
+// constant inputs that steer an op (Resize's scales, an RNN's initial state), empty constants,
+// data-dependent shapes. Each model is written op by op here.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "placer/io/onnx.hpp"
+#include "placer/util/error.hpp"
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+using Dim = std::variant<std::int64_t, std::string>;  // a size or a symbolic name
+
+struct Model {
+  onnx::ModelProto m;
+  explicit Model(std::int64_t opset = 17, std::int64_t ir = 8) {
+    m.set_ir_version(ir);
+    m.add_opset_import()->set_version(opset);
+    m.mutable_graph()->set_name("export");
+  }
+  static void type(onnx::ValueInfoProto* vi, std::vector<Dim> dims, int elem = onnx::TensorProto::FLOAT) {
+    auto* t = vi->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    auto* shape = t->mutable_shape();
+    for (const Dim& d : dims) {
+      if (std::holds_alternative<std::int64_t>(d)) shape->add_dim()->set_dim_value(std::get<std::int64_t>(d));
+      else shape->add_dim()->set_dim_param(std::get<std::string>(d));
+    }
+  }
+  void input(const std::string& name, std::vector<Dim> dims, int elem = onnx::TensorProto::FLOAT) {
+    auto* vi = m.mutable_graph()->add_input();
+    vi->set_name(name);
+    type(vi, std::move(dims), elem);
+  }
+  // A graph output of this rank, its sizes left to shape inference.
+  void output(const std::string& name, int rank, int elem = onnx::TensorProto::FLOAT) {
+    auto* vi = m.mutable_graph()->add_output();
+    vi->set_name(name);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+    auto* shape = vi->mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (int i = 0; i < rank; ++i) shape->add_dim();
+  }
+  // A float initializer of these dims: `values`, or `fill` everywhere when none are given.
+  onnx::TensorProto* initializer(const std::string& name, std::vector<std::int64_t> dims, float fill = 0.5f,
+                                 std::vector<float> values = {}) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    std::int64_t n = 1;
+    for (auto d : dims) t->add_dims(d), n *= d;
+    for (std::int64_t i = 0; i < n; ++i) t->add_float_data(values.empty() ? fill : values[static_cast<std::size_t>(i)]);
+    return t;
+  }
+  onnx::NodeProto* node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name("/" + op + "_" + out[0]);
+    for (auto& s : in) n->add_input(s);
+    for (auto& s : out) n->add_output(s);
+    return n;
+  }
+  static void attr(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::INT), a->set_i(v);
+  }
+  static void attr(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::STRING), a->set_s(v);
+  }
+  // A Constant node holding a float tensor of these dims (all `fill`).
+  void constant(const std::string& out, std::vector<std::int64_t> dims, float fill = 1.0f) {
+    auto* a = node("Constant", {}, {out})->add_attribute();
+    a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    std::int64_t n = 1;
+    for (auto d : dims) a->mutable_t()->add_dims(d), n *= d;
+    for (std::int64_t i = 0; i < n; ++i) a->mutable_t()->add_float_data(fill);
+  }
+  std::string save(const std::string& file, const std::string& dir = "") const {
+    const std::string path = dir.empty() ? test::temp_path(file) : dir + "/" + file;
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+    return path;
+  }
+};
+
+std::uint64_t parameters(const Graph& g) {
+  std::uint64_t n = 0;
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor_kind(t) == TensorKind::parameter) n += g.tensor_elements(t);
+  return n;
+}
+
+TEST(OnnxExports, ASymbolicSizeIsBoundWithDimAndNamedWhenItIsNot) {
+  Model m;
+  m.input("x", {std::string("N"), std::int64_t{64}});
+  m.initializer("w", {64, 32});
+  m.node("MatMul", {"x", "w"}, {"y"});
+  m.output("y", 2);
+  const std::string path = m.save("symbolic.onnx");
+  EXPECT_THAT([&] { load_onnx(path, {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("graph input 'x' has the symbolic dimension 'N'"), HasSubstr("--dim N=VALUE"))));
+  OnnxImportOptions o;
+  o.dim_values["N"] = 8;
+  Graph g = load_onnx(path, o);
+  EXPECT_EQ(g.tensor_elements(g.find_tensor("y")), 8u * 32u);
+  // A name the model does not have is a slip, not ignored.
+  o.dim_values = {{"M", 8}};
+  EXPECT_THAT([&] { load_onnx(path, o); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("--dim M=8"), HasSubstr("no symbolic dimension 'M'"), HasSubstr("its inputs have: N"))));
+}
+
+TEST(OnnxExports, WeightsInAnExternalFileAreFoundBesideTheModel) {
+  const std::filesystem::path dir = test::temp_path("external_dir");
+  std::filesystem::create_directories(dir);
+  Model m;
+  m.input("x", {std::int64_t{8}, std::int64_t{64}});
+  auto* w = m.initializer("w", {64, 32});
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* location = w->add_external_data();
+  location->set_key("location"), location->set_value("weights.bin");
+  std::ofstream(dir / "weights.bin", std::ios::binary) << std::string(64 * 32 * 4, '\0');
+  m.node("MatMul", {"x", "w"}, {"y"});
+  m.output("y", 2);
+  const std::string path = m.save("external.onnx", dir.string());
+  // The tests run elsewhere than `dir`: the weights' path is read relative to the model.
+  ASSERT_NE(std::filesystem::current_path(), dir);
+  Graph g = load_onnx(path, {});
+  EXPECT_EQ(parameters(g), 64u * 32u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(OnnxExports, ResizeScalesAndAnRnnsInitialStateAreNoParameters) {
+  Model m(13);
+  m.input("x", {std::int64_t{2}, std::int64_t{3}, std::int64_t{8}, std::int64_t{8}});
+  m.initializer("scales", {4}, 0.0f, {1, 1, 2, 2});  // a constant-folded scale_factor=2
+  m.initializer("roi", {0});           // empty, as exporters write it
+  Model::attr(m.node("Resize", {"x", "roi", "scales"}, {"up"}), "mode", std::string("nearest"));
+  m.output("up", 4);
+  Graph g = load_onnx(m.save("resize.onnx"), {});
+  EXPECT_EQ(parameters(g), 0u);
+  auto shape = g.tensor_shape(g.find_tensor("up"));
+  EXPECT_EQ(std::vector<std::int64_t>(shape.begin(), shape.end()), (std::vector<std::int64_t>{2, 3, 16, 16}));
+
+  Model r;
+  r.input("seq", {std::int64_t{5}, std::int64_t{2}, std::int64_t{16}});  // [time, batch, features]
+  r.initializer("W", {1, 4 * 32, 16}), r.initializer("R", {1, 4 * 32, 32}), r.initializer("B", {1, 8 * 32});
+  r.initializer("h0", {1, 2, 32}, 0.0f), r.initializer("c0", {1, 2, 32}, 0.0f);  // zero initial states
+  Model::attr(r.node("LSTM", {"seq", "W", "R", "B", "", "h0", "c0"}, {"all", "h", "c"}), "hidden_size", 32);
+  r.output("all", 4);
+  Graph lstm = load_onnx(r.save("lstm.onnx"), {});
+  EXPECT_EQ(parameters(lstm), 4u * 32 * 16 + 4u * 32 * 32 + 8u * 32);
+}
+
+TEST(OnnxExports, EmptyConstantsAreInputsNotGiven) {
+  Model m(11);
+  m.input("x", {std::int64_t{2}, std::int64_t{3}, std::int64_t{8}, std::int64_t{8}});
+  m.constant("roi", {0});
+  m.initializer("scales", {4}, 0.0f, {1, 1, 2, 2});
+  Model::attr(m.node("Resize", {"x", "roi", "scales"}, {"up"}), "mode", std::string("linear"));
+  m.output("up", 4);
+  Graph g = load_onnx(m.save("resize11.onnx"), {});
+  EXPECT_EQ(g.find_tensor("roi"), kNoId);
+  EXPECT_GT(g.tensor_elements(g.find_tensor("up")), 0u);
+}
+
+TEST(OnnxExports, ADataDependentShapeIsRefusedSayingSo) {
+  Model m;
+  m.input("x", {std::int64_t{4}, std::int64_t{4}});
+  m.node("NonZero", {"x"}, {"nz"});
+  m.node("Transpose", {"nz"}, {"idx"});
+  m.output("idx", 2, onnx::TensorProto::INT64);
+  EXPECT_THAT([&] { load_onnx(m.save("nonzero.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("output of op '/NonZero_nz', NonZero"), HasSubstr("data-dependent shape"))));
+}
+
+}  // namespace
+}  // namespace placer
