@@ -179,6 +179,48 @@ TEST(OnnxExports, EmptyConstantsAreInputsNotGiven) {
   EXPECT_GT(g.tensor_elements(g.find_tensor("up")), 0u);
 }
 
+TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
+  // IR 10, opset 20 (what onnx >= 1.16 writes): Gelu (new in 20), ReduceMean with its axes as an
+  // input (18), Split by num_outputs (18), GroupNormalization (18).
+  Model m(20, 10);
+  m.input("x", {std::int64_t{4}, std::int64_t{8}, std::int64_t{6}});
+  Model::attr(m.node("Gelu", {"x"}, {"g"}), "approximate", std::string("none"));
+  auto* axes = m.node("Constant", {}, {"axes"})->add_attribute();
+  axes->set_name("value"), axes->set_type(onnx::AttributeProto::TENSOR);
+  axes->mutable_t()->set_data_type(onnx::TensorProto::INT64), axes->mutable_t()->add_dims(1), axes->mutable_t()->add_int64_data(2);
+  m.node("ReduceMean", {"g", "axes"}, {"mean"});
+  Model::attr(m.node("Split", {"x"}, {"a", "b"}), "num_outputs", 2);
+  m.initializer("scale", {2}), m.initializer("bias", {2});
+  Model::attr(m.node("GroupNormalization", {"a", "scale", "bias"}, {"n"}), "num_groups", 2);
+  m.output("mean", 3), m.output("n", 3), m.output("b", 3);
+  Graph g = load_onnx(m.save("opset20.onnx"), {});
+  auto dims = [&](const char* t) {
+    auto s = g.tensor_shape(g.find_tensor(t));
+    return std::vector<std::int64_t>(s.begin(), s.end());
+  };
+  EXPECT_EQ(dims("g"), (std::vector<std::int64_t>{4, 8, 6}));
+  EXPECT_EQ(dims("mean"), (std::vector<std::int64_t>{4, 8, 1}));
+  EXPECT_EQ(dims("a"), (std::vector<std::int64_t>{2, 8, 6}));
+  EXPECT_EQ(dims("n"), (std::vector<std::int64_t>{2, 8, 6}));
+  // The ops are the file's: Gelu keeps its own cost (5 FLOPs per element, docs/op-rules.md).
+  bool found = false;
+  for (OpId o = 0; o < g.num_ops(); ++o)
+    if (g.op_type(o) == "Gelu") {
+      found = true;
+      EXPECT_DOUBLE_EQ(g.op_work(o).flops, 5.0 * 4 * 8 * 6);
+    }
+  EXPECT_TRUE(found);
+
+  // An op the library has no older form of is refused, saying how new the model is.
+  Model n(23, 10);
+  n.input("x", {std::int64_t{4}, std::int64_t{8}});
+  n.initializer("scale", {8});
+  n.node("RMSNormalization", {"x", "scale"}, {"y"});
+  n.output("y", 2);
+  EXPECT_THAT([&] { load_onnx(n.save("opset23.onnx"), {}); },
+              ThrowsMessage<Error>(HasSubstr("(IR version 10 and opset 23, newer than this build's ONNX library (IR 8, opset 17))")));
+}
+
 TEST(OnnxExports, ADataDependentShapeIsRefusedSayingSo) {
   Model m;
   m.input("x", {std::int64_t{4}, std::int64_t{4}});

@@ -4,13 +4,19 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "placer/io/onnx_compat.hpp"
 #include "placer/io/onnx_shapes.hpp"
 #include "placer/util/error.hpp"
 
@@ -135,6 +141,32 @@ Attributes convert_attributes(const onnx::NodeProto& node) {
   return attrs;
 }
 
+// The checker on `model` (a compatible copy of the file at `path`) with its external data read
+// where the file's are: the checker's file entry point resolves them from the file's directory, so
+// the copy is written there for the check and removed. A read-only directory leaves the copy
+// unchecked (shape inference still reads it).
+void check_model_beside(const onnx::ModelProto& model, const std::string& path) {
+  const std::filesystem::path file = std::filesystem::path(path).parent_path() /
+                                     (".placer_check_" + std::to_string(::getpid()) + "_" + std::filesystem::path(path).filename().string());
+  {
+    std::ofstream out(file, std::ios::binary);
+    if (!out || !model.SerializeToOstream(&out)) {
+      out.close();
+      std::error_code ec;
+      std::filesystem::remove(file, ec);
+      return;
+    }
+  }
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  } remove{file};
+  onnx::checker::check_model(file.string());
+}
+
 onnx::ModelProto read_model(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open model file '" + path + "'");
@@ -153,13 +185,19 @@ onnx::ModelProto read_model(const std::string& path) {
   // the checker's file entry point knows (placer reads no weights, but the checker wants them there).
   const bool external = std::any_of(model.graph().initializer().begin(), model.graph().initializer().end(),
                                     [](const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto::EXTERNAL; });
+  // A model newer than the linked ONNX library is checked in the form the library reads
+  // (onnx_compat.hpp); an error then says how much newer it is.
+  const std::optional<onnx::ModelProto> compatible = library_compatible_copy(model);
+  const std::string newer = newer_than_library(model);
   try {
-    if (external)
+    if (external && !compatible)
       onnx::checker::check_model(path);
+    else if (external)  // the checker's file entry point would read the newer original
+      check_model_beside(*compatible, path);
     else
-      onnx::checker::check_model(model);
+      onnx::checker::check_model(compatible ? *compatible : model);
   } catch (const std::exception& e) {
-    throw Error("model file '" + path + "' fails the ONNX checker: " + first_line(e.what()));
+    throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + " fails the ONNX checker: " + first_line(e.what()));
   }
   return model;
 }
@@ -222,9 +260,11 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
           if (d.has_dim_param() && options.dim_values.count(d.dim_param())) d.set_dim_value(options.dim_values.at(d.dim_param()));
   std::map<std::string, onnx::TypeProto> types;
   try {
-    types = infer_all_shapes(model);
+    const std::optional<onnx::ModelProto> compatible = library_compatible_copy(model);
+    types = infer_all_shapes(compatible ? *compatible : model);
   } catch (const Error& e) {
-    throw Error("model file '" + path + "': " + e.what());
+    const std::string newer = newer_than_library(model);
+    throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + ": " + e.what());
   }
 
   // Consumers of every tensor name: (node index, slot).

@@ -1,0 +1,143 @@
+#include "placer/io/onnx_compat.hpp"
+
+#include <onnx/defs/schema.h>
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace placer {
+namespace {
+
+// An int64 tensor's values (int64_data or little-endian raw_data), or nullopt for another type.
+std::optional<std::vector<std::int64_t>> int64_values(const onnx::TensorProto& t) {
+  if (t.data_type() != onnx::TensorProto::INT64 || t.data_location() == onnx::TensorProto::EXTERNAL) return std::nullopt;
+  if (t.has_raw_data()) {
+    const std::string& raw = t.raw_data();
+    if (raw.size() % sizeof(std::int64_t) != 0) return std::nullopt;
+    std::vector<std::int64_t> out(raw.size() / sizeof(std::int64_t));
+    if (!out.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+    return out;
+  }
+  return std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end());
+}
+
+void remove_attribute(onnx::NodeProto& node, const std::string& name) {
+  auto* attrs = node.mutable_attribute();
+  for (int i = attrs->size() - 1; i >= 0; --i)
+    if (attrs->Get(i).name() == name) attrs->DeleteSubrange(i, 1);
+}
+
+const onnx::AttributeProto* attribute(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+// `node` becomes `type` reading only its first input, without attributes: for ops whose output
+// has their first input's shape and type (Gelu, GroupNormalization).
+void same_shape_as_first_input(onnx::NodeProto& node, const std::string& type) {
+  const std::string in = node.input_size() > 0 ? node.input(0) : "";
+  node.set_op_type(type);
+  node.clear_input();
+  node.add_input(in);
+  node.clear_attribute();
+  while (node.output_size() > 1) node.mutable_output()->RemoveLast();
+}
+
+bool default_domain(const onnx::NodeProto& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
+
+}  // namespace
+
+std::int64_t onnx_library_ir_version() { return onnx::Version::IR_VERSION; }
+
+std::int64_t onnx_library_opset() {
+  const auto& map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto it = map.find(onnx::ONNX_DOMAIN);
+  return it == map.end() ? 17 : it->second.second;
+}
+
+std::int64_t default_opset(const onnx::ModelProto& model) {
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 1;
+}
+
+std::string newer_than_library(const onnx::ModelProto& model) {
+  const std::int64_t ir = model.ir_version(), opset = default_opset(model);
+  if (ir <= onnx_library_ir_version() && opset <= onnx_library_opset()) return "";
+  return "IR version " + std::to_string(ir) + " and opset " + std::to_string(opset) + ", newer than this build's ONNX library (IR " +
+         std::to_string(onnx_library_ir_version()) + ", opset " + std::to_string(onnx_library_opset()) + ")";
+}
+
+std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& model) {
+  if (newer_than_library(model).empty()) return std::nullopt;
+  onnx::ModelProto copy = model;
+  copy.set_ir_version(std::min<std::int64_t>(copy.ir_version(), onnx_library_ir_version()));
+  const std::int64_t opset = default_opset(model);
+  if (opset <= onnx_library_opset()) return copy;
+  for (auto& o : *copy.mutable_opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(onnx_library_opset());
+
+  // Constant int64 values by name: initializers and Constant nodes (a Reduce's axes).
+  onnx::GraphProto* graph = copy.mutable_graph();
+  std::unordered_map<std::string, std::vector<std::int64_t>> constants;
+  for (const auto& init : graph->initializer())
+    if (auto v = int64_values(init)) constants[init.name()] = std::move(*v);
+  for (const auto& node : graph->node())
+    if (node.op_type() == "Constant" && node.output_size() == 1)
+      if (const auto* value = attribute(node, "value"); value && value->has_t())
+        if (auto v = int64_values(value->t())) constants[node.output(0)] = std::move(*v);
+
+  static const std::unordered_set<std::string> kReduceAxesInput = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                                                   "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                                                                   "ReduceSumSquare"};
+  for (auto& node : *graph->mutable_node()) {
+    if (!default_domain(node)) continue;
+    const std::string& type = node.op_type();
+    if (kReduceAxesInput.count(type)) {
+      // Opset 18: the axes came from an attribute to an optional input.
+      const auto* noop = attribute(node, "noop_with_empty_axes");
+      const bool noop_if_empty = noop && noop->i() != 0;
+      remove_attribute(node, "noop_with_empty_axes");
+      if (node.input_size() >= 2 && !node.input(1).empty()) {
+        auto it = constants.find(node.input(1));
+        if (it == constants.end()) continue;  // axes computed in the graph: left to the checker's message
+        auto* axes = node.add_attribute();
+        axes->set_name("axes");
+        axes->set_type(onnx::AttributeProto::INTS);
+        for (std::int64_t a : it->second) axes->add_ints(a);
+        node.mutable_input()->DeleteSubrange(1, node.input_size() - 1);
+      } else if (noop_if_empty) {
+        same_shape_as_first_input(node, "Identity");
+      }
+    } else if (type == "Split") {
+      remove_attribute(node, "num_outputs");  // opset 18; opset 13 splits evenly into the outputs
+    } else if (type == "Gelu") {
+      same_shape_as_first_input(node, "Relu");  // opset 20: elementwise, the input's shape
+    } else if (type == "GroupNormalization") {
+      same_shape_as_first_input(node, "Identity");  // opset 18 (21): the input's shape
+    } else if (type == "Resize") {
+      remove_attribute(node, "antialias");  // opset 18: no effect on shapes
+    } else if (type == "Cast" || type == "CastLike") {
+      remove_attribute(node, "saturate");  // opset 19: float8 saturation
+    } else if (type == "Pad") {
+      if (const auto* mode = attribute(node, "mode"); mode && mode->s() == "wrap") {  // opset 19: same shape as reflect
+        remove_attribute(node, "mode");
+        auto* m = node.add_attribute();
+        m->set_name("mode"), m->set_type(onnx::AttributeProto::STRING), m->set_s("reflect");
+      }
+    } else if (type == "ScatterElements" || type == "ScatterND") {
+      if (const auto* r = attribute(node, "reduction"); r && (r->s() == "max" || r->s() == "min")) {  // opset 18
+        remove_attribute(node, "reduction");
+        auto* m = node.add_attribute();
+        m->set_name("reduction"), m->set_type(onnx::AttributeProto::STRING), m->set_s("add");
+      }
+    }
+  }
+  return copy;
+}
+
+}  // namespace placer
