@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "placer/exec/exec.hpp"
 #include "placer/sim/placement.hpp"
@@ -299,6 +300,41 @@ TEST(Executor, AValueSlotReadKeepsItsTensor) {
   options.onnx.data_inputs = {"x"};
   Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(3, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
   EXPECT_NO_THROW(ex.step());
+}
+
+// Dropout with training_mode true drops a `ratio` share of the elements and scales the rest by
+// 1 / (1 - ratio); with it false it passes its input through (it ran as a pass-through in both).
+TEST(Executor, DropoutInTrainingModeDropsAndScales) {
+  std::map<bool, std::vector<float>> out;  // by training_mode
+  for (const bool training : {false, true}) {
+    TinyModel t;
+    t.input("x", {64, 64});
+    auto* ratio = t.node("Constant", "/ratio", {}, {"ratio"})->add_attribute();
+    ratio->set_name("value"), ratio->set_type(onnx::AttributeProto::TENSOR);
+    ratio->mutable_t()->set_data_type(onnx::TensorProto::FLOAT), ratio->mutable_t()->add_float_data(0.25f);
+    auto* mode = t.node("Constant", "/mode", {}, {"mode"})->add_attribute();
+    mode->set_name("value"), mode->set_type(onnx::AttributeProto::TENSOR);
+    mode->mutable_t()->set_data_type(onnx::TensorProto::BOOL), mode->mutable_t()->add_int32_data(training ? 1 : 0);
+    t.node("Dropout", "/Dropout", {"x", "ratio", "mode"}, {"y"});
+    t.output("y", {64, 64});
+    const std::string path = t.save("placer_exec_dropout.onnx");
+    ModelOptions options;
+    options.mode = Mode::inference;
+    options.onnx.data_inputs = {"x"};
+    const std::size_t n = load_forward_graph(path, options).num_ops();
+    Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .seed = 5, .all_on_cpu = true});
+    ex.step();
+    out[training] = ex.output_values().at(0);
+  }
+  const std::vector<float>&x = out[false], &y = out[true];  // the same data (same seed)
+  ASSERT_EQ(x.size(), y.size());
+  ASSERT_EQ(std::count(x.begin(), x.end(), 0.0f), 0) << "random data has no zeros";
+  std::size_t dropped = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (y[i] == 0.0f) ++dropped;
+    else EXPECT_NEAR(y[i], x[i] / 0.75f, 1e-5f * std::fabs(x[i]) + 1e-6f);
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(y.size()), 0.25, 0.03);
 }
 
 // Slice of opset 1-9 gives starts, ends and axes as attributes (it crashed the executor).

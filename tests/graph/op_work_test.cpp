@@ -59,6 +59,7 @@ class OpWorkTest : public ::testing::Test {
   }
   static TensorDesc absent() { return TensorDesc{{}, DType::unknown, false}; }
 
+  static OpWork fwd(std::string_view type, const Attributes& as, const Ts& in, const Ts& out) { return op_work(type, as, in, out); }
   static OpWork bwd(std::string_view type, const Attributes& as, const Ts& in, const Ts& out,
                     std::initializer_list<bool> needs) {
     return backward_work(type, as, in, out, std::span<const bool>(needs.begin(), needs.size()));
@@ -375,6 +376,19 @@ TEST_F(OpWorkTest, ReluBackwardMasksTheGradientWithTheSavedOutput) {
   EXPECT_FALSE(backward_rule("Relu").saves_inputs);
   // Reads dY and Y, writes dX; one select per element.
   EXPECT_EQ(bwd("Relu", attrs(), Ts{x}, Ts{y}, {true}), (OpWork{1000, 2000 * kF32, 1000 * kF32, OpClass::elementwise}));
+}
+
+TEST_F(OpWorkTest, DropoutIsAnAliasForInferenceAndAKernelInTraining) {
+  TensorDesc x = t({1000}), y = t({1000});
+  EXPECT_EQ(fwd("Dropout", attrs(), Ts{x}, Ts{y}).op_class, OpClass::alias);
+  EXPECT_EQ(bwd("Dropout", attrs(), Ts{x}, Ts{y}, {true}).flops, 0.0);
+  const Attributes training = attrs({int_attr("training_mode", 1)});
+  // Draw, compare, scale: 3 FLOPs per element; the gradient scales dY by the saved mask: 2.
+  EXPECT_EQ(fwd("Dropout", training, Ts{x}, Ts{y}).flops, 3000.0);
+  EXPECT_EQ(fwd("Dropout", training, Ts{x}, Ts{y}).op_class, OpClass::elementwise);
+  EXPECT_EQ(bwd("Dropout", training, Ts{x}, Ts{y}, {true}).flops, 2000.0);
+  EXPECT_TRUE(backward_rule("Dropout", training).saves_outputs);
+  EXPECT_FALSE(backward_rule("Dropout").saves_outputs);
 }
 
 TEST_F(OpWorkTest, SmoothActivationsCostTwiceTheirForwardBackwards) {

@@ -145,7 +145,7 @@ TEST(OnnxExports, WeightsInAnExternalFileAreFoundBesideTheModel) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(OnnxExports, ResizeScalesAndAnRnnsInitialStateAreNoParameters) {
+TEST(OnnxExports, ResizeScalesAreNoParameters) {
   Model m(13);
   m.input("x", {std::int64_t{2}, std::int64_t{3}, std::int64_t{8}, std::int64_t{8}});
   m.initializer("scales", {4}, 0.0f, {1, 1, 2, 2});  // a constant-folded scale_factor=2
@@ -157,14 +157,15 @@ TEST(OnnxExports, ResizeScalesAndAnRnnsInitialStateAreNoParameters) {
   auto shape = g.tensor_shape(g.find_tensor("up"));
   EXPECT_EQ(std::vector<std::int64_t>(shape.begin(), shape.end()), (std::vector<std::int64_t>{2, 3, 16, 16}));
 
-  Model r;
-  r.input("seq", {std::int64_t{5}, std::int64_t{2}, std::int64_t{16}});  // [time, batch, features]
-  r.initializer("W", {1, 4 * 32, 16}), r.initializer("R", {1, 4 * 32, 32}), r.initializer("B", {1, 8 * 32});
-  r.initializer("h0", {1, 2, 32}, 0.0f), r.initializer("c0", {1, 2, 32}, 0.0f);  // zero initial states
-  Model::attr(r.node("LSTM", {"seq", "W", "R", "B", "", "h0", "c0"}, {"all", "h", "c"}), "hidden_size", 32);
-  r.output("all", 4);
-  Graph lstm = load_onnx(r.save("lstm.onnx"), {});
-  EXPECT_EQ(parameters(lstm), 4u * 32 * 16 + 4u * 32 * 32 + 8u * 32);
+  // Settings given as graph inputs (as exporters that keep initializers as inputs write them) too.
+  Model i(13);
+  i.input("x", {std::int64_t{2}, std::int64_t{3}});
+  i.input("lo", {}), i.input("hi", {});
+  i.node("Clip", {"x", "lo", "hi"}, {"y"});
+  i.output("y", 2);
+  Graph gi = load_onnx(i.save("clip_inputs.onnx"), {});
+  EXPECT_EQ(gi.tensor_kind(gi.find_tensor("lo")), TensorKind::constant);
+  EXPECT_EQ(gi.tensor_kind(gi.find_tensor("x")), TensorKind::data);
 }
 
 TEST(OnnxExports, EmptyConstantsAreInputsNotGiven) {
@@ -211,6 +212,28 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
     }
   EXPECT_TRUE(found);
 
+  // Split by num_outputs into sizes the axis does not divide (opset 18: chunks of ceil(10/3), the
+  // last smaller), axes from Constant(value_ints) (as onnxscript writes them), and
+  // noop_with_empty_axes with no axes: a pass-through.
+  Model u(18, 9);
+  u.input("x", {std::int64_t{2}, std::int64_t{10}});
+  auto* split = u.node("Split", {"x"}, {"s0", "s1", "s2"});
+  Model::attr(split, "axis", 1), Model::attr(split, "num_outputs", 3);
+  auto* ints = u.node("Constant", {}, {"ax"})->add_attribute();
+  ints->set_name("value_ints"), ints->set_type(onnx::AttributeProto::INTS), ints->add_ints(1);
+  Model::attr(u.node("ReduceMean", {"x", "ax"}, {"m"}), "keepdims", 0);
+  Model::attr(u.node("ReduceMax", {"x"}, {"same"}), "noop_with_empty_axes", 1);
+  u.output("s2", 2), u.output("m", 1), u.output("same", 2);
+  Graph gu = load_onnx(u.save("opset18.onnx"), {});
+  auto dims_u = [&](const char* t) {
+    auto s = gu.tensor_shape(gu.find_tensor(t));
+    return std::vector<std::int64_t>(s.begin(), s.end());
+  };
+  EXPECT_EQ(dims_u("s0"), (std::vector<std::int64_t>{2, 4}));
+  EXPECT_EQ(dims_u("s2"), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(dims_u("m"), (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(dims_u("same"), (std::vector<std::int64_t>{2, 10}));
+
   // An op the library has no older form of is refused, saying how new the model is.
   Model n(23, 10);
   n.input("x", {std::int64_t{4}, std::int64_t{8}});
@@ -219,6 +242,29 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
   n.output("y", 2);
   EXPECT_THAT([&] { load_onnx(n.save("opset23.onnx"), {}); },
               ThrowsMessage<Error>(HasSubstr("(IR version 10 and opset 23, newer than this build's ONNX library (IR 8, opset 17))")));
+}
+
+TEST(OnnxExports, DropoutInTrainingModeIsAKernelAndAPassThroughOtherwise) {
+  for (const bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training_mode true" : "training_mode false");
+    Model m(13);
+    m.input("x", {std::int64_t{8}, std::int64_t{64}});
+    m.initializer("w", {64, 64});
+    m.node("MatMul", {"x", "w"}, {"h"});
+    auto* mode = m.node("Constant", {}, {"mode"})->add_attribute();
+    mode->set_name("value"), mode->set_type(onnx::AttributeProto::TENSOR);
+    mode->mutable_t()->set_data_type(onnx::TensorProto::BOOL), mode->mutable_t()->add_int32_data(training ? 1 : 0);
+    m.initializer("ratio", {}, 0.1f);
+    m.node("Dropout", {"h", "ratio", "mode"}, {"y"});
+    m.output("y", 2);
+    Graph g = load_onnx(m.save("dropout.onnx"), {});
+    OpId dropout = kNoId;
+    for (OpId o = 0; o < g.num_ops(); ++o)
+      if (g.op_type(o) == "Dropout") dropout = o;
+    ASSERT_NE(dropout, kNoId);
+    EXPECT_EQ(g.op_work(dropout).op_class, training ? OpClass::elementwise : OpClass::alias);
+    EXPECT_DOUBLE_EQ(g.op_work(dropout).flops, training ? 3.0 * 8 * 64 : 0.0);
+  }
 }
 
 TEST(OnnxExports, ADataDependentShapeIsRefusedSayingSo) {

@@ -190,6 +190,17 @@ Tensors op_layer_norm(const OpCall& c) {
 Tensors op_reshape_to_ir(const OpCall& c) { return {c.in[0].reshape(c.out_shape(0))}; }
 Tensors op_identity(const OpCall& c) { return {c.in[0]}; }
 
+// Dropout: a pass-through for inference; in training mode (the importer's training_mode attribute)
+// it keeps each element with probability 1 - ratio, scaled by 1 / (1 - ratio), and gives the mask.
+Tensors op_dropout(const OpCall& c) {
+  if (c.g.op_attrs(c.op).get_int("training_mode", 0) == 0) return {c.in[0]};
+  const double ratio = c.has(1) ? c.scalar(1).value_or(0.5) : 0.5;
+  const torch::Tensor mask = torch::rand_like(c.in[0]) >= ratio;
+  torch::Tensor y = ratio < 1.0 ? c.in[0] * mask / (1.0 - ratio) : torch::zeros_like(c.in[0]);
+  if (c.node.output_size() < 2) return {y};
+  return {y, mask};
+}
+
 Tensors op_gemm(const OpCall& c) {
   const Attributes& a = c.g.op_attrs(c.op);
   torch::Tensor A = a.get_int("transA", 0) ? c.in[0].t() : c.in[0];
@@ -518,7 +529,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"Squeeze", {op_reshape_to_ir, 1}},
       {"Unsqueeze", {op_reshape_to_ir, 1}},
       {"Identity", {op_identity}},
-      {"Dropout", {op_identity, 1}},
+      {"Dropout", {op_dropout, 1}},
       {"Shape", {op_shape, 0}},
       {"Size", {op_size, 0}},
       {"Constant", {op_constant}},

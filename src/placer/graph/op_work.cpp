@@ -599,7 +599,14 @@ Rule unknown_rule(std::string_view type, OpClass cls) {
   return {type, cls, f_pointwise, 1, 0, b_times_forward, 1, kAll};
 }
 
-Rule rule_for(std::string_view type, std::optional<OpClass> unknown_default) {
+// Dropout in training mode (its `training_mode` attribute, which the importer sets from the input
+// of that name) draws a mask, keeps the elements it keeps scaled by 1/(1-ratio) and writes the
+// mask as a second output: a kernel, not the pass-through it is for inference. Its gradient
+// multiplies dY by the saved mask and the scale (2 of the forward's 3 FLOPs per element).
+constexpr Rule kTrainingDropout = unary("Dropout", 3, 2.0 / 3.0, 0, true);
+
+Rule rule_for(std::string_view type, std::optional<OpClass> unknown_default, const Attributes* attrs = nullptr) {
+  if (type == "Dropout" && attrs && attrs->get_int("training_mode", 0) != 0) return kTrainingDropout;
   if (const Rule* r = find_rule(type)) return *r;
   if (unknown_default) return unknown_rule(type, *unknown_default);
   throw Error("unknown op type '" + std::string(type) + "': no cost rule (pass a default op class to price it anyway)");
@@ -609,14 +616,14 @@ Rule rule_for(std::string_view type, std::optional<OpClass> unknown_default) {
 
 OpWork op_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                std::span<const TensorDesc> outputs, std::optional<OpClass> unknown_default) {
-  Rule rule = rule_for(op_type, unknown_default);
+  Rule rule = rule_for(op_type, unknown_default, &attrs);
   return rule.forward(Ctx{attrs, inputs, outputs, rule});
 }
 
 bool is_known_op_type(std::string_view op_type) { return find_rule(op_type) != nullptr; }
 
-BackwardRule backward_rule(std::string_view op_type) {
-  const Rule* r = find_rule(op_type);
+BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs) {
+  const Rule* r = op_type == "Dropout" && attrs.get_int("training_mode", 0) != 0 ? &kTrainingDropout : find_rule(op_type);
   if (!r) return {true, true, false};
   if (!r->backward) return {false, false, false};
   if (r->op_class == alias) return {true, false, false};
@@ -626,7 +633,7 @@ BackwardRule backward_rule(std::string_view op_type) {
 OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                      std::span<const TensorDesc> outputs, std::span<const bool> needs_grad,
                      std::optional<OpClass> unknown_default) {
-  Rule rule = rule_for(op_type, unknown_default);
+  Rule rule = rule_for(op_type, unknown_default, &attrs);
   if (!rule.backward || rule.op_class == alias) return {};
 
   Grads g;

@@ -37,7 +37,8 @@ struct OpWork {
 };
 
 // Work of a forward op. Aliases (Identity, Reshape, Flatten, Squeeze, Unsqueeze, Constant, Shape,
-// Size, ...) do no work: all zeros and OpClass::alias.
+// Size, Dropout for inference, ...) do no work: all zeros and OpClass::alias. A Dropout whose
+// `training_mode` attribute is 1 (set by the ONNX importer from that input) is an elementwise kernel.
 // REQUIRES: inputs and outputs in ONNX slot order, shapes fully known (positive dims).
 // Throws Error naming the type when `op_type` is not known to the rules and `unknown_default` is
 // empty; with a default, an unknown op is priced as that class with one FLOP per output element.
@@ -57,7 +58,8 @@ struct BackwardRule {
 // `saves_inputs` is coarse: some ops keep only some inputs (Gather its indices, Conv and MatMul the
 // operand the other gradient needs); docs/op-rules.md lists them. An unknown op type gets the
 // conservative {differentiable, saves_inputs}, the rule it is priced by when given a default class.
-BackwardRule backward_rule(std::string_view op_type);
+// `attrs`: the op's attributes (a Dropout in training mode is a kernel, not an alias).
+BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs = Attributes{});
 
 // Work of the gradient of a forward op. `needs_grad[i]` says whether input i needs a gradient.
 // Matrix products and convolutions cost one forward pass per operand that needs a gradient (the

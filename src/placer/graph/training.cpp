@@ -83,7 +83,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   std::vector<bool> requires_grad(fwd.num_tensors(), false);
   for (TensorId t = 0; t < fwd.num_tensors(); ++t) requires_grad[t] = fwd.tensor_kind(t) == TensorKind::parameter;
   for (OpId o : fwd.topological_order()) {
-    if (!backward_rule(fwd.op_type(o)).differentiable) continue;
+    if (!backward_rule(fwd.op_type(o), fwd.op_attrs(o)).differentiable) continue;
     bool any = false;
     for (TensorId t : fwd.op_inputs(o)) any = any || (t != kNoId && requires_grad[t]);
     if (!any) continue;
@@ -130,9 +130,9 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       any_needed = any_needed || needs[i];
     }
     for (TensorId t : outs) any_incoming = any_incoming || !partials[t].empty();
-    if (!any_needed || !any_incoming || !backward_rule(fwd.op_type(o)).differentiable) continue;
+    if (!any_needed || !any_incoming || !backward_rule(fwd.op_type(o), fwd.op_attrs(o)).differentiable) continue;
 
-    const BackwardRule rule = backward_rule(fwd.op_type(o));
+    const BackwardRule rule = backward_rule(fwd.op_type(o), fwd.op_attrs(o));
     OpSpec spec{.name = fwd.op_name(o) + "/grad", .type = fwd.op_type(o) + "Grad"};
     spec.module = module_of(o);
     spec.call = fwd.op_call(o);

@@ -71,8 +71,8 @@ bool is_transparent(const std::string& type) {
   return kTypes.count(type) > 0;
 }
 
-// setting: an input that steers the op and takes no gradient (Resize's scales, Pad's pads, an
-// RNN's initial state): a floating initializer read only so is a constant, not a parameter.
+// setting: an input that steers the op and takes no gradient (Resize's scales, Pad's pads): a
+// floating initializer or graph input read only so is a constant, not a parameter.
 enum class Use : std::uint8_t { none, weight, buffer, data, setting };
 
 // The role of a tensor arriving at `slot` of an op of type `type`.
@@ -84,10 +84,10 @@ Use slot_use(const std::string& type, std::size_t slot) {
   if (type == "LayerNormalization" || type == "InstanceNormalization" || type == "GroupNormalization" ||
       type == "SimplifiedLayerNormalization" || type == "PRelu")
     return slot == 0 ? Use::data : Use::weight;
-  // W, R, B, then sequence_lens and the initial states (LSTM: initial_h, initial_c, then P, the
-  // peephole weights).
-  if (type == "LSTM") return slot == 0 ? Use::data : slot <= 3 || slot == 7 ? Use::weight : Use::setting;
-  if (type == "GRU" || type == "RNN") return slot == 0 ? Use::data : slot <= 3 ? Use::weight : Use::setting;
+  // W, R, B, then sequence_lens, the initial states (trained in some models, zeros in others: no
+  // use the table decides) and LSTM's P, the peephole weights.
+  if (type == "LSTM") return slot == 0 ? Use::data : slot <= 3 || slot == 7 ? Use::weight : slot == 4 ? Use::setting : Use::none;
+  if (type == "GRU" || type == "RNN") return slot == 0 ? Use::data : slot <= 3 ? Use::weight : slot == 4 ? Use::setting : Use::none;
   if (type == "Gather" || type == "GatherElements" || type == "GatherND") return slot == 0 ? Use::weight : Use::data;
   if (type == "Embedding") return slot == 0 ? Use::weight : Use::data;
   static const std::unordered_set<std::string> kSettingsAfterSlot0 = {"Resize", "Upsample", "Pad", "Clip", "Slice", "Tile",
@@ -143,17 +143,24 @@ Attributes convert_attributes(const onnx::NodeProto& node) {
 
 // The checker on `model` (a compatible copy of the file at `path`) with its external data read
 // where the file's are: the checker's file entry point resolves them from the file's directory, so
-// the copy is written there for the check and removed. A read-only directory leaves the copy
-// unchecked (shape inference still reads it).
+// the copy is written there for the check and removed. In a read-only directory only the external
+// files' presence is checked (shape inference still reads the rest).
 void check_model_beside(const onnx::ModelProto& model, const std::string& path) {
-  const std::filesystem::path file = std::filesystem::path(path).parent_path() /
-                                     (".placer_check_" + std::to_string(::getpid()) + "_" + std::filesystem::path(path).filename().string());
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const std::filesystem::path file = dir / (".placer_check_" + std::to_string(::getpid()) + "_" + std::filesystem::path(path).filename().string());
   {
     std::ofstream out(file, std::ios::binary);
     if (!out || !model.SerializeToOstream(&out)) {
       out.close();
       std::error_code ec;
       std::filesystem::remove(file, ec);
+      for (const auto& init : model.graph().initializer()) {
+        if (init.data_location() != onnx::TensorProto::EXTERNAL) continue;
+        for (const auto& entry : init.external_data())
+          if (entry.key() == "location" && !std::filesystem::exists(dir / entry.value(), ec))
+            throw std::runtime_error("data of initializer '" + init.name() + "' should be stored in '" + (dir / entry.value()).string() +
+                                     "', which does not exist");
+      }
       return;
     }
   }
@@ -167,7 +174,14 @@ void check_model_beside(const onnx::ModelProto& model, const std::string& path) 
   onnx::checker::check_model(file.string());
 }
 
-onnx::ModelProto read_model(const std::string& path) {
+// A model file as read, and the copy of it that the linked ONNX library checks and infers when the
+// file is newer than the library (onnx_compat.hpp).
+struct ModelFile {
+  onnx::ModelProto model;
+  std::optional<onnx::ModelProto> compatible;
+};
+
+ModelFile read_model(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open model file '" + path + "'");
   std::stringstream buffer;
@@ -187,8 +201,13 @@ onnx::ModelProto read_model(const std::string& path) {
                                     [](const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto::EXTERNAL; });
   // A model newer than the linked ONNX library is checked in the form the library reads
   // (onnx_compat.hpp); an error then says how much newer it is.
-  const std::optional<onnx::ModelProto> compatible = library_compatible_copy(model);
   const std::string newer = newer_than_library(model);
+  std::optional<onnx::ModelProto> compatible;
+  try {
+    compatible = library_compatible_copy(model);
+  } catch (const Error& e) {
+    throw Error("model file '" + path + "' (" + newer + "): " + e.what());
+  }
   try {
     if (external && !compatible)
       onnx::checker::check_model(path);
@@ -199,7 +218,7 @@ onnx::ModelProto read_model(const std::string& path) {
   } catch (const std::exception& e) {
     throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + " fails the ONNX checker: " + first_line(e.what()));
   }
-  return model;
+  return ModelFile{std::move(model), std::move(compatible)};
 }
 
 }  // namespace
@@ -230,7 +249,8 @@ ModulePath parse_module_path(const std::string& node_name, const std::unordered_
 }
 
 Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
-  onnx::ModelProto model = read_model(path);
+  ModelFile file = read_model(path);
+  onnx::ModelProto& model = file.model;
   onnx::GraphProto* graph = model.mutable_graph();
 
   // Bind symbolic input dimensions the user gave, then infer shapes where any are missing. A name
@@ -253,19 +273,42 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
                     "' (" + (known.empty() ? "its inputs have none" : "its inputs have: " + known) + ")");
       }
   }
-  if (!options.dim_values.empty())
-    for (auto& input : *graph->mutable_input())
+  auto bind = [&](onnx::GraphProto* g) {
+    for (auto& input : *g->mutable_input())
       if (input.type().has_tensor_type() && input.type().tensor_type().has_shape())
         for (auto& d : *input.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
           if (d.has_dim_param() && options.dim_values.count(d.dim_param())) d.set_dim_value(options.dim_values.at(d.dim_param()));
+  };
+  if (!options.dim_values.empty()) {
+    bind(graph);
+    if (file.compatible) bind(file.compatible->mutable_graph());
+  }
   std::map<std::string, onnx::TypeProto> types;
   try {
-    const std::optional<onnx::ModelProto> compatible = library_compatible_copy(model);
-    types = infer_all_shapes(compatible ? *compatible : model);
+    // Inference works on a copy of its own: the compatible copy is handed over, the file copied.
+    types = file.compatible ? infer_all_shapes(std::move(*file.compatible)) : infer_all_shapes(model);
+    file.compatible.reset();
   } catch (const Error& e) {
     const std::string newer = newer_than_library(model);
     throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + ": " + e.what());
   }
+
+  // The value of a one-element boolean constant (an initializer or a Constant node), if it is one.
+  std::unordered_map<std::string, const onnx::TensorProto*> constant_tensors;
+  for (const auto& init : graph->initializer()) constant_tensors[init.name()] = &init;
+  for (const auto& node : graph->node())
+    if (node.op_type() == "Constant" && node.output_size() == 1)
+      for (const auto& a : node.attribute())
+        if (a.name() == "value" && a.has_t()) constant_tensors[node.output(0)] = &a.t();
+  auto constant_bool = [&](const std::string& name) -> std::optional<bool> {
+    auto it = constant_tensors.find(name);
+    if (it == constant_tensors.end()) return std::nullopt;
+    const onnx::TensorProto& t = *it->second;
+    if (t.data_type() != onnx::TensorProto::BOOL) return std::nullopt;
+    if (t.int32_data_size() == 1) return t.int32_data(0) != 0;
+    if (t.has_raw_data() && t.raw_data().size() == 1) return t.raw_data()[0] != 0;
+    return std::nullopt;
+  };
 
   // Consumers of every tensor name: (node index, slot).
   std::unordered_map<std::string, std::vector<std::pair<int, int>>> consumers;
@@ -360,7 +403,8 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       DType dtype = dtype_from_onnx(inputs[i]->type().tensor_type().elem_type());
       SourceUses uses = uses_of(name);
       if (!options.data_inputs.empty()) {
-        kinds[i] = forced_data.count(name) ? TensorKind::data
+        kinds[i] = forced_data.count(name)          ? TensorKind::data
+                   : uses.only_settings()          ? TensorKind::constant
                    : (uses.buffer && !uses.weight) ? TensorKind::buffer
                    : is_floating(dtype)           ? TensorKind::parameter
                                                   : TensorKind::constant;
@@ -369,6 +413,8 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       }
       if (!is_floating(dtype)) {
         kinds[i] = TensorKind::data, decided[i] = true;
+      } else if (uses.only_settings()) {
+        kinds[i] = TensorKind::constant, decided[i] = true;
       } else if (uses.weight || (uses.buffer && !uses.data)) {
         kinds[i] = uses.weight ? TensorKind::parameter : TensorKind::buffer, decided[i] = true;
         first_param = std::min(first_param, i);
@@ -418,6 +464,15 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     used_names.insert(spec.name);
     spec.type = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "::" + node.op_type();
     spec.attrs = convert_attributes(node);
+    // Dropout's training_mode input (opset 12) decides whether it is a kernel or a pass-through:
+    // kept as an attribute for the cost rules and the executor. A mode computed in the graph counts
+    // as training (it is given for a reason); an absent one, or a constant false, as inference.
+    if (node.op_type() == "Dropout" && node.input_size() >= 3 && !node.input(2).empty()) {
+      const std::optional<bool> mode = constant_bool(node.input(2));
+      Attribute training{.name = "training_mode", .kind = Attribute::Kind::integer};
+      training.i = mode.value_or(true) ? 1 : 0;
+      spec.attrs.set(training);
+    }
     ModulePath mp = parse_module_path(node.name(), known_modules);
     spec.module = mp.module;
     spec.call = mp.call;
@@ -497,6 +552,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     builder.add_op(std::move(spec));
   }
   for (const auto& o : graph->output()) {
+    if (empty_values.count(o.name())) throw Error("graph output '" + o.name() + "' is an empty constant (no element): nothing to place");
     TensorId t = builder.find_tensor(o.name());
     if (t == kNoId) throw Error("graph output '" + o.name() + "' is produced by no node");
     builder.mark_output(t);

@@ -8,6 +8,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "placer/util/error.hpp"
+
 namespace placer {
 namespace {
 
@@ -86,10 +88,25 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
   std::unordered_map<std::string, std::vector<std::int64_t>> constants;
   for (const auto& init : graph->initializer())
     if (auto v = int64_values(init)) constants[init.name()] = std::move(*v);
-  for (const auto& node : graph->node())
-    if (node.op_type() == "Constant" && node.output_size() == 1)
-      if (const auto* value = attribute(node, "value"); value && value->has_t())
-        if (auto v = int64_values(value->t())) constants[node.output(0)] = std::move(*v);
+  for (const auto& node : graph->node()) {
+    if (node.op_type() != "Constant" || node.output_size() != 1) continue;
+    if (const auto* value = attribute(node, "value"); value && value->has_t()) {
+      if (auto v = int64_values(value->t())) constants[node.output(0)] = std::move(*v);
+    } else if (const auto* ints = attribute(node, "value_ints")) {  // as onnxscript writes them
+      constants[node.output(0)] = std::vector<std::int64_t>(ints->ints().begin(), ints->ints().end());
+    } else if (const auto* one = attribute(node, "value_int")) {
+      constants[node.output(0)] = {one->i()};
+    }
+  }
+
+  // Ranks the file states (graph inputs, value_info, initializers): a DFT's axis counted from the back.
+  std::unordered_map<std::string, int> ranks;
+  auto rank_of = [&](const onnx::ValueInfoProto& vi) {
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape()) ranks[vi.name()] = vi.type().tensor_type().shape().dim_size();
+  };
+  for (const auto& vi : graph->input()) rank_of(vi);
+  for (const auto& vi : graph->value_info()) rank_of(vi);
+  for (const auto& init : graph->initializer()) ranks[init.name()] = init.dims_size();
 
   static const std::unordered_set<std::string> kReduceAxesInput = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
                                                                    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
@@ -99,22 +116,48 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
     const std::string& type = node.op_type();
     if (kReduceAxesInput.count(type)) {
       // Opset 18: the axes came from an attribute to an optional input.
+      // Empty axes reduce over every axis, or (noop_with_empty_axes) pass the input through.
       const auto* noop = attribute(node, "noop_with_empty_axes");
       const bool noop_if_empty = noop && noop->i() != 0;
-      remove_attribute(node, "noop_with_empty_axes");
+      std::vector<std::int64_t> axes;
       if (node.input_size() >= 2 && !node.input(1).empty()) {
         auto it = constants.find(node.input(1));
-        if (it == constants.end()) continue;  // axes computed in the graph: left to the checker's message
-        auto* axes = node.add_attribute();
-        axes->set_name("axes");
-        axes->set_type(onnx::AttributeProto::INTS);
-        for (std::int64_t a : it->second) axes->add_ints(a);
-        node.mutable_input()->DeleteSubrange(1, node.input_size() - 1);
-      } else if (noop_if_empty) {
-        same_shape_as_first_input(node, "Identity");
+        if (it == constants.end()) continue;  // axes computed in the graph (or stored apart): the checker names the node
+        axes = it->second;
       }
+      remove_attribute(node, "noop_with_empty_axes");
+      if (node.input_size() >= 2) node.mutable_input()->DeleteSubrange(1, node.input_size() - 1);
+      if (axes.empty() && noop_if_empty) {
+        same_shape_as_first_input(node, "Identity");
+      } else if (!axes.empty()) {
+        auto* a = node.add_attribute();
+        a->set_name("axes");
+        a->set_type(onnx::AttributeProto::INTS);
+        for (std::int64_t v : axes) a->add_ints(v);
+      }
+    } else if (type == "DFT") {
+      // Opset 20: the axis moved from an attribute (default 1) to an input (default -2).
+      std::int64_t axis = -2;
+      if (node.input_size() >= 3 && !node.input(2).empty()) {
+        auto it = constants.find(node.input(2));
+        if (it == constants.end() || it->second.size() != 1) continue;  // computed: the checker names the node
+        axis = it->second[0];
+      }
+      if (axis < 0) {  // opset 17 counts from the front: the input's rank is needed
+        auto it = ranks.find(node.input(0));
+        if (it == ranks.end())
+          throw Error("node '" + node.name() + "' (DFT, opset " + std::to_string(opset) +
+                      "): an axis counted from the back on an input of unknown rank cannot be read by this build's ONNX library");
+        axis += it->second;
+      }
+      if (node.input_size() >= 3) node.mutable_input()->DeleteSubrange(2, node.input_size() - 2);
+      remove_attribute(node, "axis");
+      auto* a = node.add_attribute();
+      a->set_name("axis"), a->set_type(onnx::AttributeProto::INT), a->set_i(axis);
     } else if (type == "Split") {
-      remove_attribute(node, "num_outputs");  // opset 18; opset 13 splits evenly into the outputs
+      // Opset 18; opset 13 splits evenly into the outputs, and an uneven split gets the sizes of
+      // opset 18's rule once its input's shape is known (infer_all_shapes).
+      remove_attribute(node, "num_outputs");
     } else if (type == "Gelu") {
       same_shape_as_first_input(node, "Relu");  // opset 20: elementwise, the input's shape
     } else if (type == "GroupNormalization") {

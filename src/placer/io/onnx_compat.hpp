@@ -2,7 +2,8 @@
 // for IR version 8 and opset 17 of the default domain; exporters now write IR 9-10 and opsets
 // 18-21 (onnx >= 1.14, PyTorch's dynamo exporter). Most ops of those opsets are their opset-17
 // forms with more element types; the few whose inputs or attributes changed (ReduceMean's axes
-// became an input, Split got num_outputs, Gelu and GroupNormalization are new) are rewritten, in a
+// became an input, Split got num_outputs, DFT's axis became an input, Gelu and GroupNormalization
+// are new) are rewritten, in a
 // copy used only for checking and shape inference, one for one into opset-17 nodes that give the
 // same output shapes. The imported ops are the file's own nodes, so costs follow the real ops.
 #pragma once
@@ -25,7 +26,8 @@ std::int64_t default_opset(const onnx::ModelProto& model);
 // A copy of `model` the library can check and infer: IR version and default opset lowered to the
 // library's, and the nodes whose newer forms it cannot read rewritten (see the header comment).
 // std::nullopt when the model is not newer than the library. Nodes it cannot rewrite are left as
-// they are: the checker then names them.
+// they are: the checker then names them. Throws Error for a newer node it would read wrongly and
+// cannot rewrite (a DFT axis counted from the back on an input of unknown rank).
 std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& model);
 
 // "IR version 10 and opset 20, newer than this build's ONNX library (IR 8, opset 17)", or "" when

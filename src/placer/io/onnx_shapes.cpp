@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "placer/io/onnx_compat.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -600,9 +601,9 @@ void run_onnx_inference(onnx::ModelProto& model) {
 
 }  // namespace
 
-std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& original) {
-  check_inference_inputs(original.graph());  // whether or not ONNX inference runs: the model is invalid
-  onnx::ModelProto model = original;
+std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model) {
+  check_inference_inputs(model.graph());  // whether or not ONNX inference runs: the model is invalid
+  const std::int64_t opset = default_opset(model);
   onnx::GraphProto* graph = model.mutable_graph();
   std::unordered_set<std::string> graph_outputs;
   for (const auto& o : graph->output()) graph_outputs.insert(o.name());
@@ -678,6 +679,37 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& 
         *attr->mutable_t() = to_tensor(*v);
         folded = true;
       }
+    }
+    // A Split without sizes into outputs its input's dimension does not divide (opset 18's
+    // num_outputs, read through opset 13 by onnx_compat): the sizes of opset 18's rule, as the
+    // executor splits, given explicitly once the input's shape is known.
+    for (auto& node : *graph->mutable_node()) {
+      if (opset < 13) break;  // Split's sizes were an attribute before opset 13
+      if (node.op_type() != "Split" || !(node.domain().empty() || node.domain() == "ai.onnx")) continue;
+      if ((node.input_size() >= 2 && !node.input(1).empty()) || node.output_size() < 2) continue;
+      bool known_outputs = true, has_split_attr = false;
+      std::int64_t axis = 0;
+      for (const auto& a : node.attribute()) {
+        if (a.name() == "split") has_split_attr = true;
+        if (a.name() == "axis") axis = a.i();
+      }
+      for (const auto& out : node.output()) known_outputs = known_outputs && type_of(out) && fully_known(*type_of(out));
+      const onnx::TypeProto* in = type_of(node.input(0));
+      if (has_split_attr || known_outputs || !in || !in->tensor_type().has_shape()) continue;
+      const auto& shape = in->tensor_type().shape();
+      if (axis < 0) axis += shape.dim_size();
+      if (axis < 0 || axis >= shape.dim_size() || !shape.dim(static_cast<int>(axis)).has_dim_value()) continue;
+      const std::int64_t dim = shape.dim(static_cast<int>(axis)).dim_value(), n = node.output_size();
+      const std::int64_t each = dim > 0 ? (dim + n - 1) / n : 0;
+      if (each <= 0 || dim % n == 0 || dim - (n - 1) * each <= 0) continue;  // even (ONNX's own rule) or impossible
+      onnx::TensorProto* sizes = graph->add_initializer();
+      sizes->set_name(node.output(0) + "/placer_split_sizes");
+      sizes->set_data_type(onnx::TensorProto::INT64);
+      sizes->add_dims(n);
+      for (std::int64_t i = 0; i < n; ++i) sizes->add_int64_data(std::min(each, dim - i * each));
+      if (node.input_size() < 2) node.add_input(sizes->name());
+      else node.set_input(1, sizes->name());
+      folded = true;
     }
     if (!folded) break;
     // Forget what ONNX could not infer, then let it infer again with the new constants.

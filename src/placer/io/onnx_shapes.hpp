@@ -20,6 +20,7 @@ namespace placer {
 // not (strides, dilations, kernel_shape, group, blocksize: ONNX's checker does not look at values,
 // and its shape inference divides by some of them), or when a tensor's raw data does not hold as
 // many bytes as its dims say (ONNX's shape inference reads it by the dims).
-std::map<std::string, onnx::TypeProto> infer_all_shapes(const onnx::ModelProto& model);
+// `model` is taken by value: the folding rewrites it (pass a temporary to spare a copy).
+std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model);
 
 }  // namespace placer
