@@ -149,6 +149,8 @@ TEST(Sequential, SaysClearlyWhenAModuleFitsNowhere) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("fits on no device"));
+    // What is left on the last device, not its whole budget (it named the budget as what was left).
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("bytes of budget left after the items before it"));
   }
 }
 

@@ -206,6 +206,28 @@ TEST(SchedMTopo, FillsDevicesInTopologicalOrderUpToAnEqualShare) {
   EXPECT_EQ(run_placer("m-topo", pr.problem()).forward_devices, (std::vector<DeviceId>{0, 0, 0, 1}));
 }
 
+// A 100 MB GPU beside two of 0.5 MB, none of which holds a 1 MB parameter: Baechi's equal shares
+// (4 MB / 3 + 1 MB each) cap the large GPU at two parameters and leave two for the small ones, which
+// take none; shares in proportion to memory put all four on the large GPU.
+TEST(SchedMTopo, GivesDevicesOfVeryDifferentMemorySharesInProportion) {
+  Priced uneven = parameter_chain(1);
+  std::vector<Device> devices;
+  std::vector<Link> links;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "gpu:" + std::to_string(i);
+    devices.push_back(Device{.name = name, .kind = DeviceKind::gpu, .model = "test", .peak_flops = 1e12,
+                             .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = i == 0 ? 100'000'000u : 500'000u, .op_overhead_s = 0.0,
+                             .streams = 1});
+    links.push_back(Link{.name = "l" + std::to_string(i), .a = name, .b = "sw", .bandwidth_ab_bytes_per_s = 1e9,
+                         .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 1e-6});
+  }
+  const Cluster c = Cluster::build("uneven", std::move(devices), {"sw"}, std::move(links));
+  const CostTable costs(uneven.graph, c, CostModel::defaults());
+  const PlacementResult r = run_placer("m-topo", Problem{uneven.graph, c, costs, {}});
+  EXPECT_TRUE(r.sim.fits);
+  EXPECT_THAT(r.forward_devices, ::testing::Each(0u));
+}
+
 TEST(SchedOptions, RejectsABadDevicesValue) {
   EXPECT_THROW(make_placer("m-etf", PlacerOptions(std::map<std::string, std::string>{{"devices", "tpus"}})), Error);
   EXPECT_THROW(make_placer("m-sct", PlacerOptions(std::map<std::string, std::string>{{"threshold", "2"}})), Error);

@@ -123,6 +123,26 @@ TEST(SimulateCli, BoundsArePositive) {
   EXPECT_GT(j["total_work_s"].get<double>(), 0.0);
 }
 
+// A step of aliases only takes 0 s on every device: compare's ratios have nothing to divide by and
+// say so ("-", null) instead of printing nan and inf; the single device that fits is named.
+TEST(CompareCli, AStepOfNoTimeHasNoRatios) {
+  const std::string graph = write("aliases.json", R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4]}],
+    "ops": [{"name": "a", "type": "Identity", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  auto json = placer({"compare", "--model", graph, "--cluster", "k80x2", "--mode", "inference", "--algos", "single,round-robin", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["single_device_step_time_s"], 0.0);
+  EXPECT_EQ(j["best"], "single");
+  EXPECT_TRUE(j["rows"][0]["speedup_over_single"].is_null());
+  EXPECT_TRUE(j["rows"][0]["gap_to_lower_bound"].is_null());
+  auto text = placer({"compare", "--model", graph, "--cluster", "k80x2", "--mode", "inference", "--algos", "single,round-robin"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("nanx")));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("infx")));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("none fits")));
+}
+
 TEST(ClustersCli, ListsEveryPreset) {
   auto run = placer({"clusters"});
   ASSERT_EQ(run.exit_code, 0) << run.err;

@@ -49,6 +49,19 @@ OpId find(const Graph& g, const std::string& name) {
   return o;
 }
 
+TEST(TrainingStep, AGraphWithoutOutputsHasNothingToTrainAndSaysSo) {
+  GraphBuilder b("no-outputs");
+  TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data);
+  TensorId w = b.add_tensor("w", {8, 2}, DType::f32, TensorKind::parameter);
+  TensorId y = b.add_tensor("y", {4, 2}, DType::f32, TensorKind::activation);
+  OpSpec spec{.name = "mm", .type = "MatMul", .inputs = {x, w}, .outputs = {y}};
+  spec.work = op_work("MatMul", {}, descs(b, {x, w}), descs(b, {y}));
+  b.add_op(std::move(spec));
+  const Graph fwd = std::move(b).build();
+  EXPECT_THAT([&] { derive_training_step(fwd, Optimizer::sgd); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("no outputs to put a loss on")));
+}
+
 TEST(TrainingStep, KeepsForwardOpsAndAddsLossBackwardAndUpdates) {
   Graph fwd = tiny_mlp();
   Graph step = derive_training_step(fwd, Optimizer::sgd);

@@ -137,9 +137,11 @@ class ModuleMap {
       }
       if (++current == devices.size()) {
         const Device& last = p_.cluster.device(devices.back());
+        const std::uint64_t left = budget[d] > used + reserved ? budget[d] - used - reserved : 0;
         throw Error(std::string(it.module ? "module '" + g.module_name(it.id) + "'" : "op '" + g.op_name(it.id) + "'") + " (" +
-                    std::to_string(size(it) + reserve(it)) + " bytes with its working set) fits on no device: the last one, " +
-                    last.name + ", has " + std::to_string(budget[devices.back()]) + " bytes of budget left for it");
+                    std::to_string(size(it) + reserve(it)) + " bytes with its working set) fits on no device in this fill order: the "
+                    "last one, " + last.name + ", has " + std::to_string(left) + " of its " + std::to_string(budget[d]) +
+                    " bytes of budget left after the items before it");
       }
       used = reserved = 0;
     }

@@ -326,26 +326,39 @@ using Schedule = std::function<std::optional<std::vector<DeviceId>>(const StepGr
 
 // m-TOPO: forward families in topological order fill the devices one after another, each up to
 // an equal share of the memory the model needs (total / devices + the largest family, Baechi's
-// rule) and within its limit; the last device takes what remains up to its limit.
+// rule) and within its limit; the last device takes what remains up to its limit. When equal
+// shares cannot hold the model (devices of very different memory: a large CPU beside small GPUs),
+// a second pass gives each device a share in proportion to its limit instead.
 std::optional<std::vector<DeviceId>> m_topo(const StepGraph& s, const std::vector<double>& footprint,
                                             const std::vector<double>& budget) {
-  double total = 0.0, largest = 0.0;
+  double total = 0.0, largest = 0.0, all_budgets = 0.0;
   for (double f : footprint) total += f, largest = std::max(largest, f);
-  const double share = total / static_cast<double>(s.candidates.size()) + largest;
-  Partial st(s, footprint, budget);
-  std::size_t k = 0;
-  for (OpId o : s.problem.graph.topological_order()) {
-    if (st.family_device(o) != kUnplaced) continue;
-    const double need = footprint[s.anchor[o]];
-    for (; k < s.candidates.size(); ++k) {
-      const DeviceId d = s.candidates[k];
-      const double cap = k + 1 == s.candidates.size() ? budget[d] : std::min(budget[d], share);
-      if (st.allowed(o, d) && st.used(d) + need <= cap) break;
+  for (DeviceId d : s.candidates) all_budgets += budget[d];
+  for (const bool proportional : {false, true}) {
+    if (proportional && !(all_budgets > 0.0)) break;
+    auto share = [&](DeviceId d) {
+      return (proportional ? total * budget[d] / all_budgets : total / static_cast<double>(s.candidates.size())) + largest;
+    };
+    Partial st(s, footprint, budget);
+    std::size_t k = 0;
+    bool placed = true;
+    for (OpId o : s.problem.graph.topological_order()) {
+      if (st.family_device(o) != kUnplaced) continue;
+      const double need = footprint[s.anchor[o]];
+      for (; k < s.candidates.size(); ++k) {
+        const DeviceId d = s.candidates[k];
+        const double cap = k + 1 == s.candidates.size() ? budget[d] : std::min(budget[d], share(d));
+        if (st.allowed(o, d) && st.used(d) + need <= cap) break;
+      }
+      if (k == s.candidates.size()) {
+        placed = false;
+        break;
+      }
+      st.commit_family(o, s.candidates[k]);
     }
-    if (k == s.candidates.size()) return std::nullopt;
-    st.commit_family(o, s.candidates[k]);
+    if (placed) return st.forward_devices();
   }
-  return st.forward_devices();
+  return std::nullopt;
 }
 
 // Earliest task first (Hwang et al. 1989) with memory, as Baechi's m-ETF: among every ready op and

@@ -412,6 +412,11 @@ class OptimalPlacer final : public Placer {
                   std::to_string(kMaxIpGroups) + "); lower max-groups");
     PlacementResult r = exhaustive ? enumerate(p, grouping, candidates, budget, observer) : integer_program(p, grouping, candidates, budget);
     if (!grouping_note.empty()) r.note += (r.note.empty() ? "" : "; ") + grouping_note;
+    // Optimal within what it searched (whole groups, the note says how many): say so where that
+    // leaves devices out.
+    if (candidates.size() < p.cluster.num_devices())
+      r.note += "; on " + std::to_string(candidates.size()) + " of the " + std::to_string(p.cluster.num_devices()) +
+                " devices (option devices=all adds the others)";
     return r;
   }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "placer/algorithms/placer.hpp"
@@ -172,11 +173,21 @@ void run_compare(const PlaceArgs& args) {
 
   // The best single device that fits: the reference every row's speedup is measured against.
   Evaluator eval(problem);
-  double single = 0.0;
+  std::optional<double> single;  // none when no single device fits (a step may take 0 s: only aliases)
   for (DeviceId d = 0; d < p.cluster.num_devices(); ++d) {
     const SimResult& r = eval.evaluate(std::vector<DeviceId>(p.graph.num_forward_ops(), d));
-    if (r.fits && (single == 0.0 || r.step_time_s < single)) single = r.step_time_s;
+    if (r.fits && (!single || r.step_time_s < *single)) single = r.step_time_s;
   }
+  // Ratios with nothing to compare (no single device fits, a step or a bound of 0 s): none.
+  auto speedup_of = [&](double step) -> std::optional<double> {
+    if (!single || !(step > 0.0)) return std::nullopt;
+    return *single / step;
+  };
+  auto gap_of = [&](double step) -> std::optional<double> {
+    if (!(bounds.best() > 0.0)) return std::nullopt;
+    return step / bounds.best() - 1.0;
+  };
+  auto json_of = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
 
   std::vector<Row> rows;
   for (const auto& algo : algos) rows.push_back(run_algorithm(problem, algo, PlacerOptions{}, args));
@@ -198,8 +209,8 @@ void run_compare(const PlaceArgs& args) {
         for (DeviceId d = 0; d < r.devices.size(); ++d) peaks[p.cluster.device(d).name] = r.devices[d].peak_memory_bytes;
         j.update({{"step_time_s", r.step_time_s},
                   {"fits", r.fits},
-                  {"speedup_over_single", single > 0 ? nlohmann::json(single / r.step_time_s) : nlohmann::json(nullptr)},
-                  {"gap_to_lower_bound", r.step_time_s / bounds.best() - 1.0},
+                  {"speedup_over_single", json_of(speedup_of(r.step_time_s))},
+                  {"gap_to_lower_bound", json_of(gap_of(r.step_time_s))},
                   {"peak_memory_bytes", peaks},
                   {"samples", row.result.samples},
                   {"note", row.result.note}});
@@ -210,7 +221,7 @@ void run_compare(const PlaceArgs& args) {
                                 {"cluster", p.cluster.name()},
                                 {"mode", args.problem.model_args.mode},
                                 {"lower_bound_s", bounds.best()},
-                                {"single_device_step_time_s", single},
+                                {"single_device_step_time_s", json_of(single)},
                                 {"rows", out_rows},
                                 {"best", best ? nlohmann::json(best->algo) : nlohmann::json(nullptr)}}
                      .dump(2)
@@ -219,7 +230,7 @@ void run_compare(const PlaceArgs& args) {
   }
   fmt::print("{} ({} ops, {}) on {}: lower bound {}, best single device {}\n\n", args.problem.model, p.graph.num_ops(),
              args.problem.model_args.mode, p.cluster.name(), human_seconds(bounds.best()),
-             single > 0 ? human_seconds(single) : "none fits");
+             single ? human_seconds(*single) : "none fits");
   fmt::print("{:<14} {:>11} {:>8} {:>9} {:>5} {:>9}  {}\n", "algorithm", "step", "speedup", "vs bound", "fits", "wall", "peak memory per device");
   for (const auto& row : rows) {
     if (!row.error.empty()) {
@@ -232,10 +243,10 @@ void run_compare(const PlaceArgs& args) {
       if (r.devices[d].peak_memory_bytes > r.devices[d].static_memory_bytes || r.devices[d].ops > 0)
         peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", p.cluster.device(d).name,
                              human_bytes(static_cast<double>(r.devices[d].peak_memory_bytes)));
-    // No speedup without a single device that fits.
-    const std::string speedup = single > 0 ? fmt::format("{:.2f}x", single / r.step_time_s) : "-";
-    fmt::print("{:<14} {:>11} {:>8} {:>8.2f}x {:>5} {:>8.2f}s  {}{}\n", row.algo, human_seconds(r.step_time_s), speedup,
-               r.step_time_s / bounds.best(), r.fits ? "yes" : "NO", row.wall_s, peaks,
+    const std::optional<double> speedup = speedup_of(r.step_time_s), gap = gap_of(r.step_time_s);
+    fmt::print("{:<14} {:>11} {:>8} {:>9} {:>5} {:>8.2f}s  {}{}\n", row.algo, human_seconds(r.step_time_s),
+               speedup ? fmt::format("{:.2f}x", *speedup) : "-", gap ? fmt::format("{:.2f}x", *gap + 1.0) : "-",
+               r.fits ? "yes" : "NO", row.wall_s, peaks,
                row.result.note.empty() ? "" : "  (" + row.result.note + ")");
   }
   fmt::print("\nbest placement that fits: {}\n", best ? best->algo : "none");

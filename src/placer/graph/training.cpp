@@ -59,6 +59,11 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     if (fwd.op_role(o) != OpRole::forward)
       throw Error("cannot derive a training step from graph '" + fwd.name() + "': it already holds backward or update ops");
 
+  // The loss goes on the graph's outputs: without any, the step would train nothing, silently.
+  if (fwd.outputs().empty())
+    throw Error("cannot derive a training step from graph '" + fwd.name() +
+                "': it has no outputs to put a loss on (use inference mode, or name its outputs)");
+
   GraphBuilder b(fwd.name());
   for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
     auto shape = fwd.tensor_shape(t);
