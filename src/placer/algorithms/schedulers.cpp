@@ -784,7 +784,8 @@ void register_schedulers(std::vector<PlacerInfo>& r) {
                {kDevicesOption, kContentionOption},
                [](const PlacerOptions& o) { return std::make_unique<SchedulerPlacer>(Kind::heft, "heft", o); }});
   r.push_back({"m-topo", "scheduling",
-               "Baechi's m-TOPO: topological order filling each device up to an equal share of the model's memory",
+               "Baechi's m-TOPO: topological order filling each device up to an equal share of the model's memory (a share in "
+               "proportion to its memory when equal shares cannot hold the model)",
                {kDevicesOption},
                [](const PlacerOptions& o) { return std::make_unique<SchedulerPlacer>(Kind::m_topo, "m-topo", o); }});
   r.push_back({"m-etf", "scheduling", "Baechi's m-ETF: earliest task first with memory constraints",
