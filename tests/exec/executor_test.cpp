@@ -315,8 +315,14 @@ TEST(Executor, DropoutInTrainingModeDropsAndScales) {
     auto* mode = t.node("Constant", "/mode", {}, {"mode"})->add_attribute();
     mode->set_name("value"), mode->set_type(onnx::AttributeProto::TENSOR);
     mode->mutable_t()->set_data_type(onnx::TensorProto::BOOL), mode->mutable_t()->add_int32_data(training ? 1 : 0);
-    t.node("Dropout", "/Dropout", {"x", "ratio", "mode"}, {"y"});
+    t.node("Dropout", "/Dropout", {"x", "ratio", "mode"}, {"y", "mask"});
+    t.node("Cast", "/Cast", {"mask"}, {"kept"})->add_attribute()->CopyFrom([] {
+      onnx::AttributeProto a;
+      a.set_name("to"), a.set_type(onnx::AttributeProto::INT), a.set_i(onnx::TensorProto::FLOAT);
+      return a;
+    }());
     t.output("y", {64, 64});
+    t.output("kept", {64, 64});  // the mask read by another op: all true without training
     const std::string path = t.save("placer_exec_dropout.onnx");
     ModelOptions options;
     options.mode = Mode::inference;
@@ -325,6 +331,10 @@ TEST(Executor, DropoutInTrainingModeDropsAndScales) {
     Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .seed = 5, .all_on_cpu = true});
     ex.step();
     out[training] = ex.output_values().at(0);
+    const std::vector<float> kept = ex.output_values().at(1);
+    if (!training) {
+      EXPECT_EQ(std::count(kept.begin(), kept.end(), 1.0f), static_cast<std::ptrdiff_t>(kept.size()));
+    }
   }
   const std::vector<float>&x = out[false], &y = out[true];  // the same data (same seed)
   ASSERT_EQ(x.size(), y.size());

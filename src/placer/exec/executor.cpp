@@ -193,7 +193,10 @@ Tensors op_identity(const OpCall& c) { return {c.in[0]}; }
 // Dropout: a pass-through for inference; in training mode (the importer's training_mode attribute)
 // it keeps each element with probability 1 - ratio, scaled by 1 / (1 - ratio), and gives the mask.
 Tensors op_dropout(const OpCall& c) {
-  if (c.g.op_attrs(c.op).get_int("training_mode", 0) == 0) return {c.in[0]};
+  if (c.g.op_attrs(c.op).get_int("training_mode", 0) == 0) {
+    if (c.node.output_size() < 2) return {c.in[0]};
+    return {c.in[0], torch::ones_like(c.in[0], torch::kBool)};  // keeps everything
+  }
   const double ratio = c.has(1) ? c.scalar(1).value_or(0.5) : 0.5;
   const torch::Tensor mask = torch::rand_like(c.in[0]) >= ratio;
   torch::Tensor y = ratio < 1.0 ? c.in[0] * mask / (1.0 - ratio) : torch::zeros_like(c.in[0]);

@@ -72,7 +72,8 @@ bool is_transparent(const std::string& type) {
 }
 
 // setting: an input that steers the op and takes no gradient (Resize's scales, Pad's pads): a
-// floating initializer or graph input read only so is a constant, not a parameter.
+// floating initializer read only so is a constant, not a parameter. (A graph input keeps the
+// input rules: it has no value in the file, and the executor gives sources values by kind.)
 enum class Use : std::uint8_t { none, weight, buffer, data, setting };
 
 // The role of a tensor arriving at `slot` of an op of type `type`.
@@ -202,12 +203,7 @@ ModelFile read_model(const std::string& path) {
   // A model newer than the linked ONNX library is checked in the form the library reads
   // (onnx_compat.hpp); an error then says how much newer it is.
   const std::string newer = newer_than_library(model);
-  std::optional<onnx::ModelProto> compatible;
-  try {
-    compatible = library_compatible_copy(model);
-  } catch (const Error& e) {
-    throw Error("model file '" + path + "' (" + newer + "): " + e.what());
-  }
+  std::optional<onnx::ModelProto> compatible = library_compatible_copy(model);
   try {
     if (external && !compatible)
       onnx::checker::check_model(path);
@@ -404,7 +400,6 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       SourceUses uses = uses_of(name);
       if (!options.data_inputs.empty()) {
         kinds[i] = forced_data.count(name)          ? TensorKind::data
-                   : uses.only_settings()          ? TensorKind::constant
                    : (uses.buffer && !uses.weight) ? TensorKind::buffer
                    : is_floating(dtype)           ? TensorKind::parameter
                                                   : TensorKind::constant;
@@ -413,8 +408,6 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       }
       if (!is_floating(dtype)) {
         kinds[i] = TensorKind::data, decided[i] = true;
-      } else if (uses.only_settings()) {
-        kinds[i] = TensorKind::constant, decided[i] = true;
       } else if (uses.weight || (uses.buffer && !uses.data)) {
         kinds[i] = uses.weight ? TensorKind::parameter : TensorKind::buffer, decided[i] = true;
         first_param = std::min(first_param, i);

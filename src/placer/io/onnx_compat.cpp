@@ -8,8 +8,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "placer/util/error.hpp"
-
 namespace placer {
 namespace {
 
@@ -99,15 +97,6 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
     }
   }
 
-  // Ranks the file states (graph inputs, value_info, initializers): a DFT's axis counted from the back.
-  std::unordered_map<std::string, int> ranks;
-  auto rank_of = [&](const onnx::ValueInfoProto& vi) {
-    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape()) ranks[vi.name()] = vi.type().tensor_type().shape().dim_size();
-  };
-  for (const auto& vi : graph->input()) rank_of(vi);
-  for (const auto& vi : graph->value_info()) rank_of(vi);
-  for (const auto& init : graph->initializer()) ranks[init.name()] = init.dims_size();
-
   static const std::unordered_set<std::string> kReduceAxesInput = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
                                                                    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
                                                                    "ReduceSumSquare"};
@@ -135,20 +124,14 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
         a->set_type(onnx::AttributeProto::INTS);
         for (std::int64_t v : axes) a->add_ints(v);
       }
-    } else if (type == "DFT") {
-      // Opset 20: the axis moved from an attribute (default 1) to an input (default -2).
+    } else if (type == "DFT" && opset >= 20) {
+      // Opset 20: the axis moved from an attribute (default 1) to an input (default -2, counted
+      // from the back, as DFT-17's attribute may be too).
       std::int64_t axis = -2;
       if (node.input_size() >= 3 && !node.input(2).empty()) {
         auto it = constants.find(node.input(2));
         if (it == constants.end() || it->second.size() != 1) continue;  // computed: the checker names the node
         axis = it->second[0];
-      }
-      if (axis < 0) {  // opset 17 counts from the front: the input's rank is needed
-        auto it = ranks.find(node.input(0));
-        if (it == ranks.end())
-          throw Error("node '" + node.name() + "' (DFT, opset " + std::to_string(opset) +
-                      "): an axis counted from the back on an input of unknown rank cannot be read by this build's ONNX library");
-        axis += it->second;
       }
       if (node.input_size() >= 3) node.mutable_input()->DeleteSubrange(2, node.input_size() - 2);
       remove_attribute(node, "axis");

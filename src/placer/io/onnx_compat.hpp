@@ -26,8 +26,7 @@ std::int64_t default_opset(const onnx::ModelProto& model);
 // A copy of `model` the library can check and infer: IR version and default opset lowered to the
 // library's, and the nodes whose newer forms it cannot read rewritten (see the header comment).
 // std::nullopt when the model is not newer than the library. Nodes it cannot rewrite are left as
-// they are: the checker then names them. Throws Error for a newer node it would read wrongly and
-// cannot rewrite (a DFT axis counted from the back on an input of unknown rank).
+// they are: the checker then names them.
 std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& model);
 
 // "IR version 10 and opset 20, newer than this build's ONNX library (IR 8, opset 17)", or "" when

@@ -91,11 +91,18 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
 
 // Fails now, not after a long run, when `path` cannot be written: "cannot write `what` 'path'"
 // (`what`: "trace file", "the checkpoint"). A file this creates is removed again.
+// A regular file is written through `path`.tmp (write_text_file): its directory must take one too.
 inline void check_writable(const std::string& path, const std::string& what) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec);
   if (!std::ofstream(path, std::ios::app)) throw Error("cannot write " + what + " " + in_quotes(path));
   if (!existed) std::filesystem::remove(path, ec);
+  if (existed && !std::filesystem::is_regular_file(path, ec)) return;  // /dev/stdout, a pipe: written in place
+  const std::string tmp = path + ".tmp";
+  const bool tmp_existed = std::filesystem::exists(tmp, ec);
+  if (!std::ofstream(tmp, std::ios::app))
+    throw Error("cannot write " + what + " " + in_quotes(path) + " (its directory takes no new file " + in_quotes(tmp) + ")");
+  if (!tmp_existed) std::filesystem::remove(tmp, ec);
 }
 
 // Writes `text` to `path` through `path`.tmp and a rename, so that a failed or interrupted write
