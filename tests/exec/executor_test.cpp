@@ -282,6 +282,16 @@ TEST(Executor, BatchNormTrainingUsesBatchStatisticsAndUpdatesRunningStats) {
   EXPECT_NE(train.parameter_value("bn_mean"), std::vector<float>(6, 0.0f));
 }
 
+// The forward pass of a small model whose input "x" is data, every op on the CPU.
+Executor forward_on_cpu(const std::string& path, std::uint64_t seed = ExecOptions{}.seed) {
+  ModelOptions options;
+  options.mode = Mode::inference;
+  options.onnx.data_inputs = {"x"};
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  return Executor(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0),
+                  ExecOptions{.mode = Mode::inference, .seed = seed, .all_on_cpu = true});
+}
+
 // Clip reads its bound through a value slot after Neg, the bound's last ordinary reader: the bound
 // must still be there (it was dropped after Neg: "input 1 must be one value").
 TEST(Executor, AValueSlotReadKeepsItsTensor) {
@@ -294,11 +304,7 @@ TEST(Executor, AValueSlotReadKeepsItsTensor) {
   t.output("y", {4, 5});
   t.output("nm", {});
   t.m.mutable_graph()->mutable_output(1)->mutable_type()->mutable_tensor_type()->mutable_shape();  // a scalar
-  const std::string path = t.save("placer_exec_value_slot.onnx");
-  ModelOptions options;
-  options.mode = Mode::inference;
-  options.onnx.data_inputs = {"x"};
-  Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(3, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+  Executor ex = forward_on_cpu(t.save("placer_exec_value_slot.onnx"));
   EXPECT_NO_THROW(ex.step());
 }
 
@@ -316,19 +322,10 @@ TEST(Executor, DropoutInTrainingModeDropsAndScales) {
     mode->set_name("value"), mode->set_type(onnx::AttributeProto::TENSOR);
     mode->mutable_t()->set_data_type(onnx::TensorProto::BOOL), mode->mutable_t()->add_int32_data(training ? 1 : 0);
     t.node("Dropout", "/Dropout", {"x", "ratio", "mode"}, {"y", "mask"});
-    t.node("Cast", "/Cast", {"mask"}, {"kept"})->add_attribute()->CopyFrom([] {
-      onnx::AttributeProto a;
-      a.set_name("to"), a.set_type(onnx::AttributeProto::INT), a.set_i(onnx::TensorProto::FLOAT);
-      return a;
-    }());
+    set_int(t.node("Cast", "/Cast", {"mask"}, {"kept"}), "to", onnx::TensorProto::FLOAT);
     t.output("y", {64, 64});
     t.output("kept", {64, 64});  // the mask read by another op: all true without training
-    const std::string path = t.save("placer_exec_dropout.onnx");
-    ModelOptions options;
-    options.mode = Mode::inference;
-    options.onnx.data_inputs = {"x"};
-    const std::size_t n = load_forward_graph(path, options).num_ops();
-    Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .seed = 5, .all_on_cpu = true});
+    Executor ex = forward_on_cpu(t.save("placer_exec_dropout.onnx"), 5);
     ex.step();
     out[training] = ex.output_values().at(0);
     const std::vector<float> kept = ex.output_values().at(1);
@@ -357,11 +354,7 @@ TEST(Executor, RunsASliceOfOpsetNine) {
   set_ints(slice, "ends", {5});
   set_ints(slice, "axes", {1});
   t.output("y", {4, 4});
-  const std::string path = t.save("placer_exec_slice9.onnx");
-  ModelOptions options;
-  options.mode = Mode::inference;
-  options.onnx.data_inputs = {"x"};
-  Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+  Executor ex = forward_on_cpu(t.save("placer_exec_slice9.onnx"));
   EXPECT_NO_THROW(ex.step());
 }
 
@@ -377,13 +370,7 @@ TEST(Executor, RefusesAnOldSoftmaxOverSeveralAxes) {
     if (last_axis) set_int(softmax, "axis", 2);
     t.output("y", {2, 3, 4});
     const std::string path = t.save("placer_exec_softmax11.onnx");
-    ModelOptions options;
-    options.mode = Mode::inference;
-    options.onnx.data_inputs = {"x"};
-    auto make = [&] {
-      Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
-      ex.step();
-    };
+    auto make = [&] { forward_on_cpu(path).step(); };
     if (last_axis) EXPECT_NO_THROW(make());
     else EXPECT_THROW(make(), Error);
   }

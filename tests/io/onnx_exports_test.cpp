@@ -98,6 +98,11 @@ struct Model {
   }
 };
 
+std::vector<std::int64_t> shape_of(const Graph& g, const std::string& tensor) {
+  auto s = g.tensor_shape(g.find_tensor(tensor));
+  return {s.begin(), s.end()};
+}
+
 std::uint64_t parameters(const Graph& g) {
   std::uint64_t n = 0;
   for (TensorId t = 0; t < g.num_tensors(); ++t)
@@ -154,8 +159,7 @@ TEST(OnnxExports, ResizeScalesAreNoParameters) {
   m.output("up", 4);
   Graph g = load_onnx(m.save("resize.onnx"), {});
   EXPECT_EQ(parameters(g), 0u);
-  auto shape = g.tensor_shape(g.find_tensor("up"));
-  EXPECT_EQ(std::vector<std::int64_t>(shape.begin(), shape.end()), (std::vector<std::int64_t>{2, 3, 16, 16}));
+  EXPECT_EQ(shape_of(g, "up"), (std::vector<std::int64_t>{2, 3, 16, 16}));
 
 }
 
@@ -186,14 +190,10 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
   Model::attr(m.node("GroupNormalization", {"a", "scale", "bias"}, {"n"}), "num_groups", 2);
   m.output("mean", 3), m.output("n", 3), m.output("b", 3);
   Graph g = load_onnx(m.save("opset20.onnx"), {});
-  auto dims = [&](const char* t) {
-    auto s = g.tensor_shape(g.find_tensor(t));
-    return std::vector<std::int64_t>(s.begin(), s.end());
-  };
-  EXPECT_EQ(dims("g"), (std::vector<std::int64_t>{4, 8, 6}));
-  EXPECT_EQ(dims("mean"), (std::vector<std::int64_t>{4, 8, 1}));
-  EXPECT_EQ(dims("a"), (std::vector<std::int64_t>{2, 8, 6}));
-  EXPECT_EQ(dims("n"), (std::vector<std::int64_t>{2, 8, 6}));
+  EXPECT_EQ(shape_of(g, "g"), (std::vector<std::int64_t>{4, 8, 6}));
+  EXPECT_EQ(shape_of(g, "mean"), (std::vector<std::int64_t>{4, 8, 1}));
+  EXPECT_EQ(shape_of(g, "a"), (std::vector<std::int64_t>{2, 8, 6}));
+  EXPECT_EQ(shape_of(g, "n"), (std::vector<std::int64_t>{2, 8, 6}));
   // The ops are the file's: Gelu keeps its own cost (5 FLOPs per element, docs/op-rules.md).
   bool found = false;
   for (OpId o = 0; o < g.num_ops(); ++o)
@@ -216,14 +216,10 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
   Model::attr(u.node("ReduceMax", {"x"}, {"same"}), "noop_with_empty_axes", 1);
   u.output("s2", 2), u.output("m", 1), u.output("same", 2);
   Graph gu = load_onnx(u.save("opset18.onnx"), {});
-  auto dims_u = [&](const char* t) {
-    auto s = gu.tensor_shape(gu.find_tensor(t));
-    return std::vector<std::int64_t>(s.begin(), s.end());
-  };
-  EXPECT_EQ(dims_u("s0"), (std::vector<std::int64_t>{2, 4}));
-  EXPECT_EQ(dims_u("s2"), (std::vector<std::int64_t>{2, 2}));
-  EXPECT_EQ(dims_u("m"), (std::vector<std::int64_t>{2}));
-  EXPECT_EQ(dims_u("same"), (std::vector<std::int64_t>{2, 10}));
+  EXPECT_EQ(shape_of(gu, "s0"), (std::vector<std::int64_t>{2, 4}));
+  EXPECT_EQ(shape_of(gu, "s2"), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(shape_of(gu, "m"), (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(shape_of(gu, "same"), (std::vector<std::int64_t>{2, 10}));
 
   // DFT: opset 18 and 19 still have DFT-17's axis attribute (default 1), kept as the file gives
   // it; opset 20's axis input (default -2, from the back) becomes that attribute, also when the
@@ -238,8 +234,7 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
     OnnxImportOptions o;
     o.unknown_op_default = OpClass::elementwise;
     Graph gd = load_onnx(d.save("dft.onnx"), o);
-    auto s = gd.tensor_shape(gd.find_tensor("y"));
-    EXPECT_EQ(std::vector<std::int64_t>(s.begin(), s.end()),
+    EXPECT_EQ(shape_of(gd, "y"),
               opset >= 20 ? (std::vector<std::int64_t>{2, 8, 9, 2}) : (std::vector<std::int64_t>{2, 5, 16, 2}));
   }
 

@@ -3,26 +3,14 @@
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
-#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "placer/io/onnx_shapes.hpp"
+
 namespace placer {
 namespace {
-
-// An int64 tensor's values (int64_data or little-endian raw_data), or nullopt for another type.
-std::optional<std::vector<std::int64_t>> int64_values(const onnx::TensorProto& t) {
-  if (t.data_type() != onnx::TensorProto::INT64 || t.data_location() == onnx::TensorProto::EXTERNAL) return std::nullopt;
-  if (t.has_raw_data()) {
-    const std::string& raw = t.raw_data();
-    if (raw.size() % sizeof(std::int64_t) != 0) return std::nullopt;
-    std::vector<std::int64_t> out(raw.size() / sizeof(std::int64_t));
-    if (!out.empty()) std::memcpy(out.data(), raw.data(), raw.size());
-    return out;
-  }
-  return std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end());
-}
 
 void remove_attribute(onnx::NodeProto& node, const std::string& name) {
   auto* attrs = node.mutable_attribute();
@@ -81,21 +69,9 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
   for (auto& o : *copy.mutable_opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(onnx_library_opset());
 
-  // Constant int64 values by name: initializers and Constant nodes (a Reduce's axes).
+  // Constant int64 values by name (a Reduce's axes, a DFT's axis).
   onnx::GraphProto* graph = copy.mutable_graph();
-  std::unordered_map<std::string, std::vector<std::int64_t>> constants;
-  for (const auto& init : graph->initializer())
-    if (auto v = int64_values(init)) constants[init.name()] = std::move(*v);
-  for (const auto& node : graph->node()) {
-    if (node.op_type() != "Constant" || node.output_size() != 1) continue;
-    if (const auto* value = attribute(node, "value"); value && value->has_t()) {
-      if (auto v = int64_values(value->t())) constants[node.output(0)] = std::move(*v);
-    } else if (const auto* ints = attribute(node, "value_ints")) {  // as onnxscript writes them
-      constants[node.output(0)] = std::vector<std::int64_t>(ints->ints().begin(), ints->ints().end());
-    } else if (const auto* one = attribute(node, "value_int")) {
-      constants[node.output(0)] = {one->i()};
-    }
-  }
+  const std::unordered_map<std::string, std::vector<std::int64_t>> constants = int64_constants(*graph);
 
   static const std::unordered_set<std::string> kReduceAxesInput = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
                                                                    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",

@@ -601,6 +601,25 @@ void run_onnx_inference(onnx::ModelProto& model) {
 
 }  // namespace
 
+std::unordered_map<std::string, std::vector<std::int64_t>> int64_constants(const onnx::GraphProto& graph) {
+  std::unordered_map<std::string, std::vector<std::int64_t>> out;
+  auto keep = [&](const std::string& name, const std::optional<Value>& v) {
+    if (!v || !is_integer_type(v->elem_type) || !consistent(*v)) return;
+    std::vector<std::int64_t>& values = out[name];
+    for (double x : v->data) values.push_back(clamped_int(x));
+  };
+  for (const auto& init : graph.initializer())
+    if (init.data_location() != onnx::TensorProto::EXTERNAL) keep(init.name(), from_tensor(init));
+  for (const auto& node : graph.node())
+    if (node.op_type() == "Constant" && node.output_size() == 1) {
+      try {
+        keep(node.output(0), evaluate(node, {}, nullptr));  // a Constant reads no input or type
+      } catch (const std::exception&) {
+      }
+    }
+  return out;
+}
+
 std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model) {
   check_inference_inputs(model.graph());  // whether or not ONNX inference runs: the model is invalid
   const std::int64_t opset = default_opset(model);

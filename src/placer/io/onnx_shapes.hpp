@@ -11,6 +11,8 @@
 
 #include <map>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace placer {
 
@@ -22,5 +24,9 @@ namespace placer {
 // many bytes as its dims say (ONNX's shape inference reads it by the dims).
 // `model` is taken by value: the folding rewrites it (pass a temporary to spare a copy).
 std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model);
+
+// The small integer constants of `graph` by name, read as the folding reads them: initializers and
+// Constant nodes (`value`, `value_int`, `value_ints`) of an integer type, at most 4,096 elements.
+std::unordered_map<std::string, std::vector<std::int64_t>> int64_constants(const onnx::GraphProto& graph);
 
 }  // namespace placer
