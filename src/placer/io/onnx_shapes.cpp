@@ -620,7 +620,10 @@ std::unordered_map<std::string, std::vector<std::int64_t>> int64_constants(const
   return out;
 }
 
-std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model) {
+std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes) {
+  std::size_t passes = 0;
+  if (!onnx_passes) onnx_passes = &passes;
+  *onnx_passes = 0;
   check_inference_inputs(model.graph());  // whether or not ONNX inference runs: the model is invalid
   const std::int64_t opset = default_opset(model);
   onnx::GraphProto* graph = model.mutable_graph();
@@ -654,6 +657,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model) 
   std::size_t unknown = count_unknown(types);
   if (unknown == 0) return types;
   run_onnx_inference(model);
+  ++*onnx_passes;
   types = collect();
   unknown = count_unknown(types);
 
@@ -671,8 +675,55 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model) 
       auto it = types.find(name);
       return it == types.end() ? nullptr : &it->second;
     };
+    // The tensors ONNX's inference reads as data: initializers and Constant nodes' `value`.
+    std::unordered_map<std::string, const onnx::TensorProto*> data;
+    for (const auto& init : graph->initializer()) data.emplace(init.name(), &init);
+    for (const auto& node : graph->node())
+      if (node.op_type() == "Constant" && node.output_size() == 1)
+        for (const auto& a : node.attribute())
+          if (a.name() == "value" && a.has_t()) data[node.output(0)] = &a.t();
+    // A node that cannot be folded is shape-inferred on the spot with its ONNX rule, when all its
+    // inputs are known and some output is not, so that the Shape nodes after it fold in this same
+    // round: a model whose shapes chain through every layer then takes a few rounds, not a round
+    // per layer (each round re-infers the whole model: the rounds were quadratic in depth). The
+    // rule and its inputs are those ONNX's own pass would use, so the types are those it gives.
+    auto infer_node = [&](onnx::NodeProto& node) {
+      if (!(node.domain().empty() || node.domain() == "ai.onnx")) return;
+      bool needed = false;
+      for (const auto& out : node.output()) {
+        const onnx::TypeProto* t = out.empty() ? nullptr : type_of(out);
+        needed = needed || (!out.empty() && (!t || !fully_known(*t)));
+      }
+      if (!needed) return;
+      for (const auto& a : node.attribute())
+        if (a.has_g() || a.graphs_size() > 0) return;  // subgraphs: left to ONNX's pass
+      std::unordered_map<std::string, onnx::TypeProto*> in_types;
+      std::unordered_map<std::string, const onnx::TensorProto*> in_data;
+      for (const auto& name : node.input()) {
+        if (name.empty()) continue;
+        auto it = types.find(name);
+        if (it == types.end() || !fully_known(it->second)) return;
+        in_types.emplace(name, &it->second);
+        if (auto d = data.find(name); d != data.end()) in_data.emplace(name, d->second);
+      }
+      const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+      if (!schema || schema->Deprecated() || !schema->has_type_and_shape_inference_function()) return;
+      onnx::shape_inference::InferenceContextImpl ctx(node, in_types, in_data, {});
+      try {
+        schema->GetTypeAndShapeInferenceFunction()(ctx);
+      } catch (const std::exception&) {
+        return;  // ONNX's pass decides what such a node gives
+      }
+      for (int i = 0; i < node.output_size(); ++i) {
+        const onnx::TypeProto* t = ctx.getOutputType(static_cast<std::size_t>(i));
+        if (!node.output(i).empty() && fully_known(*t)) types[node.output(i)] = *t;
+      }
+    };
     for (auto& node : *graph->mutable_node()) {
-      if (node.output_size() != 1 || values.count(node.output(0))) continue;
+      if (node.output_size() != 1 || values.count(node.output(0))) {
+        infer_node(node);
+        continue;
+      }
       std::vector<const Value*> in;
       for (const auto& name : node.input()) {
         auto it = values.find(name);
@@ -684,7 +735,10 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model) 
       } catch (const std::exception&) {
         v.reset();  // out-of-range index or similar: leave the node to ONNX
       }
-      if (!v || !consistent(*v)) continue;
+      if (!v || !consistent(*v)) {
+        infer_node(node);
+        continue;
+      }
       values.emplace(node.output(0), *v);
       if (node.op_type() != "Constant") {
         std::string out = node.output(0), name = node.name();
@@ -696,6 +750,13 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model) 
         attr->set_name("value");
         attr->set_type(onnx::AttributeProto::TENSOR);
         *attr->mutable_t() = to_tensor(*v);
+        data[out] = &attr->t();
+        // Its type, as ONNX infers a Constant's: the stored tensor's element type and dims.
+        onnx::TypeProto t;
+        t.mutable_tensor_type()->set_elem_type(attr->t().data_type());
+        auto* shape = t.mutable_tensor_type()->mutable_shape();
+        for (auto d : attr->t().dims()) shape->add_dim()->set_dim_value(d);
+        types[out] = std::move(t);
         folded = true;
       }
     }
@@ -736,6 +797,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model) 
     for (int i = vis->size() - 1; i >= 0; --i)
       if (!fully_known(vis->Get(i).type())) vis->DeleteSubrange(i, 1);
     run_onnx_inference(model);
+    ++*onnx_passes;
     types = collect();
     unknown = count_unknown(types);
   }

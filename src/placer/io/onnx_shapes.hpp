@@ -3,6 +3,9 @@
 // position table sliced to the sequence length read by Shape). We evaluate those small
 // shape-computation subgraphs on their constant values, hand the results to ONNX's own shape
 // inference as Constant nodes (in a copy of the model), and repeat until nothing new is learnt.
+// Between ONNX's passes over the whole model, a node that cannot be folded but whose inputs are
+// known is inferred on its own with its ONNX rule, so that a chain of shape computations through
+// every layer folds in a few passes, not one per layer.
 // Values that make no sense (an axis out of range, a -1 twice in a Reshape target, ...) stay
 // unknown; nothing a model file holds can make the evaluation read out of bounds.
 #pragma once
@@ -23,7 +26,9 @@ namespace placer {
 // and its shape inference divides by some of them), or when a tensor's raw data does not hold as
 // many bytes as its dims say (ONNX's shape inference reads it by the dims).
 // `model` is taken by value: the folding rewrites it (pass a temporary to spare a copy).
-std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model);
+// `onnx_passes`, when given, receives how many times ONNX's inference ran over the whole model
+// (a few, whatever the depth: nodes that cannot be folded are inferred one by one in between).
+std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes = nullptr);
 
 // The small integer constants of `graph` by name, read as the folding reads them: initializers and
 // Constant nodes (`value`, `value_int`, `value_ints`) of an integer type, at most 4,096 elements.
