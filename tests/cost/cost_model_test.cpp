@@ -130,6 +130,24 @@ TEST(CostTable, AnInfiniteOpTimeIsAnError) {
   EXPECT_THAT([&] { CostTable(g, c, CostModel::defaults()); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("op 'mm' would take inf s on device 'gpu:0'")));
 }
 
+// Times that are each finite but add up past a double (a profile giving 1e308 s to two ops) would
+// make every step and bound on that device inf: an error naming the device.
+TEST(CostTable, OpTimesThatAddUpToInfinityAreAnError) {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {8, 16}, DType::f32, TensorKind::data), y = b.add_tensor("y", {8, 16}, DType::f32, TensorKind::activation),
+           z = b.add_tensor("z", {8, 16}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "a", .type = "Relu", .inputs = {x}, .outputs = {y}, .work = {.flops = 128, .op_class = OpClass::elementwise}});
+  b.add_op({.name = "b", .type = "Relu", .inputs = {y}, .outputs = {z}, .work = {.flops = 128, .op_class = OpClass::elementwise}});
+  Graph g = std::move(b).build();
+  const Cluster c = one_gpu();
+  Profile p;
+  p.set_by_name(DeviceKind::gpu, "a", 1e308);
+  EXPECT_NO_THROW(CostTable(g, c, CostModel::defaults(), &p));
+  p.set_by_name(DeviceKind::gpu, "b", 1e308);
+  EXPECT_THAT([&] { CostTable(g, c, CostModel::defaults(), &p); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("the ops' times on device 'gpu:0' add up to more than a double holds")));
+}
+
 // A profile that cannot be written completely (a full disk) is an error, and the file is written
 // whole or not at all.
 TEST(ProfileFile, AFailedWriteIsAnError) {

@@ -250,6 +250,15 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
                     "': check its peak_flops, memory_bandwidth and efficiencies");
     }
   }
+  // Each time is finite, but a device's sum may not be (a profile giving 1e308 s to two ops):
+  // every step and bound on it would be inf, or the bounds' arithmetic NaN.
+  for (DeviceId d = 0; d < num_devices_; ++d) {
+    double total = 0.0;
+    for (OpId o = 0; o < g.num_ops(); ++o) total += time_s_[std::size_t{o} * num_devices_ + d];
+    if (!std::isfinite(total))
+      throw Error("the ops' times on device '" + c.device(d).name +
+                  "' add up to more than a double holds: check the profile's times and the device's figures");
+  }
 }
 
 }  // namespace placer

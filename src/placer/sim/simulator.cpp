@@ -545,20 +545,43 @@ std::vector<PathStep> Simulator::critical_path() const {
   std::vector<PathStep> path;
   if (graph_.num_ops() == 0 || placement_.empty()) return path;
   const DeviceId* dev = placement_.data();
-  std::unordered_map<std::uint64_t, const Transfer*> by_copy;  // (tensor, destination) -> its transfer
-  by_copy.reserve(transfers_.size());
-  for (const Transfer& tr : transfers_) by_copy.emplace((std::uint64_t{tr.tensor} << 32) | tr.to, &tr);
+  const std::size_t nd = num_devices_, nt = transfers_.size();
+  std::unordered_map<std::uint64_t, std::uint32_t> by_copy;  // (tensor, destination) -> its transfer
+  by_copy.reserve(nt);
+  for (std::uint32_t k = 0; k < nt; ++k) by_copy.emplace((std::uint64_t{transfers_[k].tensor} << 32) | transfers_[k].to, k);
+  // A transfer that started later than it was sent waited for a link: for the one that held it,
+  // replay the reservations (in send order, as the run made them) and take, over the transfer's
+  // channels, the previous transfer on the channel that ended last (it ended when this one began).
+  std::vector<std::uint32_t> held_by(nt, kNone), last_on(cluster_.num_channels(), kNone);
+  for (std::uint32_t k = 0; k < nt; ++k) {
+    const Transfer& tr = transfers_[k];
+    const TensorInfo& tx = tensors_[tr.tensor];
+    const Route& route = routes_[std::size_t{tx.dev} * nd + tr.to];
+    double latest = -1.0;
+    for (std::uint32_t i = route.first; i < route.last; ++i) {
+      const std::uint32_t j = last_on[route_channels_[i]];
+      if (j != kNone && transfers_[j].end_s > latest) latest = transfers_[j].end_s, held_by[k] = j;
+      last_on[route_channels_[i]] = k;
+    }
+    const double sent = tx.source ? 0.0 : timing_[tx.home].end_s;
+    if (!(tr.start_s > sent && latest == tr.start_s)) held_by[k] = kNone;
+  }
   std::uint32_t op = last_op_;
-  for (std::size_t guard = 0; guard <= 2 * graph_.num_ops(); ++guard) {
+  for (std::size_t guard = 0; guard <= graph_.num_ops() + nt; ++guard) {
     path.push_back({PathStep::Kind::op, op, dev[op], timing_[op].start_s, timing_[op].end_s});
     const std::uint32_t cause = timing_[op].cause;
     if (cause == kNoCause) break;
     if (cause & kArrivalFlag) {
-      const std::uint32_t x = cause & ~kArrivalFlag;
-      const Transfer& tr = *by_copy.at((std::uint64_t{x} << 32) | dev[op]);
-      path.push_back({PathStep::Kind::transfer, x, dev[op], tr.start_s, tr.end_s});
-      if (tensors_[x].source) break;
-      op = tensors_[x].home;
+      std::uint32_t k = by_copy.at((std::uint64_t{cause & ~kArrivalFlag} << 32) | dev[op]);
+      for (;;) {
+        const Transfer& tr = transfers_[k];
+        path.push_back({PathStep::Kind::transfer, tr.tensor, tr.to, tr.start_s, tr.end_s});
+        if (held_by[k] == kNone) break;
+        k = held_by[k];  // it waited for this transfer, which waited for its tensor or a link in turn
+      }
+      const TensorInfo& tx = tensors_[transfers_[k].tensor];
+      if (tx.source) break;
+      op = tx.home;
     } else {
       op = cause;
     }
