@@ -198,6 +198,24 @@ TEST(SimulateCliBadInput, NegativeBandwidth) {
 
 TEST(SimulateCliBadInput, UnknownPreset) { expect_one_line_error({"simulate", "--model", kModel, "--on", "gpu:0", "--cluster", "tpu-pod"}, "tpu-pod"); }
 
+TEST(SimulateCliBadInput, ADirectoryIsNoFile) {
+  const std::string dir = ::testing::TempDir();
+  expect_one_line_error({"simulate", "--model", dir, "--cluster", "k80x4", "--on", "gpu:0"}, "is a directory, not a file");
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", dir, "--on", "gpu:0"}, "is a directory, not a file");
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement", dir}, "is a directory, not a file");
+}
+
+TEST(SimulateCliBadInput, AnEmptyDeviceName) {
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", ""}, "an empty device name");
+}
+
+TEST(SimulateCli, OutOfMemorySaysByHowMuch) {
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--memory-fraction", "0.01"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("DOES NOT FIT"));
+  EXPECT_THAT(run.out, HasSubstr("over by "));
+}
+
 TEST(SimulateCliBadInput, NothingToSimulate) { expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4"}, "--placement"); }
 
 }  // namespace

@@ -81,6 +81,7 @@ std::string human_bytes(double bytes) {
 }
 
 std::string human_seconds(double s) {
+  if (s >= 1e6) return fmt::format("{:.3e} s", s);  // absurd figures, not hundreds of digits
   if (s >= 1.0) return fmt::format("{:.3f} s", s);
   if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
   return fmt::format("{:.1f} us", s * 1e6);

@@ -42,6 +42,10 @@ struct LoadedProblem {
 };
 LoadedProblem load_problem(const ProblemArgs& args);
 
+// Validator of --on: a device name, not an empty string (which would read as "no default").
+inline const CLI::Validator kDeviceName(
+    [](const std::string& s) { return s.empty() ? std::string("an empty device name") : std::string(); }, "DEVICE");
+
 std::string human_count(double n);            // 25.6M, 4.1G, ...
 std::string human_bytes(double bytes);        // 97.5 MiB
 std::string human_seconds(double seconds);    // 12.3 ms

@@ -207,7 +207,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("--model", args->model, "ONNX model file")->required();
   cmd->add_option("--cluster", args->cluster, "cluster preset or JSON file whose devices the placement names")->capture_default_str();
   cmd->add_option("--placement", args->placement, "placement JSON file");
-  cmd->add_option("--on", args->on, "run every op on this device (cpu:0, gpu:0, ...)");
+  cmd->add_option("--on", args->on, "run every op on this device (cpu:0, gpu:0, ...)")->check(kDeviceName);
   cmd->add_option("--steps", args->steps, "timed steps")->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "untimed steps first")->capture_default_str();
   add_exec_options(cmd, args->threads, args->seed);
@@ -239,7 +239,7 @@ void register_validate(CLI::App& app) {
   cmd->add_option("--cluster", args->cluster, "cluster preset (usually `local`) or JSON file")->required();
   cmd->add_option("--profile", args->profile, "measured op times (placer profile) for the simulator");
   cmd->add_option("--placements", args->placements, "placement JSON files, comma-separated")->delimiter(',');
-  cmd->add_option("--on", args->on, "all ops on this device (comma-separated: one run each)")->delimiter(',');
+  cmd->add_option("--on", args->on, "all ops on this device (comma-separated: one run each)")->delimiter(',')->check(kDeviceName);
   cmd->add_option("--steps", args->steps, "timed steps per placement")->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "untimed steps first")->capture_default_str();
   add_exec_options(cmd, args->threads, args->seed);

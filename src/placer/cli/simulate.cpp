@@ -71,7 +71,10 @@ void print_result(const LoadedProblem& p, const Simulator& sim, const SimResult&
                // of what its streams could have done
                r.step_time_s > 0 ? 100.0 * dr.busy_s / (r.step_time_s * std::max(1, p.cluster.device(d).streams)) : 0.0,
                human_bytes(static_cast<double>(dr.peak_memory_bytes)),
-               human_bytes(static_cast<double>(dr.capacity_bytes)), dr.peak_memory_bytes > dr.capacity_bytes ? "  over" : "");
+               human_bytes(static_cast<double>(dr.capacity_bytes)),
+               dr.peak_memory_bytes > dr.capacity_bytes
+                   ? "  over by " + human_bytes(static_cast<double>(dr.peak_memory_bytes - dr.capacity_bytes))
+                   : std::string());
   }
   auto path = sim.critical_path();
   std::size_t ops = 0, transfers = 0;
@@ -172,7 +175,7 @@ void register_simulate(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("simulate", "Simulate one step of a model on a cluster under placements");
   add_problem_options(cmd, args->problem);
   cmd->add_option("--placement", args->placements, "placement JSON file(s), comma-separated")->delimiter(',');
-  cmd->add_option("--on", args->on, "place everything on this device (comma-separated: one run each)")->delimiter(',');
+  cmd->add_option("--on", args->on, "place everything on this device (comma-separated: one run each)")->delimiter(',')->check(kDeviceName);
   cmd->add_option("--random", args->random, "simulate N random op-level placements and report simulated ops per second");
   cmd->add_option("--seed", args->seed, "seed of --random")->capture_default_str();
   cmd->add_option("--trace", args->trace, "write the schedule as a Chrome trace (Perfetto) to this file");

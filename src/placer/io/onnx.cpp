@@ -183,6 +183,8 @@ struct ModelFile {
 };
 
 ModelFile read_model(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error("model file '" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open model file '" + path + "'");
   std::stringstream buffer;

@@ -71,6 +71,8 @@ class DuplicateKeyFinder final : public nlohmann::json::json_sax_t {
 // `allow_duplicate_keys`) an object with a key twice.
 inline nlohmann::json read_json_file(const std::string& path, const std::string& what, bool allow_duplicate_keys = false) {
   const std::string name = what + " file " + in_quotes(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(name + " is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open " + name);
   auto message = [](const std::string& m) { return m.substr(m.find(']') == std::string::npos ? 0 : m.find(']') + 2); };
