@@ -2,6 +2,7 @@
 // parameters (training) are the same under every placement. Multi-device placements run on a
 // "virtual" cluster (cpu:0, cpu:1, gpu:0 all on the host, ExecOptions::all_on_cpu), so tensors read
 // on another device still go through the copy path.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <ATen/Parallel.h>
@@ -15,6 +16,7 @@
 #include <map>
 
 #include "placer/exec/exec.hpp"
+#include "placer/io/model.hpp"
 #include "placer/sim/placement.hpp"
 #include "placer/util/error.hpp"
 #include "support/paths.hpp"
@@ -344,6 +346,80 @@ TEST(Executor, DropoutInTrainingModeDropsAndScales) {
   EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(y.size()), 0.25, 0.03);
 }
 
+// The training step stops gradients where the IR does (graph/training.cpp): a weight read only
+// through Floor gets no gradient and no update, although libtorch would differentiate floor (as
+// zero) and fmod; a model with no output carrying a gradient trains nothing: its step is the
+// forward pass (the executor ran a backward pass and an update the simulator never priced).
+TEST(Executor, GradientsStopWhereTheTrainingStepStopsThem) {
+  for (const bool with_relu_path : {true, false}) {
+    SCOPED_TRACE(with_relu_path ? "a Floor path and a Relu path" : "a Mod path alone");
+    TinyModel t;
+    t.input("x", {8, 16});
+    t.input("w_stop", {16, 16});
+    t.node("MatMul", "/stop/MatMul", {"x", "w_stop"}, {"m"});
+    if (with_relu_path) {
+      t.node("Floor", "/stop/Floor", {"m"}, {"y"});
+      t.input("w_go", {16, 16});
+      t.node("MatMul", "/go/MatMul", {"x", "w_go"}, {"m2"});
+      t.node("Relu", "/go/Relu", {"m2"}, {"z"});
+      t.output("z", {8, 16});
+    } else {
+      auto* divisor = t.node("Constant", "/stop/divisor", {}, {"divisor"})->add_attribute();
+      divisor->set_name("value"), divisor->set_type(onnx::AttributeProto::TENSOR);
+      divisor->mutable_t()->set_data_type(onnx::TensorProto::FLOAT), divisor->mutable_t()->add_float_data(0.3f);
+      set_int(t.node("Mod", "/stop/Mod", {"m", "divisor"}, {"y"}), "fmod", 1);  // libtorch: gradient 1
+    }
+    t.output("y", {8, 16});
+    const std::string path = t.save("placer_exec_stop_gradient.onnx");
+    ModelOptions options;
+    options.mode = Mode::training;
+    options.onnx.data_inputs = {"x"};
+    const Graph step = load_model(path, options);
+    std::size_t updates = 0;
+    for (OpId o = 0; o < step.num_ops(); ++o) updates += step.op_role(o) == OpRole::update;
+    EXPECT_EQ(updates, with_relu_path ? 1u : 0u);
+    const std::size_t n = load_forward_graph(path, options).num_ops();
+    Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0),
+                ExecOptions{.mode = Mode::training, .seed = 3, .all_on_cpu = true});
+    const std::vector<float> stop_before = ex.parameter_value("w_stop");
+    const std::vector<float> go_before = with_relu_path ? ex.parameter_value("w_go") : std::vector<float>{};
+    ex.step();
+    EXPECT_EQ(ex.parameter_value("w_stop"), stop_before);
+    if (with_relu_path) {
+      EXPECT_NE(ex.parameter_value("w_go"), go_before);
+      EXPECT_NE(ex.last_loss(), 0.0);
+    } else {
+      EXPECT_EQ(ex.last_loss(), 0.0);
+    }
+  }
+}
+
+// libtorch's own errors (here an index past the table: ids in [0, 2) plus 20 read a table of 10
+// rows) are one line naming the op, not libtorch's message with a C++ backtrace.
+TEST(Executor, ALibtorchErrorNamesTheOpOnOneLine) {
+  TinyModel t;
+  t.input("ids", {4}, onnx::TensorProto::INT64);
+  t.input("table", {10, 3});
+  t.constant("offset", {20});
+  t.node("Add", "/ids/Add", {"ids", "offset"}, {"shifted"});
+  t.node("Gather", "/emb/Gather", {"table", "shifted"}, {"rows"});
+  t.output("rows", {4, 3});
+  const std::string path = t.save("placer_exec_gather_past.onnx");
+  ModelOptions options;
+  options.mode = Mode::inference;
+  options.onnx.data_inputs = {"ids"};
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+  try {
+    ex.step();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("op '/emb/Gather' (Gather): libtorch failed: "), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
 // Slice of opset 1-9 gives starts, ends and axes as attributes (it crashed the executor).
 TEST(Executor, RunsASliceOfOpsetNine) {
   TinyModel t;
@@ -410,6 +486,24 @@ TEST(Executor, RefusesAGpuThisLibtorchCannotReach) {
   options.mode = Mode::inference;
   const std::size_t n = load_forward_graph(path, options).num_ops();
   EXPECT_THROW(Executor(path, options, virtual_cluster(), std::vector<DeviceId>(n, 2), ExecOptions{.mode = Mode::inference}), Error);
+}
+
+// A GPU runs on the CUDA device numbered after the last ':' of its name: a name without that
+// number, or two GPUs on one CUDA device, are refused (with or without CUDA) instead of running on
+// device 0.
+TEST(Executor, AGpuNeedsItsCudaIndexInItsName) {
+  auto dev = [](std::string name, DeviceKind kind) { return Device{name, kind, "virtual", 1e11, 1e10, 8ull << 30, 1e-6, 1}; };
+  auto cluster = [&](std::string g0, std::string g1) {
+    return Cluster::build("named", {dev("cpu:0", DeviceKind::cpu), dev(g0, DeviceKind::gpu), dev(g1, DeviceKind::gpu)}, {"bus"},
+                          {Link{"a", "cpu:0", "bus", 1e10, 1e10, 1e-6}, Link{"b", g0, "bus", 1e10, 1e10, 1e-6},
+                           Link{"c", g1, "bus", 1e10, 1e10, 1e-6}});
+  };
+  const std::vector<DeviceId> both{1, 2}, first{1}, host{0};
+  EXPECT_THAT([&] { exec::check_devices_available(cluster("gpu0", "gpu1"), first); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("device 'gpu0' (a GPU): the executor takes its CUDA device")));
+  EXPECT_THAT([&] { exec::check_devices_available(cluster("a:0", "b:0"), both); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("devices 'a:0' and 'b:0' would both run on CUDA device 0")));
+  EXPECT_NO_THROW(exec::check_devices_available(cluster("gpu0", "gpu1"), host));  // GPUs not used
 }
 
 // ---- Real GPUs (run where libtorch has CUDA; skipped elsewhere) -----------------------------------

@@ -142,7 +142,8 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object() || !j.contains("format") || j["format"] != "placer-profile")
     throw Error(source + ": not a placer profile (field 'format' must be \"placer-profile\")");
   if (!j.contains("version") || j["version"] != 1)
-    throw Error(source + ": profile version " + j.value("version", nlohmann::json()).dump() + " is not supported");
+    throw Error(source + ": profile version " + j.value("version", nlohmann::json()).dump() +
+                " is not supported (this placer reads 1)");
   check_known_fields(j, {"format", "version", "machine", "times_s", "model"}, source);
   if (j.contains("machine") && !j["machine"].is_string()) throw Error(source + ": 'machine' must be a string");
   p.device_description = j.value("machine", "");

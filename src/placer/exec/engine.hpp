@@ -100,6 +100,7 @@ class Engine {
   std::vector<DeviceId> used_devices_;
   std::vector<const OpImpl*> impls_;
   std::vector<std::uint8_t> op_folded_, op_skip_;
+  std::vector<std::uint8_t> op_stops_gradient_;  // not differentiable in the IR: outputs detached in training
   std::vector<std::vector<TensorId>> op_out_slots_;  // per op: IR tensor of each node output (kNoId: dropped)
   std::vector<torch::Tensor> folded_;   // per tensor: CPU value of folded tensors
   std::vector<std::vector<torch::Tensor>> folded_on_;  // per tensor: folded value per device (filled at setup)

@@ -56,8 +56,9 @@ struct StepTimes {
 class Executor {
  public:
   // `forward_devices`: a device of `cluster` for every forward op (resolve_forward_placement on the
-  // forward graph). Devices "cpu:N" run on the CPU, "gpu:N" on CUDA device N (an Error when this
-  // libtorch has no CUDA or no such device, unless options.all_on_cpu).
+  // forward graph). CPU devices run on the host; a GPU on the CUDA device numbered after the last
+  // ':' of its name ("gpu:3": 3). An Error, unless options.all_on_cpu, when a GPU's name has no such
+  // number, two GPUs would share a CUDA device, or this libtorch has no CUDA or no such device.
   Executor(const std::string& model_path, const ModelOptions& model, const Cluster& cluster,
            std::span<const DeviceId> forward_devices, const ExecOptions& options);
   ~Executor();

@@ -6,11 +6,13 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <sstream>
 #include <unordered_map>
 
 #include "placer/exec/engine.hpp"
+#include "placer/graph/op_work.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer::exec {
@@ -556,9 +558,14 @@ const OpImpl* find_op_impl(const std::string& type) {
 namespace {
 
 // gpu:N is CUDA device N.
+// A GPU's CUDA index: the digits after the last ':' of its name (gpu:0, gpu:1, ...).
 int cuda_index(const Device& dev) {
-  const auto colon = dev.name.find(':');
-  return colon == std::string::npos ? 0 : std::atoi(dev.name.c_str() + colon + 1);
+  const auto colon = dev.name.rfind(':');
+  const std::string digits = colon == std::string::npos ? std::string() : dev.name.substr(colon + 1);
+  if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+    throw Error("device '" + dev.name + "' (a GPU): the executor takes its CUDA device from the number after the last ':' of " +
+                "its name (gpu:0, gpu:1, ...), and this name has none");
+  return std::stoi(digits);
 }
 
 }  // namespace
@@ -566,13 +573,20 @@ int cuda_index(const Device& dev) {
 }  // namespace detail
 
 void check_devices_available(const Cluster& cluster, std::span<const DeviceId> devices) {
+  std::map<int, std::string> by_index;  // CUDA index -> the first device of `devices` on it
   for (DeviceId d : devices) {
     const Device& dev = cluster.device(d);
     if (dev.kind == DeviceKind::cpu) continue;
+    const int index = detail::cuda_index(dev);
+    if (auto [it, fresh] = by_index.emplace(index, dev.name); !fresh && it->second != dev.name)
+      throw Error("devices '" + it->second + "' and '" + dev.name + "' would both run on CUDA device " + std::to_string(index) +
+                  " (the number after the last ':' of a GPU's name)");
+  }
+  for (const auto& [index, name] : by_index) {
     if (!torch::cuda::is_available())
-      throw Error("device '" + dev.name + "': this libtorch has no CUDA (a CPU-only build, or no GPU); see docs/execution.md");
-    if (detail::cuda_index(dev) >= static_cast<int>(torch::cuda::device_count()))
-      throw Error("device '" + dev.name + "': libtorch sees only " + std::to_string(torch::cuda::device_count()) + " CUDA devices");
+      throw Error("device '" + name + "': this libtorch has no CUDA (a CPU-only build, or no GPU); see docs/execution.md");
+    if (index >= static_cast<int>(torch::cuda::device_count()))
+      throw Error("device '" + name + "': libtorch sees only " + std::to_string(torch::cuda::device_count()) + " CUDA devices");
   }
 }
 
@@ -659,8 +673,13 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
       torch_devices_.emplace_back(torch::kCPU);
       continue;
     }
-    if (used[d]) check_devices_available(cluster, std::vector<DeviceId>{d});
-    torch_devices_.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_index(dev)));
+    torch_devices_.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(used[d] ? cuda_index(dev) : 0));
+  }
+  if (!options_.all_on_cpu) {
+    std::vector<DeviceId> used_ids;
+    for (DeviceId d = 0; d < num_devices_; ++d)
+      if (used[d]) used_ids.push_back(d);
+    check_devices_available(cluster, used_ids);  // names, CUDA indices, what libtorch sees
   }
   for (DeviceId d = 0; d < num_devices_; ++d)
     if (used[d]) used_devices_.push_back(d);
@@ -668,6 +687,11 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   impls_.assign(num_ops, nullptr);
   op_skip_.assign(num_ops, 0);
   op_folded_.assign(num_ops, 0);
+  // The training step's rule (graph/training.cpp): gradients stop at ops the IR does not
+  // differentiate (Floor, Sign, Mod, comparisons, ...), whatever libtorch could differentiate.
+  op_stops_gradient_.assign(num_ops, 0);
+  for (OpId op = 0; op < num_ops; ++op)
+    op_stops_gradient_[op] = !backward_rule(graph_.op_type(op), graph_.op_attrs(op)).differentiable;
   op_out_slots_.resize(num_ops);
   std::int64_t opset = 0;  // of the default ONNX domain
   for (const auto& o : model_.opset_import())
@@ -846,6 +870,22 @@ std::vector<torch::Tensor> Engine::parameters() const {
   return out;
 }
 
+namespace {
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// An op's libtorch call. libtorch's own errors (an integer division by zero in the data, an index
+// past a table, a kernel this build lacks) come with a C++ backtrace: one line naming the op instead.
+std::vector<torch::Tensor> call_op(const OpImpl& impl, const OpCall& call) {
+  try {
+    return impl.fn(call);
+  } catch (const c10::Error& e) {
+    throw Error(op_label(call.g, call.op) + ": libtorch failed: " + first_line(e.what_without_backtrace()));
+  }
+}
+
+}  // namespace
+
 std::vector<torch::Tensor> Engine::run_op(OpId op, std::span<const torch::Tensor> inputs, torch::Device device, bool training) const {
   static const std::vector<torch::Tensor> kNone(64);
   std::vector<torch::Tensor> value(inputs.size());
@@ -853,7 +893,7 @@ std::vector<torch::Tensor> Engine::run_op(OpId op, std::span<const torch::Tensor
   for (std::size_t s = 0; s < ids.size() && s < value.size(); ++s)
     if (ids[s] != kNoId && !folded_.empty() && folded_[ids[s]].defined()) value[s] = folded_[ids[s]];
   OpCall call{graph_, op, node(op), training, inputs, value, device};
-  return impls_[op]->fn(call);
+  return call_op(*impls_[op], call);
 }
 
 torch::Tensor Engine::fetch(TensorId t, DeviceId d) {
@@ -908,7 +948,7 @@ void Engine::run_forward(bool keep_values) {
       }
     }
     OpCall call{graph_, op, node(op), training(), in, value, device};
-    std::vector<torch::Tensor> outs = impl->fn(call);
+    std::vector<torch::Tensor> outs = call_op(*impl, call);
     const auto& slots = op_out_slots_[op];
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const TensorId t = slots[k];
@@ -918,6 +958,7 @@ void Engine::run_forward(bool keep_values) {
       torch::Tensor out = outs[k];
       const torch::ScalarType want = scalar_type(graph_.tensor_dtype(t));
       if (out.scalar_type() != want) out = out.to(want);
+      if (op_stops_gradient_[op] && out.requires_grad()) out = out.detach();
       if (!checked_shapes_) {
         auto shape = graph_.tensor_shape(t);
         if (!std::equal(shape.begin(), shape.end(), out.sizes().begin(), out.sizes().end()))
@@ -961,17 +1002,29 @@ void Engine::step(bool keep_values) {
   }
   for (TensorId t : param_ids_) sources_[t].mutable_grad().reset();  // as zero_grad(set_to_none=True)
   run_forward(keep_values);
-  // Loss: the sum over the floating-point graph outputs of their mean, summed on the first output's device.
+  // Loss: the sum over the graph outputs the training step seeds (floating, produced by an op,
+  // carrying a gradient) of their mean, summed on the first output's device.
   torch::Tensor loss;
-  for (const torch::Tensor& out : outputs_) {
-    if (!out.defined() || !out.requires_grad() || !out.is_floating_point()) continue;
+  const auto outputs = graph_.outputs();
+  for (std::size_t i = 0; i < outputs_.size(); ++i) {
+    const torch::Tensor& out = outputs_[i];
+    if (graph_.producer(outputs[i]) == kNoId || !out.defined() || !out.requires_grad() || !out.is_floating_point()) continue;
     torch::Tensor term = out.mean();
     loss = loss.defined() ? loss + term.to(loss.device()) : term;
   }
-  if (!loss.defined()) throw Error("training step: no graph output depends on a parameter (nothing to differentiate)");
-  loss.backward();
-  if (optimizer_) optimizer_->step();
-  loss_ = loss.detach();
+  // No output carries a gradient (every path from a parameter goes through an op that stops
+  // gradients): the training step is its forward pass alone, as the IR's (no loss, no update).
+  if (loss.defined()) {
+    try {
+      loss.backward();
+    } catch (const c10::Error& e) {
+      throw Error("training step: libtorch's backward pass failed: " + first_line(e.what_without_backtrace()));
+    }
+    if (optimizer_) optimizer_->step();
+    loss_ = loss.detach();
+  } else {
+    loss_ = torch::Tensor();
+  }
   synchronize();
 }
 
