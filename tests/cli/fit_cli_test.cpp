@@ -39,6 +39,28 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   EXPECT_GT(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(), 0.0);
 }
 
+// A profile is paired with its model by op name and the signature each name was measured with:
+// one that times none of the model's ops (another model's, whose names the exporter reused) is
+// refused instead of fitted from the wrong samples.
+TEST(FitCli, AProfileOfAnotherModelIsRefused) {
+  const std::string model = test::example("cifarnet.onnx");
+  auto write = [](const std::string& name, const std::string& text) {
+    const std::string path = test::temp_path(name);
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string times = R"("times_s": {"cpu": {"ops": {"/conv1/Conv": 0.002}}})";
+  const std::string other = write("other.profile.json", R"({"format": "placer-profile", "version": 1, )" + times +
+                                                            R"j(, "op_signatures": {"/conv1/Conv": "Conv(1x3x224x224,64x3x7x7)"}})j");
+  auto run = placer({"fit", "--cluster", "local", "--models", model, "--profiles", other});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("times none of the ops of"));
+  // Without a recorded signature the name alone pairs them (profiles written before signatures were).
+  const std::string unsigned_ = write("unsigned.profile.json", R"({"format": "placer-profile", "version": 1, )" + times + "}");
+  run = placer({"fit", "--cluster", "local", "--models", model, "--profiles", unsigned_});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
 TEST(FitCli, OneProfilePerModel) {
   const std::string model = test::example("cifarnet.onnx");
   auto run = placer({"fit", "--cluster", "h100-box", "--models", model + "," + model, "--profiles", "a.json"});

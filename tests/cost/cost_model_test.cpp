@@ -234,6 +234,73 @@ TEST(Profile, RoundTripsThroughJson) {
   EXPECT_DOUBLE_EQ(back.model()->backward_overhead_scale, 4.5);
 }
 
+// A profile's fitted model prices the device kinds the profile measured, with each kind's own
+// overhead scale; devices of other kinds are priced as without a profile (a CPU-only profile
+// nearly doubled an H100's predictions with default GPU efficiencies and the CPU's overhead scale).
+TEST(Profile, AFittedModelPricesOnlyTheKindsItMeasuredWithTheirOwnOverheads) {
+  const Graph g = one_op_graph();
+  const Cluster c = one_gpu();
+  const CostTable plain(g, c, CostModel::defaults());
+  CostModel m = CostModel::defaults();
+  m.of(DeviceKind::cpu, OpClass::matmul) = {0.01, 0.01};
+  m.of(DeviceKind::gpu, OpClass::matmul) = {0.01, 0.01};
+  m.overhead_scale = 3.0;
+  // Written as before this rule: both kinds named, only the CPU measured (a time of another op).
+  Profile legacy;
+  legacy.set_by_name(DeviceKind::cpu, "another_op", 1e-3);
+  legacy.set_model(m);
+  nlohmann::json j = legacy.to_json();
+  ASSERT_TRUE(j["model"]["efficiency"].contains("gpu"));
+  const Profile cpu_only = Profile::from_json(j, "legacy.json");
+  EXPECT_TRUE(cpu_only.model()->prices[static_cast<std::size_t>(DeviceKind::cpu)]);
+  EXPECT_FALSE(cpu_only.model()->prices[static_cast<std::size_t>(DeviceKind::gpu)]);
+  const CostTable priced(g, c, CostModel::defaults(), &cpu_only);
+  EXPECT_DOUBLE_EQ(priced.time_s(0, 1), plain.time_s(0, 1)) << "the GPU was not measured";
+  EXPECT_DOUBLE_EQ(priced.time_s(0, 0), modelled_time_s(g.op_work(0), c.device(0), m, false));
+  EXPECT_GT(priced.time_s(0, 0), plain.time_s(0, 0));
+  // Written now: only the measured kind's efficiencies, and its own scale.
+  EXPECT_FALSE(cpu_only.to_json()["model"]["efficiency"].contains("gpu"));
+
+  // Both kinds measured, each with its overhead scale.
+  m.kind_overhead_scale = {2.0, 0.5};
+  m.kind_backward_overhead_scale = {4.0, 1.5};
+  Profile both;
+  both.set_by_name(DeviceKind::cpu, "another_op", 1e-3);
+  both.set_by_signature(DeviceKind::gpu, "Relu(4x4)", 2e-6);
+  both.set_model(m);
+  const Profile back = Profile::from_json(both.to_json(), "both.json");
+  EXPECT_EQ(back.to_json(), both.to_json());
+  EXPECT_DOUBLE_EQ(back.model()->overhead_scale_of(DeviceKind::cpu, false), 2.0);
+  EXPECT_DOUBLE_EQ(back.model()->overhead_scale_of(DeviceKind::gpu, false), 0.5);
+  EXPECT_DOUBLE_EQ(back.model()->overhead_scale_of(DeviceKind::cpu, true), 4.0);
+  EXPECT_DOUBLE_EQ(back.model()->overhead_scale_of(DeviceKind::gpu, true), 1.5);
+  const CostTable scaled(g, c, CostModel::defaults(), &back);
+  const OpWork no_work{0, 0, 0, OpClass::matmul};  // the overhead alone
+  EXPECT_DOUBLE_EQ(modelled_time_s(no_work, c.device(0), *back.model(), false), 2.0 * c.device(0).op_overhead_s);
+  EXPECT_DOUBLE_EQ(modelled_time_s(no_work, c.device(1), *back.model(), false), 0.5 * c.device(1).op_overhead_s);
+  EXPECT_DOUBLE_EQ(scaled.time_s(0, 1), modelled_time_s(g.op_work(0), c.device(1), *back.model(), false));
+}
+
+// Exporters reuse op names across models ('/conv1/Conv' in cifarnet and ResNet-50): a time by name
+// applies to an op of another signature only when the profile did not record the signature.
+TEST(Profile, ATimeByNameIsForTheSignatureItWasMeasuredWith) {
+  const Graph g = one_op_graph();  // 'mm': MatMul(8x16,16x4)
+  const Cluster c = one_gpu();
+  Profile p;
+  p.set_by_name(DeviceKind::gpu, "mm", 0.5);
+  EXPECT_DOUBLE_EQ(CostTable(g, c, CostModel::defaults(), &p).time_s(0, 1), 0.5) << "no signature recorded: by name";
+  p.set_op_signature("mm", "MatMul(4x8,8x8)");
+  const Profile back = Profile::from_json(p.to_json(), "p.json");
+  const CostTable other(g, c, CostModel::defaults(), &back);
+  EXPECT_EQ(other.source(0, 1), CostSource::modelled) << "another op of the same name";
+  EXPECT_FALSE(back.find_by_name(DeviceKind::gpu, "mm", "MatMul(8x16,16x4)").has_value());
+  p.set_op_signature("mm", "MatMul(8x16,16x4)");
+  EXPECT_DOUBLE_EQ(CostTable(g, c, CostModel::defaults(), &p).time_s(0, 1), 0.5);
+  p.set_by_signature(DeviceKind::gpu, "MatMul(8x16,16x4)", 0.25);
+  p.set_op_signature("mm", "MatMul(4x8,8x8)");
+  EXPECT_DOUBLE_EQ(CostTable(g, c, CostModel::defaults(), &p).time_s(0, 1), 0.25) << "then by signature";
+}
+
 TEST(Profile, AModelWithoutGradientFieldsPricesGradientsAsForwardOps) {
   nlohmann::json j = {{"format", "placer-profile"},
                       {"version", 1},

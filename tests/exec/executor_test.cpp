@@ -607,16 +607,18 @@ TEST(Profiler, TimesEveryOpOfTheTrainingStepAndFitsTheModel) {
   std::size_t measured = 0;
   for (OpId op = 0; op < step.num_ops(); ++op) {
     if (step.op_work(op).op_class == OpClass::alias) continue;
-    auto t = r.profile.find(DeviceKind::cpu, step.op_name(op), "");
+    auto t = r.profile.find(DeviceKind::cpu, step.op_name(op), op_signature(step, op));
     ASSERT_TRUE(t.has_value()) << step.op_name(op);
     EXPECT_GT(*t, 0) << step.op_name(op);
     ++measured;
   }
   EXPECT_EQ(measured, r.kinds[0].ops_measured);
+  // A time by name is for that op's signature only.
+  EXPECT_FALSE(r.profile.find_by_name(DeviceKind::cpu, "/conv1/Conv", "Conv(1x1,1x1)").has_value());
   // Calibrated: the profiled ops sum to the measured step.
   double sum = 0;
   for (OpId op = 0; op < step.num_ops(); ++op)
-    if (auto t = r.profile.find(DeviceKind::cpu, step.op_name(op), "")) sum += *t;
+    if (auto t = r.profile.find(DeviceKind::cpu, step.op_name(op), op_signature(step, op))) sum += *t;
   EXPECT_NEAR(sum, r.kinds[0].step_s, 0.01 * r.kinds[0].step_s);
 }
 

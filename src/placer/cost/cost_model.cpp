@@ -53,7 +53,7 @@ double modelled_time_s(const OpWork& work, const Device& device, const CostModel
   const double compute = work.flops / (device.peak_flops * (own.compute > 0 ? own.compute : e.compute));
   const double memory = (work.bytes_read + work.bytes_written) /
                         (device.memory_bandwidth_bytes_per_s * (own.memory > 0 ? own.memory : e.memory));
-  const double overhead = backward ? device.backward_overhead_s() * model.backward_overhead_scale : device.op_overhead_s * model.overhead_scale;
+  const double overhead = (backward ? device.backward_overhead_s() : device.op_overhead_s) * model.overhead_scale_of(device.kind, backward);
   return overhead + std::max(compute, memory);
 }
 
@@ -81,9 +81,19 @@ void Profile::set_by_signature(DeviceKind kind, std::string signature, double se
   by_signature_[static_cast<std::size_t>(kind)][std::move(signature)] = seconds;
 }
 
-std::optional<double> Profile::find(DeviceKind kind, const std::string& op_name, const std::string& signature) const {
+void Profile::set_op_signature(std::string op_name, std::string signature) { op_signature_[std::move(op_name)] = std::move(signature); }
+
+std::optional<double> Profile::find_by_name(DeviceKind kind, const std::string& op_name, const std::string& signature) const {
   const auto k = static_cast<std::size_t>(kind);
-  if (auto it = by_name_[k].find(op_name); it != by_name_[k].end()) return it->second;
+  auto it = by_name_[k].find(op_name);
+  if (it == by_name_[k].end()) return std::nullopt;
+  if (auto sig = op_signature_.find(op_name); sig != op_signature_.end() && sig->second != signature) return std::nullopt;
+  return it->second;
+}
+
+std::optional<double> Profile::find(DeviceKind kind, const std::string& op_name, const std::string& signature) const {
+  if (auto t = find_by_name(kind, op_name, signature)) return t;
+  const auto k = static_cast<std::size_t>(kind);
   if (auto it = by_signature_[k].find(signature); it != by_signature_[k].end()) return it->second;
   return std::nullopt;
 }
@@ -105,19 +115,28 @@ nlohmann::json Profile::to_json() const {
     for (const auto& [sig, t] : by_signature_[k]) entry["signatures"][sig] = t;
     j["times_s"][std::string(device_kind_name(kind))] = entry;
   }
+  if (!op_signature_.empty()) j["op_signatures"] = op_signature_;
   if (model_) {
-    json eff[2] = {json::object(), json::object()};
+    // The kinds the model prices only: the efficiencies of the others are no fit.
+    json eff[2] = {json::object(), json::object()}, scales[2] = {json::object(), json::object()};
     for (bool backward : {false, true})
-      for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
+      for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
+        const auto k = static_cast<std::size_t>(kind);
+        if (!model_->prices[k]) continue;
+        const std::string kind_name(device_kind_name(kind));
         for (int c = 0; c < kNumOpClasses; ++c) {
           const Efficiency& e = model_->of(kind, static_cast<OpClass>(c), backward);
-          eff[backward][std::string(device_kind_name(kind))][std::string(op_class_name(static_cast<OpClass>(c)))] = {
-              {"compute", e.compute}, {"memory", e.memory}};
+          eff[backward][kind_name][std::string(op_class_name(static_cast<OpClass>(c)))] = {{"compute", e.compute}, {"memory", e.memory}};
         }
+        const double scale = backward ? model_->kind_backward_overhead_scale[k] : model_->kind_overhead_scale[k];
+        if (scale >= 0) scales[backward][kind_name] = scale;
+      }
     j["model"] = {{"efficiency", eff[0]},
                   {"overhead_scale", model_->overhead_scale},
                   {"backward_efficiency", eff[1]},
                   {"backward_overhead_scale", model_->backward_overhead_scale}};
+    if (!scales[0].empty()) j["model"]["overhead_scales"] = scales[0];
+    if (!scales[1].empty()) j["model"]["backward_overhead_scales"] = scales[1];
   }
   return j;
 }
@@ -144,7 +163,14 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.contains("version") || j["version"] != 1)
     throw Error(source + ": profile version " + j.value("version", nlohmann::json()).dump() +
                 " is not supported (this placer reads 1)");
-  check_known_fields(j, {"format", "version", "machine", "times_s", "model"}, source);
+  check_known_fields(j, {"format", "version", "machine", "times_s", "op_signatures", "model"}, source);
+  if (auto it = j.find("op_signatures"); it != j.end()) {
+    if (!it->is_object()) throw Error(source + ": 'op_signatures' must be an object of op name -> signature");
+    for (auto& [name, sig] : it->items()) {
+      if (!sig.is_string()) throw Error(source + ": op_signatures of '" + name + "' must be a string");
+      p.set_op_signature(name, sig.get<std::string>());
+    }
+  }
   if (j.contains("machine") && !j["machine"].is_string()) throw Error(source + ": 'machine' must be a string");
   p.device_description = j.value("machine", "");
   auto check_time = [&](const std::string& what, const nlohmann::json& v) {
@@ -170,7 +196,10 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     CostModel m = CostModel::defaults();
     const std::string where = source + ": model";
     if (!it->is_object()) throw Error(where + " must be an object");
-    check_known_fields(*it, {"efficiency", "overhead_scale", "backward_efficiency", "backward_overhead_scale"}, where);
+    check_known_fields(*it,
+                       {"efficiency", "overhead_scale", "backward_efficiency", "backward_overhead_scale", "overhead_scales",
+                        "backward_overhead_scales"},
+                       where);
     for (const char* field : {"overhead_scale", "backward_overhead_scale"}) {
       if (!it->contains(field)) continue;
       const nlohmann::json& scale = (*it)[field];
@@ -179,6 +208,26 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     m.overhead_scale = it->value("overhead_scale", 1.0);
     // A profile written before backward ops had their own model prices them as forward ones.
     m.backward_overhead_scale = it->value("backward_overhead_scale", m.overhead_scale);
+    // The kinds the model names (efficiencies or scales of their own) are the kinds it prices; a
+    // model that names none prices every kind.
+    std::array<bool, 2> named_kind{false, false};
+    for (const char* field : {"overhead_scales", "backward_overhead_scales"}) {
+      auto scales = it->find(field);
+      if (scales == it->end()) continue;
+      if (!scales->is_object()) throw Error(where + "." + field + " must be an object keyed by device kind");
+      for (auto& [kind_name, scale] : scales->items()) {
+        const std::string here = where + "." + field + "." + kind_name;
+        const auto k = static_cast<std::size_t>(named(here, [&] { return parse_device_kind(kind_name); }));
+        if (!scale.is_number() || scale.get<double>() < 0) throw Error(here + " must be a non-negative number");
+        (std::string(field) == "overhead_scales" ? m.kind_overhead_scale : m.kind_backward_overhead_scale)[k] = scale.get<double>();
+        named_kind[k] = true;
+      }
+    }
+    // Per kind, a backward scale defaults to the kind's forward one, as the common pair does.
+    for (std::size_t k = 0; k < 2; ++k)
+      if (m.kind_backward_overhead_scale[k] < 0 && m.kind_overhead_scale[k] >= 0 &&
+          !(it->contains("backward_overhead_scales") || it->contains("backward_overhead_scale")))
+        m.kind_backward_overhead_scale[k] = m.kind_overhead_scale[k];
     for (bool backward : {false, true}) {
       const std::string field = backward ? "backward_efficiency" : "efficiency";
       // Gradients start from the forward values read: a class left out is priced as forward.
@@ -188,6 +237,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
       if (!eff->is_object()) throw Error(where + "." + field + " must be an object keyed by device kind");
       for (auto& [kind_name, classes] : eff->items()) {
         if (!classes.is_object()) throw Error(where + "." + field + "." + kind_name + " must be an object keyed by op class");
+        named_kind[static_cast<std::size_t>(named(where + "." + field + "." + kind_name, [&] { return parse_device_kind(kind_name); }))] = true;
         for (auto& [class_name, e] : classes.items()) {
           const std::string here = where + "." + field + "." + kind_name + "." + class_name;
           Efficiency& target = m.of(named(here, [&] { return parse_device_kind(kind_name); }),
@@ -202,6 +252,15 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
             throw Error(source + ": " + field + " of " + kind_name + "/" + class_name + " must be positive");
         }
       }
+    }
+    // Which kinds it prices: those it names, among those the profile measured (a profile written
+    // before this rule named both kinds however many it measured); every kind when it names none
+    // or the profile has no times.
+    const bool any_named = named_kind[0] || named_kind[1];
+    const bool any_times = p.size() > 0;
+    for (std::size_t k = 0; k < 2; ++k) {
+      const bool measured = !p.by_name_[k].empty() || !p.by_signature_[k].empty();
+      m.prices[k] = (!any_named || named_kind[k]) && (!any_times || measured);
     }
     p.set_model(m);
   }
@@ -218,6 +277,9 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
     : num_devices_(c.num_devices()) {
   const bool fitted = profile && profile->model();
   const CostModel& m = fitted ? *profile->model() : model;
+  // Per device: the profile's model for the kinds it prices, else `model` with the device's own figures.
+  std::vector<std::uint8_t> profile_model(num_devices_);
+  for (DeviceId d = 0; d < num_devices_; ++d) profile_model[d] = fitted && m.prices[static_cast<std::size_t>(c.device(d).kind)];
   time_s_.assign(g.num_ops() * num_devices_, 0.0);
   source_.assign(g.num_ops() * num_devices_, CostSource::modelled);
   const bool use_profile = profile && profile->size() > 0;
@@ -243,7 +305,8 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
           continue;
         }
       }
-      time_s_[k] = modelled_time_s(w, c.device(d), m, !fitted, backward);
+      time_s_[k] = profile_model[d] ? modelled_time_s(w, c.device(d), m, false, backward)
+                                    : modelled_time_s(w, c.device(d), model, true, backward);
       // Tiny peaks, bandwidths or efficiencies (1e-300 is positive and finite) can price an op
       // past what a double holds: a step of inf seconds is no answer.
       if (!std::isfinite(time_s_[k]))

@@ -36,9 +36,18 @@ struct CostModel {
   // autograd node, so the same class does not reach the same fraction of peak both ways.
   std::array<std::array<std::array<Efficiency, kNumOpClasses>, 2>, 2> efficiency{};
   // Multiply every device's per-op overhead (1 = as the cluster says), of forward and update ops
-  // and of backward ops.
+  // and of backward ops; per device kind (index: DeviceKind) where kind_overhead_scale >= 0.
   double overhead_scale = 1.0;
   double backward_overhead_scale = 1.0;
+  std::array<double, 2> kind_overhead_scale{-1.0, -1.0}, kind_backward_overhead_scale{-1.0, -1.0};
+  // The kinds this model prices. A profile's fitted model prices the kinds it measured; the
+  // CostTable prices other kinds' ops from their devices' own figures, as without a profile.
+  std::array<bool, 2> prices{true, true};
+  double overhead_scale_of(DeviceKind kind, bool backward) const {
+    const auto k = static_cast<std::size_t>(kind);
+    if (backward) return kind_backward_overhead_scale[k] >= 0 ? kind_backward_overhead_scale[k] : backward_overhead_scale;
+    return kind_overhead_scale[k] >= 0 ? kind_overhead_scale[k] : overhead_scale;
+  }
   const Efficiency& of(DeviceKind kind, OpClass c, bool backward = false) const {
     return efficiency[backward][static_cast<std::size_t>(kind)][static_cast<std::size_t>(c)];
   }
@@ -63,7 +72,12 @@ class Profile {
  public:
   void set_by_name(DeviceKind kind, std::string op_name, double seconds);
   void set_by_signature(DeviceKind kind, std::string signature, double seconds);
+  // The signature of the op a name was measured on: a time by name then applies only to an op of
+  // that name *and* signature (exporters reuse names such as '/conv1/Conv' across models).
+  void set_op_signature(std::string op_name, std::string signature);
+  // By name (checked against the recorded signature, if any), else by signature.
   std::optional<double> find(DeviceKind kind, const std::string& op_name, const std::string& signature) const;
+  std::optional<double> find_by_name(DeviceKind kind, const std::string& op_name, const std::string& signature) const;
   void set_model(CostModel model) { model_ = model; }
   const std::optional<CostModel>& model() const { return model_; }
   std::size_t size() const;
@@ -76,6 +90,7 @@ class Profile {
 
  private:
   std::array<std::map<std::string, double, std::less<>>, 2> by_name_, by_signature_;
+  std::map<std::string, std::string, std::less<>> op_signature_;  // op name -> signature it was measured with
   std::optional<CostModel> model_;
 };
 

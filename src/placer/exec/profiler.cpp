@@ -144,6 +144,7 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
   const Graph step = load_model(model_path, step_options);
   ProfileReport report;
   CostModel fitted = CostModel::defaults();
+  fitted.prices = {false, false};  // the kinds measured below
   bool have_fit = false;
   std::string machine;
   for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
@@ -191,6 +192,7 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
       if (times.seconds[op] < 0) continue;
       ++summary.ops_measured;
       report.profile.set_by_name(kind, step.op_name(op), times.seconds[op]);
+      report.profile.set_op_signature(step.op_name(op), op_signature(step, op));
       if (!times.folded[op]) report.profile.set_by_signature(kind, op_signature(step, op), times.seconds[op]);
     }
     if (options.fit) {
@@ -201,16 +203,20 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
       summary.fit_median_abs_error = fit.median_abs_error;
       summary.fitted_overhead_s = overhead;
       if (fit.backward_samples > 0) summary.fitted_backward_overhead_s = fit.backward_overhead_s;
-      // One overhead scale for every device: the GPU's when both kinds were measured.
-      if (device.op_overhead_s > 0) fitted.overhead_scale = overhead / device.op_overhead_s;
+      // Overhead scales of this kind (the common pair, which older readers use for every kind,
+      // holds the last kind measured: the GPU's when both were).
+      const auto k = static_cast<std::size_t>(kind);
+      fitted.prices[k] = true;
+      if (device.op_overhead_s > 0) fitted.overhead_scale = fitted.kind_overhead_scale[k] = overhead / device.op_overhead_s;
       if (fit.backward_samples > 0) {
-        if (device.backward_overhead_s() > 0) fitted.backward_overhead_scale = fit.backward_overhead_s / device.backward_overhead_s();
-      } else {
-        fitted.backward_overhead_scale = fitted.overhead_scale;  // no gradient measured (an inference profile)
+        if (device.backward_overhead_s() > 0)
+          fitted.backward_overhead_scale = fitted.kind_backward_overhead_scale[k] = fit.backward_overhead_s / device.backward_overhead_s();
+      } else if (fitted.kind_overhead_scale[k] >= 0) {
+        // No gradient measured (an inference profile): gradients take the forward scale.
+        fitted.backward_overhead_scale = fitted.kind_backward_overhead_scale[k] = fitted.kind_overhead_scale[k];
       }
       // A gradient of a class (or term) the gradients did not determine is priced as its forward op,
       // as a cluster's device does (Device::backward_efficiency).
-      const auto k = static_cast<std::size_t>(kind);
       for (std::size_t c = 0; c < static_cast<std::size_t>(kNumOpClasses); ++c) {
         if (!fit.compute_fitted[1][c]) fitted.efficiency[1][k][c].compute = fitted.efficiency[0][k][c].compute;
         if (!fit.memory_fitted[1][c]) fitted.efficiency[1][k][c].memory = fitted.efficiency[0][k][c].memory;
