@@ -478,6 +478,52 @@ TEST(Executor, RefusesAnOpTypeItCannotRunBeforeRunning) {
   }
 }
 
+// What the executor cannot run of an op type it knows (an attribute) is refused when it is built,
+// naming the op and why, not during the first step (after everything before the op ran).
+TEST(Executor, RefusesAnAttributeItCannotRunBeforeRunning) {
+  TinyModel t;
+  t.input("x", {1, 2, 6, 6});
+  auto* pool = t.node("AveragePool", "/head/AveragePool", {"x"}, {"y"});
+  set_ints(pool, "kernel_shape", {3, 3});
+  set_ints(pool, "pads", {0, 0, 1, 1});  // asymmetric, and count_include_pad is 0
+  t.output("y", {1, 2, 5, 5});
+  const std::string path = t.save("placer_exec_avgpool_asym.onnx");
+  ModelOptions options;
+  options.mode = Mode::inference;
+  EXPECT_THAT([&] { Executor(path, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::inference}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "op '/head/AveragePool' (AveragePool): asymmetric pads with count_include_pad=0 are not supported")));
+  set_int(pool, "count_include_pad", 1);
+  const std::string counted = t.save("placer_exec_avgpool_asym_counted.onnx");
+  Executor ex(counted, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::inference});
+  EXPECT_NO_THROW(ex.step());
+}
+
+// BatchNormalization's training-mode form gives the running statistics after the batch.
+TEST(Executor, BatchNormsTrainingFormGivesItsRunningStatistics) {
+  TinyModel t;
+  t.input("x", {4, 3, 2, 2});
+  t.input("scale", {3});
+  t.input("bias", {3});
+  t.input("mean", {3});
+  t.input("var", {3});
+  set_int(t.node("BatchNormalization", "/bn/BN", {"x", "scale", "bias", "mean", "var"}, {"y", "running_mean", "running_var"}),
+          "training_mode", 1);
+  t.output("y", {4, 3, 2, 2});
+  t.output("running_mean", {3});
+  t.output("running_var", {3});
+  ModelOptions options;
+  options.mode = Mode::training;
+  options.onnx.data_inputs = {"x"};
+  const std::string path = t.save("placer_exec_bn_training_form.onnx");
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::training, .all_on_cpu = true});
+  ex.step();
+  ASSERT_EQ(ex.output_values().size(), 3u);
+  EXPECT_EQ(ex.output_values().at(1), ex.parameter_value("mean"));
+  EXPECT_EQ(ex.output_values().at(2), ex.parameter_value("var"));
+}
+
 TEST(Executor, RefusesAGpuThisLibtorchCannotReach) {
   REQUIRE_SHARED_MODELS();
   if (torch::cuda::is_available()) GTEST_SKIP() << "CUDA is available";

@@ -70,11 +70,12 @@ void run_run(const RunArgs& args) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  fmt::print("{} ({} mode), {} on {}: step {} median  (p10 {}, p90 {}, min {}, max {}; {} steps after {} warm-up, {} threads, "
-             "{} copies per step)\n",
+  auto plural = [](std::size_t n, const char* one, const char* many) { return fmt::format("{} {}", n, n == 1 ? one : many); };
+  fmt::print("{} ({} mode), {} on {}: step {} median  (p10 {}, p90 {}, min {}, max {}; {} after {} warm-up, {}, {} per step)\n",
              args.model, args.model_args.mode, label, cluster.name(), human_seconds(t.median_s), human_seconds(t.p10_s),
-             human_seconds(t.p90_s), human_seconds(t.min_s), human_seconds(t.max_s), t.times_s.size(), args.warmup, threads,
-             executor.copies_last_step());
+             human_seconds(t.p90_s), human_seconds(t.min_s), human_seconds(t.max_s), plural(t.times_s.size(), "step", "steps"),
+             args.warmup, plural(static_cast<std::size_t>(threads), "thread", "threads"),
+             plural(executor.copies_last_step(), "copy", "copies"));
 }
 
 struct ProfileArgs {

@@ -38,9 +38,13 @@ struct OpCall {
   torch::Tensor input_or_value(std::size_t slot) const;       // device tensor, else the CPU value moved here
 };
 using OpFn = std::vector<torch::Tensor> (*)(const OpCall&);
+// What the executor cannot run of an op type it knows (an attribute, an output), checked before
+// anything runs: an empty string when it can run the op, else why not.
+using OpCheck = std::string (*)(const Graph&, OpId);
 struct OpImpl {
   OpFn fn = nullptr;
   int first_value_slot = -1;  // slots >= this are read as values (shapes, indices, bounds); -1: none
+  OpCheck check = nullptr;
 };
 // nullptr for an op type the executor cannot run.
 const OpImpl* find_op_impl(const std::string& type);

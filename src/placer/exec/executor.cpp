@@ -88,8 +88,10 @@ struct Window {
   std::vector<std::int64_t> kernel, strides, dilations, pads;  // pads: begin..., end...
   bool symmetric = true;
 };
-Window window_of(const OpCall& c, std::vector<std::int64_t> kernel) {
-  const Attributes& a = c.g.op_attrs(c.op);
+// From the IR's shapes (the same as the tensors': the first step checks them), so that the
+// preparation can check windows before anything runs.
+Window window_of(const Graph& g, OpId op, std::vector<std::int64_t> kernel) {
+  const Attributes& a = g.op_attrs(op);
   const std::size_t nd = kernel.size();
   Window w;
   w.kernel = std::move(kernel);
@@ -98,8 +100,9 @@ Window window_of(const OpCall& c, std::vector<std::int64_t> kernel) {
   w.pads = a.get_ints("pads", std::vector<std::int64_t>(2 * nd, 0));
   const std::string auto_pad = a.get_string("auto_pad", "NOTSET");
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    auto in = c.in[0].sizes();
-    auto out = c.out_shape(0);
+    auto in = g.tensor_shape(g.op_inputs(op)[0]);
+    auto out = g.tensor_shape(g.op_outputs(op)[0]);
+    if (in.size() < nd + 2 || out.size() < nd + 2) throw Error(op_label(g, op) + ": input and output ranks do not match the kernel's");
     for (std::size_t i = 0; i < nd; ++i) {
       std::int64_t total = std::max<std::int64_t>(
           0, (out[i + 2] - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1 - in[i + 2]);
@@ -110,7 +113,7 @@ Window window_of(const OpCall& c, std::vector<std::int64_t> kernel) {
     std::fill(w.pads.begin(), w.pads.end(), 0);
   }
   if (w.pads.size() != 2 * nd || w.strides.size() != nd || w.dilations.size() != nd)
-    throw Error(op_label(c.g, c.op) + ": pads, strides or dilations do not match the kernel's rank");
+    throw Error(op_label(g, op) + ": pads, strides or dilations do not match the kernel's rank");
   for (std::size_t i = 0; i < nd; ++i) w.symmetric = w.symmetric && w.pads[i] == w.pads[i + nd];
   return w;
 }
@@ -122,7 +125,7 @@ Tensors op_conv(const OpCall& c) {
   torch::Tensor x = c.in[0], w = c.in[1];
   torch::Tensor b = c.has(2) ? c.in[2] : torch::Tensor();
   const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
-  Window win = window_of(c, std::vector<std::int64_t>(w.sizes().begin() + 2, w.sizes().end()));
+  Window win = window_of(c.g, c.op, std::vector<std::int64_t>(w.sizes().begin() + 2, w.sizes().end()));
   std::vector<std::int64_t> padding = begin_pads(win);
   if (!win.symmetric) {
     x = torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0);
@@ -135,7 +138,7 @@ Tensors op_conv(const OpCall& c) {
 Tensors op_max_pool(const OpCall& c) {
   torch::Tensor x = c.in[0];
   const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
-  Window win = window_of(c, c.g.op_attrs(c.op).get_ints("kernel_shape"));
+  Window win = window_of(c.g, c.op, c.g.op_attrs(c.op).get_ints("kernel_shape"));
   const bool ceil_mode = c.g.op_attrs(c.op).get_int("ceil_mode", 0) != 0;
   std::vector<std::int64_t> padding = begin_pads(win);
   if (!win.symmetric) {
@@ -150,7 +153,7 @@ Tensors op_max_pool(const OpCall& c) {
 Tensors op_avg_pool(const OpCall& c) {
   torch::Tensor x = c.in[0];
   const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
-  Window win = window_of(c, c.g.op_attrs(c.op).get_ints("kernel_shape"));
+  Window win = window_of(c.g, c.op, c.g.op_attrs(c.op).get_ints("kernel_shape"));
   const bool ceil_mode = c.g.op_attrs(c.op).get_int("ceil_mode", 0) != 0;
   bool include_pad = c.g.op_attrs(c.op).get_int("count_include_pad", 0) != 0;
   std::vector<std::int64_t> padding = begin_pads(win);
@@ -176,7 +179,11 @@ Tensors op_batch_norm(const OpCall& c) {
   const Attributes& a = c.g.op_attrs(c.op);
   const double eps = a.get_float("epsilon", 1e-5), momentum = a.get_float("momentum", 0.9);
   // ONNX: running = running * momentum + batch * (1 - momentum); torch's momentum is the latter factor.
-  return {torch::batch_norm(c.in[0], c.in[1], c.in[2], c.in[3], c.in[4], c.training, 1.0 - momentum, eps, true)};
+  torch::Tensor y = torch::batch_norm(c.in[0], c.in[1], c.in[2], c.in[3], c.in[4], c.training, 1.0 - momentum, eps, true);
+  if (c.node.output_size() < 2) return {y};
+  // The training-mode form (training_mode=1) also gives the running statistics after this batch
+  // (updated in place in a training step); check_batch_norm refuses the older saved statistics.
+  return {y, c.in[3].detach().clone(), c.in[4].detach().clone()};
 }
 
 Tensors op_layer_norm(const OpCall& c) {
@@ -465,13 +472,72 @@ Tensors op_pad(const OpCall& c) {
   return {F::pad(x, options)};
 }
 
+// ---- Preparation checks (OpCheck) ----
+
+// The window of a convolution or pooling op, as the op will compute it; its errors as a reason.
+std::string check_window(const Graph& g, OpId op, std::vector<std::int64_t> kernel, Window* out = nullptr) {
+  try {
+    Window w = window_of(g, op, std::move(kernel));
+    if (out) *out = w;
+  } catch (const Error& e) {
+    const std::string what = e.what(), label = op_label(g, op) + ": ";
+    return what.rfind(label, 0) == 0 ? what.substr(label.size()) : what;
+  }
+  return {};
+}
+
+std::string check_conv(const Graph& g, OpId op) {
+  const auto inputs = g.op_inputs(op);
+  if (inputs.size() < 2 || inputs[1] == kNoId) return "no weight input";
+  const auto w = g.tensor_shape(inputs[1]);
+  if (w.size() < 3) return "a weight of rank " + std::to_string(w.size()) + " (at least 3: out, in, kernel...)";
+  return check_window(g, op, std::vector<std::int64_t>(w.begin() + 2, w.end()));
+}
+
+std::string check_max_pool(const Graph& g, OpId op) {
+  if (g.op_outputs(op).size() > 1) return "the Indices output of MaxPool is not supported";
+  return check_window(g, op, g.op_attrs(op).get_ints("kernel_shape"));
+}
+
+std::string check_avg_pool(const Graph& g, OpId op) {
+  Window w;
+  if (std::string why = check_window(g, op, g.op_attrs(op).get_ints("kernel_shape"), &w); !why.empty()) return why;
+  if (!w.symmetric && g.op_attrs(op).get_int("count_include_pad", 0) == 0)
+    return "asymmetric pads with count_include_pad=0 are not supported";
+  return {};
+}
+
+std::string check_batch_norm(const Graph& g, OpId op) {
+  // Outputs 1 and 2 (the training-mode form's running statistics) are given; 3 and 4 (opsets
+  // before 14: the batch's saved mean and variance) are not.
+  const auto outs = g.op_outputs(op);
+  for (std::size_t k = 3; k < outs.size(); ++k)
+    if (outs[k] != kNoId) return "output " + std::to_string(k) + " (the saved batch statistics of opsets before 14) is not supported";
+  return {};
+}
+
+std::string check_pad(const Graph& g, OpId op) {
+  const std::string mode = g.op_attrs(op).get_string("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge") return "Pad mode '" + mode + "' is not supported (constant, reflect, edge are)";
+  return {};
+}
+
+std::string check_slice(const Graph& g, OpId op) {
+  const auto inputs = g.op_inputs(op);
+  if (inputs.size() > 1 && inputs[1] != kNoId) return {};  // opset 10 on: inputs, checked when read
+  const Attributes& a = g.op_attrs(op);
+  const auto starts = a.get_ints("starts"), ends = a.get_ints("ends"), axes = a.get_ints("axes");
+  if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size())) return "starts, ends and axes of different lengths";
+  return {};
+}
+
 const std::unordered_map<std::string, OpImpl>& op_table() {
   static const std::unordered_map<std::string, OpImpl> table = {
-      {"Conv", {op_conv}},
-      {"BatchNormalization", {op_batch_norm}},
+      {"Conv", {op_conv, -1, check_conv}},
+      {"BatchNormalization", {op_batch_norm, -1, check_batch_norm}},
       {"LayerNormalization", {op_layer_norm}},
-      {"MaxPool", {op_max_pool}},
-      {"AveragePool", {op_avg_pool}},
+      {"MaxPool", {op_max_pool, -1, check_max_pool}},
+      {"AveragePool", {op_avg_pool, -1, check_avg_pool}},
       {"GlobalAveragePool", {op_global_avg_pool}},
       {"GlobalMaxPool", {op_global_max_pool}},
       {"Gemm", {op_gemm}},
@@ -527,7 +593,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"Concat", {op_concat}},
       {"Split", {op_split, 1}},
       {"Transpose", {op_transpose}},
-      {"Slice", {op_slice, 1}},
+      {"Slice", {op_slice, 1, check_slice}},
       {"Gather", {op_gather}},
       {"Reshape", {op_reshape_to_ir, 1}},
       {"Flatten", {op_reshape_to_ir}},
@@ -543,7 +609,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"Expand", {op_expand, 1}},
       {"Tile", {op_tile, 1}},
       {"Trilu", {op_trilu, 1}},
-      {"Pad", {op_pad, 1}},
+      {"Pad", {op_pad, 1, check_pad}},
   };
   return table;
 }
@@ -1071,9 +1137,12 @@ std::vector<std::vector<float>> Engine::output_values() const {
 void check_supported(const Graph& forward) {
   for (OpId op = 0; op < forward.num_forward_ops() && op < forward.num_ops(); ++op) {
     if (forward.op_outputs(op).empty() && forward.op_attrs(op).find("alias_of")) continue;
-    if (!detail::find_op_impl(forward.op_type(op)))
+    const detail::OpImpl* impl = detail::find_op_impl(forward.op_type(op));
+    if (!impl)
       throw Error("op '" + forward.op_name(op) + "' has type '" + forward.op_type(op) +
                   "', which the executor cannot run (docs/execution.md lists the supported types)");
+    if (impl->check)
+      if (std::string why = impl->check(forward, op); !why.empty()) throw Error(detail::op_label(forward, op) + ": " + why);
   }
 }
 
