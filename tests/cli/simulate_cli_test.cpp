@@ -216,6 +216,15 @@ TEST(SimulateCli, OutOfMemorySaysByHowMuch) {
   EXPECT_THAT(run.out, HasSubstr("over by "));
 }
 
+TEST(SimulateCliBadInput, ASeedOutOfRange) {
+  // CLI11 alone read -1 and 2^64 as seeds (wrapped around).
+  for (const char* seed : {"-1", "18446744073709551616", "1.5"})
+    expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "2", "--seed", seed},
+                          "a seed is an integer from 0 to 2^64-1");
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "2", "--seed", "18446744073709551615"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
 TEST(SimulateCliBadInput, NothingToSimulate) { expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4"}, "--placement"); }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,25 @@ struct LoadedProblem {
   SimOptions sim;
 };
 LoadedProblem load_problem(const ProblemArgs& args);
+
+// Validator of --seed: an integer from 0 to 2^64 - 1 (CLI11 alone wraps -1 and 2^64 around).
+inline const CLI::Validator kSeed(
+    [](const std::string& s) {
+      std::uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      return ec == std::errc() && end == s.data() + s.size() ? std::string() : std::string("a seed is an integer from 0 to 2^64-1");
+    },
+    "SEED");
+
+// Validator of a count that may be 0 (--threads): an integer >= 0.
+inline const CLI::Validator kCount(
+    [](const std::string& s) {
+      unsigned v = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      return ec == std::errc() && end == s.data() + s.size() && v <= 1u << 16 ? std::string()
+                                                                             : std::string("an integer from 0 to 65536");
+    },
+    "N");
 
 // Validator of --on: a device name, not an empty string (which would read as "no default").
 inline const CLI::Validator kDeviceName(

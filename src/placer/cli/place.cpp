@@ -257,8 +257,8 @@ void add_run_options(CLI::App* cmd, PlaceArgs& args) {
   cmd->add_option("--samples", args.samples,
                   "placements an algorithm may evaluate (0: its default; learned placers round up to whole batches)");
   cmd->add_option("--seconds", args.seconds, "wall-clock budget per algorithm (0: none)");
-  cmd->add_option("--threads", args.threads, "threads for parallel search (0: every core)");
-  cmd->add_option("--seed", args.seed, "seed of every random choice")->capture_default_str();
+  cmd->add_option("--threads", args.threads, "threads for parallel search (0: every core)")->check(kCount);
+  cmd->add_option("--seed", args.seed, "seed of every random choice")->capture_default_str()->check(kSeed);
   cmd->add_flag("--json", args.json, "print JSON");
   cmd->add_flag("--quiet", args.quiet, "no progress on stderr");
 }

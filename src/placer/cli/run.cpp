@@ -34,8 +34,9 @@ struct RunArgs {
 
 void add_exec_options(CLI::App* cmd, int& threads, std::uint64_t& seed) {
   cmd->add_option("--threads", threads, "intra-op threads of libtorch and OpenBLAS (0: $PLACER_THREADS, else every hardware thread but one)")
-      ->capture_default_str();
-  cmd->add_option("--seed", seed, "seed of the random parameters and data")->capture_default_str();
+      ->capture_default_str()
+      ->check(kCount);
+  cmd->add_option("--seed", seed, "seed of the random parameters and data")->capture_default_str()->check(kSeed);
 }
 
 nlohmann::json times_json(const exec::StepTimes& t) {

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -168,7 +169,12 @@ int configure_threads(int requested) {
   keep_host_memory();
   int n = requested;
   if (n <= 0) {
-    if (const char* env = std::getenv("PLACER_THREADS")) n = std::atoi(env);
+    if (const char* env = std::getenv("PLACER_THREADS"); env && *env) {
+      const std::string text = env;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (ec != std::errc() || end != text.data() + text.size() || n < 0 || n > (1 << 16))
+        throw Error("PLACER_THREADS='" + text + "' is not a number of threads (0 to 65536; 0: the default)");
+    }
     // One hardware thread is left to the rest of the machine: on a 2-core machine a second OpenMP
     // thread that shares its core with anything else stalls every parallel region (docs/execution.md).
     if (n <= 0) n = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1);
