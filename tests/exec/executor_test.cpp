@@ -420,6 +420,28 @@ TEST(Executor, ALibtorchErrorNamesTheOpOnOneLine) {
   }
 }
 
+// Random integer data read as a divisor is never 0 (drawn in [0, 2) it failed libtorch's integer
+// division: "ZeroDivisionError").
+TEST(Executor, AnIntegerDivisorIsDrawnAboveZero) {
+  TinyModel t;
+  t.input("a", {64}, onnx::TensorProto::INT64);
+  t.input("b", {64}, onnx::TensorProto::INT64);
+  t.node("Div", "/div/Div", {"a", "b"}, {"q"});
+  t.node("Mod", "/mod/Mod", {"a", "b"}, {"r"});
+  t.node("Add", "/sum/Add", {"q", "r"}, {"s"});
+  auto* out = t.m.mutable_graph()->add_output();
+  out->set_name("s");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  out->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(64);
+  const std::string path = t.save("placer_exec_int_divisor.onnx");
+  ModelOptions options;
+  options.mode = Mode::inference;
+  options.onnx.data_inputs = {"a", "b"};
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+  EXPECT_NO_THROW(ex.step());
+}
+
 // Slice of opset 1-9 gives starts, ends and axes as attributes (it crashed the executor).
 TEST(Executor, RunsASliceOfOpsetNine) {
   TinyModel t;

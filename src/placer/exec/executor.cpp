@@ -865,17 +865,24 @@ void Engine::create_sources() {
     const torch::ScalarType st = scalar_type(graph_.tensor_dtype(t));
     torch::Tensor v;
     if (!is_floating(graph_.tensor_dtype(t))) {
-      // Indices: below the smallest table they index (2 when nothing says).
+      // Indices: below the smallest table they index (2 when nothing says); a divisor (of Div or
+      // Mod) is 1 or 2, not 0.
       std::int64_t bound = std::numeric_limits<std::int64_t>::max();
+      bool divisor = false;
       for (OpId c : graph_.consumers(t)) {
+        const auto ins = graph_.op_inputs(c);
+        if ((graph_.op_type(c) == "Div" || graph_.op_type(c) == "Mod") && ins.size() > 1 && ins[1] == t) divisor = true;
         if (graph_.op_type(c) != "Gather" || graph_.op_inputs(c).size() < 2 || graph_.op_inputs(c)[1] != t) continue;
         auto table = graph_.tensor_shape(graph_.op_inputs(c)[0]);
         std::int64_t axis = graph_.op_attrs(c).get_int("axis", 0);
         if (axis < 0) axis += static_cast<std::int64_t>(table.size());
         bound = std::min(bound, table[static_cast<std::size_t>(axis)]);
       }
-      if (bound == std::numeric_limits<std::int64_t>::max()) bound = 2;
-      v = torch::randint(0, bound, dims, torch::TensorOptions().dtype(st));
+      const bool indexes = bound != std::numeric_limits<std::int64_t>::max();
+      std::int64_t low = 0, high = indexes ? bound : 2;  // [low, high)
+      if (divisor && !indexes) low = 1, high = 3;
+      else if (divisor && bound >= 2) low = 1;  // an index that is also a divisor: 1 .. bound - 1
+      v = torch::randint(low, high, dims, torch::TensorOptions().dtype(st));
     } else if (kind == TensorKind::data) {
       v = torch::randn(dims, torch::TensorOptions().dtype(st));
     } else if (kind == TensorKind::buffer) {
