@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "placer/cli/common.hpp"
 #include "placer/exec/exec.hpp"
@@ -163,16 +164,32 @@ void run_validate(const ValidateArgs& args) {
   for (const auto& file : args.placements)
     runs.push_back({file, resolve_forward_placement(load_placement_file(file), graph, cluster, "placement file '" + file + "'")});
 
-  for (const auto& run : runs) exec::check_devices_available(cluster, run.second);  // before timing any
+  // Everything that can fail without running does so first: devices, simulations.
+  std::vector<double> simulations;
+  for (const auto& run : runs) {
+    exec::check_devices_available(cluster, run.second);
+    simulations.push_back(sim.simulate(expand_placement(graph, run.second)).step_time_s);
+    std::set<DeviceId> cpus;
+    for (DeviceId d : run.second)
+      if (cluster.device(d).kind == DeviceKind::cpu) cpus.insert(d);
+    if (cpus.size() > 1)
+      fmt::print(stderr,
+                 "placer: note: '{}' uses {} CPU devices, which are this one host: the executor runs their ops one after the "
+                 "other, the simulator in parallel (docs/execution.md)\n",
+                 run.first, cpus.size());
+  }
 
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> errors;
-  if (!args.json) fmt::print("{:<40} {:>12} {:>12} {:>8}\n", "placement", "measured", "simulated", "error");
-  for (const auto& [label, forward_devices] : runs) {
+  bool header = false;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& [label, forward_devices] = runs[i];
     exec::Executor executor(args.model, options, cluster, forward_devices,
                             exec::ExecOptions{.mode = options.mode, .optimizer = options.optimizer, .seed = args.seed});
     const exec::StepTimes t = executor.measure(args.steps, args.warmup);
-    const double simulated = sim.simulate(expand_placement(graph, forward_devices)).step_time_s;
+    const double simulated = simulations[i];
+    if (!args.json && !header) fmt::print("{:<40} {:>12} {:>12} {:>8}\n", "placement", "measured", "simulated", "error");
+    header = true;
     const double error = (simulated - t.median_s) / t.median_s;
     errors.push_back(std::fabs(error));
     nlohmann::json row = times_json(t);
