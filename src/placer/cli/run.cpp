@@ -103,6 +103,12 @@ void run_profile(const ProfileArgs& args) {
                           .warmup = args.warmup, .seed = args.seed, .fit = !args.no_fit};
   const exec::ProfileReport report = exec::profile_model(args.model, options, cluster, po);
   report.profile.save(args.output);
+  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
+    const bool measured = std::any_of(report.kinds.begin(), report.kinds.end(), [&](const auto& k) { return k.kind == kind; });
+    if (!measured && !cluster.device_ids(kind).empty())
+      fmt::print(stderr, "placer: note: the cluster's {} devices were not measured (this machine cannot run them{})\n",
+                 device_kind_name(kind), kind == DeviceKind::gpu ? ": no CUDA in this libtorch, or no GPU" : "");
+  }
   nlohmann::json kinds = nlohmann::json::array();
   for (const auto& k : report.kinds) {
     kinds.push_back({{"kind", std::string(device_kind_name(k.kind))},
