@@ -67,6 +67,7 @@ void run_run(const RunArgs& args) {
     j["placement"] = label;
     j["cluster"] = cluster.name();
     j["mode"] = args.model_args.mode;
+    if (options.mode == Mode::training) j["optimizer"] = args.model_args.optimizer;
     j["threads"] = threads;
     j["copies_per_step"] = executor.copies_last_step();
     std::cout << j.dump(2) << "\n";
@@ -211,14 +212,15 @@ void run_validate(const ValidateArgs& args) {
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
   if (args.json) {
-    std::cout << nlohmann::json{{"model", args.model},
+    nlohmann::json out{{"model", args.model},
                                 {"cluster", cluster.name()},
+                                {"mode", args.model_args.mode},
                                 {"profile", args.profile},
                                 {"placements", rows},
                                 {"median_abs_error", median},
-                                {"max_abs_error", sorted.back()}}
-                     .dump(2)
-              << "\n";
+                                {"max_abs_error", sorted.back()}};
+    if (options.mode == Mode::training) out["optimizer"] = args.model_args.optimizer;
+    std::cout << out.dump(2) << "\n";
     return;
   }
   fmt::print("median |error| {:.1f}%, worst {:.1f}% over {} placements\n", 100 * median, 100 * sorted.back(), sorted.size());
