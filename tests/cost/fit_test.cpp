@@ -91,3 +91,32 @@ TEST(FitRoofline, NoSamplesLeaveTheModelAlone) {
 
 }  // namespace
 }  // namespace placer
+
+namespace placer {
+namespace {
+
+// The samples of a profile: an op's time by its name when the recorded signature agrees, else by
+// its signature; a time by name measured on another op of that name is no sample.
+TEST(FitSamples, ByNameWhenTheSignatureAgreesElseBySignature) {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {8, 16}, DType::f32, TensorKind::data);
+  TensorId w = b.add_tensor("w", {16, 4}, DType::f32, TensorKind::parameter);
+  TensorId y = b.add_tensor("y", {8, 4}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "mm", .type = "MatMul", .inputs = {x, w}, .outputs = {y}, .work = OpWork{1024, 576, 128, OpClass::matmul}});
+  const Graph g = std::move(b).build();
+  const Device gpu{.name = "gpu:0", .kind = DeviceKind::gpu, .model = "t", .peak_flops = 1e12, .memory_bandwidth_bytes_per_s = 1e11,
+                   .memory_bytes = 1 << 30, .op_overhead_s = 1e-5, .streams = 1};
+  Profile p;
+  p.set_by_name(DeviceKind::gpu, "mm", 1e-3);
+  p.set_op_signature("mm", "MatMul(1x1,1x1)");  // measured on another 'mm'
+  EXPECT_TRUE(fit_samples(g, p, gpu).empty());
+  p.set_by_signature(DeviceKind::gpu, op_signature(g, 0), 2e-3);
+  const auto samples = fit_samples(g, p, gpu);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_DOUBLE_EQ(samples[0].t, 2e-3);
+  p.set_op_signature("mm", op_signature(g, 0));
+  EXPECT_DOUBLE_EQ(fit_samples(g, p, gpu).at(0).t, 1e-3);
+}
+
+}  // namespace
+}  // namespace placer

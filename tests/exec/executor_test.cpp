@@ -540,10 +540,31 @@ TEST(Executor, BatchNormsTrainingFormGivesItsRunningStatistics) {
   const std::string path = t.save("placer_exec_bn_training_form.onnx");
   const std::size_t n = load_forward_graph(path, options).num_ops();
   Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::training, .all_on_cpu = true});
+  const std::vector<float> mean0 = ex.parameter_value("mean"), var0 = ex.parameter_value("var");
   ex.step();
   ASSERT_EQ(ex.output_values().size(), 3u);
+  EXPECT_NE(ex.output_values().at(1), mean0) << "updated by the batch";
+  EXPECT_NE(ex.output_values().at(2), var0);
   EXPECT_EQ(ex.output_values().at(1), ex.parameter_value("mean"));
   EXPECT_EQ(ex.output_values().at(2), ex.parameter_value("var"));
+}
+
+// An output the graph keeps that the implementation does not give (LayerNorm's Mean) is refused
+// when the executor is built (it stopped the first step there).
+TEST(Executor, AnOutputItDoesNotGiveIsRefusedBeforeRunning) {
+  TinyModel t;
+  t.input("x", {4, 8});
+  t.input("gamma", {8});
+  t.node("LayerNormalization", "/ln/LN", {"x", "gamma"}, {"y", "mean"});
+  t.output("y", {4, 8});
+  t.output("mean", {4, 1});
+  ModelOptions options;
+  options.mode = Mode::inference;
+  options.onnx.data_inputs = {"x"};
+  const std::string path = t.save("placer_exec_ln_mean.onnx");
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  EXPECT_THAT([&] { Executor(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("op '/ln/LN' (LayerNormalization): output 1 ('mean') is not one the executor gives")));
 }
 
 TEST(Executor, RefusesAGpuThisLibtorchCannotReach) {

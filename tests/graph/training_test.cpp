@@ -135,6 +135,31 @@ TEST(TrainingStep, SharedWeightGradientsAreSummedByItsUpdate) {
   EXPECT_DOUBLE_EQ(step.op_work(u).flops, (2.0 + 1.0) * 9.0);
 }
 
+// BatchNorm's running statistics (its training-mode form's outputs 1 and 2) are side outputs: as
+// graph outputs they get no loss, and they carry no gradient into the norm (the executor detaches
+// them; the step gave them a loss the executor never ran).
+TEST(TrainingStep, BatchNormsRunningStatisticsCarryNoGradient) {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {4, 3, 2, 2}, DType::f32, TensorKind::data);
+  TensorId scale = b.add_tensor("scale", {3}, DType::f32, TensorKind::parameter);
+  TensorId bias = b.add_tensor("bias", {3}, DType::f32, TensorKind::parameter);
+  TensorId mean = b.add_tensor("mean", {3}, DType::f32, TensorKind::buffer);
+  TensorId var = b.add_tensor("var", {3}, DType::f32, TensorKind::buffer);
+  TensorId y = b.add_tensor("y", {4, 3, 2, 2}, DType::f32, TensorKind::activation);
+  TensorId rm = b.add_tensor("rm", {3}, DType::f32, TensorKind::activation);
+  TensorId rv = b.add_tensor("rv", {3}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "bn", .type = "BatchNormalization", .inputs = {x, scale, bias, mean, var}, .outputs = {y, rm, rv},
+            .work = op_work("BatchNormalization", {}, descs(b, {x, scale, bias, mean, var}), descs(b, {y, rm, rv}))});
+  b.mark_output(y);
+  b.mark_output(rm);
+  b.mark_output(rv);
+  Graph step = derive_training_step(std::move(b).build(), Optimizer::sgd);
+  std::vector<std::string> losses;
+  for (OpId o = 0; o < step.num_ops(); ++o)
+    if (step.op_type(o) == "Loss") losses.push_back(step.op_name(o));
+  EXPECT_THAT(losses, ::testing::ElementsAre("loss/y"));
+}
+
 TEST(TrainingStep, SavedActivationsFeedTheirGradient) {
   Graph step = derive_training_step(tiny_mlp(), Optimizer::sgd);
   // Relu's output stays alive until the gradients that read it have run.

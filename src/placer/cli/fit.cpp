@@ -37,15 +37,16 @@ void run_fit(const FitArgs& args) {
   for (std::size_t i = 0; i < args.models.size(); ++i) {
     steps.push_back(load_model(args.models[i], options));
     profiles.push_back(Profile::load(args.profiles[i]));
-    // Paired by op name (and the signature each name was measured with): a profile that times
-    // none of its model's ops was given in the wrong order, or measured on another model or step.
+    // Paired by op name (and the signature each name was measured with), else by signature: a
+    // profile that times none of its model's ops was given in the wrong order, or measured on
+    // another model or step.
     const Graph& step = steps.back();
     bool any = false;
     for (OpId op = 0; op < step.num_ops() && !any; ++op)
       for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
-        any = any || profiles.back().find_by_name(kind, step.op_name(op), op_signature(step, op)).has_value();
+        any = any || profiles.back().find(kind, step.op_name(op), op_signature(step, op)).has_value();
     if (!any && profiles.back().size() > 0)
-      throw Error(fmt::format("profile '{}' times none of the ops of '{}' (matched by name and signature): a profile of "
+      throw Error(fmt::format("profile '{}' times none of the ops of '{}' (by name and signature, or by signature): a profile of "
                               "another model, or of another step (--optimizer {} here)?",
                               args.profiles[i], args.models[i], args.optimizer));
   }

@@ -137,6 +137,10 @@ nlohmann::json Profile::to_json() const {
                   {"backward_overhead_scale", model_->backward_overhead_scale}};
     if (!scales[0].empty()) j["model"]["overhead_scales"] = scales[0];
     if (!scales[1].empty()) j["model"]["backward_overhead_scales"] = scales[1];
+    json kinds = json::array();
+    for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
+      if (model_->prices[static_cast<std::size_t>(kind)]) kinds.push_back(std::string(device_kind_name(kind)));
+    j["model"]["kinds"] = kinds;
   }
   return j;
 }
@@ -198,7 +202,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     if (!it->is_object()) throw Error(where + " must be an object");
     check_known_fields(*it,
                        {"efficiency", "overhead_scale", "backward_efficiency", "backward_overhead_scale", "overhead_scales",
-                        "backward_overhead_scales"},
+                        "backward_overhead_scales", "kinds"},
                        where);
     for (const char* field : {"overhead_scale", "backward_overhead_scale"}) {
       if (!it->contains(field)) continue;
@@ -261,6 +265,15 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     for (std::size_t k = 0; k < 2; ++k) {
       const bool measured = !p.by_name_[k].empty() || !p.by_signature_[k].empty();
       m.prices[k] = (!any_named || named_kind[k]) && (!any_times || measured);
+    }
+    // Written since 2026-11-25: the kinds, explicitly.
+    if (auto kinds = it->find("kinds"); kinds != it->end()) {
+      if (!kinds->is_array()) throw Error(where + ".kinds must be an array of device kinds");
+      m.prices = {false, false};
+      for (const auto& kind : *kinds) {
+        if (!kind.is_string()) throw Error(where + ".kinds must be an array of device kinds");
+        m.prices[static_cast<std::size_t>(named(where + ".kinds", [&] { return parse_device_kind(kind.get<std::string>()); }))] = true;
+      }
     }
     p.set_model(m);
   }

@@ -91,7 +91,7 @@ std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, co
   for (OpId op = 0; op < step.num_ops(); ++op) {
     const OpWork& w = step.op_work(op);
     if (w.op_class == OpClass::alias) continue;
-    const auto t = profile.find_by_name(device.kind, step.op_name(op), op_signature(step, op));
+    const auto t = profile.find(device.kind, step.op_name(op), op_signature(step, op));
     if (!t || !(*t > 0)) continue;
     samples.push_back(FitSample{w.op_class, step.op_role(op) == OpRole::backward, w.flops / device.peak_flops,
                                 (w.bytes_read + w.bytes_written) / device.memory_bandwidth_bytes_per_s, *t});

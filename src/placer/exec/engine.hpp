@@ -45,6 +45,7 @@ struct OpImpl {
   OpFn fn = nullptr;
   int first_value_slot = -1;  // slots >= this are read as values (shapes, indices, bounds); -1: none
   OpCheck check = nullptr;
+  int outputs = 1;  // the ONNX outputs fn gives, from the first; -1: as many as the node has
 };
 // nullptr for an op type the executor cannot run.
 const OpImpl* find_op_impl(const std::string& type);

@@ -494,25 +494,13 @@ std::string check_conv(const Graph& g, OpId op) {
   return check_window(g, op, std::vector<std::int64_t>(w.begin() + 2, w.end()));
 }
 
-std::string check_max_pool(const Graph& g, OpId op) {
-  if (g.op_outputs(op).size() > 1) return "the Indices output of MaxPool is not supported";
-  return check_window(g, op, g.op_attrs(op).get_ints("kernel_shape"));
-}
+std::string check_max_pool(const Graph& g, OpId op) { return check_window(g, op, g.op_attrs(op).get_ints("kernel_shape")); }
 
 std::string check_avg_pool(const Graph& g, OpId op) {
   Window w;
   if (std::string why = check_window(g, op, g.op_attrs(op).get_ints("kernel_shape"), &w); !why.empty()) return why;
   if (!w.symmetric && g.op_attrs(op).get_int("count_include_pad", 0) == 0)
     return "asymmetric pads with count_include_pad=0 are not supported";
-  return {};
-}
-
-std::string check_batch_norm(const Graph& g, OpId op) {
-  // Outputs 1 and 2 (the training-mode form's running statistics) are given; 3 and 4 (opsets
-  // before 14: the batch's saved mean and variance) are not.
-  const auto outs = g.op_outputs(op);
-  for (std::size_t k = 3; k < outs.size(); ++k)
-    if (outs[k] != kNoId) return "output " + std::to_string(k) + " (the saved batch statistics of opsets before 14) is not supported";
   return {};
 }
 
@@ -534,7 +522,7 @@ std::string check_slice(const Graph& g, OpId op) {
 const std::unordered_map<std::string, OpImpl>& op_table() {
   static const std::unordered_map<std::string, OpImpl> table = {
       {"Conv", {op_conv, -1, check_conv}},
-      {"BatchNormalization", {op_batch_norm, -1, check_batch_norm}},
+      {"BatchNormalization", {op_batch_norm, -1, nullptr, 3}},  // not the saved statistics of opsets < 14
       {"LayerNormalization", {op_layer_norm}},
       {"MaxPool", {op_max_pool, -1, check_max_pool}},
       {"AveragePool", {op_avg_pool, -1, check_avg_pool}},
@@ -591,7 +579,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"ReduceMax", {op_reduce_max, 1}},
       {"ReduceMin", {op_reduce_min, 1}},
       {"Concat", {op_concat}},
-      {"Split", {op_split, 1}},
+      {"Split", {op_split, 1, nullptr, -1}},
       {"Transpose", {op_transpose}},
       {"Slice", {op_slice, 1, check_slice}},
       {"Gather", {op_gather}},
@@ -600,7 +588,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"Squeeze", {op_reshape_to_ir, 1}},
       {"Unsqueeze", {op_reshape_to_ir, 1}},
       {"Identity", {op_identity}},
-      {"Dropout", {op_dropout, 1}},
+      {"Dropout", {op_dropout, 1, nullptr, 2}},
       {"Shape", {op_shape, 0}},
       {"Size", {op_size, 0}},
       {"Constant", {op_constant}},
@@ -784,6 +772,14 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
     }
     impls_[op] = find_op_impl(graph_.op_type(op));
     for (const auto& out : node.output()) op_out_slots_[op].push_back(out.empty() ? kNoId : graph_.find_tensor(out));
+    // An output the graph keeps that the implementation does not give (MaxPool's Indices,
+    // LayerNorm's Mean, BatchNorm's saved statistics of opsets before 14): refused now, not when
+    // the first step reaches it.
+    if (impls_[op] && impls_[op]->outputs >= 0)
+      for (std::size_t k = static_cast<std::size_t>(impls_[op]->outputs); k < op_out_slots_[op].size(); ++k)
+        if (op_out_slots_[op][k] != kNoId)
+          throw Error(op_label(graph_, op) + ": output " + std::to_string(k) + " ('" + node.output(static_cast<int>(k)) +
+                      "') is not one the executor gives (it gives the first " + std::to_string(impls_[op]->outputs) + ")");
   }
   fold_constants();
   create_sources();

@@ -627,7 +627,7 @@ BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs) {
   if (!r) return {true, true, false};
   if (!r->backward) return {false, false, false};
   if (r->op_class == alias) return {true, false, false};
-  return {true, r->saved_inputs != 0, r->saves_outputs};
+  return {true, r->saved_inputs != 0, r->saves_outputs, r->grad_outputs};
 }
 
 OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,

@@ -54,6 +54,9 @@ struct BackwardRule {
   bool differentiable = true;  // false: gradients stop here (Shape, comparisons, ArgMax, integer ops, ...)
   bool saves_inputs = false;   // the gradient reads the forward inputs (MatMul, Conv, Mul, Sigmoid via input, ...)
   bool saves_outputs = false;  // the gradient reads the forward outputs (Relu, Sigmoid, Tanh, Softmax, ...)
+  // Outputs that carry a gradient, from the first (0: every floating output). BatchNorm's running
+  // statistics and LayerNorm's Mean/InvStdDev never receive one.
+  std::uint32_t grad_outputs = 0;
 };
 // `saves_inputs` is coarse: some ops keep only some inputs (Gather its indices, Conv and MatMul the
 // operand the other gradient needs); docs/op-rules.md lists them. An unknown op type gets the

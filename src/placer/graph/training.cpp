@@ -88,11 +88,14 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   std::vector<bool> requires_grad(fwd.num_tensors(), false);
   for (TensorId t = 0; t < fwd.num_tensors(); ++t) requires_grad[t] = fwd.tensor_kind(t) == TensorKind::parameter;
   for (OpId o : fwd.topological_order()) {
-    if (!backward_rule(fwd.op_type(o), fwd.op_attrs(o)).differentiable) continue;
+    const BackwardRule rule = backward_rule(fwd.op_type(o), fwd.op_attrs(o));
+    if (!rule.differentiable) continue;
     bool any = false;
     for (TensorId t : fwd.op_inputs(o)) any = any || (t != kNoId && requires_grad[t]);
     if (!any) continue;
-    for (TensorId t : fwd.op_outputs(o)) requires_grad[t] = is_floating(fwd.tensor_dtype(t));
+    const auto outs = fwd.op_outputs(o);
+    for (std::size_t i = 0; i < outs.size(); ++i)
+      requires_grad[outs[i]] = (rule.grad_outputs == 0 || i < rule.grad_outputs) && is_floating(fwd.tensor_dtype(outs[i]));
   }
 
   // Partial gradients of each tensor, in the order they are produced.
