@@ -254,6 +254,18 @@ TEST(SearchGrouping, AChainFoldedIntoOneGroupIsSearchedOpByOp) {
   }
 }
 
+// Random draws --samples placements, or as many as --seconds allows (it drew one under a time
+// budget alone, and ignored the time when both were given).
+TEST(Random, DrawsForTheSamplesOrTheSecondsGiven) {
+  Priced pr = uneven_graph(3);
+  EXPECT_EQ(run_placer("random", pr.problem(), {.samples = 5, .threads = 1}, 1).samples, 5u);
+  EXPECT_EQ(run_placer("random", pr.problem(), {.threads = 1}, 1).samples, 1u);
+  EXPECT_GT(run_placer("random", pr.problem(), {.seconds = 0.05, .threads = 1}, 1).samples, 1u);
+  // Both: whichever ends first (the samples would take hours).
+  EXPECT_LT(run_placer("random", pr.problem(), {.samples = std::size_t{1} << 40, .seconds = 0.05, .threads = 1}, 1).samples,
+            std::size_t{1} << 40);
+}
+
 // The enumeration stops at a budget (between blocks of placements) with the best found so far.
 TEST(OptimalExhaustive, StopsAtTheBudget) {
   Priced pr = uneven_graph(3);

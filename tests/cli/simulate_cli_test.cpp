@@ -225,6 +225,15 @@ TEST(SimulateCliBadInput, ASeedOutOfRange) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
 }
 
+TEST(PlaceCliBadInput, BudgetsOutOfRange) {
+  // -1 samples wrapped around to 2^64 - 1 (a run without end); -1, nan and 1e400 seconds read as no limit.
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "random", "--samples", "-1"},
+                        "--samples: a number of placements");
+  for (const char* seconds : {"-1", "nan", "1e400"})
+    expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "random", "--seconds", seconds},
+                          "--seconds: a number of seconds");
+}
+
 TEST(SimulateCliBadInput, NothingToSimulate) { expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4"}, "--placement"); }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Baselines: the best single device, round-robin, and seeded random placements.
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <random>
 
 #include "placer/algorithms/families.hpp"
@@ -66,17 +68,24 @@ class RandomPlacer final : public Placer {
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<std::size_t> pick(0, devices.size() - 1);
     Evaluator eval(p);
-    const std::size_t samples = std::max<std::size_t>(1, budget.samples);
+    // --samples draws, or as many as --seconds allows (both: whichever ends first); one without either.
+    const auto start = std::chrono::steady_clock::now();
+    const bool timed = budget.seconds > 0;
+    const std::size_t samples = budget.samples > 0 ? budget.samples : timed ? std::numeric_limits<std::size_t>::max() : 1;
+    auto time_left = [&] {
+      return !timed || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < budget.seconds;
+    };
     std::vector<DeviceId> fwd(p.graph.num_forward_ops()), best;
     double best_time = 0.0;
     bool best_fits = false;
-    for (std::size_t s = 0; s < samples && (s == 0 || !observer.stop_requested()); ++s) {  // one at least
+    for (std::size_t s = 0; s < samples && (s == 0 || (!observer.stop_requested() && time_left())); ++s) {  // one at least
       for (auto& d : fwd) d = devices[pick(rng)];
       const SimResult& r = eval.evaluate(fwd);
       // Keep the fastest that fits; until something fits, the fastest overall.
       const bool better = best.empty() || (r.fits && !best_fits) || (r.fits == best_fits && r.step_time_s < best_time);
       if (better) best = fwd, best_time = r.step_time_s, best_fits = r.fits;
-      observer.on_progress({.samples = s + 1, .samples_total = samples, .best_step_time_s = best_fits ? best_time : 0.0,
+      observer.on_progress({.samples = s + 1, .samples_total = budget.samples > 0 || !timed ? samples : 0,
+                            .best_step_time_s = best_fits ? best_time : 0.0,
                             .last_mean_step_time_s = r.step_time_s});
     }
     return finish(p, std::move(best), eval.evaluations());
@@ -95,7 +104,8 @@ void register_baselines(std::vector<PlacerInfo>& r) {
                [](const PlacerOptions&) { return std::make_unique<SinglePlacer>(); }});
   r.push_back({"round-robin", "baseline", "ops in topological order dealt to devices in turn", kDeviceOption,
                [](const PlacerOptions& o) { return std::make_unique<RoundRobinPlacer>(o); }});
-  r.push_back({"random", "baseline", "uniformly random device per op (best of --samples draws), seeded", kDeviceOption,
+  r.push_back({"random", "baseline", "uniformly random device per op (best of --samples draws, or of as many as --seconds allows), seeded",
+               kDeviceOption,
                [](const PlacerOptions& o) { return std::make_unique<RandomPlacer>(o); }});
 }
 

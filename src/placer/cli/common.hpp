@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,6 +53,26 @@ inline const CLI::Validator kSeed(
       return ec == std::errc() && end == s.data() + s.size() ? std::string() : std::string("a seed is an integer from 0 to 2^64-1");
     },
     "SEED");
+
+// Validator of --samples: an integer from 0 to 2^64 - 1 (CLI11 alone wraps -1 around to 2^64 - 1).
+inline const CLI::Validator kSamples(
+    [](const std::string& s) {
+      std::uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      return ec == std::errc() && end == s.data() + s.size() ? std::string() : std::string("a number of placements, 0 or more");
+    },
+    "N");
+
+// Validator of --seconds: a finite number >= 0 (-1, nan and 1e400 read as "no limit").
+inline const CLI::Validator kSeconds(
+    [](const std::string& s) {
+      double v = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      return ec == std::errc() && end == s.data() + s.size() && std::isfinite(v) && v >= 0
+                 ? std::string()
+                 : std::string("a number of seconds, 0 (no limit) or more");
+    },
+    "SECONDS");
 
 // Validator of a count that may be 0 (--threads): an integer >= 0.
 inline const CLI::Validator kCount(

@@ -255,8 +255,9 @@ void run_compare(const PlaceArgs& args) {
 void add_run_options(CLI::App* cmd, PlaceArgs& args) {
   add_problem_options(cmd, args.problem);
   cmd->add_option("--samples", args.samples,
-                  "placements an algorithm may evaluate (0: its default; learned placers round up to whole batches)");
-  cmd->add_option("--seconds", args.seconds, "wall-clock budget per algorithm (0: none)");
+                  "placements an algorithm may evaluate (0: its default; learned placers round up to whole batches)")
+      ->check(kSamples);
+  cmd->add_option("--seconds", args.seconds, "wall-clock budget per algorithm (0: none)")->check(kSeconds);
   cmd->add_option("--threads", args.threads, "threads for parallel search (0: every core)")->check(kCount);
   cmd->add_option("--seed", args.seed, "seed of every random choice")->capture_default_str()->check(kSeed);
   cmd->add_flag("--json", args.json, "print JSON");
