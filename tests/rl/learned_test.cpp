@@ -286,6 +286,28 @@ TEST(Training, ATinyTimeBudgetStillUpdatesOnce) {
   EXPECT_TRUE(r.sim.fits);
 }
 
+// Option values out of range, nan and inf included (they got past every "x < bound" check; lr=-1
+// reached libtorch's Adam, whose error came with a C++ backtrace), are refused with one line; so
+// are more HDP groups than the graph has ops (5000 of them took 2 GB for a 12-op model).
+TEST(Options, OutOfRangeAndNonFiniteValuesAreRefused) {
+  register_learned_placers();
+  using Opts = std::map<std::string, std::string>;
+  Priced pr = skip_chain(6, 2);
+  auto refused = [&](const char* algo, Opts o, const char* message) {
+    SCOPED_TRACE(std::string(algo) + " " + o.begin()->first + "=" + o.begin()->second);
+    EXPECT_THAT([&] { test::run_placer(algo, pr.problem(), {.samples = 4, .threads = 1}, 1, o); },
+                ::testing::ThrowsMessage<Error>(::testing::HasSubstr(message)));
+  };
+  refused("colocrl", {{"lr", "-1"}}, "option lr must be positive");
+  refused("colocrl", {{"lr", "inf"}}, "expects a finite number");
+  refused("colocrl", {{"baseline-decay", "nan"}}, "expects a finite number");
+  refused("colocrl", {{"penalty", "inf"}}, "expects a finite number");
+  refused("colocrl", {{"entropy", "-0.1"}}, "option entropy must be >= 0");
+  refused("hdp", {{"clip", "nan"}}, "expects a finite number");
+  refused("hdp", {{"temperature", "inf"}}, "expects a finite number");
+  refused("hdp", {{"groups", "7"}}, "more than the graph's 6 forward ops");
+}
+
 TEST(Registry, LearnedPlacersAreRegisteredOnceWithTheirOptions) {
   register_learned_placers();
   register_learned_placers();

@@ -1,6 +1,7 @@
 #include "placer/algorithms/placer.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "placer/sim/placement.hpp"
 #include "placer/util/error.hpp"
@@ -18,10 +19,11 @@ double PlacerOptions::get_double(const std::string& key, double fallback) const 
   try {
     std::size_t used = 0;
     double v = std::stod(it->second, &used);
-    if (used == it->second.size()) return v;
+    if (used == it->second.size() && std::isfinite(v)) return v;
   } catch (const std::exception&) {
   }
-  throw Error("option '" + key + "' expects a number, got '" + it->second + "'");
+  // nan and inf get past every range check ("x < 1" is false for nan): no option takes them.
+  throw Error("option '" + key + "' expects a finite number, got '" + it->second + "'");
 }
 
 std::int64_t PlacerOptions::get_int(const std::string& key, std::int64_t fallback) const {

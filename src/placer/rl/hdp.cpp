@@ -86,6 +86,10 @@ PlacerInfo hdp_info() {
     const std::int64_t groups = opts.get_int("groups", 0);
     if (groups < 0) throw Error("option groups must be >= 0");
     return make_learned_placer(train, [so, go, groups](const Problem& p) -> std::unique_ptr<Agent> {
+      const std::size_t forward = p.graph.num_forward_ops();
+      if (static_cast<std::uint64_t>(groups) > forward)
+        throw Error("option groups is " + std::to_string(groups) + ", more than the graph's " + std::to_string(forward) +
+                    " forward ops (each group's softmax entry, embedding and decoder step would be for nothing)");
       const std::size_t n = groups > 0 ? static_cast<std::size_t>(groups) : std::min<std::size_t>(256, 20 * p.cluster.num_devices());
       return std::make_unique<HdpAgent>(p, so, go, n);
     });

@@ -389,10 +389,13 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d) {
   if (batch < 1) throw Error("option batch must be at least 1");
   d.batch = static_cast<std::size_t>(batch);
   d.learning_rate = opts.get_double("lr", d.learning_rate);
+  if (d.learning_rate <= 0) throw Error("option lr must be positive");
   d.entropy_weight = opts.get_double("entropy", d.entropy_weight);
+  if (d.entropy_weight < 0) throw Error("option entropy must be >= 0");
   d.baseline_decay = opts.get_double("baseline-decay", d.baseline_decay);
   if (d.baseline_decay < 0 || d.baseline_decay >= 1) throw Error("option baseline-decay must be in [0, 1)");
   d.clip_norm = opts.get_double("clip", d.clip_norm);
+  if (d.clip_norm < 0) throw Error("option clip must be >= 0 (0: none)");
   d.penalty = opts.get_double("penalty", d.penalty);
   if (d.penalty < 1) throw Error("option penalty must be at least 1");
   const std::int64_t every = opts.get_int("checkpoint-every", static_cast<std::int64_t>(d.checkpoint_every));
@@ -419,6 +422,7 @@ Seq2SeqOptions read_seq2seq_options(const PlacerOptions& opts, Seq2SeqOptions d)
   d.attention = opts.get_int("attention", d.attention);
   if (d.attention < 1) throw Error("option attention must be at least 1");
   d.tanh_constant = opts.get_double("tanh", d.tanh_constant);
+  if (d.tanh_constant < 0) throw Error("option tanh must be >= 0 (0: none)");
   d.temperature = opts.get_double("temperature", d.temperature);
   if (d.temperature <= 0) throw Error("option temperature must be positive");
   return d;
