@@ -236,6 +236,13 @@ TEST(LocalSearch, ABudgetSpentOnTheStartEndsTheSearch) {
   EXPECT_EQ(r.forward_devices.size(), pr.graph.num_forward_ops());
 }
 
+// --samples bounds every evaluation, the start's included (one more was evaluated).
+TEST(LocalSearch, TheStartCountsAgainstTheSampleBudget) {
+  Priced pr = uneven_graph(3);
+  for (std::size_t budget : {1u, 10u, 40u})  // (chains may also end early, having nowhere to go)
+    EXPECT_LE(run_placer("local-search", pr.problem(), {.samples = budget, .threads = 1}, 1, {{"groups", "op"}}).samples, budget);
+}
+
 // Co-location folds a chain into one group: the search moves ops instead (and says so), as the
 // partitioners do; otherwise local search and the optimum had one group to place.
 TEST(SearchGrouping, AChainFoldedIntoOneGroupIsSearchedOpByOp) {

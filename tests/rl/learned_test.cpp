@@ -308,6 +308,17 @@ TEST(Options, OutOfRangeAndNonFiniteValuesAreRefused) {
   refused("hdp", {{"groups", "7"}}, "more than the graph's 6 forward ops");
 }
 
+// A learned start of local search trains within the search's budget (it ran its own default of
+// 2000 samples whatever --samples and --seconds said).
+TEST(LocalSearchFromALearnedStart, SpendsTheSameBudget) {
+  register_learned_placers();
+  Priced pr = skip_chain(6, 2);
+  const PlacementResult r = test::run_placer("local-search", pr.problem(), {.samples = 16, .threads = 1}, 1,
+                                             {{"init", "colocrl"}, {"groups", "op"}});
+  EXPECT_LE(r.samples, 16u + 8u);  // the start rounds up to whole batches (8 placements by default)
+  EXPECT_THAT(r.note, ::testing::HasSubstr("the sample budget was spent on the start"));
+}
+
 TEST(Registry, LearnedPlacersAreRegisteredOnceWithTheirOptions) {
   register_learned_placers();
   register_learned_placers();

@@ -278,7 +278,12 @@ class LocalSearchPlacer final : public Placer {
       }
     }
     Inner inner(observer);
-    const PlacementResult first = make_placer(init, {})->place(p, Budget{.threads = budget.threads}, inner, seed);
+    // The start spends from the same budget: its time, and for a learned start (which trains for
+    // as many samples as it is given, 2000 by default) the samples too. A classic start evaluates
+    // a few placements whatever it is given (random would draw the whole budget).
+    Budget start_budget{.seconds = budget.seconds, .threads = budget.threads};
+    if (find_placer(init).family == "learned") start_budget.samples = budget.samples;
+    const PlacementResult first = make_placer(init, {})->place(p, start_budget, inner, seed);
 
     // Fewer groups than devices leave nothing to search (co-location folds a chain into one).
     std::string grouping_note;
@@ -287,9 +292,11 @@ class LocalSearchPlacer final : public Placer {
     const std::vector<std::vector<OpId>> members = members_of(grouping);
     const GroupGraph neighbours = group_graph(p, grouping);
 
-    // Samples: the budget's (8000 by default) shared by the chains; none when only seconds bound it.
+    // Samples: what the start left of the budget's (8000 by default), shared by the chains; none
+    // when only seconds bound it.
     const std::size_t chains = static_cast<std::size_t>(chains_);
-    const std::size_t total = budget.samples > 0 ? budget.samples : budget.seconds > 0.0 ? 0 : 8000;
+    const bool out_of_samples = budget.samples > 0 && first.samples >= budget.samples;
+    const std::size_t total = budget.samples > 0 ? (out_of_samples ? 0 : budget.samples - first.samples) : budget.seconds > 0.0 ? 0 : 8000;
     std::vector<std::size_t> per_chain(chains, 0);
     if (total > 0)
       for (std::size_t c = 0; c < chains; ++c) per_chain[c] = total / chains + (c < total % chains ? 1 : 0);
@@ -299,7 +306,7 @@ class LocalSearchPlacer final : public Placer {
     const double seconds = budget.seconds > 0.0 ? budget.seconds - spent_s : 0.0;
 
     std::vector<Candidate> results(chains);
-    std::atomic<std::size_t> next{0}, samples{0};
+    std::atomic<std::size_t> next{0}, samples{first.samples};  // progress counts the start's too
     std::atomic<bool> stop{false};
     std::atomic<double> best_time{first.sim.fits ? first.sim.step_time_s : kInf};
     const unsigned threads = static_cast<unsigned>(std::min<std::size_t>(thread_count(budget), chains));
@@ -307,14 +314,14 @@ class LocalSearchPlacer final : public Placer {
         threads,
         [&](unsigned) {
           for (std::size_t c = next++; c < chains; c = next++) {
-            if ((total > 0 && per_chain[c] == 0) || out_of_time) continue;
+            if ((total > 0 && per_chain[c] == 0) || out_of_time || out_of_samples) continue;
             // With only a time budget, the chains share it: each runs for its slice.
             const double slice = seconds > 0.0 && total == 0 ? seconds * threads / static_cast<double>(chains) : seconds;
             results[c] = anneal(p, members, neighbours, candidates, first.forward_devices, per_chain[c], slice, settings_,
                                 derive_seed(seed, c), stop, samples, best_time);
           }
         },
-        observer, stop, samples, total, best_time, start);
+        observer, stop, samples, budget.samples > 0 ? budget.samples : total > 0 ? first.samples + total : 0, best_time, start);
 
     Candidate best;
     best.devices = first.forward_devices, best.fits = first.sim.fits, best.step_time_s = first.sim.step_time_s;
@@ -326,8 +333,9 @@ class LocalSearchPlacer final : public Placer {
     if (!grouping_note.empty()) note += "; " + grouping_note;
     if (!best.fits) note += "; no placement found that fits, the one closest to fitting is shown";
     if (out_of_time) note += "; the time budget was spent on the start, no search";
+    else if (out_of_samples) note += "; the sample budget was spent on the start, no search";
     if (stop.load()) note += "; stopped early";
-    return finish(p, std::move(best.devices), first.samples + samples.load(), note);
+    return finish(p, std::move(best.devices), samples.load(), note);
   }
 
  private:
