@@ -143,6 +143,20 @@ TEST(CompareCli, AStepOfNoTimeHasNoRatios) {
   EXPECT_THAT(text.out, ::testing::Not(HasSubstr("none fits")));
 }
 
+// One Ctrl-C ends a comparison: the algorithm running keeps its best so far and the others do not
+// run (each algorithm needed its own Ctrl-C). timeout(1) sends SIGINT after 2 s of a 30 s budget.
+TEST(CompareCli, OneInterruptEndsTheComparison) {
+  auto run = placer({"compare", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x4", "--algos", "random,local-search",
+                     "--seconds", "30", "--quiet", "--json"},
+                    {"timeout", "-s", "INT", "--preserve-status", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_FALSE(j["rows"][0].contains("error")) << j["rows"][0].dump();
+  EXPECT_LT(j["rows"][0]["wall_s"].get<double>(), 20.0);
+  EXPECT_EQ(j["rows"][1]["error"], "not run (interrupted)");
+}
+
 TEST(ClustersCli, ListsEveryPreset) {
   auto run = placer({"clusters"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -232,6 +246,15 @@ TEST(PlaceCliBadInput, BudgetsOutOfRange) {
   for (const char* seconds : {"-1", "nan", "1e400"})
     expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "random", "--seconds", seconds},
                           "--seconds: a number of seconds");
+}
+
+TEST(PlaceCliBadInput, LearnedPlacersFilesForAnotherAlgorithm) {
+  // They were ignored: no curve or checkpoint was written, and --resume resumed nothing.
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-etf", "--checkpoint", test::temp_path("x.ckpt")},
+                        "are for the learned placers");
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-etf", "--curve", test::temp_path("x.csv")},
+                        "are for the learned placers");
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-etf", "--resume"}, "--resume needs --checkpoint");
 }
 
 TEST(SimulateCliBadInput, NothingToSimulate) { expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4"}, "--placement"); }

@@ -131,6 +131,10 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
 }
 
 void run_place(const PlaceArgs& args) {
+  // Files of searches that learn: refused for an algorithm that writes none (they were ignored).
+  if (args.resume && args.checkpoint.empty()) throw Error("--resume needs --checkpoint FILE (the search to continue)");
+  if ((!args.curve.empty() || !args.checkpoint.empty()) && find_placer(args.algo).family != "learned")
+    throw Error("--curve and --checkpoint are for the learned placers (colocrl, hdp): " + args.algo + " writes neither");
   LoadedProblem p = load_problem(args.problem);
   const Problem problem{p.graph, p.cluster, p.costs, p.sim};
   Row row = run_algorithm(problem, args.algo, parse_opts(args.opts), args);
@@ -191,7 +195,16 @@ void run_compare(const PlaceArgs& args) {
   auto json_of = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
 
   std::vector<Row> rows;
-  for (const auto& algo : algos) rows.push_back(run_algorithm(problem, algo, PlacerOptions{}, args));
+  bool interrupted = false;
+  for (const auto& algo : algos) {
+    // One Ctrl-C ends the comparison: the algorithm running keeps its best so far, the rest do not run.
+    if (interrupted) {
+      rows.push_back(Row{.algo = algo, .error = "not run (interrupted)"});
+      continue;
+    }
+    rows.push_back(run_algorithm(problem, algo, PlacerOptions{}, args));
+    interrupted = g_interrupted.load();
+  }
   const Row* best = nullptr;
   for (const auto& row : rows)
     if (row.error.empty() && row.result.sim.fits && (!best || row.result.sim.step_time_s < best->result.sim.step_time_s)) best = &row;
