@@ -279,8 +279,11 @@ TEST(OptimalExhaustive, StopsAtTheBudget) {
   const PlacementResult r =
       run_placer("optimal", pr.problem(), {.samples = 1, .threads = 1}, 1, {{"groups", "op"}, {"method", "exhaustive"}});
   EXPECT_THAT(r.note, HasSubstr("not proven optimal"));
-  EXPECT_LT(r.samples, 3u * 3 * 3 * 3 * 3 * 3 * 3);
+  EXPECT_EQ(r.samples, 1u) << "the budget, not a whole block of 1024";
   EXPECT_TRUE(r.sim.fits);
+  for (std::size_t budget : {10u, 1500u})
+    EXPECT_EQ(run_placer("optimal", pr.problem(), {.samples = budget, .threads = 2}, 1, {{"groups", "op"}, {"method", "exhaustive"}}).samples,
+              budget);
 }
 
 TEST(OptimalErrors, RejectsAnEnumerationBoundBeyondSixtyFourBits) {

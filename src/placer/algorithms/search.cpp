@@ -450,10 +450,10 @@ class OptimalPlacer final : public Placer {
     for (std::size_t g = 1; g < ng; ++g) rest *= nd;
     const std::uint64_t total = rest * first_choices.size();
     constexpr std::uint64_t kBlock = 1024;
-    // A sample budget takes whole blocks from the start (the same ones whatever the threads); a
+    // A sample budget takes the first placements in order (the same ones whatever the threads); a
     // time budget stops between blocks.
-    std::uint64_t blocks = (total + kBlock - 1) / kBlock;
-    if (budget.samples > 0) blocks = std::min<std::uint64_t>(blocks, (budget.samples + kBlock - 1) / kBlock);
+    const std::uint64_t limit = budget.samples > 0 ? std::min<std::uint64_t>(total, budget.samples) : total;
+    const std::uint64_t blocks = (limit + kBlock - 1) / kBlock;
 
     struct Best {
       bool found = false;
@@ -474,7 +474,7 @@ class OptimalPlacer final : public Placer {
           std::vector<std::size_t> digit(ng);
           std::vector<DeviceId> fwd(p.graph.num_forward_ops());
           for (std::uint64_t b = next_block++; b < blocks && !stop.load(); b = next_block++) {
-            const std::uint64_t lo = b * kBlock, hi = std::min(total, lo + kBlock);
+            const std::uint64_t lo = b * kBlock, hi = std::min(limit, lo + kBlock);
             // Decode `lo`, then count up.
             std::uint64_t x = lo % rest;
             digit[0] = first_choices[lo / rest];
