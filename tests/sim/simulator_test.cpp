@@ -80,14 +80,20 @@ TEST(Simulator, ForkJoinAcrossDevicesPaysTwoTransfers) {
   EXPECT_DOUBLE_EQ(total, 2 * 3000.0);
 }
 
-TEST(Simulator, TransfersOnOneLinkWaitForEachOther) {
+// split (1 s) makes p and q (1 MB each); use_p and use_q (0.1 ms) read them. Placed {0, 1, 1},
+// both copies take the same link: q's waits for p's.
+Priced two_copies_on_one_link() {
   Sketch s;
   TensorId x = s.tensor("x", 10, TensorKind::data), p = s.tensor("p", 1'000'000), q = s.tensor("q", 1'000'000);
   TensorId op = s.tensor("op", 10), oq = s.tensor("oq", 10);
   s.op("split", {x}, {p, q}, 1.0);
   s.op("use_p", {p}, {op}, 0.0001);
   s.op("use_q", {q}, {oq}, 0.0001);
-  Priced r(std::move(s), two_gpus());
+  return Priced(std::move(s), two_gpus());
+}
+
+TEST(Simulator, TransfersOnOneLinkWaitForEachOther) {
+  Priced r = two_copies_on_one_link();
   const SimResult& res = r.on({0, 1, 1});
   // q's copy starts when p's ends: 1 + 2 * (2 us + 1 ms), then use_q.
   EXPECT_THAT(res.step_time_s, DoubleNear(1.0 + 2 * xfer(1e6) + 0.0001, 1e-12));
@@ -358,15 +364,10 @@ TEST(Simulator, CriticalPathFollowsTheTransfer) {
 }
 
 TEST(Simulator, CriticalPathGoesThroughTheTransferThatHeldTheLink) {
-  // As in TransfersOnOneLinkWaitForEachOther: q's copy waited for p's, which waited for split.
-  Sketch s;
-  TensorId x = s.tensor("x", 10, TensorKind::data), p = s.tensor("p", 1'000'000), q = s.tensor("q", 1'000'000);
-  TensorId op = s.tensor("op", 10), oq = s.tensor("oq", 10);
-  s.op("split", {x}, {p, q}, 1.0);
-  s.op("use_p", {p}, {op}, 0.0001);
-  s.op("use_q", {q}, {oq}, 0.0001);
-  Priced r(std::move(s), two_gpus());
+  // q's copy waited for p's, which waited for split.
+  Priced r = two_copies_on_one_link();
   r.on({0, 1, 1});
+  const TensorId p = r.g.find_tensor("p"), q = r.g.find_tensor("q");
   auto path = r.sim.critical_path();
   ASSERT_EQ(path.size(), 4u);
   EXPECT_EQ(path[0].kind, PathStep::Kind::op);
