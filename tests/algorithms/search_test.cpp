@@ -236,6 +236,15 @@ TEST(LocalSearch, ABudgetSpentOnTheStartEndsTheSearch) {
   EXPECT_EQ(r.forward_devices.size(), pr.graph.num_forward_ops());
 }
 
+// A random start draws once and leaves the time to the chains (given the budget, it drew until
+// the budget ended and nothing was searched).
+TEST(LocalSearch, ARandomStartLeavesTheBudgetToTheSearch) {
+  Priced pr = uneven_graph(3);
+  const PlacementResult r = run_placer("local-search", pr.problem(), {.seconds = 0.2, .threads = 1}, 1, {{"init", "random"}, {"groups", "op"}});
+  EXPECT_THAT(r.note, ::testing::Not(HasSubstr("no search")));
+  EXPECT_GT(r.samples, 1u);
+}
+
 // --samples bounds every evaluation, the start's included (one more was evaluated).
 TEST(LocalSearch, TheStartCountsAgainstTheSampleBudget) {
   Priced pr = uneven_graph(3);

@@ -278,11 +278,15 @@ class LocalSearchPlacer final : public Placer {
       }
     }
     Inner inner(observer);
-    // The start spends from the same budget: its time, and for a learned start (which trains for
-    // as many samples as it is given, 2000 by default) the samples too. A classic start evaluates
-    // a few placements whatever it is given (random would draw the whole budget).
-    Budget start_budget{.seconds = budget.seconds, .threads = budget.threads};
-    if (find_placer(init).family == "learned") start_budget.samples = budget.samples;
+    // The start spends from the same budget, at most half of it, so that the chains keep the
+    // rest: a learned start trains for what it is given (2000 samples by default), optimal
+    // enumerates up to it. Random draws once, as without a budget (given one, it would draw until
+    // the budget ends). A start that takes no budget (m-etf, ...) evaluates a few placements.
+    Budget start_budget{.threads = budget.threads};
+    if (init != "random") {
+      start_budget.samples = budget.samples > 0 ? std::max<std::size_t>(1, budget.samples / 2) : 0;
+      start_budget.seconds = budget.seconds / 2;
+    }
     const PlacementResult first = make_placer(init, {})->place(p, start_budget, inner, seed);
 
     // Fewer groups than devices leave nothing to search (co-location folds a chain into one).
@@ -321,7 +325,8 @@ class LocalSearchPlacer final : public Placer {
                                 derive_seed(seed, c), stop, samples, best_time);
           }
         },
-        observer, stop, samples, budget.samples > 0 ? budget.samples : total > 0 ? first.samples + total : 0, best_time, start);
+        observer, stop, samples, budget.samples > 0 ? std::max(budget.samples, first.samples) : total > 0 ? first.samples + total : 0,
+        best_time, start);
 
     Candidate best;
     best.devices = first.forward_devices, best.fits = first.sim.fits, best.step_time_s = first.sim.step_time_s;
@@ -503,7 +508,7 @@ class OptimalPlacer final : public Placer {
             if (budget.seconds > 0.0 && std::chrono::duration<double>(Clock::now() - start).count() >= budget.seconds) stop = true;
           }
         },
-        observer, stop, samples, total, best_time, start);
+        observer, stop, samples, limit, best_time, start);
     const Best* winner = nullptr;
     for (const Best& b : best)
       if (b.found && (!winner || b.time < winner->time || (b.time == winner->time && b.index < winner->index))) winner = &b;
@@ -756,7 +761,9 @@ class OptimalPlacer final : public Placer {
 void register_search(std::vector<PlacerInfo>& r) {
   r.push_back({"local-search", "search",
                "simulated annealing over groups with the simulator, from another algorithm's placement, in chains on every core",
-               {{"init", "m-etf", "the algorithm whose placement the search starts from ('single' when m-etf is not registered)"},
+               {{"init", "m-etf",
+                 "the algorithm whose placement the search starts from ('single' when m-etf is not registered); it spends at most "
+                 "half of --samples and --seconds, random draws once"},
                 {"groups", "colocation", "what moves together: colocation, module[:DEPTH], module-call[:DEPTH] or op"},
                 {"max-groups", "0", "coarsen the groups to at most this many (0: no limit)"},
                 {"devices", "gpus", "devices groups move to: 'gpus' (every device when there are fewer than two) or 'all'"},

@@ -45,19 +45,20 @@ struct LoadedProblem {
 };
 LoadedProblem load_problem(const ProblemArgs& args);
 
-// Validator of an integer from 0 to 2^64 - 1 (CLI11 alone wraps -1 and 2^64 around), failing
-// with `message`.
-inline CLI::Validator whole_number(const std::string& message, const std::string& name) {
+// Validator of an integer from 0 to `max` (CLI11 alone wraps -1 and 2^64 around), failing with
+// `message`.
+inline CLI::Validator whole_number(const std::string& message, const std::string& name, std::uint64_t max) {
   return CLI::Validator(
-      [message](const std::string& s) {
+      [message, max](const std::string& s) {
         std::uint64_t v = 0;
         const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        return ec == std::errc() && end == s.data() + s.size() ? std::string() : message;
+        return ec == std::errc() && end == s.data() + s.size() && v <= max ? std::string() : message;
       },
       name);
 }
-inline const CLI::Validator kSeed = whole_number("a seed is an integer from 0 to 2^64-1", "SEED");   // --seed
-inline const CLI::Validator kSamples = whole_number("a number of placements, 0 or more", "N");  // --samples
+inline const CLI::Validator kSeed = whole_number("a seed is an integer from 0 to 2^64-1", "SEED", UINT64_MAX);  // --seed
+// --samples: the learned placers count samples in signed 64-bit integers.
+inline const CLI::Validator kSamples = whole_number("a number of placements from 0 to 2^63-1", "N", INT64_MAX);
 
 // Validator of --seconds: a finite number >= 0 (-1, nan and 1e400 read as "no limit").
 inline const CLI::Validator kSeconds(

@@ -28,7 +28,6 @@ extern "C" void on_sigint(int) { g_interrupted = true; }
 class TerminalObserver final : public Observer {
  public:
   explicit TerminalObserver(std::string label, bool quiet) : label_(std::move(label)), quiet_(quiet), tty_(isatty(2)) {
-    g_interrupted = false;
     previous_ = std::signal(SIGINT, on_sigint);
     last_ = std::chrono::steady_clock::now();
   }
@@ -45,7 +44,7 @@ class TerminalObserver final : public Observer {
     std::string best = p.best_step_time_s > 0 ? human_seconds(p.best_step_time_s) : "none fits yet";
     std::string total = p.samples_total ? fmt::format("/{}", p.samples_total) : "";
     std::string remaining;
-    if (p.samples_total && p.samples && p.elapsed_s > 0)
+    if (p.samples_total && p.samples && p.samples < p.samples_total && p.elapsed_s > 0)
       remaining = fmt::format(", ~{:.0f} s left", p.elapsed_s * static_cast<double>(p.samples_total - p.samples) / static_cast<double>(p.samples));
     const std::string line = fmt::format("{}: {}{} samples, best {}, {:.1f} s{}", label_, p.samples, total, best, p.elapsed_s, remaining);
     if (tty_) {
@@ -165,6 +164,11 @@ void run_place(const PlaceArgs& args) {
 }
 
 void run_compare(const PlaceArgs& args) {
+  // One Ctrl-C ends the comparison, also while it loads: the algorithms not yet run are skipped.
+  struct SigintGuard {
+    void (*previous)(int) = std::signal(SIGINT, on_sigint);
+    ~SigintGuard() { std::signal(SIGINT, previous); }
+  } guard;
   LoadedProblem p = load_problem(args.problem);
   const Problem problem{p.graph, p.cluster, p.costs, p.sim};
   std::vector<std::string> algos = args.algos;
@@ -195,15 +199,13 @@ void run_compare(const PlaceArgs& args) {
   auto json_of = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
 
   std::vector<Row> rows;
-  bool interrupted = false;
   for (const auto& algo : algos) {
-    // One Ctrl-C ends the comparison: the algorithm running keeps its best so far, the rest do not run.
-    if (interrupted) {
+    // The algorithm running when Ctrl-C came keeps its best so far; the rest do not run.
+    if (g_interrupted.load()) {
       rows.push_back(Row{.algo = algo, .error = "not run (interrupted)"});
       continue;
     }
     rows.push_back(run_algorithm(problem, algo, PlacerOptions{}, args));
-    interrupted = g_interrupted.load();
   }
   const Row* best = nullptr;
   for (const auto& row : rows)

@@ -86,9 +86,11 @@ PlacerInfo hdp_info() {
     const std::int64_t groups = opts.get_int("groups", 0);
     if (groups < 0) throw Error("option groups must be >= 0");
     return make_learned_placer(train, [so, go, groups](const Problem& p) -> std::unique_ptr<Agent> {
+      // Up to 256 groups as the default may be (some empty on a small graph); more than that only
+      // up to the graph's forward ops (5000 groups took 2 GB for a 12-op model).
       const std::size_t forward = p.graph.num_forward_ops();
-      if (static_cast<std::uint64_t>(groups) > forward)
-        throw Error("option groups is " + std::to_string(groups) + ", more than the graph's " + std::to_string(forward) +
+      if (static_cast<std::uint64_t>(groups) > std::max<std::size_t>(256, forward))
+        throw Error("option groups is " + std::to_string(groups) + ", more than 256 and than the graph's " + std::to_string(forward) +
                     " forward ops (each group's softmax entry, embedding and decoder step would be for nothing)");
       const std::size_t n = groups > 0 ? static_cast<std::size_t>(groups) : std::min<std::size_t>(256, 20 * p.cluster.num_devices());
       return std::make_unique<HdpAgent>(p, so, go, n);
