@@ -271,6 +271,36 @@ TEST(Training, ResumeRefusesAnotherProblemOrOptions) {
   EXPECT_TRUE(same.sim.fits);
 }
 
+// A checkpoint whose bytes were damaged is refused: libtorch's zip reader does not check the
+// entries' CRCs, and a changed curve value resumed silently. The checksum written with the
+// contents catches it; the undamaged file resumes.
+TEST(Training, ResumeRefusesADamagedCheckpoint) {
+  Priced pr = skip_chain(6, 2);
+  const std::string path = temp("damaged.ckpt");
+  run("colocrl", pr.problem(), Budget{.samples = 16, .checkpoint_path = path}, {{"hidden", "16"}});
+  torch::serialize::InputArchive ar;
+  ar.load_from(path);
+  torch::Tensor curve;
+  ASSERT_TRUE(ar.try_read("curve", curve));
+  const double mean = curve[0][1].item<double>();  // a step time: its 8 bytes occur once in the file
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string pattern(reinterpret_cast<const char*>(&mean), sizeof mean);
+  const std::size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  const double halved = mean / 2;
+  const std::string damaged = bytes.substr(0, at) + std::string(reinterpret_cast<const char*>(&halved), sizeof halved) +
+                              bytes.substr(at + sizeof mean);
+  const std::string copy = temp("damaged_copy.ckpt");
+  std::ofstream(copy, std::ios::binary) << damaged;
+  EXPECT_THAT([&] { run("colocrl", pr.problem(), Budget{.samples = 32, .checkpoint_path = copy, .resume = true}, {{"hidden", "16"}}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("is damaged")));
+  EXPECT_NO_THROW(run("colocrl", pr.problem(), Budget{.samples = 32, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}}));
+}
+
 // Files that cannot be written fail before training, not after it.
 TEST(Training, AnUnwritableCheckpointFailsFirst) {
   Priced pr = skip_chain(6, 2);

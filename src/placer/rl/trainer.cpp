@@ -113,6 +113,47 @@ Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, torch:
           static_cast<std::int64_t>(o.batch), params, problem_hash(problem), o.config};
 }
 
+// FNV-1a over the checkpoint's contents as the search uses them: its state, the random
+// generator's state (as written), every tensor of the policy (parameters and buffers, by name)
+// and Adam's state per parameter. Written with the checkpoint and compared with what a resume
+// loaded: libtorch's zip reader does not check the entries' CRCs, so a corrupted checkpoint
+// would otherwise resume with wrong values (a flipped curve, a damaged weight).
+std::int64_t content_checksum(const State& s, const std::string& rng_state, torch::nn::Module& module,
+                              torch::optim::Optimizer& optimizer) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto bytes = [&](const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  auto value = [&](auto v) { bytes(&v, sizeof v); };
+  auto tensor = [&](const torch::Tensor& t) {
+    if (!t.defined()) return value(std::int64_t{-1});
+    const torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
+    value(static_cast<std::int64_t>(c.scalar_type()));
+    for (std::int64_t d : c.sizes()) value(d);
+    bytes(c.data_ptr(), c.nbytes());
+  };
+  value(s.updates), value(s.samples), value(s.baseline), value(s.has_baseline), value(s.best_s), value(s.elapsed_before_s);
+  for (DeviceId d : s.best) value(static_cast<std::int64_t>(d));
+  for (const auto& row : s.curve) bytes(row.data(), sizeof row);
+  bytes(rng_state.data(), rng_state.size());
+  for (const auto& p : module.named_parameters()) bytes(p.key().data(), p.key().size()), tensor(p.value());
+  for (const auto& b : module.named_buffers()) bytes(b.key().data(), b.key().size()), tensor(b.value());
+  for (const auto& group : optimizer.param_groups())
+    for (const torch::Tensor& p : group.params()) {
+      auto it = optimizer.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (it == optimizer.state().end()) {
+        value(std::int64_t{0});
+        continue;
+      }
+      if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(it->second.get())) {
+        value(adam->step());
+        tensor(adam->exp_avg()), tensor(adam->exp_avg_sq()), tensor(adam->max_exp_avg_sq());
+      }
+    }
+  return static_cast<std::int64_t>(h);
+}
+
 void save_checkpoint(const std::string& path, const TrainOptions& o, const Fingerprint& fp, const State& s, const std::mt19937_64& rng,
                      torch::nn::Module& module, torch::optim::Optimizer& optimizer) {
   torch::serialize::OutputArchive ar;
@@ -136,6 +177,7 @@ void save_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   std::ostringstream rs;
   rs << rng;
   ar.write("rng", c10::IValue(rs.str()));
+  ar.write("checksum", c10::IValue(content_checksum(s, rs.str(), module, optimizer)));
   torch::Tensor curve = torch::zeros({static_cast<std::int64_t>(s.curve.size()), 4}, torch::kFloat64);
   for (std::size_t i = 0; i < s.curve.size(); ++i)
     for (std::size_t j = 0; j < 4; ++j) curve[static_cast<std::int64_t>(i)][static_cast<std::int64_t>(j)] = s.curve[i][j];
@@ -214,7 +256,8 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   s.curve.clear();
   for (std::int64_t i = 0; i < curve.size(0); ++i)
     s.curve.push_back({curve[i][0].item<double>(), curve[i][1].item<double>(), curve[i][2].item<double>(), curve[i][3].item<double>()});
-  std::istringstream rs(read_value<std::string>(ar, path, "rng"));
+  const std::string rng_state = read_value<std::string>(ar, path, "rng");
+  std::istringstream rs(rng_state);
   rs >> rng;
   torch::serialize::InputArchive policy, opt;
   if (!ar.try_read("policy", policy) || !ar.try_read("optimizer", opt))
@@ -225,6 +268,11 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   } catch (const c10::Error& e) {
     throw Error("checkpoint '" + path + "': its policy does not load: " + e.what_without_backtrace());
   }
+  // Written since 2026-11-25; older checkpoints have none to compare.
+  c10::IValue checksum;
+  if (ar.try_read("checksum", checksum) &&
+      (!checksum.isInt() || checksum.toInt() != content_checksum(s, rng_state, module, optimizer)))
+    throw Error("checkpoint '" + path + "' is damaged: its contents do not match the checksum written with them");
 }
 
 }  // namespace
