@@ -4,6 +4,9 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
+#include <string>
+#include <vector>
 
 #include "support/paths.hpp"
 #include "support/run_placer.hpp"
@@ -59,6 +62,52 @@ TEST(FitCli, AProfileOfAnotherModelIsRefused) {
   const std::string unsigned_ = write("unsigned.profile.json", R"({"format": "placer-profile", "version": 1, )" + times + "}");
   run = placer({"fit", "--cluster", "local", "--models", model, "--profiles", unsigned_});
   EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
+// A model with a symbolic size is fitted with --dim (fit took --optimizer only); given for several
+// models, a --dim or --data-inputs name a model lacks is skipped for that model.
+TEST(FitCli, TakesTheModelOptions) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("symbolic");
+  auto typed = [](onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::string> dims) {
+    vi->set_name(name);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (const auto& d : dims) {
+      auto* dim = vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim();
+      if (d == "N") dim->set_dim_param("N");
+      else dim->set_dim_value(std::stoll(d));
+    }
+  };
+  typed(g->add_input(), "x", {"N", "64"});
+  typed(g->add_input(), "w", {"64", "32"});
+  typed(g->add_output(), "y", {"N", "32"});
+  auto* n = g->add_node();
+  n->set_op_type("MatMul"), n->set_name("/fc/MatMul"), n->add_input("x"), n->add_input("w"), n->add_output("y");
+  const std::string model = test::temp_path("symbolic.onnx");
+  {
+    std::ofstream out(model, std::ios::binary);
+    m.SerializeToOstream(&out);
+  }
+  const std::string profile = test::temp_path("symbolic.profile.json");
+  auto prof = placer({"profile", "--model", model, "--cluster", "local", "--dim", "N=8", "-o", profile, "--repeats", "1", "--steps", "1",
+                      "--warmup", "0"});
+  ASSERT_EQ(prof.exit_code, 0) << prof.err;
+  auto fit = placer({"fit", "--cluster", "local", "--models", model, "--profiles", profile, "--dim", "N=8"});
+  EXPECT_EQ(fit.exit_code, 0) << fit.err;
+  fit = placer({"fit", "--cluster", "local", "--models", model, "--profiles", profile});
+  EXPECT_NE(fit.exit_code, 0);
+  EXPECT_THAT(fit.err, HasSubstr("--dim N=VALUE"));
+  // With cifarnet, which has no N and no input x: skipped there.
+  const std::string cifarnet = test::example("cifarnet.onnx"), cifarnet_profile = test::temp_path("cifarnet.profile.json");
+  prof = placer({"profile", "--model", cifarnet, "--cluster", "local", "-o", cifarnet_profile, "--repeats", "1", "--steps", "1", "--warmup", "0",
+                 "--mode", "inference"});
+  ASSERT_EQ(prof.exit_code, 0) << prof.err;
+  fit = placer({"fit", "--cluster", "local", "--models", model + "," + cifarnet, "--profiles", profile + "," + cifarnet_profile, "--dim",
+                "N=8", "--data-inputs", "x"});
+  EXPECT_EQ(fit.exit_code, 0) << fit.err;
 }
 
 TEST(FitCli, OneProfilePerModel) {

@@ -30,10 +30,11 @@ ModelOptions ModelArgs::resolve() const {
   return o;
 }
 
-void add_model_options(CLI::App* cmd, ModelArgs& args) {
-  cmd->add_option("--mode", args.mode, "training (forward, backward and update ops) or inference (forward only)")
-      ->check(CLI::IsMember({"training", "inference"}))
-      ->capture_default_str();
+void add_model_options(CLI::App* cmd, ModelArgs& args, bool with_mode) {
+  if (with_mode)
+    cmd->add_option("--mode", args.mode, "training (forward, backward and update ops) or inference (forward only)")
+        ->check(CLI::IsMember({"training", "inference"}))
+        ->capture_default_str();
   cmd->add_option("--optimizer", args.optimizer, "parameter update of the training step: sgd, momentum or adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
       ->capture_default_str();

@@ -26,7 +26,8 @@ struct ModelArgs {
   std::string unknown_ops;
   ModelOptions resolve() const;
 };
-void add_model_options(CLI::App* cmd, ModelArgs& args);
+// `with_mode`: also --mode (fit reads training steps only).
+void add_model_options(CLI::App* cmd, ModelArgs& args, bool with_mode = true);
 
 // A model on a cluster, priced: what simulate, bounds, place and compare work on.
 struct ProblemArgs {

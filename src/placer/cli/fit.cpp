@@ -19,7 +19,7 @@ namespace {
 struct FitArgs {
   std::string cluster;
   std::vector<std::string> models, profiles;
-  std::string optimizer = "sgd";
+  ModelArgs model_args;  // --optimizer, --data-inputs, --dim, --unknown-ops (the mode is training)
   std::string output, name;
   bool json = false;
 };
@@ -29,9 +29,9 @@ void run_fit(const FitArgs& args) {
     throw Error(fmt::format("--models names {} models but --profiles {} profiles: give one profile per model", args.models.size(),
                             args.profiles.size()));
   const Cluster cluster = resolve_cluster(args.cluster);
-  ModelOptions options;
+  ModelOptions options = args.model_args.resolve();
   options.mode = Mode::training;  // the step holds every forward op too, so inference profiles match by name
-  options.optimizer = parse_optimizer(args.optimizer);
+  options.onnx.names_for_several_models = args.models.size() > 1;
   std::vector<Graph> steps;
   std::vector<Profile> profiles;
   for (std::size_t i = 0; i < args.models.size(); ++i) {
@@ -48,7 +48,7 @@ void run_fit(const FitArgs& args) {
     if (!any && profiles.back().size() > 0)
       throw Error(fmt::format("profile '{}' times none of the ops of '{}' (by name and signature, or by signature): a profile of "
                               "another model, or of another step (--optimizer {} here)?",
-                              args.profiles[i], args.models[i], args.optimizer));
+                              args.profiles[i], args.models[i], args.model_args.optimizer));
   }
 
   std::vector<Device> devices(cluster.devices().begin(), cluster.devices().end());
@@ -138,7 +138,7 @@ void register_fit(CLI::App& app) {
   cmd->add_option("--cluster", args->cluster, "the cluster the profiles were measured on (preset or JSON file)")->required();
   cmd->add_option("--models", args->models, "ONNX models, comma-separated")->required()->delimiter(',');
   cmd->add_option("--profiles", args->profiles, "their profiles (placer profile), in the same order")->required()->delimiter(',');
-  cmd->add_option("--optimizer", args->optimizer, "optimizer of the training profiles' update ops")->capture_default_str();
+  add_model_options(cmd, args->model_args, /*with_mode=*/false);  // the models' training steps
   cmd->add_option("-o,--output", args->output, "cluster JSON to write, with the fitted efficiencies and overheads");
   cmd->add_option("--name", args->name, "name of the written cluster (default: the input's)");
   cmd->add_flag("--json", args->json, "print the fitted cluster and the fit as JSON");

@@ -264,7 +264,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     for (const auto& vi : graph->value_info()) collect(vi, symbols);
     for (const auto& vi : graph->output()) collect(vi, symbols);
     for (const auto& [name, value] : options.dim_values)
-      if (!symbols.count(name)) {
+      if (!symbols.count(name) && !options.names_for_several_models) {
         std::string known;
         for (const auto& s : of_inputs) known += (known.empty() ? "" : ", ") + s;
         throw Error("--dim " + name + "=" + std::to_string(value) + ": model file '" + path + "' has no symbolic dimension '" + name +
@@ -384,13 +384,16 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     builder.add_tensor(init.name(), std::move(dims), dtype, kind);
   }
   {
-    std::unordered_set<std::string> forced_data(options.data_inputs.begin(), options.data_inputs.end());
     std::vector<const onnx::ValueInfoProto*> inputs;
     for (const auto& vi : graph->input())
       if (!initializer_names.count(vi.name())) inputs.push_back(&vi);
-    for (const auto& name : options.data_inputs)
-      if (std::none_of(inputs.begin(), inputs.end(), [&](auto* vi) { return vi->name() == name; }))
+    std::vector<std::string> data_inputs;  // the names given that are this model's inputs
+    for (const auto& name : options.data_inputs) {
+      if (std::any_of(inputs.begin(), inputs.end(), [&](auto* vi) { return vi->name() == name; })) data_inputs.push_back(name);
+      else if (!options.names_for_several_models)
         throw Error("--data-inputs names '" + name + "', which is not a graph input of '" + path + "'");
+    }
+    std::unordered_set<std::string> forced_data(data_inputs.begin(), data_inputs.end());
     // Decide each input's kind from its uses; inputs whose uses say nothing are data when they
     // come before the first recognised parameter (exporters list the caller's inputs first).
     std::vector<TensorKind> kinds(inputs.size(), TensorKind::data);
@@ -400,7 +403,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       const std::string& name = inputs[i]->name();
       DType dtype = dtype_from_onnx(inputs[i]->type().tensor_type().elem_type());
       SourceUses uses = uses_of(name);
-      if (!options.data_inputs.empty()) {
+      if (!data_inputs.empty()) {
         kinds[i] = forced_data.count(name)          ? TensorKind::data
                    : (uses.buffer && !uses.weight) ? TensorKind::buffer
                    : is_floating(dtype)           ? TensorKind::parameter

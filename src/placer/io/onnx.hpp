@@ -23,6 +23,9 @@ struct OnnxImportOptions {
   std::map<std::string, std::int64_t> dim_values;
   // Price op types the cost rules do not know as this class instead of failing.
   std::optional<OpClass> unknown_op_default;
+  // Options given for several models at once (`placer fit`): a `dim_values` or `data_inputs` name
+  // this model lacks is skipped for it (otherwise such a name is an error: a misspelling).
+  bool names_for_several_models = false;
 };
 
 // Throws Error with one clear line for a missing, empty, truncated or corrupt file, a model the
