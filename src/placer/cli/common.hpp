@@ -72,19 +72,15 @@ inline const CLI::Validator kSeconds(
     },
     "SECONDS");
 
-// Validator of a count that may be 0 (--threads): an integer >= 0.
-inline const CLI::Validator kCount(
-    [](const std::string& s) {
-      unsigned v = 0;
-      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      return ec == std::errc() && end == s.data() + s.size() && v <= 1u << 16 ? std::string()
-                                                                             : std::string("an integer from 0 to 65536");
-    },
-    "N");
+// Validator of a count that may be 0 (--threads).
+inline const CLI::Validator kCount = whole_number("an integer from 0 to 65536", "N", 1u << 16);
 
 // Validator of --on: a device name, not an empty string (which would read as "no default").
 inline const CLI::Validator kDeviceName(
     [](const std::string& s) { return s.empty() ? std::string("an empty device name") : std::string(); }, "DEVICE");
+
+// The first line of a library's message (libtorch's go on with a C++ backtrace): errors are one line.
+inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::string human_count(double n);            // 25.6M, 4.1G, ...
 std::string human_bytes(double bytes);        // 97.5 MiB

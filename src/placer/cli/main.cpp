@@ -121,9 +121,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "placer: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    // One line, like every other error: libraries' messages may carry backtraces after it.
-    const std::string what = e.what();
-    std::fprintf(stderr, "placer: error: %s\n", what.substr(0, what.find('\n')).c_str());
+    std::fprintf(stderr, "placer: error: %s\n", placer::cli::first_line(e.what()).c_str());
     return 1;
   }
   return 0;

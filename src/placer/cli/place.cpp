@@ -120,8 +120,7 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
   } catch (const std::bad_alloc&) {
     row.error = "out of memory";
   } catch (const std::exception& e) {  // a library's: one algorithm's failure, not the comparison's
-    const std::string what = e.what();  // its first line: libtorch's go on with a backtrace
-    row.error = "internal error: " + what.substr(0, what.find('\n'));
+    row.error = "internal error: " + first_line(e.what());
   } catch (...) {  // CBC's CoinError is no std::exception
     row.error = "internal error in a solver library";
   }
