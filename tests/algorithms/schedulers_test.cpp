@@ -302,6 +302,18 @@ TEST_P(SchedRealModels, EverySchedulerSpreadsAModelThatFitsOnNoSingleGpu) {
   }
 }
 
+// m-SCT's linear program gets what --seconds leaves it: out of time, the schedule is plain ETF's
+// and says so (it overran the budget by the LP's whole run: 2.3 s for 1 s on nmt4).
+TEST(SchedMSct, ALinearProgramOutOfTimeFallsBackToEtf) {
+  REQUIRE_SHARED_MODELS();
+  const RealModel& m = real_model("inception_v3");
+  const PlacementResult r = run_placer("m-sct", m.problem(), {.seconds = 1e-9});
+  EXPECT_THAT(r.note, HasSubstr("ran out of --seconds"));
+  EXPECT_TRUE(r.sim.fits);
+  EXPECT_EQ(r.forward_devices, run_placer("m-etf", m.problem()).forward_devices);
+  EXPECT_THAT(run_placer("m-sct", m.problem()).note, ::testing::Not(HasSubstr("linear program")));
+}
+
 INSTANTIATE_TEST_SUITE_P(Sched, SchedRealModels, ::testing::Values("inception_v3", "rnnlm"));
 
 }  // namespace

@@ -252,6 +252,23 @@ TEST(LocalSearch, TheStartCountsAgainstTheSampleBudget) {
     EXPECT_LE(run_placer("local-search", pr.problem(), {.samples = budget, .threads = 1}, 1, {{"groups", "op"}}).samples, budget);
 }
 
+// A chain spends its first sample re-simulating the start: a budget too small for every chain to
+// try a move runs fewer chains (with --samples 9 or less, eight chains only re-simulated the
+// start and returned it unchanged, without a word), and one sample left says so.
+TEST(LocalSearch, ASmallBudgetRunsFewerChainsThatEachTryAMove) {
+  Priced pr = uneven_graph(3);
+  const Options from_random{{"groups", "op"}, {"init", "random"}};  // the start draws once
+  const PlacementResult five = run_placer("local-search", pr.problem(), {.samples = 9, .threads = 1}, 1, from_random);
+  EXPECT_THAT(five.note, HasSubstr(", 4 chains"));
+  EXPECT_LE(five.samples, 9u);
+  EXPECT_THAT(run_placer("local-search", pr.problem(), {.samples = 100, .threads = 1}, 1, from_random).note, HasSubstr(", 8 chains"));
+  const PlacementResult two = run_placer("local-search", pr.problem(), {.samples = 2, .threads = 1}, 1, from_random);
+  EXPECT_THAT(two.note, HasSubstr("too few to try a move"));
+  EXPECT_EQ(two.samples, 1u);
+  EXPECT_THAT(run_placer("local-search", pr.problem(), {.samples = 3, .threads = 1}, 1, from_random).note,
+              ::testing::Not(HasSubstr("no search")));
+}
+
 // Co-location folds a chain into one group: the search moves ops instead (and says so), as the
 // partitioners do; otherwise local search and the optimum had one group to place.
 TEST(SearchGrouping, AChainFoldedIntoOneGroupIsSearchedOpByOp) {

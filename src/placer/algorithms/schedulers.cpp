@@ -29,6 +29,7 @@
 #include <coin/CoinPackedMatrix.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cmath>
 #include <functional>
@@ -562,8 +563,9 @@ std::optional<std::vector<DeviceId>> heft(const StepGraph& s, const std::vector<
 // no part (they keep only their precedence). An edge with x_e < threshold is a favourite; where
 // rounding gives an op two favourite children (or parents), the edge with the smaller x_e (then
 // the larger transfer, then the smaller ids) wins. Returns the favourite child of each op, kNoId
-// for none; an empty vector when the LP could not be solved.
-std::vector<OpId> favourite_children(const StepGraph& s, double threshold) {
+// for none; an empty vector when the LP could not be solved, or not within `max_seconds` (> 0:
+// CLP's time limit; `timed_out` then says so).
+std::vector<OpId> favourite_children(const StepGraph& s, double threshold, double max_seconds, bool& timed_out) {
   const std::size_t n = s.num_ops;
   struct LpEdge {
     OpId from, to;
@@ -619,7 +621,9 @@ std::vector<OpId> favourite_children(const StepGraph& s, double threshold) {
   ClpSimplex lp;
   lp.setLogLevel(0);
   lp.loadProblem(matrix, col_lower.data(), col_upper.data(), objective.data(), row_lower.data(), row_upper.data());
+  if (max_seconds > 0.0) lp.setMaximumSeconds(max_seconds);
   lp.dual();
+  timed_out = !lp.isProvenOptimal() && lp.hitMaximumIterations();
   if (!lp.isProvenOptimal()) return {};
   const double* x = lp.primalColumnSolution();
 
@@ -718,7 +722,8 @@ class SchedulerPlacer final : public Placer {
     }
   }
 
-  PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t) override {
+  PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t) override {
+    const auto began = std::chrono::steady_clock::now();
     switch (kind_) {
       case Kind::m_topo:
         return schedule_within_memory(p, name_, devices_, contention_, m_topo, observer);
@@ -742,8 +747,15 @@ class SchedulerPlacer final : public Placer {
       note = "graph larger than lp-max-ops: no favourite children, plain ETF";
     } else {
       const StepGraph step(p, devices_of(p.cluster, devices_), false);
-      favourite = favourite_children(step, threshold_);
-      if (favourite.empty()) note = "the SCT linear program was not solved: no favourite children, plain ETF";
+      // The LP gets what --seconds leaves it (at least a millisecond); ETF after it is fast.
+      const double left_s = budget.seconds > 0.0
+                                ? std::max(1e-3, budget.seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count())
+                                : 0.0;
+      bool timed_out = false;
+      favourite = favourite_children(step, threshold_, left_s, timed_out);
+      if (favourite.empty())
+        note = timed_out ? "the SCT linear program ran out of --seconds: no favourite children, plain ETF"
+                         : "the SCT linear program was not solved: no favourite children, plain ETF";
     }
     return schedule_within_memory(
         p, name_, devices_, contention_,

@@ -298,9 +298,14 @@ class LocalSearchPlacer final : public Placer {
 
     // Samples: what the start left of the budget's (8000 by default), shared by the chains; none
     // when only seconds bound it.
-    const std::size_t chains = static_cast<std::size_t>(chains_);
+    // A chain spends its first sample on the start, so a chain needs two to try one move: a
+    // small budget runs fewer chains (as many as it gives two samples each), never chains that
+    // only re-simulate the start.
     const bool out_of_samples = budget.samples > 0 && first.samples >= budget.samples;
     const std::size_t total = budget.samples > 0 ? (out_of_samples ? 0 : budget.samples - first.samples) : budget.seconds > 0.0 ? 0 : 8000;
+    const std::size_t chains =
+        total > 0 ? std::clamp<std::size_t>(total / 2, 1, static_cast<std::size_t>(chains_)) : static_cast<std::size_t>(chains_);
+    const bool too_few_samples = total == 1;
     std::vector<std::size_t> per_chain(chains, 0);
     if (total > 0)
       for (std::size_t c = 0; c < chains; ++c) per_chain[c] = total / chains + (c < total % chains ? 1 : 0);
@@ -318,7 +323,7 @@ class LocalSearchPlacer final : public Placer {
         threads,
         [&](unsigned) {
           for (std::size_t c = next++; c < chains; c = next++) {
-            if ((total > 0 && per_chain[c] == 0) || out_of_time || out_of_samples) continue;
+            if ((total > 0 && per_chain[c] == 0) || out_of_time || out_of_samples || too_few_samples) continue;
             // With only a time budget, the chains share it: each runs for its slice.
             const double slice = seconds > 0.0 && total == 0 ? seconds * threads / static_cast<double>(chains) : seconds;
             results[c] = anneal(p, members, neighbours, candidates, first.forward_devices, per_chain[c], slice, settings_,
@@ -339,6 +344,7 @@ class LocalSearchPlacer final : public Placer {
     if (!best.fits) note += "; no placement found that fits, the one closest to fitting is shown";
     if (out_of_time) note += "; the time budget was spent on the start, no search";
     else if (out_of_samples) note += "; the sample budget was spent on the start, no search";
+    else if (too_few_samples) note += "; one sample left after the start, too few to try a move: no search";
     if (stop.load()) note += "; stopped early";
     return finish(p, std::move(best.devices), samples.load(), note);
   }
