@@ -271,6 +271,23 @@ TEST(Training, ResumeRefusesAnotherProblemOrOptions) {
   EXPECT_TRUE(same.sim.fits);
 }
 
+// Options compare as they act, not as they are spelled: the default learning rate given as 0.10
+// (or 1e-1) resumes a checkpoint written without it (both were refused as "other options").
+TEST(Training, ResumeComparesOptionsByValue) {
+  Priced pr = skip_chain(6, 2);
+  const std::string path = temp("spelled.ckpt");
+  run("colocrl", pr.problem(), Budget{.samples = 8, .checkpoint_path = path}, {{"hidden", "16"}});
+  EXPECT_TRUE(run("colocrl", pr.problem(), Budget{.samples = 16, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}, {"lr", "0.10"}})
+                  .sim.fits);
+  EXPECT_TRUE(run("colocrl", pr.problem(), Budget{.samples = 24, .checkpoint_path = path, .resume = true}, {{"hidden", "016"}, {"lr", "1e-1"}})
+                  .sim.fits);
+  EXPECT_THAT(
+      [&] {
+        run("colocrl", pr.problem(), Budget{.samples = 32, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}, {"lr", "0.100001"}});
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("other options")));
+}
+
 // A checkpoint whose bytes were damaged is refused: libtorch's zip reader does not check the
 // entries' CRCs, and a changed curve value resumed silently. The checksum written with the
 // contents catches it; the undamaged file resumes.

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "placer/rl/environment.hpp"
@@ -79,6 +80,7 @@ struct Fingerprint {
   std::int64_t forward_ops, devices, batch, parameters;
   std::int64_t problem;  // hash of what the simulator sees (see problem_hash)
   std::string config;    // TrainOptions::config
+  std::string config_as_given;  // TrainOptions::config_as_given (what older checkpoints hold)
 };
 
 // FNV-1a over what decides every simulated step time and fit: the graph's ops and tensors, every
@@ -110,7 +112,7 @@ Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, torch:
   std::int64_t params = 0;
   for (const auto& p : m.parameters()) params += p.numel();
   return {static_cast<std::int64_t>(problem.graph.num_forward_ops()), static_cast<std::int64_t>(problem.cluster.num_devices()),
-          static_cast<std::int64_t>(o.batch), params, problem_hash(problem), o.config};
+          static_cast<std::int64_t>(o.batch), params, problem_hash(problem), o.config, o.config_as_given};
 }
 
 // FNV-1a over the checkpoint's contents as the search uses them: its state, the random
@@ -236,7 +238,7 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   if (read_value<std::int64_t>(ar, path, "problem") != fp.problem)
     throw Error("checkpoint '" + path + "' was written for another problem (model, cluster, profile, memory limits or mode)");
   const std::string config = read_value<std::string>(ar, path, "config");
-  if (config != fp.config)
+  if (config != fp.config && config != fp.config_as_given)
     throw Error("checkpoint '" + path + "' was written with other options (" + (config.empty() ? "none" : config) + ") than these (" +
                 (fp.config.empty() ? "none" : fp.config) + ")");
   s.updates = read_value<std::int64_t>(ar, path, "updates");
@@ -449,9 +451,28 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d) {
   const std::int64_t every = opts.get_int("checkpoint-every", static_cast<std::int64_t>(d.checkpoint_every));
   if (every < 0) throw Error("option checkpoint-every must be >= 0");
   d.checkpoint_every = static_cast<std::size_t>(every);
-  d.config.clear();
-  for (const auto& [key, value] : opts.all())
-    if (key != "checkpoint-every") d.config += (d.config.empty() ? "" : ";") + key + "=" + value;
+  // A number in its shortest spelling ("0.10", "1e-1" -> "0.1"); other text as it is.
+  auto canonical = [](const std::string& text) {
+    try {
+      std::size_t used = 0;
+      const double v = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(v)) return fmt::format("{}", v);
+    } catch (const std::exception&) {
+    }
+    return text;
+  };
+  std::map<std::string, std::string> defaults;
+  for (const PlacerInfo& info : placer_registry())
+    if (info.name == d.algo)
+      for (const OptionDoc& doc : info.options) defaults[doc.key] = canonical(doc.default_value);
+  d.config.clear(), d.config_as_given.clear();
+  for (const auto& [key, value] : opts.all()) {
+    if (key == "checkpoint-every") continue;
+    d.config_as_given += (d.config_as_given.empty() ? "" : ";") + key + "=" + value;
+    const std::string acts = canonical(value);
+    if (auto it = defaults.find(key); it == defaults.end() || it->second != acts)
+      d.config += (d.config.empty() ? "" : ";") + key + "=" + acts;
+  }
   return d;
 }
 

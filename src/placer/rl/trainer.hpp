@@ -44,9 +44,12 @@ struct TrainOptions {
   double penalty = 2.0;            // factor on the step time of placements that do not fit
   std::size_t checkpoint_every = 50;  // updates between checkpoints
   std::size_t default_samples = 2000; // when the budget gives neither samples nor seconds
-  // Every option the placer was given but checkpoint-every ("key=value;...", sorted): a checkpoint
-  // written under other options is refused on resume (read_common_options fills it).
-  std::string config;
+  // Every option the placer was given but checkpoint-every, as it acts ("key=value;...", sorted;
+  // numbers in their shortest spelling, values equal to the option's default left out): a
+  // checkpoint written under other options is refused on resume, one written with lr=0.10, lr=0.1
+  // or no lr resumes under any of them (read_common_options fills it). `config_as_given`: the
+  // same, spelled as given, which checkpoints written before 2026-11-25 hold.
+  std::string config, config_as_given;
 };
 
 // The training hyper-parameters ColocRL and HDP share (HDP section 3 says it uses ColocRL's): Adam
