@@ -232,6 +232,16 @@ TEST(InspectJson, InferenceModeHasNoTrainingStep) {
   EXPECT_FALSE(report.contains("training"));
 }
 
+// --optimizer shapes the training step only: given with --mode inference it changes nothing, and
+// says so on stderr (it was accepted without a word); left at its default, nothing is said.
+TEST(Inspect, NotesAnOptimizerGivenInInferenceMode) {
+  const Outcome noted = placer({"inspect", test::example("inception_v3.onnx"), "--mode", "inference", "--optimizer", "adam"});
+  EXPECT_EQ(noted.exit_code, 0);
+  EXPECT_THAT(noted.err, HasSubstr("--optimizer shapes the training step only"));
+  EXPECT_EQ(placer({"inspect", test::example("inception_v3.onnx"), "--mode", "inference"}).err, "");
+  EXPECT_EQ(placer({"inspect", test::example("inception_v3.onnx"), "--optimizer", "adam"}).err, "");
+}
+
 TEST(InspectJson, CountsTheOpsFoldedIntoSetUpValues) {
   // Inception-V3 computes nothing from constants alone; BERT's exported shape arithmetic does.
   EXPECT_EQ(parse_json(placer({"inspect", test::example("inception_v3.onnx"), "--json"})).value("folded_ops", 1), 0);

@@ -27,6 +27,8 @@ ModelOptions ModelArgs::resolve() const {
     }
   }
   if (!unknown_ops.empty() && unknown_ops != "error") o.onnx.unknown_op_default = parse_op_class(unknown_ops);
+  if (o.mode == Mode::inference && optimizer_option && optimizer_option->count() > 0)
+    fmt::print(stderr, "placer: note: --optimizer shapes the training step only; it has no effect with --mode inference\n");
   return o;
 }
 
@@ -35,9 +37,9 @@ void add_model_options(CLI::App* cmd, ModelArgs& args, bool with_mode) {
     cmd->add_option("--mode", args.mode, "training (forward, backward and update ops) or inference (forward only)")
         ->check(CLI::IsMember({"training", "inference"}))
         ->capture_default_str();
-  cmd->add_option("--optimizer", args.optimizer, "parameter update of the training step: sgd, momentum or adam")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
-      ->capture_default_str();
+  args.optimizer_option = cmd->add_option("--optimizer", args.optimizer, "parameter update of the training step: sgd, momentum or adam")
+                              ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
+                              ->capture_default_str();
   cmd->add_option("--data-inputs", args.data_inputs,
                   "graph inputs that are data (comma-separated); all other inputs become parameters or buffers")
       ->delimiter(',');

@@ -24,6 +24,9 @@ struct ModelArgs {
   std::vector<std::string> data_inputs;
   std::vector<std::string> dims;
   std::string unknown_ops;
+  const CLI::Option* optimizer_option = nullptr;  // set by add_model_options: whether --optimizer was given
+  // The options as the library takes them; notes on stderr when --optimizer is given in
+  // inference mode (where it has no effect).
   ModelOptions resolve() const;
 };
 // `with_mode`: also --mode (fit reads training steps only).
