@@ -16,8 +16,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -220,6 +222,109 @@ TEST(OnnxMutation, RawDataThatDoesNotFitItsDimsIsAnErrorNamingTheNode) {
   constant->mutable_attribute(0)->mutable_t()->set_raw_data("value");
   EXPECT_THAT(import_error(model), ::testing::HasSubstr("node '" + constant->name() +
                                                        "' (Constant): attribute 'value': a tensor of 1 element(s) of 8 bytes holds 5 bytes"));
+}
+
+// The shape of graph input `name` (the bundled models' weights are inputs, with no data).
+void set_input_dims(onnx::ModelProto& model, const std::string& name, const std::vector<std::int64_t>& dims) {
+  for (auto& in : *model.mutable_graph()->mutable_input())
+    if (in.name() == name) {
+      auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+      shape->clear_dim();
+      for (std::int64_t d : dims) shape->add_dim()->set_dim_value(d);
+      return;
+    }
+  ADD_FAILURE() << "no input " << name;
+}
+
+onnx::NodeProto& node_named(onnx::ModelProto& model, const std::string& name) {
+  for (auto& node : *model.mutable_graph()->mutable_node())
+    if (node.name() == name) return node;
+  throw std::runtime_error("no node " + name);
+}
+
+// Found by fuzzing the CLI (2026-11-25): shapes that contradict each other were priced as given,
+// whether the file declares every shape (ONNX's inference did not run) or ONNX's lenient pass
+// dropped the node's error. Each is now an error naming the node, with or without the declared
+// shapes of the file.
+TEST(OnnxMutation, ShapesThatContradictTheirOpsAreErrorsNamingTheNode) {
+  const std::string conv = "/Conv2d_1a_3x3/conv/Conv", gemm = "/fc/Gemm";
+  struct Case {
+    std::string what, expected;
+    std::function<void(onnx::ModelProto&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"a weight of 4 input channels on 3", "(Conv): input [32,3,299,299] has 3 channels, but weight [32,4,3,3] in 1 group(s) takes 4",
+       [&](onnx::ModelProto& m) { set_input_dims(m, "Conv2d_1a_3x3.conv.weight", {32, 4, 3, 3}); }},
+      {"a kernel_shape that is not the weight's", "(Conv): attribute 'kernel_shape' [5,5] differs from the weight's window [3,3]",
+       [&](onnx::ModelProto& m) {
+         for (auto& a : *node_named(m, conv).mutable_attribute())
+           if (a.name() == "kernel_shape") a.set_ints(0, 5), a.set_ints(1, 5);
+       }},
+      {"negative pads", "(Conv): attribute 'pads' [-1,0,0,0] holds a negative padding",
+       [&](onnx::ModelProto& m) {
+         for (auto& a : *node_named(m, conv).mutable_attribute())
+           if (a.name() == "pads") a.set_ints(0, -1);
+       }},
+      {"an unknown auto_pad", "(Conv): attribute 'auto_pad' is 'BOGUS'",
+       [&](onnx::ModelProto& m) {
+         auto* a = node_named(m, conv).add_attribute();
+         a->set_name("auto_pad"), a->set_type(onnx::AttributeProto::STRING), a->set_s("BOGUS");
+       }},
+      {"a Gemm whose operands share no inner dimension", "(Gemm): A [32,2048] and B [1000,2047] (transposed) do not share an inner dimension",
+       [&](onnx::ModelProto& m) { set_input_dims(m, "fc.weight", {1000, 2047}); }},
+      {"a window larger than its input", "by ONNX's shape rule (a window larger than its padded input?)",
+       [&](onnx::ModelProto& m) {
+         set_input_dims(m, "Conv2d_1a_3x3.conv.weight", {32, 3, 400, 400});
+         for (auto& a : *node_named(m, conv).mutable_attribute())
+           if (a.name() == "kernel_shape") a.set_ints(0, 400), a.set_ints(1, 400);
+       }},
+  };
+  for (const Case& c : cases)
+    for (const bool shapes_in_file : {true, false}) {
+      SCOPED_TRACE(c.what + (shapes_in_file ? ", shapes in the file" : ", shapes inferred"));
+      onnx::ModelProto model = bundled_inception();
+      if (!shapes_in_file) model.mutable_graph()->clear_value_info();
+      c.mutate(model);
+      EXPECT_THAT(import_error(model), ::testing::HasSubstr(c.expected));
+    }
+  // A declared shape the op's rule contradicts (every shape declared: ONNX's inference never ran).
+  onnx::ModelProto model = bundled_inception();
+  for (auto& vi : *model.mutable_graph()->mutable_value_info())
+    if (vi.name() == node_named(model, conv).output(0)) vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(7);
+  EXPECT_THAT(import_error(model), ::testing::HasSubstr("node '" + conv + "' (Conv): output '" + node_named(model, conv).output(0) +
+                                                       "' is declared float[7,32,149,149] but its inputs give float[32,32,149,149]"));
+  // And the bundled models themselves import.
+  EXPECT_EQ(import_error(bundled_inception()), "");
+}
+
+// Found by fuzzing: ONNX's inference expands model-local functions without a depth limit, and a
+// function that calls itself overflowed the stack.
+TEST(OnnxMutation, ARecursiveFunctionIsAnErrorNotACrash) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  for (const char* domain : {"", "local.fn"}) {
+    auto* opset = model.add_opset_import();
+    opset->set_domain(domain), opset->set_version(domain[0] ? 1 : 17);
+  }
+  onnx::FunctionProto* f = model.add_functions();
+  f->set_name("F"), f->set_domain("local.fn");
+  f->add_input("X"), f->add_output("Y");
+  *f->mutable_opset_import() = model.opset_import();
+  onnx::NodeProto* inner = f->add_node();
+  inner->set_op_type("F"), inner->set_domain("local.fn"), inner->add_input("X"), inner->add_output("Y");
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("g");
+  onnx::NodeProto* call = g->add_node();
+  call->set_op_type("F"), call->set_domain("local.fn"), call->set_name("/f/F"), call->add_input("x"), call->add_output("t");
+  onnx::NodeProto* relu = g->add_node();
+  relu->set_op_type("Relu"), relu->set_name("/r/Relu"), relu->add_input("t"), relu->add_output("y");
+  for (auto* vi : {g->add_input(), g->add_output()}) {
+    vi->set_name(vi == &g->input(0) ? "x" : "y");
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(4);
+  }
+  EXPECT_THAT(import_error(model), ::testing::HasSubstr("model-local function 'local.fn::F' calls 'local.fn::F', which leads back to it"));
 }
 
 TEST(OnnxMutation, MutatedModelsEndInAResultOrAnErrorNeverACrash) {

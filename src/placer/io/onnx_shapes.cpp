@@ -3,6 +3,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -589,6 +590,206 @@ void check_inference_inputs(const onnx::GraphProto& graph) {
     }
 }
 
+// A model-local function that calls itself, directly or through others: ONNX's shape inference
+// expands function bodies without a depth limit and overflowed the stack (a segmentation fault).
+void check_function_recursion(const onnx::ModelProto& model) {
+  std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions;
+  for (const auto& f : model.functions()) functions[{f.domain(), f.name()}] = &f;
+  enum class Mark { none, visiting, done };
+  std::map<const onnx::FunctionProto*, Mark> mark;
+  std::function<void(const onnx::FunctionProto&)> visit = [&](const onnx::FunctionProto& f) {
+    mark[&f] = Mark::visiting;
+    for (const auto& node : f.node()) {
+      auto it = functions.find({node.domain(), node.op_type()});
+      if (it == functions.end()) continue;
+      const Mark m = mark[it->second];
+      if (m == Mark::visiting)
+        throw Error("model-local function '" + (f.domain().empty() ? "" : f.domain() + "::") + f.name() + "' calls '" +
+                    (node.domain().empty() ? "" : node.domain() + "::") + node.op_type() +
+                    "', which leads back to it: recursive functions are not supported");
+      if (m == Mark::none) visit(*it->second);
+    }
+    mark[&f] = Mark::done;
+  };
+  for (const auto& [key, f] : functions)
+    if (mark[f] == Mark::none) visit(*f);
+}
+
+// "float[128,64,24,24]", "?" for an unknown dimension.
+std::string describe_type(const onnx::TypeProto& t) {
+  std::string out = onnx::TensorProto_DataType_IsValid(t.tensor_type().elem_type())
+                        ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.tensor_type().elem_type()))
+                        : std::to_string(t.tensor_type().elem_type());
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  out += "[";
+  for (int i = 0; i < t.tensor_type().shape().dim_size(); ++i) {
+    const auto& d = t.tensor_type().shape().dim(i);
+    out += (i ? "," : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("?"));
+  }
+  return out + "]";
+}
+
+// What ONNX 1.12's shape rules leave unchecked and the cost rules would price regardless: a Conv
+// (or pooling) window's attributes against its operands, a Gemm's inner dimensions, a Reshape's
+// element count. `types` holds every input's fully known type.
+void check_operands(const onnx::NodeProto& node, const std::string& where, const std::map<std::string, onnx::TypeProto>& types) {
+  auto dims_of = [&](int i) {
+    std::vector<std::int64_t> dims;
+    if (i >= node.input_size() || node.input(i).empty()) return dims;
+    for (const auto& d : types.at(node.input(i)).tensor_type().shape().dim()) dims.push_back(d.dim_value());
+    return dims;
+  };
+  auto ints = [&](const char* name) -> std::optional<std::vector<std::int64_t>> {
+    for (const auto& a : node.attribute())
+      if (a.name() == name) return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+    return std::nullopt;
+  };
+  auto integer = [&](const char* name, std::int64_t fallback) {
+    for (const auto& a : node.attribute())
+      if (a.name() == name) return a.i();
+    return fallback;
+  };
+  auto list = [](const std::vector<std::int64_t>& v) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+    return out + "]";
+  };
+  const std::string& op = node.op_type();
+  const bool conv = op == "Conv", pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool";
+  if (conv || pool) {
+    const std::vector<std::int64_t> x = dims_of(0);
+    for (const auto& a : node.attribute())
+      if (a.name() == "auto_pad" && a.s() != "NOTSET" && a.s() != "SAME_UPPER" && a.s() != "SAME_LOWER" && a.s() != "VALID")
+        throw Error(where + ": attribute 'auto_pad' is '" + a.s() + "' (NOTSET, SAME_UPPER, SAME_LOWER or VALID)");
+    if (auto pads = ints("pads")) {
+      for (std::int64_t v : *pads)
+        if (v < 0) throw Error(where + ": attribute 'pads' " + list(*pads) + " holds a negative padding");
+      if (x.size() >= 2 && pads->size() != 2 * (x.size() - 2))
+        throw Error(where + ": attribute 'pads' " + list(*pads) + " should hold " + std::to_string(2 * (x.size() - 2)) +
+                    " values for an input of rank " + std::to_string(x.size()));
+    }
+    if (conv) {
+      const std::vector<std::int64_t> w = dims_of(1);
+      const std::int64_t group = integer("group", 1);
+      if (w.size() != x.size())
+        throw Error(where + ": weight " + list(w) + " is not of its input " + list(x) + "'s rank (out channels, in channels / group, kernel...)");
+      if (x.size() >= 2 && (w[1] * group != x[1] || group <= 0 || w[0] % group != 0))
+        throw Error(where + ": input " + list(x) + " has " + std::to_string(x[1]) + " channels, but weight " + list(w) + " in " +
+                    std::to_string(group) + " group(s) takes " + std::to_string(w[1] * group) +
+                    (w[0] % group != 0 ? " (and its output channels do not divide into the groups)" : ""));
+      if (auto kernel = ints("kernel_shape"); kernel && std::vector<std::int64_t>(w.begin() + 2, w.end()) != *kernel)
+        throw Error(where + ": attribute 'kernel_shape' " + list(*kernel) + " differs from the weight's window " +
+                    list(std::vector<std::int64_t>(w.begin() + 2, w.end())));
+      if (node.input_size() > 2 && !node.input(2).empty() && dims_of(2) != std::vector<std::int64_t>{w[0]})
+        throw Error(where + ": bias " + list(dims_of(2)) + " should be [" + std::to_string(w[0]) + "], one per output channel");
+    }
+  } else if (op == "Gemm") {
+    const std::vector<std::int64_t> a = dims_of(0), b = dims_of(1);
+    if (a.size() == 2 && b.size() == 2) {
+      const std::int64_t k_a = integer("transA", 0) ? a[0] : a[1], k_b = integer("transB", 0) ? b[1] : b[0];
+      if (k_a != k_b)
+        throw Error(where + ": A " + list(a) + (integer("transA", 0) ? " (transposed)" : "") + " and B " + list(b) +
+                    (integer("transB", 0) ? " (transposed)" : "") + " do not share an inner dimension (" + std::to_string(k_a) + " and " +
+                    std::to_string(k_b) + ")");
+    }
+  } else if (op == "Reshape" && node.output_size() == 1) {
+    auto it = types.find(node.output(0));
+    if (it != types.end() && fully_known(it->second)) {
+      std::int64_t in = 1, out = 1;
+      for (std::int64_t d : dims_of(0)) in = d > 0 && in <= std::numeric_limits<std::int64_t>::max() / d ? in * d : (d == 0 ? 0 : -1);
+      for (const auto& d : it->second.tensor_type().shape().dim())
+        out = d.dim_value() > 0 && out <= std::numeric_limits<std::int64_t>::max() / d.dim_value() ? out * d.dim_value()
+                                                                                                  : (d.dim_value() == 0 ? 0 : -1);
+      if (in >= 0 && out >= 0 && in != out)
+        throw Error(where + ": reshapes " + list(dims_of(0)) + " (" + std::to_string(in) + " elements) into " + describe_type(it->second) +
+                    " (" + std::to_string(out) + ")");
+    }
+  }
+}
+
+// Every node of the default domain whose inputs' types are all known goes through its ONNX rule
+// once more, and what the rule gives must agree with the types the model declares or ONNX's pass
+// kept: ONNX's lenient pass drops a node's inference error and keeps a declared shape that
+// contradicts it, and a model whose every shape is declared skips inference altogether. Without
+// this, a declared batch of 7 where the input says 128, a Conv weight of 7 channels on 64, a
+// MatMul of [128,384] by [128,384] or a Flatten axis of 5 on a rank-4 tensor were priced as given.
+void check_types_against_rules(const onnx::ModelProto& model, const std::map<std::string, onnx::TypeProto>& types, std::int64_t opset) {
+  const onnx::GraphProto& graph = model.graph();
+  std::unordered_map<std::string, const onnx::TensorProto*> data;
+  for (const auto& init : graph.initializer())
+    if (init.data_location() != onnx::TensorProto::EXTERNAL) data.emplace(init.name(), &init);
+  for (const auto& node : graph.node())
+    if (node.op_type() == "Constant" && node.output_size() == 1)
+      for (const auto& a : node.attribute())
+        if (a.name() == "value" && a.has_t()) data[node.output(0)] = &a.t();
+  std::map<std::string, onnx::TypeProto> inputs;  // mutable copies: InferenceContextImpl takes TypeProto*
+  for (const auto& node : graph.node()) {
+    if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.op_type() == "Constant") continue;
+    bool subgraph = false;
+    for (const auto& a : node.attribute()) subgraph = subgraph || a.has_g() || a.graphs_size() > 0;
+    if (subgraph) continue;
+    std::unordered_map<std::string, onnx::TypeProto*> in_types;
+    std::unordered_map<std::string, const onnx::TensorProto*> in_data;
+    bool known = true;
+    for (const auto& name : node.input()) {
+      if (name.empty()) continue;
+      auto it = types.find(name);
+      if (it == types.end() || !fully_known(it->second)) {
+        known = false;
+        break;
+      }
+      onnx::TypeProto& copy = inputs[name];
+      copy = it->second;
+      in_types.emplace(name, &copy);
+      if (auto d = data.find(name); d != data.end()) in_data.emplace(name, d->second);
+    }
+    if (!known) continue;
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+    if (!schema || schema->Deprecated() || !schema->has_type_and_shape_inference_function()) continue;
+    const std::string where = "node '" + (!node.name().empty() || node.output_size() == 0 ? node.name() : node.output(0)) + "' (" +
+                              node.op_type() + ")";
+    onnx::shape_inference::InferenceContextImpl ctx(const_cast<onnx::NodeProto&>(node), in_types, in_data, {});
+    try {
+      schema->GetTypeAndShapeInferenceFunction()(ctx);
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      what = what.substr(0, what.find('\n'));
+      if (auto bracket = what.find("] "); what.rfind("[", 0) == 0 && bracket != std::string::npos) what = what.substr(bracket + 2);
+      throw Error(where + ": " + what + " (ONNX's shape rule for its inputs' types: " + [&] {
+        std::string list;
+        for (const auto& name : node.input())
+          if (!name.empty()) list += (list.empty() ? "" : ", ") + describe_type(types.at(name));
+        return list;
+      }() + ")");
+    }
+    check_operands(node, where, types);
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      auto it = types.find(node.output(i));
+      const onnx::TypeProto* rule = ctx.getOutputType(static_cast<std::size_t>(i));
+      if (rule && rule->has_tensor_type())
+        for (const auto& d : rule->tensor_type().shape().dim())
+          if (d.has_dim_value() && d.dim_value() < 0)
+            throw Error(where + ": its inputs give output '" + node.output(i) + "' the shape " + describe_type(*rule) +
+                        " by ONNX's shape rule (a window larger than its padded input?)");
+      if (it == types.end() || !rule || !rule->has_tensor_type() || !it->second.has_tensor_type()) continue;
+      const auto& declared = it->second.tensor_type();
+      const auto& inferred = rule->tensor_type();
+      bool differ = declared.elem_type() != 0 && inferred.elem_type() != 0 && declared.elem_type() != inferred.elem_type();
+      if (declared.has_shape() && inferred.has_shape()) {
+        const auto& a = declared.shape();
+        const auto& b = inferred.shape();
+        differ = differ || a.dim_size() != b.dim_size();
+        for (int k = 0; k < std::min(a.dim_size(), b.dim_size()); ++k)
+          differ = differ || (a.dim(k).has_dim_value() && b.dim(k).has_dim_value() && a.dim(k).dim_value() != b.dim(k).dim_value());
+      }
+      if (differ)
+        throw Error(where + ": output '" + node.output(i) + "' is declared " + describe_type(it->second) + " but its inputs give " +
+                    describe_type(*rule) + " by ONNX's shape rule");
+    }
+  }
+}
+
 void run_onnx_inference(onnx::ModelProto& model) {
   try {
     onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, /*data_prop=*/false);
@@ -625,6 +826,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
   if (!onnx_passes) onnx_passes = &passes;
   *onnx_passes = 0;
   check_inference_inputs(model.graph());  // whether or not ONNX inference runs: the model is invalid
+  check_function_recursion(model);
   const std::int64_t opset = default_opset(model);
   onnx::GraphProto* graph = model.mutable_graph();
   std::unordered_set<std::string> graph_outputs;
@@ -655,7 +857,10 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
 
   std::map<std::string, onnx::TypeProto> types = collect();
   std::size_t unknown = count_unknown(types);
-  if (unknown == 0) return types;
+  if (unknown == 0) {
+    check_types_against_rules(model, types, opset);
+    return types;
+  }
   run_onnx_inference(model);
   ++*onnx_passes;
   types = collect();
@@ -801,6 +1006,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
     types = collect();
     unknown = count_unknown(types);
   }
+  check_types_against_rules(model, types, opset);
   return types;
 }
 
