@@ -62,6 +62,22 @@ TEST(TrainingStep, AGraphWithoutOutputsHasNothingToTrainAndSaysSo) {
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("no outputs to put a loss on")));
 }
 
+// Found by fuzzing: a model whose only output is its data input (or is reached from the
+// parameters only through ops without a gradient) gave a "training step" of forward ops alone.
+TEST(TrainingStep, OutputsThatCarryNoGradientHaveNothingToTrainAndSaySo) {
+  GraphBuilder b("output-is-input");
+  TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data);
+  TensorId w = b.add_tensor("w", {8, 2}, DType::f32, TensorKind::parameter);
+  TensorId y = b.add_tensor("y", {4, 2}, DType::f32, TensorKind::activation);
+  OpSpec spec{.name = "mm", .type = "MatMul", .inputs = {x, w}, .outputs = {y}};
+  spec.work = op_work("MatMul", {}, descs(b, {x, w}), descs(b, {y}));
+  b.add_op(std::move(spec));
+  b.mark_output(x);
+  const Graph fwd = std::move(b).build();
+  EXPECT_THAT([&] { derive_training_step(fwd, Optimizer::sgd); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("none of its outputs ('x') is computed from its parameters")));
+}
+
 TEST(TrainingStep, KeepsForwardOpsAndAddsLossBackwardAndUpdates) {
   Graph fwd = tiny_mlp();
   Graph step = derive_training_step(fwd, Optimizer::sgd);

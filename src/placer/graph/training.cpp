@@ -98,6 +98,21 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       requires_grad[outs[i]] = (rule.grad_outputs == 0 || i < rule.grad_outputs) && is_floating(fwd.tensor_dtype(outs[i]));
   }
 
+  // A model with parameters none of whose outputs carries a gradient (an output that is a graph
+  // input, or reached only through integer or non-differentiable ops) would give a "training
+  // step" of forward ops alone: refused, as a graph without outputs is.
+  bool has_parameters = false, any_loss = false;
+  for (TensorId t = 0; t < fwd.num_tensors(); ++t) has_parameters = has_parameters || fwd.tensor_kind(t) == TensorKind::parameter;
+  std::string output_names;
+  for (TensorId t : fwd.outputs()) {
+    any_loss = any_loss || (requires_grad[t] && fwd.producer(t) != kNoId);
+    if (output_names.size() < 200) output_names += (output_names.empty() ? "'" : ", '") + fwd.tensor_name(t) + "'";
+  }
+  if (has_parameters && !any_loss)
+    throw Error("cannot derive a training step from graph '" + fwd.name() + "': none of its outputs (" + output_names +
+                ") is computed from its parameters through differentiable ops, so a loss on them would train nothing (use "
+                "inference mode)");
+
   // Partial gradients of each tensor, in the order they are produced.
   std::vector<std::vector<TensorId>> partials(fwd.num_tensors());
   auto grad_tensor = [&](TensorId of, const std::string& from) {
