@@ -138,6 +138,31 @@ TEST(GraphJsonBadInput, MisspeltFieldsAreNamed) {
     "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "modlue": "block1"}]})",
                "unknown field 'modlue'");
 }
+// Found by fuzzing: nlohmann's get<> truncated 784.5 to 784 and 1.5 to 1, wrapped -1 into 2^64-1
+// state copies (a peak of thousands of TiB), read "inputs": {} as no inputs, and a key given twice
+// silently kept its last value.
+TEST(GraphJsonBadInput, FieldsOfTheWrongTypeAreRefusedNotConverted) {
+  const std::string x = R"({"name": "x", "shape": [2, 3], "kind": "data"})", y = R"({"name": "y", "shape": [2, 3]})";
+  auto graph = [&](const std::string& top, const std::string& tensor_x, const std::string& op) {
+    return R"({"format": "placer-graph", )" + top + R"(, "tensors": [)" + tensor_x + ", " + y + R"(], "ops": [)" + op + "]}";
+  };
+  const std::string relu = R"({"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]})";
+  const std::string v1 = R"("version": 1)";
+  expect_error(graph(v1, R"({"name": "x", "shape": [2, 3.5], "kind": "data"})", relu),
+               "tensors[0] 'x': field 'shape' must be a list of integers, got [2,3.5]");
+  expect_error(graph(R"("version": 1.5)", x, relu), "field 'version' must be an integer, got 1.5");
+  expect_error(graph(v1 + R"(, "optimizer_state_copies": -1)", x, relu), "field 'optimizer_state_copies' must be a non-negative integer, got -1");
+  expect_error(graph(v1 + R"(, "optimizer_state_copies": false)", x, relu), "must be a non-negative integer, got false");
+  expect_error(graph(v1 + R"(, "optimizer_state_copies": 4294967295)", x, relu), "must be at most 16");
+  expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": {}, "outputs": ["y"]})"), "ops[0] 'a': field 'inputs' must be a list, got {}");
+  expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "call": 1.5})"),
+               "field 'call' must be a non-negative integer");
+  expect_error(graph(R"("version": 99, "version": 1)", x, relu), "key 'version' appears twice in one object");
+  expect_error(graph(v1, x, R"({"name": "a", "name": "b", "type": "Relu", "inputs": ["x"], "outputs": ["y"]})"), "key 'name' appears twice");
+  // The same keys in different objects are no duplicates.
+  EXPECT_EQ(load_graph_json(write("fine.json", graph(v1 + R"(, "optimizer_state_copies": 2)", x, relu))).num_ops(), 1u);
+}
+
 TEST(GraphJsonBadInput, ForwardOpsMustComeFirst) {
   const std::string tensors = R"("tensors": [{"name": "x", "shape": [1], "kind": "data"}, {"name": "y", "shape": [1]}, {"name": "dx", "shape": [1]}])";
   const std::string ops = R"("ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]},

@@ -1,8 +1,11 @@
 #include "placer/io/graph_json.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "placer/util/error.hpp"
 #include "placer/util/json_fields.hpp"
@@ -48,25 +51,61 @@ const json& field(const json& obj, const char* name, const std::string& where) {
   return *it;
 }
 
+// What a field of type T must hold, for errors.
+template <typename T>
+const char* expected_type() {
+  if constexpr (std::is_same_v<T, std::string>) return "a string";
+  else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) return "a list of integers";
+  else if constexpr (std::is_unsigned_v<T>) return "a non-negative integer";
+  else if constexpr (std::is_integral_v<T>) return "an integer";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else return "JSON";
+}
+
+// An integer of type T in a JSON number, or nothing: nlohmann's get<> truncates 784.5 to 784,
+// wraps -1 into an unsigned type and reads false as 0.
+template <typename T>
+bool integer_fits(const json& v) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+  const std::int64_t i = v.get<std::int64_t>();
+  if constexpr (std::is_unsigned_v<T>) return i >= 0 && static_cast<std::uint64_t>(i) <= std::numeric_limits<T>::max();
+  else return i >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) && i <= static_cast<std::int64_t>(std::numeric_limits<T>::max());
+}
+
+template <typename T>
+T get_strict(const json& v, const char* name, const std::string& where) {
+  bool ok = true;
+  if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+    ok = v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return integer_fits<std::int64_t>(x); });
+  } else if constexpr (std::is_integral_v<T>) {
+    ok = integer_fits<T>(v);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    ok = v.is_number();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    ok = v.is_string();
+  }
+  if (!ok) throw Error(where + ": field '" + name + "' must be " + expected_type<T>() + ", got " + v.dump().substr(0, 80));
+  return v.get<T>();
+}
+
 template <typename T>
 T field_as(const json& obj, const char* name, const std::string& where) {
-  const json& v = field(obj, name, where);
-  try {
-    return v.get<T>();
-  } catch (const json::exception&) {
-    throw Error(where + ": field '" + name + "' has the wrong type");
-  }
+  return get_strict<T>(field(obj, name, where), name, where);
 }
 
 template <typename T>
 T optional_as(const json& obj, const char* name, T fallback, const std::string& where) {
   auto it = obj.find(name);
   if (it == obj.end()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw Error(where + ": field '" + name + "' has the wrong type");
-  }
+  return get_strict<T>(*it, name, where);
+}
+
+// A field that must be a list (of tensor names): an object would be iterated as its values.
+const json& list_field(const json& obj, const char* name, const std::string& where) {
+  const json& v = field(obj, name, where);
+  if (!v.is_array()) throw Error(where + ": field '" + name + "' must be a list, got " + v.dump().substr(0, 80));
+  return v;
 }
 
 }  // namespace
@@ -160,9 +199,9 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
                             "bytes_read", "bytes_written"},
                        where);
     spec.type = field_as<std::string>(op, "type", where);
-    for (const json& in : field(op, "inputs", where))
+    for (const json& in : list_field(op, "inputs", where))
       spec.inputs.push_back(in.is_null() ? kNoId : tensor_id(in, where));
-    for (const json& out : field(op, "outputs", where)) spec.outputs.push_back(tensor_id(out, where));
+    for (const json& out : list_field(op, "outputs", where)) spec.outputs.push_back(tensor_id(out, where));
     spec.module = optional_as<std::string>(op, "module", "", where);
     spec.call = optional_as<std::uint32_t>(op, "call", 0, where);
     spec.role = parse_op_role(optional_as<std::string>(op, "role", "forward", where));
@@ -202,13 +241,16 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     if (it == op_ids.end()) throw Error(source + ": op '" + b.op(op).name + "': forward_op '" + name + "' is not an op");
     b.op(op).forward_op = it->second;
   }
-  for (const json& out : optional_as<json>(j, "outputs", json::array(), source))
-    b.mark_output(tensor_id(out, source + ": outputs"));
+  if (j.contains("outputs"))
+    for (const json& out : list_field(j, "outputs", source)) b.mark_output(tensor_id(out, source + ": outputs"));
   // Without 'forward_ops', the ops with role "forward" (they come first: the builder checks it).
   std::size_t forward = 0;
   for (const json& op : ops) forward += optional_as<std::string>(op, "role", "forward", source) == "forward";
   b.set_num_forward_ops(optional_as<std::size_t>(j, "forward_ops", forward, source));
-  b.set_optimizer_state_copies(optional_as<std::uint32_t>(j, "optimizer_state_copies", 0, source));
+  // SGD keeps none, momentum one, Adam two; a handful more for optimizers to come.
+  const auto state_copies = optional_as<std::uint32_t>(j, "optimizer_state_copies", 0, source);
+  if (state_copies > 16) throw Error(source + ": field 'optimizer_state_copies' must be at most 16, got " + std::to_string(state_copies));
+  b.set_optimizer_state_copies(state_copies);
   try {
     return std::move(b).build();
   } catch (const Error& e) {
@@ -221,9 +263,7 @@ void save_graph_json(const Graph& g, const std::string& path) {
 }
 
 Graph load_graph_json(const std::string& path, std::optional<OpClass> unknown_op_default) {
-  // Duplicate keys are not looked for: a second pass over a file of hundreds of megabytes, and a
-  // repeated op or tensor is an error of the graph builder anyway.
-  return graph_from_json(read_json_file(path, "graph", /*allow_duplicate_keys=*/true), "graph file '" + path + "'", unknown_op_default);
+  return graph_from_json(read_json_file(path, "graph"), "graph file '" + path + "'", unknown_op_default);
 }
 
 }  // namespace placer
