@@ -259,5 +259,18 @@ TEST(PlaceCliBadInput, LearnedPlacersFilesForAnotherAlgorithm) {
 
 TEST(SimulateCliBadInput, NothingToSimulate) { expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4"}, "--placement"); }
 
+// Found by fuzzing: a profile's absurd time (1e300 s for one op) printed its ratio to the lower
+// bound as a 300-digit number, and 1e308 as "infx".
+TEST(SimulateCli, AbsurdRatiosToTheBoundPrintInScientificNotation) {
+  for (const auto& [time, ratio] : std::map<std::string, std::string>{{"1e300", "e+302x the lower bound"}, {"1e308", ">1.8e308x the lower bound"}}) {
+    const std::string profile = write("absurd.profile.json", R"({"format": "placer-profile", "version": 1,
+      "times_s": {"gpu": {"ops": {"/conv1/Conv": )" + time + "}}}}");
+    const test::Outcome o = placer({"simulate", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x4", "--on", "gpu:0", "--profile", profile});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_THAT(o.out, HasSubstr(ratio));
+    EXPECT_LT(o.out.substr(o.out.find("placement all on"), o.out.find("transfers") - o.out.find("placement all on")).size(), 120u);
+  }
+}
+
 }  // namespace
 }  // namespace placer

@@ -567,6 +567,9 @@ TEST(ClusterErrors, BadFieldsNameTheirPlace) {
   EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }),
               AllOf(HasSubstr("devices[1]"), HasSubstr("'gpu:0'"), HasSubstr("'peak_flops'")));
   j = nlohmann::json::parse(kDocExample);
+  j["devices"][1].erase("kind");  // where it is, once (the prefix came twice)
+  EXPECT_EQ(error_of([&] { parse_cluster_json(j, "t.json"); }), "t.json: devices[1] ('gpu:0'): missing field 'kind'");
+  j = nlohmann::json::parse(kDocExample);
   j["devices"][2]["kind"] = "tpu";
   EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }),
               AllOf(HasSubstr("devices[2]"), HasSubstr("'tpu'")));

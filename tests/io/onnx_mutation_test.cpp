@@ -297,6 +297,22 @@ TEST(OnnxMutation, ShapesThatContradictTheirOpsAreErrorsNamingTheNode) {
   EXPECT_EQ(import_error(bundled_inception()), "");
 }
 
+// Found by fuzzing: the checker's message was cut at its first line ("... however input 'x' of
+// node:"), without the node; an output listed twice named a tensor of placer's own training step;
+// a symbolic dimension with an empty name was advised "--dim =VALUE", which the CLI refuses.
+TEST(OnnxMutation, MessagesNameWhatIsWrong) {
+  onnx::ModelProto dangling = bundled_inception();
+  node_named(dangling, "/Conv2d_1a_3x3/conv/Conv").set_input(0, "nothing_here");
+  EXPECT_THAT(import_error(dangling), ::testing::AllOf(::testing::HasSubstr("input 'nothing_here' of node: name: /Conv2d_1a_3x3/conv/Conv OpType: Conv"),
+                                                        ::testing::Not(::testing::HasSubstr("\n"))));
+  onnx::ModelProto twice = bundled_inception();
+  *twice.mutable_graph()->add_output() = twice.graph().output(0);
+  EXPECT_THAT(import_error(twice), ::testing::HasSubstr("graph output '" + twice.graph().output(0).name() + "' is listed twice"));
+  onnx::ModelProto unnamed = bundled_inception();
+  unnamed.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("");
+  EXPECT_THAT(import_error(unnamed), ::testing::HasSubstr("dimension 0 is symbolic with an empty name, which --dim cannot bind"));
+}
+
 // Found by fuzzing: ONNX's inference expands model-local functions without a depth limit, and a
 // function that calls itself overflowed the stack.
 TEST(OnnxMutation, ARecursiveFunctionIsAnErrorNotACrash) {

@@ -69,6 +69,11 @@ LoadedProblem load_problem(const ProblemArgs& args) {
   return LoadedProblem{std::move(graph), std::move(cluster), std::move(costs), sim};
 }
 
+std::string ratio_text(double ratio) {
+  if (std::isinf(ratio)) return ratio > 0 ? ">1.8e308x" : "-inf";
+  return std::fabs(ratio) < 1e6 ? fmt::format("{:.2f}x", ratio) : fmt::format("{:.2g}x", ratio);
+}
+
 std::string human_count(double n) {
   const char* units[] = {"", "K", "M", "G", "T", "P"};
   int u = 0;

@@ -87,6 +87,9 @@ inline std::string first_line(const std::string& text) { return text.substr(0, t
 
 std::string human_count(double n);            // 25.6M, 4.1G, ...
 std::string human_bytes(double bytes);        // 97.5 MiB
+// A ratio as "1.23x"; absurd ones (a profile's time of 1e300 s against a bound of milliseconds)
+// in scientific notation, "1.3e+302x", and one past a double as ">1.8e308x".
+std::string ratio_text(double ratio);
 std::string human_seconds(double seconds);    // 12.3 ms
 
 // Each subcommand registers itself on the app (one function per file in cli/).

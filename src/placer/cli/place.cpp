@@ -260,7 +260,7 @@ void run_compare(const PlaceArgs& args) {
                              human_bytes(static_cast<double>(r.devices[d].peak_memory_bytes)));
     const std::optional<double> speedup = speedup_of(r.step_time_s), gap = gap_of(r.step_time_s);
     fmt::print("{:<14} {:>11} {:>8} {:>9} {:>5} {:>8.2f}s  {}{}\n", row.algo, human_seconds(r.step_time_s),
-               speedup ? fmt::format("{:.2f}x", *speedup) : "-", gap ? fmt::format("{:.2f}x", *gap + 1.0) : "-",
+               speedup ? ratio_text(*speedup) : "-", gap ? ratio_text(*gap + 1.0) : "-",
                r.fits ? "yes" : "NO", row.wall_s, peaks,
                row.result.note.empty() ? "" : "  (" + row.result.note + ")");
   }

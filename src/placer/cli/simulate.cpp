@@ -58,7 +58,7 @@ nlohmann::json result_json(const LoadedProblem& p, const Simulator& sim, const S
 }
 
 // "1.23x"; "-" when the bound is 0 (a graph with no work).
-std::string times_bound(double step_s, double bound_s) { return bound_s > 0 ? fmt::format("{:.2f}x", step_s / bound_s) : "-"; }
+std::string times_bound(double step_s, double bound_s) { return bound_s > 0 ? ratio_text(step_s / bound_s) : "-"; }
 
 void print_result(const LoadedProblem& p, const Simulator& sim, const SimResult& r, const std::string& label, double bound) {
   fmt::print("placement {}: step {}{}  ({} the lower bound), {} transfers, {}\n", label, human_seconds(r.step_time_s),

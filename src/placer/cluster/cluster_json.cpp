@@ -66,8 +66,9 @@ Device parse_device(const json& j, const std::string& where) {
   Device d;
   d.name = get_string(j, "name", where);
   const std::string here = where + " (" + in_quotes(d.name) + ")";
+  const std::string kind = get_string(j, "kind", here);  // its own errors name `here`
   try {
-    d.kind = parse_device_kind(get_string(j, "kind", here));
+    d.kind = parse_device_kind(kind);
   } catch (const Error& e) {
     throw Error(here + ": " + e.what());
   }

@@ -174,6 +174,12 @@ Graph GraphBuilder::build() && {
   for (TensorId t : outputs_)
     if (tensors_[t].producer == kNoId && !is_graph_input_kind(tensors_[t].kind))
       throw Error("graph output '" + tensors_[t].name + "' is produced by no op");
+  {
+    std::vector<TensorId> sorted = outputs_;
+    std::sort(sorted.begin(), sorted.end());
+    if (auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+      throw Error("graph output '" + tensors_[*twice].name + "' is listed twice");
+  }
 
   // CSR: op inputs and outputs, tensor consumers, op successors and predecessors.
   to_csr(num_ops, [&](std::size_t o) -> const std::vector<TensorId>& { return ops_[o].inputs; }, g.op_input_begin_,

@@ -23,10 +23,17 @@
 namespace placer {
 namespace {
 
-std::string first_line(const std::string& s) {
-  auto nl = s.find('\n');
-  std::string line = nl == std::string::npos ? s : s.substr(0, nl);
-  return line.size() > 200 ? line.substr(0, 200) + "..." : line;
+// A library's message on one line: its lines joined, runs of spaces collapsed, at most 300
+// characters (the ONNX checker names the offending node on the lines after the first).
+std::string one_line(const std::string& s) {
+  std::string line;
+  for (char c : s) {
+    const bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
+    if (space && (line.empty() || line.back() == ' ')) continue;
+    line += space ? ' ' : c;
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
 }
 
 std::vector<std::string> split_name(const std::string& name) {
@@ -214,7 +221,7 @@ ModelFile read_model(const std::string& path) {
     else
       onnx::checker::check_model(compatible ? *compatible : model);
   } catch (const std::exception& e) {
-    throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + " fails the ONNX checker: " + first_line(e.what()));
+    throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + " fails the ONNX checker: " + one_line(e.what()));
   }
   return ModelFile{std::move(model), std::move(compatible)};
 }
@@ -428,6 +435,9 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
         for (int k = 0; k < inputs[i]->type().tensor_type().shape().dim_size(); ++k) {
           const auto& d = inputs[i]->type().tensor_type().shape().dim(k);
           if (dims[static_cast<std::size_t>(k)] >= 0) continue;
+          if (d.has_dim_param() && d.dim_param().empty())
+            throw Error("graph input '" + inputs[i]->name() + "': dimension " + std::to_string(k) +
+                        " is symbolic with an empty name, which --dim cannot bind: give it a name or a size in the model");
           if (d.has_dim_param())
             throw Error("graph input '" + inputs[i]->name() + "' has the symbolic dimension '" + d.dim_param() +
                         "' (dimension " + std::to_string(k) + "): give its value with --dim " + d.dim_param() + "=VALUE");
