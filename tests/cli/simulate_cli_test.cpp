@@ -272,5 +272,25 @@ TEST(SimulateCli, AbsurdRatiosToTheBoundPrintInScientificNotation) {
   }
 }
 
+// A placement that does not fit says by how much in --json too (it gave "fits": false and no
+// reason), as simulate --json does.
+TEST(PlaceCli, JsonOfAPlacementThatDoesNotFitGivesItsShortfall) {
+  const test::Outcome o = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "round-robin", "--memory-fraction", "0.01",
+                                  "--json", "-o", test::temp_path("over.placement.json")});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  EXPECT_FALSE(j.at("fits").get<bool>());
+  ASSERT_FALSE(j.at("shortfalls").empty());
+  for (const auto& s : j.at("shortfalls")) {
+    const auto device = std::find_if(j.at("devices").begin(), j.at("devices").end(), [&](const nlohmann::json& d) { return d.at("name") == s.at("device"); });
+    ASSERT_NE(device, j.at("devices").end());
+    EXPECT_EQ(s.at("bytes").get<std::uint64_t>(),
+              device->at("peak_memory_bytes").get<std::uint64_t>() - device->at("capacity_bytes").get<std::uint64_t>());
+  }
+  const test::Outcome compared = placer({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", "round-robin", "--memory-fraction", "0.01", "--json"});
+  ASSERT_EQ(compared.exit_code, 0) << compared.err;
+  EXPECT_EQ(nlohmann::json::parse(compared.out).at("rows").at(0).at("shortfalls"), j.at("shortfalls"));
+}
+
 }  // namespace
 }  // namespace placer

@@ -69,6 +69,26 @@ LoadedProblem load_problem(const ProblemArgs& args) {
   return LoadedProblem{std::move(graph), std::move(cluster), std::move(costs), sim};
 }
 
+nlohmann::json devices_json(const Cluster& cluster, const SimResult& r) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (DeviceId d = 0; d < r.devices.size(); ++d) {
+    const DeviceResult& dr = r.devices[d];
+    devices.push_back({{"name", cluster.device(d).name},
+                       {"ops", dr.ops},
+                       {"busy_s", dr.busy_s},
+                       {"peak_memory_bytes", dr.peak_memory_bytes},
+                       {"static_memory_bytes", dr.static_memory_bytes},
+                       {"capacity_bytes", dr.capacity_bytes}});
+  }
+  return devices;
+}
+
+nlohmann::json shortfalls_json(const Cluster& cluster, const SimResult& r) {
+  nlohmann::json shortfalls = nlohmann::json::array();
+  for (auto [d, bytes] : r.shortfalls) shortfalls.push_back({{"device", cluster.device(d).name}, {"bytes", bytes}});
+  return shortfalls;
+}
+
 std::string ratio_text(double ratio) {
   if (std::isinf(ratio)) return ratio > 0 ? ">1.8e308x" : "-inf";
   return std::fabs(ratio) < 1e6 ? fmt::format("{:.2f}x", ratio) : fmt::format("{:.2g}x", ratio);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -87,6 +88,12 @@ inline std::string first_line(const std::string& text) { return text.substr(0, t
 
 std::string human_count(double n);            // 25.6M, 4.1G, ...
 std::string human_bytes(double bytes);        // 97.5 MiB
+// A simulation's devices as `--json` prints them ({name, ops, busy_s, peak_memory_bytes,
+// static_memory_bytes, capacity_bytes} each), and its shortfalls ({device, bytes}: what a
+// placement that does not fit is over by).
+nlohmann::json devices_json(const Cluster& cluster, const SimResult& r);
+nlohmann::json shortfalls_json(const Cluster& cluster, const SimResult& r);
+
 // A ratio as "1.23x"; absurd ones (a profile's time of 1e300 s against a bound of milliseconds)
 // in scientific notation, "1.3e+302x", and one past a double as ">1.8e308x".
 std::string ratio_text(double ratio);

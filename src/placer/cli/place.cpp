@@ -147,6 +147,8 @@ void run_place(const PlaceArgs& args) {
                                 {"samples", r.samples},
                                 {"wall_s", row.wall_s},
                                 {"note", r.note},
+                                {"devices", devices_json(p.cluster, r.sim)},
+                                {"shortfalls", shortfalls_json(p.cluster, r.sim)},
                                 {"placement", placement_to_json(spec)}}
                      .dump(2)
               << "\n";
@@ -227,6 +229,7 @@ void run_compare(const PlaceArgs& args) {
                   {"speedup_over_single", json_of(speedup_of(r.step_time_s))},
                   {"gap_to_lower_bound", json_of(gap_of(r.step_time_s))},
                   {"peak_memory_bytes", peaks},
+                  {"shortfalls", shortfalls_json(p.cluster, r)},
                   {"samples", row.result.samples},
                   {"note", row.result.note}});
       }

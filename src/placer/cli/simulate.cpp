@@ -28,21 +28,11 @@ struct SimulateArgs {
 };
 
 nlohmann::json result_json(const LoadedProblem& p, const Simulator& sim, const SimResult& r, const std::string& label) {
-  nlohmann::json devices = nlohmann::json::array();
-  for (DeviceId d = 0; d < r.devices.size(); ++d) {
-    const DeviceResult& dr = r.devices[d];
-    devices.push_back({{"name", p.cluster.device(d).name},
-                       {"ops", dr.ops},
-                       {"busy_s", dr.busy_s},
-                       {"peak_memory_bytes", dr.peak_memory_bytes},
-                       {"static_memory_bytes", dr.static_memory_bytes},
-                       {"capacity_bytes", dr.capacity_bytes}});
-  }
+  const nlohmann::json devices = devices_json(p.cluster, r);
   nlohmann::json channels = nlohmann::json::array();
   for (ChannelId ch = 0; ch < r.channel_bytes.size(); ++ch)
     if (r.channel_bytes[ch] > 0) channels.push_back({{"name", p.cluster.channel_name(ch)}, {"bytes", r.channel_bytes[ch]}});
-  nlohmann::json shortfalls = nlohmann::json::array();
-  for (auto [d, bytes] : r.shortfalls) shortfalls.push_back({{"device", p.cluster.device(d).name}, {"bytes", bytes}});
+  const nlohmann::json shortfalls = shortfalls_json(p.cluster, r);
   nlohmann::json path = nlohmann::json::array();
   for (const PathStep& s : sim.critical_path()) {
     const bool op = s.kind == PathStep::Kind::op;

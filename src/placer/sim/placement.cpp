@@ -28,7 +28,7 @@ PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& s
     } else if (key == "version") {
       if (value != 1) throw Error(source + ": placement version " + value.dump() + " is not supported (this placer reads 1)");
     } else if (key != "comment" && key != "meta") {
-      throw Error(source + ": unknown field '" + key + "' (expected 'default' and 'devices')");
+      throw Error(source + ": unknown field '" + key + "' (known: default, devices, format, version, comment, meta)");
     }
   }
   if (spec.default_device.empty() && spec.devices.empty())
