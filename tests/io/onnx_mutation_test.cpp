@@ -311,6 +311,9 @@ TEST(OnnxMutation, MessagesNameWhatIsWrong) {
   onnx::ModelProto unnamed = bundled_inception();
   unnamed.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("");
   EXPECT_THAT(import_error(unnamed), ::testing::HasSubstr("dimension 0 is symbolic with an empty name, which --dim cannot bind"));
+  onnx::ModelProto negative = bundled_inception();  // was "has no size and no name (the model leaves it open)"
+  negative.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(-1);
+  EXPECT_THAT(import_error(negative), ::testing::HasSubstr("dimension 0 has the negative size -1"));
 }
 
 // Found by fuzzing: ONNX's inference expands model-local functions without a depth limit, and a

@@ -827,6 +827,11 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
   *onnx_passes = 0;
   check_inference_inputs(model.graph());  // whether or not ONNX inference runs: the model is invalid
   check_function_recursion(model);
+  for (const auto& in : model.graph().input())
+    for (int k = 0; k < in.type().tensor_type().shape().dim_size(); ++k)
+      if (const auto& d = in.type().tensor_type().shape().dim(k); d.has_dim_value() && d.dim_value() < 0)
+        throw Error("graph input '" + in.name() + "': dimension " + std::to_string(k) + " has the negative size " +
+                    std::to_string(d.dim_value()));
   const std::int64_t opset = default_opset(model);
   onnx::GraphProto* graph = model.mutable_graph();
   std::unordered_set<std::string> graph_outputs;
