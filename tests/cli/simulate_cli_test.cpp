@@ -179,6 +179,13 @@ TEST(SimulateCliBadInput, PlacementNamingAMissingDevice) {
                         "gpu:9");
 }
 
+// A name from a file may hold any character: the error quotes it escaped, on one line.
+TEST(SimulateCliBadInput, ANameWithControlCharactersIsQuotedOnOneLine) {
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement",
+                         write("p.json", R"({"default": "gpu:0", "devices": {"Mixed\n9z\u0000": "gpu:1"}})")},
+                        "Mixed\\n9z\\x00");
+}
+
 TEST(SimulateCliBadInput, PlacementNamingAMissingOp) {
   expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement",
                          write("p.json", R"({"default": "gpu:0", "devices": {"Mixed_9z": "gpu:1"}})")},

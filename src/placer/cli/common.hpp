@@ -86,6 +86,7 @@ inline const CLI::Validator kDeviceName(
 // The first line of a library's message (libtorch's go on with a C++ backtrace): errors are one line.
 inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+
 std::string human_count(double n);            // 25.6M, 4.1G, ...
 std::string human_bytes(double bytes);        // 97.5 MiB
 // A simulation's devices as `--json` prints them ({name, ops, busy_s, peak_memory_bytes,

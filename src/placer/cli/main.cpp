@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "placer: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "placer: error: %s\n", placer::cli::first_line(e.what()).c_str());
+    std::fprintf(stderr, "placer: error: %s\n", placer::printable(placer::cli::first_line(e.what())).c_str());
     return 1;
   }
   return 0;
