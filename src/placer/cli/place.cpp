@@ -273,7 +273,8 @@ void run_compare(const PlaceArgs& args) {
 void add_run_options(CLI::App* cmd, PlaceArgs& args) {
   add_problem_options(cmd, args.problem);
   cmd->add_option("--samples", args.samples,
-                  "placements an algorithm may evaluate (0: its default; learned placers round up to whole batches)")
+                  "placements an algorithm may evaluate (0: its default; learned placers round up to whole batches; "
+                  "algorithms that do not search, such as single, the partitioners and the schedulers, evaluate the few they need)")
       ->check(kSamples);
   cmd->add_option("--seconds", args.seconds, "wall-clock budget per algorithm (0: none)")->check(kSeconds);
   cmd->add_option("--threads", args.threads, "threads for parallel search (0: every core)")->check(kCount);
