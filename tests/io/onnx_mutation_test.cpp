@@ -316,6 +316,76 @@ TEST(OnnxMutation, MessagesNameWhatIsWrong) {
   EXPECT_THAT(import_error(negative), ::testing::HasSubstr("dimension 0 has the negative size -1"));
 }
 
+// A small model for the checks below: nodes of the default domain at `opset`, inputs and outputs
+// (and, when `declare`, value_info) with the shapes given.
+struct TinyOnnx {
+  onnx::ModelProto model;
+  explicit TinyOnnx(int opset) {
+    model.set_ir_version(8);
+    model.add_opset_import()->set_version(opset);
+    model.mutable_graph()->set_name("tiny");
+  }
+  static void shape(onnx::ValueInfoProto* vi, const std::string& name, const std::vector<std::int64_t>& dims) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (std::int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  TinyOnnx& input(const std::string& name, const std::vector<std::int64_t>& dims) { return shape(model.mutable_graph()->add_input(), name, dims), *this; }
+  TinyOnnx& output(const std::string& name, const std::vector<std::int64_t>& dims) { return shape(model.mutable_graph()->add_output(), name, dims), *this; }
+  TinyOnnx& declared(const std::string& name, const std::vector<std::int64_t>& dims) { return shape(model.mutable_graph()->add_value_info(), name, dims), *this; }
+  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out) {
+    onnx::NodeProto* n = model.mutable_graph()->add_node();
+    n->set_op_type(op), n->set_name("/" + op + std::to_string(model.graph().node_size()));
+    for (const auto& x : in) n->add_input(x);
+    for (const auto& y : out) n->add_output(y);
+    return *n;
+  }
+  static void ints(onnx::NodeProto& n, const std::string& name, const std::vector<std::int64_t>& values) {
+    auto* a = n.add_attribute();
+    a->set_name(name), a->set_type(values.size() == 1 && name != "kernel_shape" && name != "strides" && name != "pads" && name != "split"
+                                       ? onnx::AttributeProto::INT
+                                       : onnx::AttributeProto::INTS);
+    if (a->type() == onnx::AttributeProto::INT) a->set_i(values[0]);
+    else for (std::int64_t v : values) a->add_ints(v);
+  }
+};
+
+// The checks against the ONNX rules must not refuse valid models, where libonnx 1.12's rules
+// disagree with what exporters write (found by review): opset 18's Split into uneven parts by
+// num_outputs, read through opset 13's rule, which refuses uneven parts; a pool with ceil_mode,
+// whose last window PyTorch drops when it would start in the padding (libonnx 1.12 keeps it).
+TEST(OnnxMutation, ValidModelsWhoseDeclaredShapesOldRulesDisputeImport) {
+  TinyOnnx split(18);
+  split.input("x", {2, 10}).output("ra", {2, 4}).output("rb", {2, 4}).output("rc", {2, 2});
+  split.declared("a", {2, 4}).declared("b", {2, 4}).declared("c", {2, 2});
+  onnx::NodeProto& parts = split.node("Split", {"x"}, {"a", "b", "c"});
+  TinyOnnx::ints(parts, "axis", {1}), TinyOnnx::ints(parts, "num_outputs", {3});
+  split.node("Relu", {"a"}, {"ra"}), split.node("Relu", {"b"}, {"rb"}), split.node("Relu", {"c"}, {"rc"});
+  EXPECT_EQ(import_error(split.model), "");
+
+  TinyOnnx pool(13);  // torch.nn.MaxPool2d(2, stride=2, padding=1, ceil_mode=True) on 5x5: 3x3
+  pool.input("x", {1, 8, 5, 5}).output("y", {1, 8, 3, 3});
+  onnx::NodeProto& max = pool.node("MaxPool", {"x"}, {"y"});
+  TinyOnnx::ints(max, "kernel_shape", {2, 2}), TinyOnnx::ints(max, "strides", {2, 2}), TinyOnnx::ints(max, "pads", {1, 1, 1, 1});
+  TinyOnnx::ints(max, "ceil_mode", {1});
+  EXPECT_EQ(import_error(pool.model), "");
+
+  TinyOnnx depthwise(13);  // group = channels, Conv1d, Gemm with a bias of [N], Reshape with 0 and -1
+  depthwise.input("x", {4, 32, 50}).input("w", {32, 1, 3}).input("w2", {10, 1600}).input("c", {10}).output("z", {4, 10});
+  depthwise.declared("y", {4, 32, 50}).declared("f", {4, 1600}).declared("shape", {2});
+  onnx::NodeProto& conv = depthwise.node("Conv", {"x", "w"}, {"y"});
+  TinyOnnx::ints(conv, "group", {32}), TinyOnnx::ints(conv, "pads", {1, 1}), TinyOnnx::ints(conv, "kernel_shape", {3});
+  onnx::NodeProto& target = depthwise.node("Constant", {}, {"shape"});
+  auto* value = target.add_attribute();
+  value->set_name("value"), value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::INT64), value->mutable_t()->add_dims(2);
+  value->mutable_t()->add_int64_data(0), value->mutable_t()->add_int64_data(-1);
+  depthwise.node("Reshape", {"y", "shape"}, {"f"});
+  TinyOnnx::ints(depthwise.node("Gemm", {"f", "w2", "c"}, {"z"}), "transB", {1});
+  EXPECT_EQ(import_error(depthwise.model), "");
+}
+
 // Found by fuzzing: ONNX's inference expands model-local functions without a depth limit, and a
 // function that calls itself overflowed the stack.
 TEST(OnnxMutation, ARecursiveFunctionIsAnErrorNotACrash) {

@@ -621,9 +621,9 @@ std::vector<OpId> favourite_children(const StepGraph& s, double threshold, doubl
   ClpSimplex lp;
   lp.setLogLevel(0);
   lp.loadProblem(matrix, col_lower.data(), col_upper.data(), objective.data(), row_lower.data(), row_upper.data());
-  if (max_seconds > 0.0) lp.setMaximumSeconds(max_seconds);
+  if (max_seconds > 0.0) lp.setMaximumWallSeconds(max_seconds);  // setMaximumSeconds counts the process's CPU time
   lp.dual();
-  timed_out = !lp.isProvenOptimal() && lp.hitMaximumIterations();
+  timed_out = lp.status() == 3;  // stopped on a limit (CLP: iterations or time; only time is set)
   if (!lp.isProvenOptimal()) return {};
   const double* x = lp.primalColumnSolution();
 

@@ -19,22 +19,11 @@
 #include "placer/io/onnx_compat.hpp"
 #include "placer/io/onnx_shapes.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 namespace {
 
-// A library's message on one line: its lines joined, runs of spaces collapsed, at most 300
-// characters (the ONNX checker names the offending node on the lines after the first).
-std::string one_line(const std::string& s) {
-  std::string line;
-  for (char c : s) {
-    const bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
-    if (space && (line.empty() || line.back() == ' ')) continue;
-    line += space ? ' ' : c;
-  }
-  while (!line.empty() && line.back() == ' ') line.pop_back();
-  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
-}
 
 std::vector<std::string> split_name(const std::string& name) {
   std::vector<std::string> parts;

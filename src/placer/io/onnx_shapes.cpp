@@ -15,6 +15,7 @@
 
 #include "placer/io/onnx_compat.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 namespace {
@@ -563,16 +564,19 @@ void check_tensor_data(const onnx::TensorProto& t, Where where) {
 // counts wherever ONNX uses them must be positive (the ONNX checker does not look at values, and
 // libonnx 1.12's shape inference divides by strides: a Conv with a stride of 0 stopped the process
 // with SIGFPE, found by OnnxMutation in tests/io), and tensors' raw data must fit their dims.
+// "node '/conv1/Conv' (Conv)": exported nodes are often unnamed, then the node is named by its
+// first output.
+std::string node_label(const onnx::NodeProto& node) {
+  const std::string& name = !node.name().empty() || node.output_size() == 0 ? node.name() : node.output(0);
+  return "node '" + name + "' (" + node.op_type() + ")";
+}
+
 void check_inference_inputs(const onnx::GraphProto& graph) {
   static const char* const kPositive[] = {"strides", "dilations", "kernel_shape", "group", "blocksize"};
   for (const auto& init : graph.initializer()) check_tensor_data(init, [&] { return "initializer '" + init.name() + "'"; });
   for (const auto& node : graph.node())
     for (const auto& attr : node.attribute()) {
-      // Exported nodes are often unnamed: then the node is named by its first output.
-      auto where = [&] {
-        const std::string& name = !node.name().empty() || node.output_size() == 0 ? node.name() : node.output(0);
-        return "node '" + name + "' (" + node.op_type() + "): attribute '" + attr.name() + "'";
-      };
+      auto where = [&] { return node_label(node) + ": attribute '" + attr.name() + "'"; };
       for (const char* name : kPositive) {
         if (attr.name() != name) continue;
         bool ok = attr.type() != onnx::AttributeProto::INT || attr.i() > 0;
@@ -639,16 +643,6 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
     for (const auto& d : types.at(node.input(i)).tensor_type().shape().dim()) dims.push_back(d.dim_value());
     return dims;
   };
-  auto ints = [&](const char* name) -> std::optional<std::vector<std::int64_t>> {
-    for (const auto& a : node.attribute())
-      if (a.name() == name) return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
-    return std::nullopt;
-  };
-  auto integer = [&](const char* name, std::int64_t fallback) {
-    for (const auto& a : node.attribute())
-      if (a.name() == name) return a.i();
-    return fallback;
-  };
   auto list = [](const std::vector<std::int64_t>& v) {
     std::string out = "[";
     for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
@@ -661,7 +655,7 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
     for (const auto& a : node.attribute())
       if (a.name() == "auto_pad" && a.s() != "NOTSET" && a.s() != "SAME_UPPER" && a.s() != "SAME_LOWER" && a.s() != "VALID")
         throw Error(where + ": attribute 'auto_pad' is '" + a.s() + "' (NOTSET, SAME_UPPER, SAME_LOWER or VALID)");
-    if (auto pads = ints("pads")) {
+    if (auto pads = attr_ints(node, "pads")) {
       for (std::int64_t v : *pads)
         if (v < 0) throw Error(where + ": attribute 'pads' " + list(*pads) + " holds a negative padding");
       if (x.size() >= 2 && pads->size() != 2 * (x.size() - 2))
@@ -670,14 +664,14 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
     }
     if (conv) {
       const std::vector<std::int64_t> w = dims_of(1);
-      const std::int64_t group = integer("group", 1);
+      const std::int64_t group = attr_int(node, "group", 1);
       if (w.size() != x.size())
         throw Error(where + ": weight " + list(w) + " is not of its input " + list(x) + "'s rank (out channels, in channels / group, kernel...)");
       if (x.size() >= 2 && (w[1] * group != x[1] || group <= 0 || w[0] % group != 0))
         throw Error(where + ": input " + list(x) + " has " + std::to_string(x[1]) + " channels, but weight " + list(w) + " in " +
                     std::to_string(group) + " group(s) takes " + std::to_string(w[1] * group) +
                     (w[0] % group != 0 ? " (and its output channels do not divide into the groups)" : ""));
-      if (auto kernel = ints("kernel_shape"); kernel && std::vector<std::int64_t>(w.begin() + 2, w.end()) != *kernel)
+      if (auto kernel = attr_ints(node, "kernel_shape"); kernel && std::vector<std::int64_t>(w.begin() + 2, w.end()) != *kernel)
         throw Error(where + ": attribute 'kernel_shape' " + list(*kernel) + " differs from the weight's window " +
                     list(std::vector<std::int64_t>(w.begin() + 2, w.end())));
       if (node.input_size() > 2 && !node.input(2).empty() && dims_of(2) != std::vector<std::int64_t>{w[0]})
@@ -686,25 +680,94 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
   } else if (op == "Gemm") {
     const std::vector<std::int64_t> a = dims_of(0), b = dims_of(1);
     if (a.size() == 2 && b.size() == 2) {
-      const std::int64_t k_a = integer("transA", 0) ? a[0] : a[1], k_b = integer("transB", 0) ? b[1] : b[0];
+      const bool trans_a = attr_int(node, "transA", 0) != 0, trans_b = attr_int(node, "transB", 0) != 0;
+      const std::int64_t k_a = trans_a ? a[0] : a[1], k_b = trans_b ? b[1] : b[0];
       if (k_a != k_b)
-        throw Error(where + ": A " + list(a) + (integer("transA", 0) ? " (transposed)" : "") + " and B " + list(b) +
-                    (integer("transB", 0) ? " (transposed)" : "") + " do not share an inner dimension (" + std::to_string(k_a) + " and " +
+        throw Error(where + ": A " + list(a) + (trans_a ? " (transposed)" : "") + " and B " + list(b) + (trans_b ? " (transposed)" : "") + " do not share an inner dimension (" + std::to_string(k_a) + " and " +
                     std::to_string(k_b) + ")");
     }
   } else if (op == "Reshape" && node.output_size() == 1) {
     auto it = types.find(node.output(0));
     if (it != types.end() && fully_known(it->second)) {
-      std::int64_t in = 1, out = 1;
-      for (std::int64_t d : dims_of(0)) in = d > 0 && in <= std::numeric_limits<std::int64_t>::max() / d ? in * d : (d == 0 ? 0 : -1);
-      for (const auto& d : it->second.tensor_type().shape().dim())
-        out = d.dim_value() > 0 && out <= std::numeric_limits<std::int64_t>::max() / d.dim_value() ? out * d.dim_value()
-                                                                                                  : (d.dim_value() == 0 ? 0 : -1);
+      // Element counts, or -1 when one overflows (absurd sizes: left to the later checks).
+      auto count = [](const std::vector<std::int64_t>& dims) {
+        std::int64_t n = 1;
+        for (std::int64_t d : dims)
+          if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::int64_t{-1};
+        return n;
+      };
+      std::vector<std::int64_t> out_dims;
+      for (const auto& d : it->second.tensor_type().shape().dim()) out_dims.push_back(d.dim_value());
+      const std::int64_t in = count(dims_of(0)), out = count(out_dims);
       if (in >= 0 && out >= 0 && in != out)
         throw Error(where + ": reshapes " + list(dims_of(0)) + " (" + std::to_string(in) + " elements) into " + describe_type(it->second) +
                     " (" + std::to_string(out) + ")");
     }
   }
+}
+
+// The tensors ONNX's inference reads as data: initializers held in the file and Constant nodes'
+// `value`.
+std::unordered_map<std::string, const onnx::TensorProto*> constant_data(const onnx::GraphProto& graph) {
+  std::unordered_map<std::string, const onnx::TensorProto*> data;
+  for (const auto& init : graph.initializer())
+    if (init.data_location() != onnx::TensorProto::EXTERNAL) data.emplace(init.name(), &init);
+  for (const auto& node : graph.node())
+    if (node.op_type() == "Constant" && node.output_size() == 1)
+      for (const auto& a : node.attribute())
+        if (a.name() == "value" && a.has_t()) data[node.output(0)] = &a.t();
+  return data;
+}
+
+// Runs `node`'s ONNX shape rule on its inputs' types and constant data, as ONNX's pass would:
+// the output types it gives, one per output (without a tensor type where it gives none), or
+// nothing when the node has no rule to run here (another domain, a subgraph, an input whose type
+// is not fully known, no schema at `opset`). Throws what the rule throws.
+std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto& node, const std::map<std::string, onnx::TypeProto>& types,
+                                                          const std::unordered_map<std::string, const onnx::TensorProto*>& data,
+                                                          std::int64_t opset) {
+  if (!(node.domain().empty() || node.domain() == "ai.onnx")) return std::nullopt;
+  for (const auto& a : node.attribute())
+    if (a.has_g() || a.graphs_size() > 0) return std::nullopt;  // subgraphs: left to ONNX's pass
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+  if (!schema || schema->Deprecated() || !schema->has_type_and_shape_inference_function()) return std::nullopt;
+  std::map<std::string, onnx::TypeProto> copies;  // InferenceContextImpl takes TypeProto*
+  std::unordered_map<std::string, onnx::TypeProto*> in_types;
+  std::unordered_map<std::string, const onnx::TensorProto*> in_data;
+  for (const auto& name : node.input()) {
+    if (name.empty()) continue;
+    auto it = types.find(name);
+    if (it == types.end() || !fully_known(it->second)) return std::nullopt;
+    in_types.emplace(name, &(copies[name] = it->second));
+    if (auto d = data.find(name); d != data.end()) in_data.emplace(name, d->second);
+  }
+  onnx::shape_inference::InferenceContextImpl ctx(const_cast<onnx::NodeProto&>(node), in_types, in_data, {});
+  schema->GetTypeAndShapeInferenceFunction()(ctx);
+  std::vector<onnx::TypeProto> out;
+  for (int i = 0; i < node.output_size(); ++i) out.push_back(*ctx.getOutputType(static_cast<std::size_t>(i)));
+  return out;
+}
+
+// Whether a declared output type and the one `node`'s rule gives contradict each other: another
+// element type, rank or known size. Rules of libonnx 1.12 that newer ONNX and PyTorch disagree with
+// give way: a pool with ceil_mode keeps a last window that starts in the padding (one more
+// output position than PyTorch gives, fixed in ONNX 1.16).
+bool contradicts(const onnx::NodeProto& node, const onnx::TypeProto& declared_type, const onnx::TypeProto& rule_type) {
+  const auto& declared = declared_type.tensor_type();
+  const auto& rule = rule_type.tensor_type();
+  if (declared.elem_type() != 0 && rule.elem_type() != 0 && declared.elem_type() != rule.elem_type()) return true;
+  if (!declared.has_shape() || !rule.has_shape()) return false;
+  const auto& a = declared.shape();
+  const auto& b = rule.shape();
+  if (a.dim_size() != b.dim_size()) return true;
+  const bool ceil_pool = (node.op_type() == "MaxPool" || node.op_type() == "AveragePool" || node.op_type() == "LpPool") &&
+                         attr_int(node, "ceil_mode", 0) != 0;
+  for (int k = 0; k < a.dim_size(); ++k) {
+    if (!a.dim(k).has_dim_value() || !b.dim(k).has_dim_value() || a.dim(k).dim_value() == b.dim(k).dim_value()) continue;
+    if (ceil_pool && k >= 2 && a.dim(k).dim_value() + 1 == b.dim(k).dim_value()) continue;
+    return true;
+  }
+  return false;
 }
 
 // Every node of the default domain whose inputs' types are all known goes through its ONNX rule
@@ -715,77 +778,39 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
 // MatMul of [128,384] by [128,384] or a Flatten axis of 5 on a rank-4 tensor were priced as given.
 void check_types_against_rules(const onnx::ModelProto& model, const std::map<std::string, onnx::TypeProto>& types, std::int64_t opset) {
   const onnx::GraphProto& graph = model.graph();
-  std::unordered_map<std::string, const onnx::TensorProto*> data;
-  for (const auto& init : graph.initializer())
-    if (init.data_location() != onnx::TensorProto::EXTERNAL) data.emplace(init.name(), &init);
-  for (const auto& node : graph.node())
-    if (node.op_type() == "Constant" && node.output_size() == 1)
-      for (const auto& a : node.attribute())
-        if (a.name() == "value" && a.has_t()) data[node.output(0)] = &a.t();
-  std::map<std::string, onnx::TypeProto> inputs;  // mutable copies: InferenceContextImpl takes TypeProto*
+  const auto data = constant_data(graph);
   for (const auto& node : graph.node()) {
-    if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.op_type() == "Constant") continue;
-    bool subgraph = false;
-    for (const auto& a : node.attribute()) subgraph = subgraph || a.has_g() || a.graphs_size() > 0;
-    if (subgraph) continue;
-    std::unordered_map<std::string, onnx::TypeProto*> in_types;
-    std::unordered_map<std::string, const onnx::TensorProto*> in_data;
-    bool known = true;
-    for (const auto& name : node.input()) {
-      if (name.empty()) continue;
-      auto it = types.find(name);
-      if (it == types.end() || !fully_known(it->second)) {
-        known = false;
-        break;
-      }
-      onnx::TypeProto& copy = inputs[name];
-      copy = it->second;
-      in_types.emplace(name, &copy);
-      if (auto d = data.find(name); d != data.end()) in_data.emplace(name, d->second);
-    }
-    if (!known) continue;
-    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
-    if (!schema || schema->Deprecated() || !schema->has_type_and_shape_inference_function()) continue;
-    const std::string where = "node '" + (!node.name().empty() || node.output_size() == 0 ? node.name() : node.output(0)) + "' (" +
-                              node.op_type() + ")";
-    onnx::shape_inference::InferenceContextImpl ctx(const_cast<onnx::NodeProto&>(node), in_types, in_data, {});
+    if (node.op_type() == "Constant") continue;
+    // A Split without sizes: opset 18's num_outputs, read through opset 13 (onnx_compat), whose
+    // rule refuses uneven parts; the folding gives such a node explicit sizes only when its
+    // outputs' shapes are unknown.
+    if (node.op_type() == "Split" && !attr_ints(node, "split") && (node.input_size() < 2 || node.input(1).empty())) continue;
+    const std::string where = node_label(node);
+    std::optional<std::vector<onnx::TypeProto>> rule;
     try {
-      schema->GetTypeAndShapeInferenceFunction()(ctx);
+      rule = run_node_rule(node, types, data, opset);
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      what = what.substr(0, what.find('\n'));
+      std::string what = one_line(e.what());
       if (auto bracket = what.find("] "); what.rfind("[", 0) == 0 && bracket != std::string::npos) what = what.substr(bracket + 2);
-      throw Error(where + ": " + what + " (ONNX's shape rule for its inputs' types: " + [&] {
-        std::string list;
-        for (const auto& name : node.input())
-          if (!name.empty()) list += (list.empty() ? "" : ", ") + describe_type(types.at(name));
-        return list;
-      }() + ")");
+      std::string inputs;
+      for (const auto& name : node.input())
+        if (!name.empty()) inputs += (inputs.empty() ? "" : ", ") + describe_type(types.at(name));
+      throw Error(where + ": " + what + " (ONNX's shape rule for its inputs' types: " + inputs + ")");
     }
+    if (!rule) continue;
     check_operands(node, where, types);
     for (int i = 0; i < node.output_size(); ++i) {
       if (node.output(i).empty()) continue;
+      const onnx::TypeProto& given = (*rule)[static_cast<std::size_t>(i)];
+      for (const auto& d : given.tensor_type().shape().dim())
+        if (d.has_dim_value() && d.dim_value() < 0)
+          throw Error(where + ": its inputs give output '" + node.output(i) + "' the shape " + describe_type(given) +
+                      " by ONNX's shape rule (a window larger than its padded input?)");
       auto it = types.find(node.output(i));
-      const onnx::TypeProto* rule = ctx.getOutputType(static_cast<std::size_t>(i));
-      if (rule && rule->has_tensor_type())
-        for (const auto& d : rule->tensor_type().shape().dim())
-          if (d.has_dim_value() && d.dim_value() < 0)
-            throw Error(where + ": its inputs give output '" + node.output(i) + "' the shape " + describe_type(*rule) +
-                        " by ONNX's shape rule (a window larger than its padded input?)");
-      if (it == types.end() || !rule || !rule->has_tensor_type() || !it->second.has_tensor_type()) continue;
-      const auto& declared = it->second.tensor_type();
-      const auto& inferred = rule->tensor_type();
-      bool differ = declared.elem_type() != 0 && inferred.elem_type() != 0 && declared.elem_type() != inferred.elem_type();
-      if (declared.has_shape() && inferred.has_shape()) {
-        const auto& a = declared.shape();
-        const auto& b = inferred.shape();
-        differ = differ || a.dim_size() != b.dim_size();
-        for (int k = 0; k < std::min(a.dim_size(), b.dim_size()); ++k)
-          differ = differ || (a.dim(k).has_dim_value() && b.dim(k).has_dim_value() && a.dim(k).dim_value() != b.dim(k).dim_value());
-      }
-      if (differ)
+      if (it == types.end() || !given.has_tensor_type() || !it->second.has_tensor_type()) continue;
+      if (contradicts(node, it->second, given))
         throw Error(where + ": output '" + node.output(i) + "' is declared " + describe_type(it->second) + " but its inputs give " +
-                    describe_type(*rule) + " by ONNX's shape rule");
+                    describe_type(given) + " by ONNX's shape rule");
     }
   }
 }
@@ -831,7 +856,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
     for (int k = 0; k < in.type().tensor_type().shape().dim_size(); ++k)
       if (const auto& d = in.type().tensor_type().shape().dim(k); d.has_dim_value() && d.dim_value() < 0)
         throw Error("graph input '" + in.name() + "': dimension " + std::to_string(k) + " has the negative size " +
-                    std::to_string(d.dim_value()));
+                    std::to_string(d.dim_value()) + " (a dimension left open? give it a name and bind it with --dim, or a size)");
   const std::int64_t opset = default_opset(model);
   onnx::GraphProto* graph = model.mutable_graph();
   std::unordered_set<std::string> graph_outputs;
@@ -886,48 +911,29 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       return it == types.end() ? nullptr : &it->second;
     };
     // The tensors ONNX's inference reads as data: initializers and Constant nodes' `value`.
-    std::unordered_map<std::string, const onnx::TensorProto*> data;
-    for (const auto& init : graph->initializer()) data.emplace(init.name(), &init);
-    for (const auto& node : graph->node())
-      if (node.op_type() == "Constant" && node.output_size() == 1)
-        for (const auto& a : node.attribute())
-          if (a.name() == "value" && a.has_t()) data[node.output(0)] = &a.t();
+    std::unordered_map<std::string, const onnx::TensorProto*> data = constant_data(*graph);
     // A node that cannot be folded is shape-inferred on the spot with its ONNX rule, when all its
     // inputs are known and some output is not, so that the Shape nodes after it fold in this same
     // round: a model whose shapes chain through every layer then takes a few rounds, not a round
     // per layer (each round re-infers the whole model: the rounds were quadratic in depth). The
     // rule and its inputs are those ONNX's own pass would use, so the types are those it gives.
     auto infer_node = [&](onnx::NodeProto& node) {
-      if (!(node.domain().empty() || node.domain() == "ai.onnx")) return;
       bool needed = false;
       for (const auto& out : node.output()) {
         const onnx::TypeProto* t = out.empty() ? nullptr : type_of(out);
         needed = needed || (!out.empty() && (!t || !fully_known(*t)));
       }
       if (!needed) return;
-      for (const auto& a : node.attribute())
-        if (a.has_g() || a.graphs_size() > 0) return;  // subgraphs: left to ONNX's pass
-      std::unordered_map<std::string, onnx::TypeProto*> in_types;
-      std::unordered_map<std::string, const onnx::TensorProto*> in_data;
-      for (const auto& name : node.input()) {
-        if (name.empty()) continue;
-        auto it = types.find(name);
-        if (it == types.end() || !fully_known(it->second)) return;
-        in_types.emplace(name, &it->second);
-        if (auto d = data.find(name); d != data.end()) in_data.emplace(name, d->second);
-      }
-      const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
-      if (!schema || schema->Deprecated() || !schema->has_type_and_shape_inference_function()) return;
-      onnx::shape_inference::InferenceContextImpl ctx(node, in_types, in_data, {});
+      std::optional<std::vector<onnx::TypeProto>> rule;
       try {
-        schema->GetTypeAndShapeInferenceFunction()(ctx);
+        rule = run_node_rule(node, types, data, opset);
       } catch (const std::exception&) {
-        return;  // ONNX's pass decides what such a node gives
+        return;  // left unknown here: the check at the end names the node and ONNX's reason
       }
-      for (int i = 0; i < node.output_size(); ++i) {
-        const onnx::TypeProto* t = ctx.getOutputType(static_cast<std::size_t>(i));
-        if (!node.output(i).empty() && fully_known(*t)) types[node.output(i)] = *t;
-      }
+      if (!rule) return;
+      for (int i = 0; i < node.output_size(); ++i)
+        if (!node.output(i).empty() && fully_known((*rule)[static_cast<std::size_t>(i)]))
+          types[node.output(i)] = (*rule)[static_cast<std::size_t>(i)];
     };
     for (auto& node : *graph->mutable_node()) {
       if (node.output_size() != 1 || values.count(node.output(0))) {

@@ -54,8 +54,8 @@ PlacerInfo colocrl_info() {
   info.options = common_option_docs(defaults());
   for (auto& d : seq2seq_option_docs(Seq2SeqOptions{})) info.options.push_back(d);
   info.options.push_back({"groups", "256", "at most this many co-location groups (coarsened)"});
-  info.make = [](const PlacerOptions& opts) {
-    const TrainOptions train = read_common_options(opts, defaults());
+  info.make = [docs = info.options](const PlacerOptions& opts) {
+    const TrainOptions train = read_common_options(opts, defaults(), docs);
     const Seq2SeqOptions so = read_seq2seq_options(opts, Seq2SeqOptions{});
     const std::int64_t groups = opts.get_int("groups", 256);
     if (groups < 1) throw Error("option groups must be at least 1");

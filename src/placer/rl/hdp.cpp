@@ -77,8 +77,8 @@ PlacerInfo hdp_info() {
   for (auto& d : seq2seq_option_docs(Seq2SeqOptions{})) info.options.push_back(d);
   info.options.push_back({"groups", "0", "groups of the grouper's softmax (0: min(256, 20 x devices))"});
   info.options.push_back({"grouper-hidden", "64", "hidden size of the feed-forward grouper"});
-  info.make = [](const PlacerOptions& opts) {
-    const TrainOptions train = read_common_options(opts, defaults());
+  info.make = [docs = info.options](const PlacerOptions& opts) {
+    const TrainOptions train = read_common_options(opts, defaults(), docs);
     const Seq2SeqOptions so = read_seq2seq_options(opts, Seq2SeqOptions{});
     GrouperOptions go;
     go.hidden = opts.get_int("grouper-hidden", go.hidden);

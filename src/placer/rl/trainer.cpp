@@ -434,7 +434,7 @@ std::vector<OptionDoc> common_option_docs(const TrainOptions& d) {
   };
 }
 
-TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d) {
+TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d, const std::vector<OptionDoc>& docs) {
   const std::int64_t batch = opts.get_int("batch", static_cast<std::int64_t>(d.batch));
   if (batch < 1) throw Error("option batch must be at least 1");
   d.batch = static_cast<std::size_t>(batch);
@@ -451,10 +451,13 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d) {
   const std::int64_t every = opts.get_int("checkpoint-every", static_cast<std::int64_t>(d.checkpoint_every));
   if (every < 0) throw Error("option checkpoint-every must be >= 0");
   d.checkpoint_every = static_cast<std::size_t>(every);
-  // A number in its shortest spelling ("0.10", "1e-1" -> "0.1"); other text as it is.
+  // A number in its shortest spelling ("0.10", "1e-1" -> "0.1", "016" -> "16"; integers as
+  // integers, exact beyond 2^53); other text as it is.
   auto canonical = [](const std::string& text) {
     try {
       std::size_t used = 0;
+      const long long i = std::stoll(text, &used);
+      if (used == text.size()) return std::to_string(i);
       const double v = std::stod(text, &used);
       if (used == text.size() && std::isfinite(v)) return fmt::format("{}", v);
     } catch (const std::exception&) {
@@ -462,9 +465,7 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d) {
     return text;
   };
   std::map<std::string, std::string> defaults;
-  for (const PlacerInfo& info : placer_registry())
-    if (info.name == d.algo)
-      for (const OptionDoc& doc : info.options) defaults[doc.key] = canonical(doc.default_value);
+  for (const OptionDoc& doc : docs) defaults[doc.key] = canonical(doc.default_value);
   d.config.clear(), d.config_as_given.clear();
   for (const auto& [key, value] : opts.all()) {
     if (key == "checkpoint-every") continue;

@@ -65,7 +65,8 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
 
 // Options every learned placer takes, with their defaults; `read` fills TrainOptions from them.
 std::vector<OptionDoc> common_option_docs(const TrainOptions& defaults);
-TrainOptions read_common_options(const PlacerOptions& options, TrainOptions defaults);
+// `docs`: every option the placer takes, with its default (what `config` leaves out).
+TrainOptions read_common_options(const PlacerOptions& options, TrainOptions defaults, const std::vector<OptionDoc>& docs);
 
 // One intra-op thread for torch and the BLAS under it, and freed tensor memory kept in the heap:
 // what train() runs under (benchmarks call it to measure the same).

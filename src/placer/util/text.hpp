@@ -14,4 +14,17 @@ inline std::string in_quotes(std::string_view s) {
   return out;
 }
 
+// A library's message on one line: its lines joined, runs of white space collapsed, at most 300
+// characters (the ONNX checker names the offending node on the lines after the first).
+inline std::string one_line(std::string_view s) {
+  std::string line;
+  for (char c : s) {
+    const bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
+    if (space && (line.empty() || line.back() == ' ')) continue;
+    line += space ? ' ' : c;
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+}
+
 }  // namespace placer
