@@ -396,6 +396,29 @@ TEST(Executor, GradientsStopWhereTheTrainingStepStopsThem) {
   }
 }
 
+// ONNX counts negative Gather indices from the end, also those computed in the step (ids in
+// [0, 2) minus 5: -5 or -4 on a table of 10 rows, rows 5 and 6); libtorch refused them (found by
+// fuzzing), on the embedding path (axis 0 of a 2-D table) and on index_select's (axis 1).
+TEST(Executor, GatherTakesIndicesComputedInTheStepFromTheEnd) {
+  for (const std::int64_t axis : {0, 1}) {
+    SCOPED_TRACE(axis);
+    TinyModel t;
+    t.input("ids", {4}, onnx::TensorProto::INT64);
+    t.input("table", {10, 10});
+    t.constant("offset", {5});
+    t.node("Sub", "/ids/Sub", {"ids", "offset"}, {"shifted"});
+    set_int(t.node("Gather", "/emb/Gather", {"table", "shifted"}, {"rows"}), "axis", axis);
+    t.output("rows", axis == 0 ? std::vector<std::int64_t>{4, 10} : std::vector<std::int64_t>{10, 4});
+    const std::string path = t.save("placer_exec_gather_negative.onnx");
+    ModelOptions options;
+    options.mode = Mode::inference;
+    options.onnx.data_inputs = {"ids"};
+    const std::size_t n = load_forward_graph(path, options).num_ops();
+    Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+    EXPECT_NO_THROW(ex.step());
+  }
+}
+
 // libtorch's own errors (here an index past the table: ids in [0, 2) plus 20 read a table of 10
 // rows) are one line naming the op, not libtorch's message with a C++ backtrace.
 TEST(Executor, ALibtorchErrorNamesTheOpOnOneLine) {
