@@ -57,11 +57,43 @@ TEST(FitCli, AProfileOfAnotherModelIsRefused) {
                                                             R"j(, "op_signatures": {"/conv1/Conv": "Conv(1x3x224x224,64x3x7x7)"}})j");
   auto run = placer({"fit", "--cluster", "local", "--models", model, "--profiles", other});
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_THAT(run.err, HasSubstr("times none of the ops of"));
+  EXPECT_THAT(run.err, HasSubstr("times none of the forward or backward ops of"));
+  // Updates do not pair a profile with a model: their signatures are parameter shapes, which
+  // models share (a cifarnet profile was fitted to ResNet-50 by 14 updates alone).
+  const std::string updates = write("updates.profile.json", R"j({"format": "placer-profile", "version": 1,
+      "times_s": {"cpu": {"signatures": {"SGDUpdate(64,64)": 0.00001, "SGDUpdate(64x3x5x5,64x3x5x5)": 0.00002}}}})j");
+  run = placer({"fit", "--cluster", "local", "--models", model, "--profiles", updates});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("times none of the forward or backward ops of"));
   // Without a recorded signature the name alone pairs them (profiles written before signatures were).
   const std::string unsigned_ = write("unsigned.profile.json", R"({"format": "placer-profile", "version": 1, )" + times + "}");
   run = placer({"fit", "--cluster", "local", "--models", model, "--profiles", unsigned_});
   EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
+// Found by fuzzing: times that fit an absurd per-op overhead (every op 1e308 s) wrote a cluster
+// file every later command refused; an empty -o wrote nothing, without a word; a profile whose
+// every time is 0 s priced whole steps at 0 s.
+TEST(FitCli, RefusesWhatCannotBeFittedOrWritten) {
+  const std::string model = test::example("cifarnet.onnx");
+  auto write = [](const std::string& name, const std::string& text) {
+    const std::string path = test::temp_path(name);
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string absurd = write("absurd.profile.json", R"({"format": "placer-profile", "version": 1, "times_s": {"cpu": {"ops":
+      {"/conv1/Conv": 1e308, "/conv2/Conv": 1e308, "/fc1/Gemm": 1e308, "/fc2/Gemm": 1e308}}}})");
+  auto run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", absurd, "-o", test::temp_path("absurd.cluster.json")});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("the fit to these profiles cannot price"));
+  run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", absurd, "-o", ""});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("an empty file name"));
+  const std::string zeros =
+      write("zeros.profile.json", R"({"format": "placer-profile", "version": 1, "times_s": {"cpu": {"ops": {"/conv1/Conv": 0, "/fc1/Gemm": 0}}}})");
+  run = placer({"simulate", "--model", model, "--cluster", "k80x4", "--on", "cpu:0", "--profile", zeros});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("all its 2 times are 0 s"));
 }
 
 // A model with a symbolic size is fitted with --dim (fit took --optimizer only); given for several

@@ -361,7 +361,7 @@ TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
   // exception, not a placer error.
   EXPECT_THAT(message(R"({"format": 3, "version": 1})"), ::testing::HasSubstr("p.json: not a placer profile"));
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": ""})"), ::testing::HasSubstr("p.json: profile version \"\" is not supported"));
-  EXPECT_THAT(message(R"({"format": "placer-profile"})"), ::testing::HasSubstr("profile version null is not supported"));
+  EXPECT_THAT(message(R"({"format": "placer-profile"})"), ::testing::HasSubstr("missing field 'version'"));
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 2})"),
               ::testing::HasSubstr("profile version 2 is not supported (this placer reads 1)"));
 }

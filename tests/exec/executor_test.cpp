@@ -3,6 +3,7 @@
 // "virtual" cluster (cpu:0, cpu:1, gpu:0 all on the host, ExecOptions::all_on_cpu), so tensors read
 // on another device still go through the copy path.
 #include <gmock/gmock.h>
+#include <thread>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <ATen/Parallel.h>
@@ -502,9 +503,19 @@ TEST(Executor, RefusesAnOldSoftmaxOverSeveralAxes) {
 // Detecting the machine (the `local` cluster) keeps the threads a command asked for; it reset them
 // to the default, so `run --threads 2 --cluster local` ran on one thread.
 TEST(LocalCluster, DetectingItKeepsTheRequestedThreads) {
-  EXPECT_EQ(configure_threads(2), 2);
+  const int two = std::min(2, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  EXPECT_EQ(configure_threads(two), two);
   (void)detect_local_cluster();
-  EXPECT_EQ(at::get_num_threads(), 2);
+  EXPECT_EQ(at::get_num_threads(), two);
+}
+
+// More threads than the machine has are refused (under a memory limit, OpenBLAS's buffers for 64
+// threads were retried forever).
+TEST(LocalCluster, MoreThreadsThanTheMachineHasAreRefused) {
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw == 0) GTEST_SKIP() << "hardware_concurrency unknown";
+  EXPECT_THAT([&] { configure_threads(static_cast<int>(hw) + 1); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("hardware threads")));
+  EXPECT_EQ(configure_threads(1), 1);
 }
 
 TEST(Executor, RefusesAnOpTypeItCannotRunBeforeRunning) {

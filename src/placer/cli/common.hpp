@@ -79,6 +79,10 @@ inline const CLI::Validator kSeconds(
 // Validator of a count that may be 0 (--threads).
 inline const CLI::Validator kCount = whole_number("an integer from 0 to 65536", "N", 1u << 16);
 
+// Validator of an output file: not an empty name (which wrote nothing, without a word).
+inline const CLI::Validator kFileName(
+    [](const std::string& s) { return s.empty() ? std::string("an empty file name") : std::string(); }, "FILE");
+
 // Validator of --on: a device name, not an empty string (which would read as "no default").
 inline const CLI::Validator kDeviceName(
     [](const std::string& s) { return s.empty() ? std::string("an empty device name") : std::string(); }, "DEVICE");

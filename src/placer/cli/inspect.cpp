@@ -164,7 +164,8 @@ void register_inspect(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print one JSON object for machines to read");
   cmd->add_option("--save-graph", args->save_graph,
                   "also write the graph of --mode (training step or forward graph) as placer graph JSON, with every "
-                  "op's FLOPs, bytes and class");
+                  "op's FLOPs, bytes and class")
+      ->check(kFileName);
   cmd->callback([args] { run_inspect(*args); });
 }
 

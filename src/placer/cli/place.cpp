@@ -291,9 +291,9 @@ void register_place(CLI::App& app) {
   add_run_options(cmd, *args);
   cmd->add_option("--algo", args->algo, algorithms_help())->required();
   cmd->add_option("--opt", args->opts, "algorithm option KEY=VALUE (repeatable; see --algo)");
-  cmd->add_option("-o,--output", args->output, "write the placement file here (JSON, read by simulate --placement)");
-  cmd->add_option("--curve", args->curve, "learned placers: write the learning curve (CSV) here");
-  cmd->add_option("--checkpoint", args->checkpoint, "learned placers: checkpoint file, written periodically and at the end");
+  cmd->add_option("-o,--output", args->output, "write the placement file here (JSON, read by simulate --placement)")->check(kFileName);
+  cmd->add_option("--curve", args->curve, "learned placers: write the learning curve (CSV) here")->check(kFileName);
+  cmd->add_option("--checkpoint", args->checkpoint, "learned placers: checkpoint file, written periodically and at the end")->check(kFileName);
   cmd->add_flag("--resume", args->resume, "learned placers: continue from --checkpoint");
   cmd->callback([args] { run_place(*args); });
 }

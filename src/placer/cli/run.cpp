@@ -248,7 +248,7 @@ void register_profile(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("profile", "Measure every op of a model's step on this machine and fit the cost model");
   cmd->add_option("--model", args->model, "ONNX model file")->required();
   cmd->add_option("--cluster", args->cluster, "cluster whose device kinds are measured (usually `local`)")->required();
-  cmd->add_option("-o,--output", args->output, "profile JSON to write")->required();
+  cmd->add_option("-o,--output", args->output, "profile JSON to write")->required()->check(kFileName);
   cmd->add_option("--repeats", args->repeats, "timed runs per op (the median is kept)")->capture_default_str();
   cmd->add_option("--steps", args->steps, "whole steps timed for the calibration")->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "untimed whole steps first")->capture_default_str();

@@ -168,7 +168,7 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--on", args->on, "place everything on this device (comma-separated: one run each)")->delimiter(',')->check(kDeviceName);
   cmd->add_option("--random", args->random, "simulate N random op-level placements and report simulated ops per second");
   cmd->add_option("--seed", args->seed, "seed of --random")->capture_default_str()->check(kSeed);
-  cmd->add_option("--trace", args->trace, "write the schedule as a Chrome trace (Perfetto) to this file");
+  cmd->add_option("--trace", args->trace, "write the schedule as a Chrome trace (Perfetto) to this file")->check(kFileName);
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->callback([args] { run_simulate(*args); });
 }

@@ -164,9 +164,8 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   // Compared as JSON values: a field of another type is a mismatch, not a library exception.
   if (!j.is_object() || !j.contains("format") || j["format"] != "placer-profile")
     throw Error(source + ": not a placer profile (field 'format' must be \"placer-profile\")");
-  if (!j.contains("version") || j["version"] != 1)
-    throw Error(source + ": profile version " + j.value("version", nlohmann::json()).dump() +
-                " is not supported (this placer reads 1)");
+  if (!j.contains("version")) throw Error(source + ": missing field 'version' (this placer reads 1)");
+  if (j["version"] != 1) throw Error(source + ": profile version " + j["version"].dump() + " is not supported (this placer reads 1)");
   check_known_fields(j, {"format", "version", "machine", "times_s", "op_signatures", "model"}, source);
   if (auto it = j.find("op_signatures"); it != j.end()) {
     if (!it->is_object()) throw Error(source + ": 'op_signatures' must be an object of op name -> signature");
@@ -177,8 +176,10 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   }
   if (j.contains("machine") && !j["machine"].is_string()) throw Error(source + ": 'machine' must be a string");
   p.device_description = j.value("machine", "");
+  std::size_t times = 0, zero_times = 0;
   auto check_time = [&](const std::string& what, const nlohmann::json& v) {
     if (!v.is_number() || v.get<double>() < 0) throw Error(source + ": time of '" + what + "' must be a non-negative number of seconds");
+    ++times, zero_times += v.get<double>() == 0.0;
     return v.get<double>();
   };
   if (auto it = j.find("times_s"); it != j.end()) {
@@ -196,6 +197,10 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
         for (auto& [sig, t] : sigs->items()) p.set_by_signature(kind, sig, check_time(sig, t));
     }
   }
+  // An op may take 0 s (placer profile writes 0 for folded ops), but a profile of nothing but
+  // zeros measures nothing: it priced whole steps at 0 s.
+  if (times > 0 && zero_times == times)
+    throw Error(source + ": all its " + std::to_string(times) + " times are 0 s: it measures nothing");
   if (auto it = j.find("model"); it != j.end()) {
     CostModel m = CostModel::defaults();
     const std::string where = source + ": model";

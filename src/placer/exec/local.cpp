@@ -179,6 +179,11 @@ int configure_threads(int requested) {
     // thread that shares its core with anything else stalls every parallel region (docs/execution.md).
     if (n <= 0) n = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()) - 1);
   }
+  // More threads than the machine runs at once only contend, and OpenBLAS reserves a buffer per
+  // thread (1000 threads reserved 27 GB of address space; under a memory limit it retried forever).
+  if (const unsigned hw = std::thread::hardware_concurrency(); hw > 0 && static_cast<unsigned>(n) > hw)
+    throw Error(std::to_string(n) + " intra-op threads asked for (--threads or PLACER_THREADS), more than this machine's " +
+                std::to_string(hw) + " hardware threads");
   torch::set_num_threads(n);
   // OpenBLAS (Debian's libtorch does its matrix products there) keeps its own pool.
   using SetThreads = void (*)(int);

@@ -609,7 +609,9 @@ Rule rule_for(std::string_view type, std::optional<OpClass> unknown_default, con
   if (type == "Dropout" && attrs && attrs->get_int("training_mode", 0) != 0) return kTrainingDropout;
   if (const Rule* r = find_rule(type)) return *r;
   if (unknown_default) return unknown_rule(type, *unknown_default);
-  throw Error("unknown op type '" + std::string(type) + "': no cost rule (pass a default op class to price it anyway)");
+  throw Error("unknown op type '" + std::string(type) +
+              "': no cost rule (--unknown-ops CLASS prices it as that class, e.g. elementwise, for the simulator; run, profile "
+              "and validate cannot execute it)");
 }
 
 }  // namespace
