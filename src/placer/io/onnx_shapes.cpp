@@ -731,14 +731,14 @@ std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto&
     if (a.has_g() || a.graphs_size() > 0) return std::nullopt;  // subgraphs: left to ONNX's pass
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
   if (!schema || schema->Deprecated() || !schema->has_type_and_shape_inference_function()) return std::nullopt;
-  std::map<std::string, onnx::TypeProto> copies;  // InferenceContextImpl takes TypeProto*
+  // InferenceContextImpl takes TypeProto* but only reads the input types: no copies of them.
   std::unordered_map<std::string, onnx::TypeProto*> in_types;
   std::unordered_map<std::string, const onnx::TensorProto*> in_data;
   for (const auto& name : node.input()) {
     if (name.empty()) continue;
     auto it = types.find(name);
     if (it == types.end() || !fully_known(it->second)) return std::nullopt;
-    in_types.emplace(name, &(copies[name] = it->second));
+    in_types.emplace(name, const_cast<onnx::TypeProto*>(&it->second));
     if (auto d = data.find(name); d != data.end()) in_data.emplace(name, d->second);
   }
   onnx::shape_inference::InferenceContextImpl ctx(const_cast<onnx::NodeProto&>(node), in_types, in_data, {});
