@@ -17,6 +17,12 @@ namespace {
 using ::testing::HasSubstr;
 using test::placer;
 
+std::string write(const std::string& name, const std::string& text) {
+  const std::string path = test::temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
 TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   const std::string model = test::example("cifarnet.onnx");
   const std::string profile = test::temp_path("fit_cli.profile.json"), cluster = test::temp_path("fit_cli.cluster.json");
@@ -47,11 +53,6 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
 // refused instead of fitted from the wrong samples.
 TEST(FitCli, AProfileOfAnotherModelIsRefused) {
   const std::string model = test::example("cifarnet.onnx");
-  auto write = [](const std::string& name, const std::string& text) {
-    const std::string path = test::temp_path(name);
-    std::ofstream(path) << text;
-    return path;
-  };
   const std::string times = R"("times_s": {"cpu": {"ops": {"/conv1/Conv": 0.002}}})";
   const std::string other = write("other.profile.json", R"({"format": "placer-profile", "version": 1, )" + times +
                                                             R"j(, "op_signatures": {"/conv1/Conv": "Conv(1x3x224x224,64x3x7x7)"}})j");
@@ -76,11 +77,6 @@ TEST(FitCli, AProfileOfAnotherModelIsRefused) {
 // every time is 0 s priced whole steps at 0 s.
 TEST(FitCli, RefusesWhatCannotBeFittedOrWritten) {
   const std::string model = test::example("cifarnet.onnx");
-  auto write = [](const std::string& name, const std::string& text) {
-    const std::string path = test::temp_path(name);
-    std::ofstream(path) << text;
-    return path;
-  };
   const std::string absurd = write("absurd.profile.json", R"({"format": "placer-profile", "version": 1, "times_s": {"cpu": {"ops":
       {"/conv1/Conv": 1e308, "/conv2/Conv": 1e308, "/fc1/Gemm": 1e308, "/fc2/Gemm": 1e308}}}})");
   auto run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", absurd, "-o", test::temp_path("absurd.cluster.json")});

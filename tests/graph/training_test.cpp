@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -49,15 +51,21 @@ OpId find(const Graph& g, const std::string& name) {
   return o;
 }
 
-TEST(TrainingStep, AGraphWithoutOutputsHasNothingToTrainAndSaysSo) {
-  GraphBuilder b("no-outputs");
+// One MatMul of data x by parameter w into y; `output`: the graph's output, if any.
+Graph one_matmul(const std::string& name, std::optional<std::string> output) {
+  GraphBuilder b(name);
   TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data);
   TensorId w = b.add_tensor("w", {8, 2}, DType::f32, TensorKind::parameter);
   TensorId y = b.add_tensor("y", {4, 2}, DType::f32, TensorKind::activation);
   OpSpec spec{.name = "mm", .type = "MatMul", .inputs = {x, w}, .outputs = {y}};
   spec.work = op_work("MatMul", {}, descs(b, {x, w}), descs(b, {y}));
   b.add_op(std::move(spec));
-  const Graph fwd = std::move(b).build();
+  if (output) b.mark_output(b.find_tensor(*output));
+  return std::move(b).build();
+}
+
+TEST(TrainingStep, AGraphWithoutOutputsHasNothingToTrainAndSaysSo) {
+  const Graph fwd = one_matmul("no-outputs", std::nullopt);
   EXPECT_THAT([&] { derive_training_step(fwd, Optimizer::sgd); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("no outputs to put a loss on")));
 }
@@ -65,17 +73,10 @@ TEST(TrainingStep, AGraphWithoutOutputsHasNothingToTrainAndSaysSo) {
 // Found by fuzzing: a model whose only output is its data input (or is reached from the
 // parameters only through ops without a gradient) gave a "training step" of forward ops alone.
 TEST(TrainingStep, OutputsThatCarryNoGradientHaveNothingToTrainAndSaySo) {
-  GraphBuilder b("output-is-input");
-  TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data);
-  TensorId w = b.add_tensor("w", {8, 2}, DType::f32, TensorKind::parameter);
-  TensorId y = b.add_tensor("y", {4, 2}, DType::f32, TensorKind::activation);
-  OpSpec spec{.name = "mm", .type = "MatMul", .inputs = {x, w}, .outputs = {y}};
-  spec.work = op_work("MatMul", {}, descs(b, {x, w}), descs(b, {y}));
-  b.add_op(std::move(spec));
-  b.mark_output(x);
-  const Graph fwd = std::move(b).build();
+  const Graph fwd = one_matmul("output-is-input", "x");
   EXPECT_THAT([&] { derive_training_step(fwd, Optimizer::sgd); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("none of its outputs ('x') is computed from its parameters")));
+  EXPECT_NO_THROW(derive_training_step(one_matmul("output-is-y", "y"), Optimizer::sgd));
 }
 
 TEST(TrainingStep, KeepsForwardOpsAndAddsLossBackwardAndUpdates) {
