@@ -34,7 +34,9 @@ struct RunArgs {
 };
 
 void add_exec_options(CLI::App* cmd, int& threads, std::uint64_t& seed) {
-  cmd->add_option("--threads", threads, "intra-op threads of libtorch and OpenBLAS (0: $PLACER_THREADS, else every hardware thread but one)")
+  cmd->add_option("--threads", threads,
+                  "intra-op threads of libtorch and OpenBLAS, at most the hardware threads (0: $PLACER_THREADS, else every "
+                  "hardware thread but one)")
       ->capture_default_str()
       ->check(kCount);
   cmd->add_option("--seed", seed, "seed of the random parameters and data")->capture_default_str()->check(kSeed);
