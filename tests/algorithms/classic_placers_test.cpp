@@ -381,6 +381,20 @@ TEST_P(Partitioner, RepairsAPartitionThatOverflowsAGpu) {
   EXPECT_EQ(used.count(kCpu), 0u);
 }
 
+// The repair rounds (a simulation each) stay within --samples (repair-rounds=100000 with
+// --samples 10 ran 100,000, and past --seconds).
+TEST_P(Partitioner, RepairStaysWithinTheSampleBudget) {
+  Cluster c = cpu_and_gpus(2, 1000);
+  std::vector<Device> devices(c.devices().begin(), c.devices().end());
+  devices[kGpu1].memory_bytes = 1'000'000;
+  std::vector<Link> links(c.links().begin(), c.links().end());
+  Priced p(module_chain(4, 600), Cluster::build("test", devices, {"sw"}, links));
+  NullObserver quiet;
+  const PlacementResult r = make_placer(GetParam(), PlacerOptions(std::map<std::string, std::string>{{"groups", "op"}}))
+                                ->place(p.problem(), Budget{.samples = 1}, quiet, 1);
+  EXPECT_LE(r.samples, 1u);
+}
+
 TEST_P(Partitioner, HonoursTheMemoryFraction) {
   Priced p(module_chain(4, 600), cpu_and_gpus(2, 2000));
   SimOptions sim;

@@ -232,6 +232,23 @@ TEST(SchedOptions, RejectsABadDevicesValue) {
   EXPECT_THROW(make_placer("m-etf", PlacerOptions(std::map<std::string, std::string>{{"devices", "tpus"}})), Error);
   EXPECT_THROW(make_placer("m-sct", PlacerOptions(std::map<std::string, std::string>{{"threshold", "2"}})), Error);
   EXPECT_THROW(make_placer("heft", PlacerOptions(std::map<std::string, std::string>{{"pin-critical-path", "1"}})), Error);
+  // 0/1 options take 0 or 1 (2 and -1 were taken as "on"); counts are not negative.
+  EXPECT_THAT([] { make_placer("heft", PlacerOptions(std::map<std::string, std::string>{{"contention", "2"}})); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("expects 0 or 1, got '2'")));
+  EXPECT_THROW(make_placer("critical-path", PlacerOptions(std::map<std::string, std::string>{{"pin-critical-path", "-1"}})), Error);
+  EXPECT_THROW(make_placer("m-sct", PlacerOptions(std::map<std::string, std::string>{{"lp-max-ops", "-1"}})), Error);
+}
+
+// Numbers are read whole: no surrounding space, no hex, nothing after them.
+TEST(PlacerOptions, NumbersAreReadWhole) {
+  const PlacerOptions o(std::map<std::string, std::string>{
+      {"a", " 1"}, {"b", "1 "}, {"c", "0x10"}, {"d", "1.5"}, {"e", "16"}, {"f", "2.5e-3"}, {"g", "+1"}, {"h", ""}});
+  for (const char* key : {"a", "b", "c", "d", "g", "h"}) EXPECT_THROW(o.get_int(key, 0), Error) << key;
+  for (const char* key : {"a", "b", "c", "g", "h"}) EXPECT_THROW(o.get_double(key, 0), Error) << key;
+  EXPECT_EQ(o.get_int("e", 0), 16);
+  EXPECT_DOUBLE_EQ(o.get_double("f", 0), 2.5e-3);
+  EXPECT_DOUBLE_EQ(o.get_double("d", 0), 1.5);
+  EXPECT_EQ(o.get_int("missing", 7), 7);
 }
 
 TEST(SchedCriticalPath, PinningKeepsTheCriticalPathOnOneDevice) {

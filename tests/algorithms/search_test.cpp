@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cstdio>
 #include <map>
 
@@ -267,6 +269,19 @@ TEST(LocalSearch, ASmallBudgetRunsFewerChainsThatEachTryAMove) {
   EXPECT_EQ(two.samples, 1u);
   EXPECT_THAT(run_placer("local-search", pr.problem(), {.samples = 3, .threads = 1}, 1, from_random).note,
               ::testing::Not(HasSubstr("no search")));
+}
+
+// The chains share --seconds also when --samples bounds them: each took the whole time, and a
+// search of 8 chains on one thread ran 8 times too long.
+TEST(LocalSearch, ChainsShareTheTimeBudgetBesideASampleBudget) {
+  Priced pr = uneven_graph(3);
+  const auto began = std::chrono::steady_clock::now();
+  const PlacementResult r =
+      run_placer("local-search", pr.problem(), {.samples = 100'000'000, .seconds = 0.2, .threads = 1}, 1, {{"groups", "op"}});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(), 1.0);  // 1.6 s before
+  EXPECT_TRUE(r.sim.fits);
+  EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"chains", "5000"}})), Error);
+  EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"init", ""}})), Error);
 }
 
 // Co-location folds a chain into one group: the search moves ops instead (and says so), as the

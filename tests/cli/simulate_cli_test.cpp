@@ -264,6 +264,19 @@ TEST(PlaceCliBadInput, LearnedPlacersFilesForAnotherAlgorithm) {
   expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-etf", "--resume"}, "--resume needs --checkpoint");
 }
 
+// Found by fuzzing the options: a repeated --opt kept its last value without a word, one file
+// named for two outputs lost the checkpoint under the placement, 'all' beside names read as an
+// unknown algorithm.
+TEST(PlaceCliBadInput, AmbiguousOptionsAndFiles) {
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "local-search", "--opt", "devices=all", "--opt",
+                         "devices=gpus"},
+                        "--opt devices is given twice ('all' and 'gpus')");
+  const std::string same = test::temp_path("same.file");
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "8", "-o", same, "--checkpoint", same},
+                        "-o and --checkpoint name the same file");
+  expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", "all,random"}, "'all' stands alone");
+}
+
 TEST(SimulateCliBadInput, NothingToSimulate) { expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4"}, "--placement"); }
 
 // Found by fuzzing: a profile's absurd time (1e300 s for one op) printed its ratio to the lower

@@ -271,6 +271,19 @@ TEST(Training, ResumeRefusesAnotherProblemOrOptions) {
   EXPECT_TRUE(same.sim.fits);
 }
 
+// Found by fuzzing: --samples near 2^63 overflowed the count of updates (it trained none and said
+// nothing fits); sizes large enough to exhaust memory ended in libtorch's allocator text.
+TEST(Training, HugeBudgetsAndSizesAreHandled) {
+  Priced pr = skip_chain(6, 2);
+  const PlacementResult r =
+      run("colocrl", pr.problem(), Budget{.samples = std::size_t{9223372036854775807u}, .seconds = 0.3}, {{"hidden", "16"}});
+  EXPECT_TRUE(r.sim.fits);
+  EXPECT_GT(r.samples, 0u);
+  for (const auto& [key, value] : std::map<std::string, std::string>{{"hidden", "100000"}, {"attention", "100000"}, {"batch", "100000"}})
+    EXPECT_THROW(make_placer("colocrl", PlacerOptions(std::map<std::string, std::string>{{key, value}})), Error) << key;
+  EXPECT_THROW(make_placer("hdp", PlacerOptions(std::map<std::string, std::string>{{"grouper-hidden", "100000"}})), Error);
+}
+
 // Options compare as they act, not as they are spelled: the default learning rate given as 0.10
 // (or 1e-1) resumes a checkpoint written without it (both were refused as "other options").
 TEST(Training, ResumeComparesOptionsByValue) {

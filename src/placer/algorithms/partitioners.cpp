@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -134,13 +135,14 @@ std::vector<std::uint32_t> partition_scotch(const WeightedGraph& w, std::uint64_
 
 // Moves groups off devices the simulation finds over their limit (see the header comment).
 void repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph& gg, const std::vector<DeviceId>& targets,
-                          std::vector<DeviceId>& group_device, std::size_t max_rounds, Evaluator& eval) {
+                          std::vector<DeviceId>& group_device, std::size_t max_rounds, Evaluator& eval,
+                          std::chrono::steady_clock::time_point deadline) {
   const std::vector<std::uint64_t> limits = memory_limits(p);
   const std::size_t nd = p.cluster.num_devices();
   std::vector<double> fastest(gg.num_groups, std::numeric_limits<double>::infinity());
   for (std::size_t grp = 0; grp < gg.num_groups; ++grp)
     for (DeviceId d : targets) fastest[grp] = std::min(fastest[grp], gg.time_s[grp * nd + d]);
-  for (std::size_t round = 0; round < max_rounds; ++round) {
+  for (std::size_t round = 0; round < max_rounds && std::chrono::steady_clock::now() < deadline; ++round) {
     const SimResult& r = eval.evaluate(expand_groups(grouping, group_device));
     if (r.fits) break;
     std::vector<double> free(nd);
@@ -196,7 +198,8 @@ class PartitionPlacer final : public Placer {
     if (repair_rounds_ < 0) throw Error("option 'repair-rounds' must be >= 0");
   }
 
-  PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t seed) override {
+  PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t seed) override {
+    const auto began = std::chrono::steady_clock::now();
     std::vector<DeviceId> targets = target_devices(p.cluster, devices_);
     const std::size_t nd = p.cluster.num_devices();
     // Co-location folds a chain (VGG, an MLP) into a handful of groups that no partition can
@@ -233,7 +236,13 @@ class PartitionPlacer final : public Placer {
     for (std::size_t grp = 0; grp < gg.num_groups; ++grp) group_device[grp] = targets[part[grp]];
 
     Evaluator eval(p);
-    repair_memory(p, grouping, gg, targets, group_device, static_cast<std::size_t>(repair_rounds_), eval);
+    // The repair rounds (one simulation each) stay within --samples and --seconds.
+    std::size_t rounds = static_cast<std::size_t>(repair_rounds_);
+    if (budget.samples > 0) rounds = std::min(rounds, budget.samples);
+    const auto deadline = budget.seconds > 0.0 ? began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                             std::chrono::duration<double>(budget.seconds))
+                                               : std::chrono::steady_clock::time_point::max();
+    repair_memory(p, grouping, gg, targets, group_device, rounds, eval, deadline);
     observer.on_progress({.samples = eval.evaluations()});
     PlacementResult r = finish(p, expand_groups(grouping, group_device), eval.evaluations(), note);
     if (!r.sim.fits) r.note += (r.note.empty() ? "" : "; ") + std::string("the partition still overflows device memory after the repair pass");

@@ -1,5 +1,7 @@
 #include "placer/algorithms/placer.hpp"
 
+#include <charconv>
+
 #include <algorithm>
 #include <cmath>
 
@@ -13,29 +15,34 @@ std::string PlacerOptions::get(const std::string& key, const std::string& fallba
   return it == values_.end() ? fallback : it->second;
 }
 
+// Numbers are read whole with std::from_chars: no leading space or '+', no hex ("0x10"), no
+// trailing text; nan and inf are refused too (they get past every range check: "x < 1" is false
+// for nan).
 double PlacerOptions::get_double(const std::string& key, double fallback) const {
   auto it = values_.find(key);
   if (it == values_.end()) return fallback;
-  try {
-    std::size_t used = 0;
-    double v = std::stod(it->second, &used);
-    if (used == it->second.size() && std::isfinite(v)) return v;
-  } catch (const std::exception&) {
-  }
-  // nan and inf get past every range check ("x < 1" is false for nan): no option takes them.
-  throw Error("option '" + key + "' expects a finite number, got '" + it->second + "'");
+  const std::string& text = it->second;
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc() && end == text.data() + text.size() && !text.empty() && std::isfinite(v)) return v;
+  throw Error("option '" + key + "' expects a finite number, got '" + text + "'");
 }
 
 std::int64_t PlacerOptions::get_int(const std::string& key, std::int64_t fallback) const {
   auto it = values_.find(key);
   if (it == values_.end()) return fallback;
-  try {
-    std::size_t used = 0;
-    long long v = std::stoll(it->second, &used);
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw Error("option '" + key + "' expects an integer, got '" + it->second + "'");
+  const std::string& text = it->second;
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc() && end == text.data() + text.size() && !text.empty()) return v;
+  throw Error("option '" + key + "' expects an integer, got '" + text + "'");
+}
+
+bool PlacerOptions::get_flag(const std::string& key, bool fallback) const {
+  if (!values_.count(key)) return fallback;
+  const std::int64_t v = get_int(key, 0);
+  if (v != 0 && v != 1) throw Error("option '" + key + "' expects 0 or 1, got '" + values_.at(key) + "'");
+  return v == 1;
 }
 
 const PlacerInfo& find_placer(const std::string& name) {

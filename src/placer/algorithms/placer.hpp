@@ -88,6 +88,7 @@ class PlacerOptions {
   std::string get(const std::string& key, const std::string& fallback) const;
   double get_double(const std::string& key, double fallback) const;
   std::int64_t get_int(const std::string& key, std::int64_t fallback) const;
+  bool get_flag(const std::string& key, bool fallback) const;  // 0 or 1
   const std::map<std::string, std::string>& all() const { return values_; }
 
  private:

@@ -713,12 +713,13 @@ class SchedulerPlacer final : public Placer {
   SchedulerPlacer(Kind kind, std::string name, const PlacerOptions& o)
       : kind_(kind), name_(std::move(name)), devices_(o.get("devices", "gpus")) {
     if (devices_ != "gpus" && devices_ != "all") throw Error(name_ + ": option 'devices' must be 'gpus' or 'all', got '" + devices_ + "'");
-    if (kind == Kind::critical_path) pin_ = o.get_int("pin-critical-path", 0) != 0;
-    if (kind != Kind::m_topo) contention_ = o.get_int("contention", 1) != 0;
+    if (kind == Kind::critical_path) pin_ = o.get_flag("pin-critical-path", false);
+    if (kind != Kind::m_topo) contention_ = o.get_flag("contention", true);
     if (kind == Kind::m_sct) {
       threshold_ = o.get_double("threshold", 0.5);
       lp_max_ops_ = o.get_int("lp-max-ops", 20000);
       if (!(threshold_ > 0.0 && threshold_ <= 1.0)) throw Error("m-sct: option 'threshold' must be in (0, 1]");
+      if (lp_max_ops_ < 0) throw Error("m-sct: option 'lp-max-ops' must be >= 0");
     }
   }
 

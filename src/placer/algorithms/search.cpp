@@ -255,12 +255,13 @@ class LocalSearchPlacer final : public Placer {
     settings_.t_end = o.get_double("t-end", settings_.t_end);
     settings_.swap_share = o.get_double("swap", settings_.swap_share);
     settings_.pull_share = o.get_double("pull", settings_.pull_share);
-    if (chains_ < 1) throw Error("local-search: option 'chains' must be at least 1");
+    if (chains_ < 1 || chains_ > 4096) throw Error("local-search: option 'chains' must be from 1 to 4096");
     if (max_groups_ < 0) throw Error("local-search: option 'max-groups' must be >= 0");
     if (!(settings_.t_start > 0.0 && settings_.t_end > 0.0)) throw Error("local-search: temperatures must be positive");
     if (!(settings_.swap_share >= 0.0 && settings_.swap_share <= 1.0)) throw Error("local-search: option 'swap' must be in [0, 1]");
     if (!(settings_.pull_share >= 0.0 && settings_.pull_share <= 1.0)) throw Error("local-search: option 'pull' must be in [0, 1]");
     if (init_ == "local-search") throw Error("local-search: option 'init' cannot be local-search itself");
+    if (o.all().count("init") && init_.empty()) throw Error("local-search: option 'init' is empty (an algorithm's name)");
   }
 
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t seed) override {
@@ -324,8 +325,10 @@ class LocalSearchPlacer final : public Placer {
         [&](unsigned) {
           for (std::size_t c = next++; c < chains; c = next++) {
             if ((total > 0 && per_chain[c] == 0) || out_of_time || out_of_samples || too_few_samples) continue;
-            // With only a time budget, the chains share it: each runs for its slice.
-            const double slice = seconds > 0.0 && total == 0 ? seconds * threads / static_cast<double>(chains) : seconds;
+            // The chains share the time budget (with or without a sample budget beside it): each
+            // runs for its slice, so that they end within --seconds whatever the threads (each
+            // took the whole of it, and a search ran chains / threads times too long).
+            const double slice = seconds > 0.0 ? seconds * threads / static_cast<double>(chains) : 0.0;
             results[c] = anneal(p, members, neighbours, candidates, first.forward_devices, per_chain[c], slice, settings_,
                                 derive_seed(seed, c), stop, samples, best_time);
           }
@@ -773,7 +776,9 @@ void register_search(std::vector<PlacerInfo>& r) {
                 {"groups", "colocation", "what moves together: colocation, module[:DEPTH], module-call[:DEPTH] or op"},
                 {"max-groups", "0", "coarsen the groups to at most this many (0: no limit)"},
                 {"devices", "gpus", "devices groups move to: 'gpus' (every device when there are fewer than two) or 'all'"},
-                {"chains", "8", "independent annealing chains sharing the samples (results depend on chains, not on threads)"},
+                {"chains", "8",
+                 "independent annealing chains (1 to 4096) sharing the samples and the seconds (with a sample budget alone, "
+                 "results depend on chains, not on threads)"},
                 {"t-start", "0.002", "initial temperature, as a fraction of the start's step time"},
                 {"t-end", "0.00001", "final temperature, likewise (geometric cooling)"},
                 {"swap", "0.3", "share of moves that swap two groups' devices (the rest move one group)"},

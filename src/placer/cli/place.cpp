@@ -85,7 +85,8 @@ PlacerOptions parse_opts(const std::vector<std::string>& opts) {
   for (const auto& kv : opts) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) throw Error("--opt expects KEY=VALUE, got '" + kv + "'");
-    values[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (!values.emplace(kv.substr(0, eq), kv.substr(eq + 1)).second)
+      throw Error("--opt " + kv.substr(0, eq) + " is given twice ('" + values[kv.substr(0, eq)] + "' and '" + kv.substr(eq + 1) + "')");
   }
   return PlacerOptions(std::move(values));
 }
@@ -133,6 +134,15 @@ void run_place(const PlaceArgs& args) {
   if (args.resume && args.checkpoint.empty()) throw Error("--resume needs --checkpoint FILE (the search to continue)");
   if ((!args.curve.empty() || !args.checkpoint.empty()) && find_placer(args.algo).family != "learned")
     throw Error("--curve and --checkpoint are for the learned placers (colocrl, hdp): " + args.algo + " writes neither");
+  // One file for two outputs: the last written wins (the checkpoint was lost under the placement).
+  {
+    const std::vector<std::pair<const char*, const std::string*>> files = {
+        {"-o", &args.output}, {"--curve", &args.curve}, {"--checkpoint", &args.checkpoint}};
+    for (std::size_t i = 0; i < files.size(); ++i)
+      for (std::size_t j = i + 1; j < files.size(); ++j)
+        if (!files[i].second->empty() && *files[i].second == *files[j].second)
+          throw Error(std::string(files[i].first) + " and " + files[j].first + " name the same file '" + *files[i].second + "'");
+  }
   LoadedProblem p = load_problem(args.problem);
   const Problem problem{p.graph, p.cluster, p.costs, p.sim};
   Row row = run_algorithm(problem, args.algo, parse_opts(args.opts), args);
@@ -173,6 +183,10 @@ void run_compare(const PlaceArgs& args) {
   LoadedProblem p = load_problem(args.problem);
   const Problem problem{p.graph, p.cluster, p.costs, p.sim};
   std::vector<std::string> algos = args.algos;
+  for (const auto& a : algos) {
+    if (a.empty()) throw Error("--algos holds an empty name (two commas in a row?)");
+    if (a == "all" && algos.size() > 1) throw Error("--algos: 'all' stands alone (it means every non-learned algorithm)");
+  }
   if (algos.empty() || (algos.size() == 1 && algos[0] == "all")) {
     algos.clear();
     for (const auto& info : placer_registry())

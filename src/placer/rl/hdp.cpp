@@ -76,13 +76,13 @@ PlacerInfo hdp_info() {
   info.options = common_option_docs(defaults());
   for (auto& d : seq2seq_option_docs(Seq2SeqOptions{})) info.options.push_back(d);
   info.options.push_back({"groups", "0", "groups of the grouper's softmax (0: min(256, 20 x devices))"});
-  info.options.push_back({"grouper-hidden", "64", "hidden size of the feed-forward grouper"});
+  info.options.push_back({"grouper-hidden", "64", "hidden size of the feed-forward grouper (1 to 8192)"});
   info.make = [docs = info.options](const PlacerOptions& opts) {
     const TrainOptions train = read_common_options(opts, defaults(), docs);
     const Seq2SeqOptions so = read_seq2seq_options(opts, Seq2SeqOptions{});
     GrouperOptions go;
     go.hidden = opts.get_int("grouper-hidden", go.hidden);
-    if (go.hidden < 1) throw Error("option grouper-hidden must be at least 1");
+    if (go.hidden < 1 || go.hidden > 8192) throw Error("option grouper-hidden must be from 1 to 8192");
     const std::int64_t groups = opts.get_int("groups", 0);
     if (groups < 0) throw Error("option groups must be >= 0");
     return make_learned_placer(train, [so, go, groups](const Problem& p) -> std::unique_ptr<Agent> {

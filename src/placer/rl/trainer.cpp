@@ -305,10 +305,12 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
 
   const auto k = static_cast<std::int64_t>(o.batch);
   std::int64_t total_updates = 0;  // 0: until the time budget ends
-  if (budget.samples > 0)
-    total_updates = (static_cast<std::int64_t>(budget.samples) + k - 1) / k;
-  else if (budget.seconds <= 0)
+  if (budget.samples > 0) {  // whole batches, rounded up without overflowing near 2^63
+    const auto per_update = static_cast<std::size_t>(k);
+    total_updates = static_cast<std::int64_t>(budget.samples / per_update + (budget.samples % per_update != 0));
+  } else if (budget.seconds <= 0) {
     total_updates = (static_cast<std::int64_t>(o.default_samples) + k - 1) / k;
+  }
 
   auto elapsed = [&] { return s.elapsed_before_s + since(start); };
   // A failed write is reported and the search goes on: its result is worth more than the file.
@@ -424,7 +426,7 @@ TrainOptions paper_train_options(std::string algo, std::size_t batch) {
 std::vector<OptionDoc> common_option_docs(const TrainOptions& d) {
   auto num = [](double v) { return fmt::format("{}", v); };
   return {
-      {"batch", std::to_string(d.batch), "K: placements sampled per policy update"},
+      {"batch", std::to_string(d.batch), "K: placements sampled per policy update (1 to 4096)"},
       {"lr", num(d.learning_rate), "Adam learning rate"},
       {"entropy", num(d.entropy_weight), "weight of the entropy bonus in the loss"},
       {"baseline-decay", num(d.baseline_decay), "decay of the moving-average reward baseline"},
@@ -436,7 +438,7 @@ std::vector<OptionDoc> common_option_docs(const TrainOptions& d) {
 
 TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d, const std::vector<OptionDoc>& docs) {
   const std::int64_t batch = opts.get_int("batch", static_cast<std::int64_t>(d.batch));
-  if (batch < 1) throw Error("option batch must be at least 1");
+  if (batch < 1 || batch > 4096) throw Error("option batch must be from 1 to 4096");
   d.batch = static_cast<std::size_t>(batch);
   d.learning_rate = opts.get_double("lr", d.learning_rate);
   if (d.learning_rate <= 0) throw Error("option lr must be positive");
@@ -479,8 +481,8 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d, cons
 
 std::vector<OptionDoc> seq2seq_option_docs(const Seq2SeqOptions& d) {
   return {
-      {"hidden", std::to_string(d.hidden), "LSTM hidden size of the seq2seq placer (encoder: half per direction)"},
-      {"attention", std::to_string(d.attention), "size of the additive attention"},
+      {"hidden", std::to_string(d.hidden), "LSTM hidden size of the seq2seq placer, even, up to 8192 (encoder: half per direction)"},
+      {"attention", std::to_string(d.attention), "size of the additive attention (1 to 8192)"},
       {"tanh", fmt::format("{}", d.tanh_constant), "tanh constant C on the logits (C * tanh(z / T); 0: none)"},
       {"temperature", fmt::format("{}", d.temperature), "softmax temperature T on the logits"},
   };
@@ -488,9 +490,11 @@ std::vector<OptionDoc> seq2seq_option_docs(const Seq2SeqOptions& d) {
 
 Seq2SeqOptions read_seq2seq_options(const PlacerOptions& opts, Seq2SeqOptions d) {
   d.hidden = opts.get_int("hidden", d.hidden);
-  if (d.hidden < 2 || d.hidden % 2) throw Error("option hidden must be an even number >= 2");
+  // Upper limits far beyond the papers' sizes (256 hidden units, a batch of tens) but below what
+  // exhausts memory with a libtorch allocator error (hidden=100000 asked for 80 GB).
+  if (d.hidden < 2 || d.hidden % 2 || d.hidden > 8192) throw Error("option hidden must be an even number from 2 to 8192");
   d.attention = opts.get_int("attention", d.attention);
-  if (d.attention < 1) throw Error("option attention must be at least 1");
+  if (d.attention < 1 || d.attention > 8192) throw Error("option attention must be from 1 to 8192");
   d.tanh_constant = opts.get_double("tanh", d.tanh_constant);
   if (d.tanh_constant < 0) throw Error("option tanh must be >= 0 (0: none)");
   d.temperature = opts.get_double("temperature", d.temperature);
