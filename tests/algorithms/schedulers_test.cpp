@@ -236,6 +236,8 @@ TEST(SchedOptions, RejectsABadDevicesValue) {
   EXPECT_THAT([] { make_placer("heft", PlacerOptions(std::map<std::string, std::string>{{"contention", "2"}})); },
               ::testing::ThrowsMessage<Error>(HasSubstr("expects 0 or 1, got '2'")));
   EXPECT_THROW(make_placer("critical-path", PlacerOptions(std::map<std::string, std::string>{{"pin-critical-path", "-1"}})), Error);
+  EXPECT_THAT([] { make_placer("heft", PlacerOptions(std::map<std::string, std::string>{{"contention", "true"}})); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("expects 0 or 1, got 'true'")));
   EXPECT_THROW(make_placer("m-sct", PlacerOptions(std::map<std::string, std::string>{{"lp-max-ops", "-1"}})), Error);
 }
 

@@ -280,6 +280,11 @@ TEST(LocalSearch, ChainsShareTheTimeBudgetBesideASampleBudget) {
       run_placer("local-search", pr.problem(), {.samples = 100'000'000, .seconds = 0.2, .threads = 1}, 1, {{"groups", "op"}});
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(), 1.0);  // 1.6 s before
   EXPECT_TRUE(r.sim.fits);
+  // Threads that do not divide the chains: a thread runs ceil(8 / 7) = 2 chains in turn (1.75
+  // times the budget when each took its share of chains / threads).
+  const auto again = std::chrono::steady_clock::now();
+  (void)run_placer("local-search", pr.problem(), {.samples = 100'000'000, .seconds = 0.4, .threads = 7}, 1, {{"groups", "op"}});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - again).count(), 0.6);
   EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"chains", "5000"}})), Error);
   EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"init", ""}})), Error);
 }

@@ -348,6 +348,12 @@ TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
     return std::string("no error");
   };
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "time_s": {}})"), ::testing::HasSubstr("unknown field 'time_s'"));
+  // A kind timed by nothing but zeros measures nothing (it priced steps at 0 s), even beside a
+  // kind with real times; one op of 0 s among others is fine (folded ops are written so).
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "times_s": {"cpu": {"ops": {"a": 0.001}}, "gpu": {"ops": {"a": 0, "b": 0}}}})"),
+              ::testing::HasSubstr("times_s.gpu: all its 2 times are 0 s"));
+  EXPECT_EQ(message(R"({"format": "placer-profile", "version": 1, "times_s": {"gpu": {"ops": {"a": 0, "b": 0.001}}}})"), "no error");
+  EXPECT_THAT(message(R"({"format": "placer-profile"})"), ::testing::HasSubstr("missing field 'version'"));
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "times_s": {"gpu": {"op": {}}}})"),
               ::testing::HasSubstr("times_s.gpu: unknown field 'op'"));
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "times_s": {"gpu": [1]}})"), ::testing::HasSubstr("times_s.gpu must be"));

@@ -516,6 +516,33 @@ TEST(LocalCluster, MoreThreadsThanTheMachineHasAreRefused) {
   if (hw == 0) GTEST_SKIP() << "hardware_concurrency unknown";
   EXPECT_THAT([&] { configure_threads(static_cast<int>(hw) + 1); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("hardware threads")));
   EXPECT_EQ(configure_threads(1), 1);
+  // PLACER_THREADS, a setting shared by machines of every size, is held to this one's (it stopped
+  // every command that detects the local cluster, such as `placer clusters`).
+  const std::string more = std::to_string(hw + 3);
+  ::setenv("PLACER_THREADS", more.c_str(), 1);
+  EXPECT_EQ(configure_threads(0), static_cast<int>(hw));
+  ::unsetenv("PLACER_THREADS");
+  EXPECT_EQ(configure_threads(1), 1);
+}
+
+// A known negative index counts from the end; one out of [-size, size) is an error, not wrapped
+// again (remainder made -15 row 5 of a 10-row table).
+TEST(Executor, GatherRefusesAKnownIndexOutOfRange) {
+  for (const std::int64_t index : {-3, -15}) {
+    SCOPED_TRACE(index);
+    TinyModel t;
+    t.input("table", {10, 4});
+    t.constant("index", {index, 0});
+    t.node("Gather", "/emb/Gather", {"table", "index"}, {"rows"});
+    t.output("rows", {2, 4});
+    const std::string path = t.save("placer_exec_gather_known.onnx");
+    ModelOptions options;
+    options.mode = Mode::inference;
+    const std::size_t n = load_forward_graph(path, options).num_ops();
+    Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+    if (index == -3) EXPECT_NO_THROW(ex.step());
+    else EXPECT_THROW(ex.step(), Error);
+  }
 }
 
 TEST(Executor, RefusesAnOpTypeItCannotRunBeforeRunning) {

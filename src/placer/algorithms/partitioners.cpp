@@ -245,7 +245,11 @@ class PartitionPlacer final : public Placer {
     repair_memory(p, grouping, gg, targets, group_device, rounds, eval, deadline);
     observer.on_progress({.samples = eval.evaluations()});
     PlacementResult r = finish(p, expand_groups(grouping, group_device), eval.evaluations(), note);
-    if (!r.sim.fits) r.note += (r.note.empty() ? "" : "; ") + std::string("the partition still overflows device memory after the repair pass");
+    if (!r.sim.fits)
+      r.note += (r.note.empty() ? "" : "; ") + std::string("the partition still overflows device memory after the repair pass") +
+                (rounds < static_cast<std::size_t>(repair_rounds_) || std::chrono::steady_clock::now() >= deadline
+                     ? " (cut short by --samples or --seconds)"
+                     : "");
     return r;
   }
 
@@ -264,7 +268,8 @@ std::vector<OptionDoc> partition_options(bool metis) {
       {"max-groups", "256", "coarsen the grouping to at most this many groups (0: no limit); 256 as in the papers"},
       {"devices", "gpus", "partition over 'gpus' (all devices when there is none) or 'all'"},
       {"imbalance", "1.05", "largest allowed part weight over its target (1.05: 5% over)"},
-      {"repair-rounds", "32", "memory repair: at most this many rounds of moving groups off overflowing devices"},
+      {"repair-rounds", "32",
+       "memory repair: at most this many rounds of moving groups off overflowing devices (and within --samples and --seconds)"},
   };
   if (metis) docs.push_back({"method", "kway", "METIS_PartGraphKway ('kway') or METIS_PartGraphRecursive ('recursive')"});
   return docs;

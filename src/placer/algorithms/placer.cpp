@@ -39,10 +39,10 @@ std::int64_t PlacerOptions::get_int(const std::string& key, std::int64_t fallbac
 }
 
 bool PlacerOptions::get_flag(const std::string& key, bool fallback) const {
-  if (!values_.count(key)) return fallback;
-  const std::int64_t v = get_int(key, 0);
-  if (v != 0 && v != 1) throw Error("option '" + key + "' expects 0 or 1, got '" + values_.at(key) + "'");
-  return v == 1;
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  if (it->second != "0" && it->second != "1") throw Error("option '" + key + "' expects 0 or 1, got '" + it->second + "'");
+  return it->second == "1";
 }
 
 const PlacerInfo& find_placer(const std::string& name) {

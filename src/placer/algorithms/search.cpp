@@ -325,10 +325,11 @@ class LocalSearchPlacer final : public Placer {
         [&](unsigned) {
           for (std::size_t c = next++; c < chains; c = next++) {
             if ((total > 0 && per_chain[c] == 0) || out_of_time || out_of_samples || too_few_samples) continue;
-            // The chains share the time budget (with or without a sample budget beside it): each
-            // runs for its slice, so that they end within --seconds whatever the threads (each
-            // took the whole of it, and a search ran chains / threads times too long).
-            const double slice = seconds > 0.0 ? seconds * threads / static_cast<double>(chains) : 0.0;
+            // The chains share the time budget (with or without a sample budget beside it): a
+            // thread runs up to ceil(chains / threads) of them in turn, each for its slice, so
+            // that they end within --seconds whatever the threads (each took the whole of it,
+            // and a search ran chains / threads times too long).
+            const double slice = seconds > 0.0 ? seconds / static_cast<double>((chains + threads - 1) / threads) : 0.0;
             results[c] = anneal(p, members, neighbours, candidates, first.forward_devices, per_chain[c], slice, settings_,
                                 derive_seed(seed, c), stop, samples, best_time);
           }

@@ -46,12 +46,13 @@ void run_fit(const FitArgs& args) {
     // (a cifarnet profile matched ResNet-50 by 14 updates alone).
     for (OpId op = 0; op < step.num_ops() && !any; ++op)
       for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
-        if (step.op_role(op) != OpRole::update)
-        any = any || profiles.back().find(kind, step.op_name(op), op_signature(step, op)).has_value();
+        if (step.op_role(op) != OpRole::update) {
+          any = any || profiles.back().find(kind, step.op_name(op), op_signature(step, op)).has_value();
+        }
     if (!any && profiles.back().size() > 0)
-      throw Error(fmt::format("profile '{}' times none of the forward or backward ops of '{}' (by name and signature, or by signature): a profile of "
-                              "another model, or of another step (--optimizer {} here)?",
-                              args.profiles[i], args.models[i], args.model_args.optimizer));
+      throw Error(fmt::format("profile '{}' times none of the forward or backward ops of '{}' (by name and signature, or by "
+                              "signature): a profile of another model?",
+                              args.profiles[i], args.models[i]));
   }
 
   std::vector<Device> devices(cluster.devices().begin(), cluster.devices().end());
@@ -108,7 +109,9 @@ void run_fit(const FitArgs& args) {
                                         std::vector<Link>(cluster.links().begin(), cluster.links().end()));
   // The fitted figures must price every model they were fitted on: a profile of absurd times fits
   // overheads that add up past a double (the written cluster then failed in every later command).
+  // The cluster given is tried first, so that its own figures are not blamed on the profiles.
   for (std::size_t i = 0; i < steps.size(); ++i) {
+    (void)CostTable(steps[i], cluster, CostModel::defaults());
     try {
       (void)CostTable(steps[i], fitted, CostModel::defaults());
     } catch (const Error& e) {

@@ -121,7 +121,12 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
   } catch (const std::bad_alloc&) {
     row.error = "out of memory";
   } catch (const std::exception& e) {  // a library's: one algorithm's failure, not the comparison's
-    row.error = "internal error: " + first_line(e.what());
+    const std::string what = first_line(e.what());
+    // libtorch's allocator says so in its own words (a learned placer's sizes times its batch).
+    row.error = what.find("can't allocate memory") != std::string::npos
+                    ? "out of memory (" + what.substr(what.find("can't allocate memory")) +
+                          "; a learned placer: lower hidden, attention or batch)"
+                    : "internal error: " + what;
   } catch (...) {  // CBC's CoinError is no std::exception
     row.error = "internal error in a solver library";
   }
@@ -288,7 +293,7 @@ void add_run_options(CLI::App* cmd, PlaceArgs& args) {
   add_problem_options(cmd, args.problem);
   cmd->add_option("--samples", args.samples,
                   "placements an algorithm may evaluate (0: its default; learned placers round up to whole batches; "
-                  "algorithms that do not search, such as single, the partitioners and the schedulers, evaluate the few they need)")
+                  "single and the schedulers evaluate the few they need; metis and scotch repair memory within it)")
       ->check(kSamples);
   cmd->add_option("--seconds", args.seconds, "wall-clock budget per algorithm (0: none)")->check(kSeconds);
   cmd->add_option("--threads", args.threads, "threads for parallel search (0: every core)")->check(kCount);

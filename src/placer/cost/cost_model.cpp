@@ -176,7 +176,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   }
   if (j.contains("machine") && !j["machine"].is_string()) throw Error(source + ": 'machine' must be a string");
   p.device_description = j.value("machine", "");
-  std::size_t times = 0, zero_times = 0;
+  std::size_t times = 0, zero_times = 0;  // of the kind being read
   auto check_time = [&](const std::string& what, const nlohmann::json& v) {
     if (!v.is_number() || v.get<double>() < 0) throw Error(source + ": time of '" + what + "' must be a non-negative number of seconds");
     ++times, zero_times += v.get<double>() == 0.0;
@@ -188,6 +188,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
       const std::string where = source + ": times_s." + kind_name;
       const DeviceKind kind = named(where, [&] { return parse_device_kind(kind_name); });
       if (!entry.is_object()) throw Error(where + " must be an object with 'ops' and 'signatures'");
+      times = zero_times = 0;
       check_known_fields(entry, {"ops", "signatures"}, where);
       for (const char* table : {"ops", "signatures"})
         if (entry.contains(table) && !entry[table].is_object()) throw Error(where + "." + table + " must be an object of times");
@@ -195,12 +196,12 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
         for (auto& [name, t] : ops->items()) p.set_by_name(kind, name, check_time(name, t));
       if (auto sigs = entry.find("signatures"); sigs != entry.end())
         for (auto& [sig, t] : sigs->items()) p.set_by_signature(kind, sig, check_time(sig, t));
+      // An op may take 0 s (placer profile writes 0 for folded ops), but a kind timed by nothing
+      // but zeros measures nothing: it priced whole steps at 0 s.
+      if (times > 0 && zero_times == times)
+        throw Error(where + ": all its " + std::to_string(times) + " times are 0 s: it measures nothing");
     }
   }
-  // An op may take 0 s (placer profile writes 0 for folded ops), but a profile of nothing but
-  // zeros measures nothing: it priced whole steps at 0 s.
-  if (times > 0 && zero_times == times)
-    throw Error(source + ": all its " + std::to_string(times) + " times are 0 s: it measures nothing");
   if (auto it = j.find("model"); it != j.end()) {
     CostModel m = CostModel::defaults();
     const std::string where = source + ": model";

@@ -390,13 +390,10 @@ Tensors op_gather(const OpCall& c) {
   torch::Tensor idx = c.in[1];
   std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", 0);
   if (axis < 0) axis += x.dim();
-  // ONNX counts negative indices from the end; libtorch refuses them. Known values are wrapped
-  // once here; indices computed in the step (ids - 5) are wrapped as they come, without a sync.
-  if (c.value[1].defined()) {
-    if ((c.value[1] < 0).any().item<bool>()) idx = idx.remainder(x.size(axis));
-  } else {
-    idx = torch::where(idx < 0, idx + x.size(axis), idx);
-  }
+  // ONNX counts negative indices from the end (from -size); libtorch refuses them. Known values
+  // are checked once here; indices computed in the step (ids - 5) are wrapped as they come,
+  // without a sync. An index out of [-size, size) stays out of range: libtorch's error names it.
+  if (!c.value[1].defined() || (c.value[1] < 0).any().item<bool>()) idx = torch::where(idx < 0, idx + x.size(axis), idx);
   if (axis == 0 && x.dim() == 2 && x.is_floating_point()) return {torch::embedding(x, idx)};
   return {x.index_select(axis, idx.reshape(-1)).reshape(c.out_shape(0))};
 }

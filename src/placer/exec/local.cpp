@@ -174,6 +174,8 @@ int configure_threads(int requested) {
       const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
       if (ec != std::errc() || end != text.data() + text.size() || n < 0 || n > (1 << 16))
         throw Error("PLACER_THREADS='" + text + "' is not a number of threads (0 to 65536; 0: the default)");
+      // A setting of the environment, shared by machines of every size: at most this one's.
+      if (const unsigned hw = std::thread::hardware_concurrency(); hw > 0 && static_cast<unsigned>(n) > hw) n = static_cast<int>(hw);
     }
     // One hardware thread is left to the rest of the machine: on a 2-core machine a second OpenMP
     // thread that shares its core with anything else stalls every parallel region (docs/execution.md).
@@ -182,8 +184,8 @@ int configure_threads(int requested) {
   // More threads than the machine runs at once only contend, and OpenBLAS reserves a buffer per
   // thread (1000 threads reserved 27 GB of address space; under a memory limit it retried forever).
   if (const unsigned hw = std::thread::hardware_concurrency(); hw > 0 && static_cast<unsigned>(n) > hw)
-    throw Error(std::to_string(n) + " intra-op threads asked for (--threads or PLACER_THREADS), more than this machine's " +
-                std::to_string(hw) + " hardware threads");
+    throw Error("--threads " + std::to_string(n) + ": more intra-op threads than this machine's " + std::to_string(hw) +
+                " hardware threads");
   torch::set_num_threads(n);
   // OpenBLAS (Debian's libtorch does its matrix products there) keeps its own pool.
   using SetThreads = void (*)(int);
