@@ -275,6 +275,8 @@ TEST(PlaceCliBadInput, AmbiguousOptionsAndFiles) {
   expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "8", "-o", same, "--checkpoint", same},
                         "-o and --checkpoint name the same file");
   expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", "all,random"}, "'all' stands alone");
+  expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", "random,,heft"}, "empty name");
+  expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", ",", "--json"}, "empty name");
 }
 
 TEST(SimulateCliBadInput, NothingToSimulate) { expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4"}, "--placement"); }

@@ -187,7 +187,16 @@ void run_compare(const PlaceArgs& args) {
   } guard;
   LoadedProblem p = load_problem(args.problem);
   const Problem problem{p.graph, p.cluster, p.costs, p.sim};
-  std::vector<std::string> algos = args.algos;
+  // Split here, not by CLI11, which dropped empty names ("random,,heft") and let a lone ","
+  // take the next argument as the list.
+  std::vector<std::string> algos;
+  for (const std::string& list : args.algos)
+    for (std::size_t from = 0;;) {
+      const std::size_t comma = list.find(',', from);
+      algos.push_back(list.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
   for (const auto& a : algos) {
     if (a.empty()) throw Error("--algos holds an empty name (two commas in a row?)");
     if (a == "all" && algos.size() > 1) throw Error("--algos: 'all' stands alone (it means every non-learned algorithm)");
@@ -321,8 +330,7 @@ void register_compare(CLI::App& app) {
   auto args = std::make_shared<PlaceArgs>();
   CLI::App* cmd = app.add_subcommand("compare", "Run several placement algorithms and print one row each");
   add_run_options(cmd, *args);
-  cmd->add_option("--algos", args->algos, "comma-separated algorithm names, or 'all' (the default: every non-learned one)")
-      ->delimiter(',');
+  cmd->add_option("--algos", args->algos, "comma-separated algorithm names, or 'all' (the default: every non-learned one)");
   cmd->callback([args] { run_compare(*args); });
 }
 
