@@ -667,7 +667,8 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
       const std::int64_t group = attr_int(node, "group", 1);
       if (w.size() != x.size())
         throw Error(where + ": weight " + list(w) + " is not of its input " + list(x) + "'s rank (out channels, in channels / group, kernel...)");
-      if (x.size() >= 2 && (w[1] * group != x[1] || group <= 0 || w[0] % group != 0))
+      if (x.size() < 3) return;  // no window: ONNX's rule refuses it first
+      if (w[1] * group != x[1] || group <= 0 || w[0] % group != 0)
         throw Error(where + ": input " + list(x) + " has " + std::to_string(x[1]) + " channels, but weight " + list(w) + " in " +
                     std::to_string(group) + " group(s) takes " + std::to_string(w[1] * group) +
                     (w[0] % group != 0 ? " (and its output channels do not divide into the groups)" : ""));
