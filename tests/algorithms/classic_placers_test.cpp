@@ -366,14 +366,18 @@ TEST_P(Partitioner, BalancesPartsByDeviceSpeed) {
   EXPECT_GE(slow, 1);
 }
 
-// Four 600 B modules, compute balanced 2 + 2 over GPUs of 1000 B and 1 MB: the repair pass moves a
-// module off the small GPU.
-TEST_P(Partitioner, RepairsAPartitionThatOverflowsAGpu) {
+// Four 600 B modules, compute balanced 2 + 2 over GPUs of 1000 B and 1 MB.
+Priced overflowing_partition() {
   Cluster c = cpu_and_gpus(2, 1000);
   std::vector<Device> devices(c.devices().begin(), c.devices().end());
   devices[kGpu1].memory_bytes = 1'000'000;
   std::vector<Link> links(c.links().begin(), c.links().end());
-  Priced p(module_chain(4, 600), Cluster::build("test", devices, {"sw"}, links));
+  return Priced(module_chain(4, 600), Cluster::build("test", devices, {"sw"}, links));
+}
+
+// The repair pass moves a module off the small GPU.
+TEST_P(Partitioner, RepairsAPartitionThatOverflowsAGpu) {
+  Priced p = overflowing_partition();
   const PlacementResult r = run(GetParam(), p.problem(), {{"groups", "op"}});
   EXPECT_TRUE(r.sim.fits) << r.note;
   EXPECT_LE(r.sim.devices[kGpu0].peak_memory_bytes, 1000u);
@@ -384,11 +388,7 @@ TEST_P(Partitioner, RepairsAPartitionThatOverflowsAGpu) {
 // The repair rounds (a simulation each) stay within --samples (repair-rounds=100000 with
 // --samples 10 ran 100,000, and past --seconds).
 TEST_P(Partitioner, RepairStaysWithinTheSampleBudget) {
-  Cluster c = cpu_and_gpus(2, 1000);
-  std::vector<Device> devices(c.devices().begin(), c.devices().end());
-  devices[kGpu1].memory_bytes = 1'000'000;
-  std::vector<Link> links(c.links().begin(), c.links().end());
-  Priced p(module_chain(4, 600), Cluster::build("test", devices, {"sw"}, links));
+  Priced p = overflowing_partition();
   NullObserver quiet;
   const PlacementResult r = make_placer(GetParam(), PlacerOptions(std::map<std::string, std::string>{{"groups", "op"}}))
                                 ->place(p.problem(), Budget{.samples = 1}, quiet, 1);
