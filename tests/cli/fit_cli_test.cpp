@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
@@ -125,6 +126,13 @@ TEST(FitCli, TakesTheModelOptions) {
   ASSERT_EQ(prof.exit_code, 0) << prof.err;
   auto fit = placer({"fit", "--cluster", "local", "--models", model, "--profiles", profile, "--dim", "N=8"});
   EXPECT_EQ(fit.exit_code, 0) << fit.err;
+  // A size no machine holds (N x 64 floats = 256 TB): libtorch's allocator error reads as out of
+  // memory, on one line.
+  const auto huge = placer({"run", "--model", model, "--on", "cpu:0", "--dim", "N=1000000000000", "--steps", "1", "--warmup", "0",
+                            "--data-inputs", "x"});
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_THAT(huge.err, HasSubstr("placer: error: out of memory (can't allocate memory"));
+  EXPECT_EQ(std::count(huge.err.begin(), huge.err.end(), '\n'), 1) << huge.err;
   fit = placer({"fit", "--cluster", "local", "--models", model, "--profiles", profile});
   EXPECT_NE(fit.exit_code, 0);
   EXPECT_THAT(fit.err, HasSubstr("--dim N=VALUE"));
