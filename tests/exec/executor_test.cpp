@@ -286,10 +286,10 @@ TEST(Executor, BatchNormTrainingUsesBatchStatisticsAndUpdatesRunningStats) {
 }
 
 // The forward pass of a small model whose input "x" is data, every op on the CPU.
-Executor forward_on_cpu(const std::string& path, std::uint64_t seed = ExecOptions{}.seed) {
+Executor forward_on_cpu(const std::string& path, std::uint64_t seed = ExecOptions{}.seed, std::vector<std::string> data_inputs = {"x"}) {
   ModelOptions options;
   options.mode = Mode::inference;
-  options.onnx.data_inputs = {"x"};
+  options.onnx.data_inputs = std::move(data_inputs);
   const std::size_t n = load_forward_graph(path, options).num_ops();
   return Executor(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0),
                   ExecOptions{.mode = Mode::inference, .seed = seed, .all_on_cpu = true});
@@ -410,12 +410,7 @@ TEST(Executor, GatherTakesIndicesComputedInTheStepFromTheEnd) {
     t.node("Sub", "/ids/Sub", {"ids", "offset"}, {"shifted"});
     set_int(t.node("Gather", "/emb/Gather", {"table", "shifted"}, {"rows"}), "axis", axis);
     t.output("rows", axis == 0 ? std::vector<std::int64_t>{4, 10} : std::vector<std::int64_t>{10, 4});
-    const std::string path = t.save("placer_exec_gather_negative.onnx");
-    ModelOptions options;
-    options.mode = Mode::inference;
-    options.onnx.data_inputs = {"ids"};
-    const std::size_t n = load_forward_graph(path, options).num_ops();
-    Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+    Executor ex = forward_on_cpu(t.save("placer_exec_gather_negative.onnx"), ExecOptions{}.seed, {"ids"});
     EXPECT_NO_THROW(ex.step());
   }
 }
@@ -430,12 +425,7 @@ TEST(Executor, ALibtorchErrorNamesTheOpOnOneLine) {
   t.node("Add", "/ids/Add", {"ids", "offset"}, {"shifted"});
   t.node("Gather", "/emb/Gather", {"table", "shifted"}, {"rows"});
   t.output("rows", {4, 3});
-  const std::string path = t.save("placer_exec_gather_past.onnx");
-  ModelOptions options;
-  options.mode = Mode::inference;
-  options.onnx.data_inputs = {"ids"};
-  const std::size_t n = load_forward_graph(path, options).num_ops();
-  Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+  Executor ex = forward_on_cpu(t.save("placer_exec_gather_past.onnx"), ExecOptions{}.seed, {"ids"});
   try {
     ex.step();
     FAIL() << "no error";
@@ -535,11 +525,7 @@ TEST(Executor, GatherRefusesAKnownIndexOutOfRange) {
     t.constant("index", {index, 0});
     t.node("Gather", "/emb/Gather", {"table", "index"}, {"rows"});
     t.output("rows", {2, 4});
-    const std::string path = t.save("placer_exec_gather_known.onnx");
-    ModelOptions options;
-    options.mode = Mode::inference;
-    const std::size_t n = load_forward_graph(path, options).num_ops();
-    Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+    Executor ex = forward_on_cpu(t.save("placer_exec_gather_known.onnx"), ExecOptions{}.seed, {});
     if (index == -3) EXPECT_NO_THROW(ex.step());
     else EXPECT_THROW(ex.step(), Error);
   }

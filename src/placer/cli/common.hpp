@@ -90,6 +90,15 @@ inline const CLI::Validator kDeviceName(
 // The first line of a library's message (libtorch's go on with a C++ backtrace): errors are one line.
 inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// A library's message as placer prints it: its first line, and libtorch's allocation failures
+// ("[enforce fail at alloc_cpu.cpp:75] ... can't allocate memory: you tried to allocate N bytes")
+// as "out of memory (...; `hint`)". `out_of_memory`, when given, says which it was.
+inline std::string library_message(const char* what, const std::string& hint, bool* out_of_memory = nullptr) {
+  std::string line = first_line(what);
+  const auto at = line.find("can't allocate memory");
+  if (out_of_memory) *out_of_memory = at != std::string::npos;
+  return at == std::string::npos ? line : "out of memory (" + line.substr(at) + "; " + hint + ")";
+}
 
 std::string human_count(double n);            // 25.6M, 4.1G, ...
 std::string human_bytes(double bytes);        // 97.5 MiB

@@ -44,11 +44,11 @@ void run_fit(const FitArgs& args) {
     bool any = false;
     // Update ops do not count: their signatures are the parameters' shapes, which models share
     // (a cifarnet profile matched ResNet-50 by 14 updates alone).
-    for (OpId op = 0; op < step.num_ops() && !any; ++op)
+    for (OpId op = 0; op < step.num_ops() && !any; ++op) {
+      if (step.op_role(op) == OpRole::update) continue;
       for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
-        if (step.op_role(op) != OpRole::update) {
-          any = any || profiles.back().find(kind, step.op_name(op), op_signature(step, op)).has_value();
-        }
+        any = any || profiles.back().find(kind, step.op_name(op), op_signature(step, op)).has_value();
+    }
     if (!any && profiles.back().size() > 0)
       throw Error(fmt::format("profile '{}' times none of the forward or backward ops of '{}' (by name and signature, or by "
                               "signature): a profile of another model?",

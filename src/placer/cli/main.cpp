@@ -121,12 +121,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "placer: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    std::string what = placer::cli::first_line(e.what());
-    // libtorch's allocator, in its own words ("[enforce fail at alloc_cpu.cpp:75] ...
-    // DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes ..."): a --dim too
-    // large for the machine, most often.
-    if (const auto at = what.find("can't allocate memory"); at != std::string::npos)
-      what = "out of memory (" + what.substr(at) + "); check --dim and the model's sizes";
+    // Out of memory in libtorch: a --dim too large for the machine, most often.
+    const std::string what = placer::cli::library_message(e.what(), "check --dim and the model's sizes");
     std::fprintf(stderr, "placer: error: %s\n", placer::printable(what).c_str());
     return 1;
   }

@@ -121,12 +121,10 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
   } catch (const std::bad_alloc&) {
     row.error = "out of memory";
   } catch (const std::exception& e) {  // a library's: one algorithm's failure, not the comparison's
-    const std::string what = first_line(e.what());
-    // libtorch's allocator says so in its own words (a learned placer's sizes times its batch).
-    row.error = what.find("can't allocate memory") != std::string::npos
-                    ? "out of memory (" + what.substr(what.find("can't allocate memory")) +
-                          "; a learned placer: lower hidden, attention or batch)"
-                    : "internal error: " + what;
+    // Out of memory in libtorch: a learned placer's sizes times its batch.
+    bool out_of_memory = false;
+    const std::string what = library_message(e.what(), "a learned placer: lower hidden, attention or batch", &out_of_memory);
+    row.error = out_of_memory ? what : "internal error: " + what;
   } catch (...) {  // CBC's CoinError is no std::exception
     row.error = "internal error in a solver library";
   }

@@ -86,7 +86,11 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   // Which tensors carry a gradient: parameters, and float outputs of differentiable ops with an
   // input that carries one.
   std::vector<bool> requires_grad(fwd.num_tensors(), false);
-  for (TensorId t = 0; t < fwd.num_tensors(); ++t) requires_grad[t] = fwd.tensor_kind(t) == TensorKind::parameter;
+  bool has_parameters = false;
+  for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
+    requires_grad[t] = fwd.tensor_kind(t) == TensorKind::parameter;
+    has_parameters = has_parameters || requires_grad[t];
+  }
   for (OpId o : fwd.topological_order()) {
     const BackwardRule rule = backward_rule(fwd.op_type(o), fwd.op_attrs(o));
     if (!rule.differentiable) continue;
@@ -101,8 +105,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   // A model with parameters none of whose outputs carries a gradient (an output that is a graph
   // input, or reached only through integer or non-differentiable ops) would give a "training
   // step" of forward ops alone: refused, as a graph without outputs is.
-  bool has_parameters = false, any_loss = false;
-  for (TensorId t = 0; t < fwd.num_tensors(); ++t) has_parameters = has_parameters || fwd.tensor_kind(t) == TensorKind::parameter;
+  bool any_loss = false;
   std::string output_names;
   for (TensorId t : fwd.outputs()) {
     any_loss = any_loss || (requires_grad[t] && fwd.producer(t) != kNoId);
