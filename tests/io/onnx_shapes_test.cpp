@@ -97,6 +97,44 @@ std::vector<std::int64_t> dims(const onnx::TypeProto& t) {
   return d;
 }
 
+void add_text(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::STRING), a->set_s(v);
+}
+
+onnx::ValueInfoProto* add_float_value(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* values, const std::string& name,
+                                      std::vector<std::int64_t> shape) {
+  auto* v = values->Add();
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (std::int64_t d : shape) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  return v;
+}
+
+// Attention written with Einsum, as PyTorch exports torch.einsum: scores = q k^T per head, then the
+// scores' shape read with Shape for a Reshape. libonnx 1.12's Einsum rule gives only the rank.
+onnx::ModelProto einsum_model(const std::string& equation, std::vector<std::int64_t> k_shape) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("einsum");
+  add_float_value(g->mutable_input(), "q", {2, 4, 16, 8});
+  add_float_value(g->mutable_input(), "k", std::move(k_shape));
+  add_int64_initializer(g, "i0", {0});
+  add_int64_initializer(g, "minus1", {-1});
+  add_text(add_node(g, "Einsum", {"q", "k"}, {"scores"}), "equation", equation);
+  add_node(g, "Relu", {"scores"}, {"a"});
+  add_node(g, "Shape", {"a"}, {"s"});
+  add_int(add_node(g, "Gather", {"s", "i0"}, {"b"}), "axis", 0);
+  add_int(add_node(g, "Concat", {"b", "minus1"}, {"flat_shape"}), "axis", 0);
+  add_node(g, "Reshape", {"a", "flat_shape"}, {"y"});
+  auto* out = g->add_output();
+  out->set_name("y");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return m;
+}
+
 TEST(OnnxShapes, ShapesChainedThroughEveryLayerTakeAFewPassesWhateverTheDepth) {
   for (int layers : {1, 3, 40}) {
     SCOPED_TRACE(std::to_string(layers) + " layers");
@@ -127,6 +165,39 @@ TEST(OnnxShapes, ANodeItsRuleRejectsIsAnErrorNamingIt) {
     }
   EXPECT_THAT([&] { infer_all_shapes(m); },
               ThrowsMessage<Error>(AllOf(HasSubstr("(MatMul)"), HasSubstr("Incompatible dimensions"), HasSubstr("[65,64]"))));
+}
+
+TEST(OnnxShapes, EinsumGivesItsOutputShapeWhereOnnxsRuleGivesOnlyItsRank) {
+  const auto types = infer_all_shapes(einsum_model("bhqd,bhkd->bhqk", {2, 4, 32, 8}));
+  EXPECT_EQ(dims(types.at("scores")), (std::vector<std::int64_t>{2, 4, 16, 32}));
+  EXPECT_EQ(types.at("scores").tensor_type().elem_type(), onnx::TensorProto::FLOAT);
+  EXPECT_EQ(dims(types.at("y")), (std::vector<std::int64_t>{2, 4 * 16 * 32}));  // through Shape and Reshape
+
+  // Implicit output: the letters used once, in order (k, q); b, h and d appear twice and are summed.
+  EXPECT_EQ(dims(infer_all_shapes(einsum_model("bhqd,bhkd", {2, 4, 32, 8})).at("scores")), (std::vector<std::int64_t>{32, 16}));
+  // A broadcast operand: k has one head for all (size 1), and an ellipsis.
+  EXPECT_EQ(dims(infer_all_shapes(einsum_model("...qd,...kd->...qk", {2, 1, 32, 8})).at("scores")),
+            (std::vector<std::int64_t>{2, 4, 16, 32}));
+}
+
+TEST(OnnxShapes, AnEinsumWhoseEquationDoesNotFitItsInputsIsAnErrorNamingIt) {
+  // d is 8 in q and 7 in k: the product cannot run, and pricing it would guess.
+  EXPECT_THAT([] { infer_all_shapes(einsum_model("bhqd,bhkd->bhqk", {2, 4, 32, 7})); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("(Einsum)"), HasSubstr("letter 'd' has size 8 in operand 1 and 7 in operand 2"))));
+  EXPECT_THAT([] { infer_all_shapes(einsum_model("bhqd,bhk->bhqk", {2, 4, 32, 8})); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("(Einsum)"), HasSubstr("Rank of input 1 does not match"))));  // ONNX's rule
+  EXPECT_THAT([] { infer_all_shapes(einsum_model("bhqd,bhkd->bhqz", {2, 4, 32, 8})); },
+              ThrowsMessage<Error>(HasSubstr("output letter 'z' is in no operand")));
+}
+
+TEST(OnnxShapes, AnEinsumOutputDeclaredWithAnotherShapeIsAnError) {
+  // Every shape declared: ONNX's inference does not run, the check of every node does.
+  onnx::ModelProto m = einsum_model("bhqd,bhkd->bhqk", {2, 4, 32, 8});
+  auto* values = m.mutable_graph()->mutable_value_info();
+  add_float_value(values, "scores", {2, 4, 32, 16});  // q and k swapped
+  add_float_value(values, "a", {2, 4, 32, 16});
+  EXPECT_THAT([&] { infer_all_shapes(m); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("(Einsum)"), HasSubstr("declared float[2,4,32,16]"), HasSubstr("float[2,4,16,32]"))));
 }
 
 }  // namespace

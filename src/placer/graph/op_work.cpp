@@ -14,10 +14,10 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
-#include <cctype>
 #include <cmath>
 #include <string>
 
+#include "placer/graph/einsum.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -157,68 +157,25 @@ OpWork f_gemm(const Ctx& c) {
 // Einsum: the naive contraction visits every combination of index values once; each visit multiplies
 // the n operands (n-1 multiplies) and, when some index is summed, accumulates (1 add).
 double einsum_core(const Ctx& c) {
-  std::string eq = c.attrs.get_string("equation", "");
-  std::erase(eq, ' ');
+  const std::string eq = c.attrs.get_string("equation", "");
   if (eq.empty()) throw Error("Einsum: missing 'equation' attribute");
-  std::string lhs = eq, rhs;
-  bool explicit_out = false;
-  if (auto arrow = eq.find("->"); arrow != std::string::npos) {
-    lhs = eq.substr(0, arrow);
-    rhs = eq.substr(arrow + 2);
-    explicit_out = true;
-  }
-  std::vector<std::string> terms;
-  for (std::size_t start = 0;;) {
-    std::size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (terms.size() != c.in.size())
-    throw Error("Einsum: equation '" + eq + "' has " + std::to_string(terms.size()) + " operands, node has " +
-                std::to_string(c.in.size()) + " inputs");
-
-  std::array<double, 128> size{};  // per letter, max over operands (a broadcast dim is 1)
-  std::array<int, 128> uses{};
-  std::vector<double> ellipsis;  // right-aligned, broadcast
-  bool input_has_ellipsis = false;
-  for (std::size_t t = 0; t < terms.size(); ++t) {
-    const std::string& term = terms[t];
-    std::size_t dots = term.find("...");
-    std::size_t letters = term.size() - (dots == std::string::npos ? 0 : 3);
-    std::size_t r = rank(c.in, t);
-    if (letters > r || (dots == std::string::npos && letters != r))
-      throw Error("Einsum: term '" + term + "' of equation '" + eq + "' does not match input rank " + std::to_string(r));
-    std::size_t ell = r - letters;
-    std::size_t d = 0;
-    for (std::size_t i = 0; i < term.size(); ++i) {
-      if (i == dots) {
-        input_has_ellipsis = true;
-        if (ellipsis.size() < ell) ellipsis.insert(ellipsis.begin(), ell - ellipsis.size(), 1.0);
-        for (std::size_t e = 0; e < ell; ++e) {
-          double& s = ellipsis[ellipsis.size() - ell + e];
-          s = std::max(s, dim(c.in, t, d++));
-        }
-        i += 2;
-        continue;
-      }
-      auto ch = static_cast<unsigned char>(term[i]);
-      if (ch >= 128 || !std::isalpha(ch)) throw Error("Einsum: bad character in equation '" + eq + "'");
-      size[ch] = std::max(size[ch], dim(c.in, t, d++));
-      ++uses[ch];
-    }
-  }
+  std::vector<std::size_t> ranks;
+  std::vector<std::span<const std::int64_t>> shapes;
+  for (const TensorDesc& t : c.in) ranks.push_back(t.shape.size()), shapes.push_back(t.shape);
+  const EinsumLabels labels = parse_einsum(eq, ranks);
+  const std::vector<std::int64_t> size = einsum_label_sizes(eq, labels, shapes);
+  std::vector<char> used(size.size(), 0), kept(size.size(), 0);
+  for (const auto& dims : labels.operands)
+    for (int label : dims) used[static_cast<std::size_t>(label)] = 1;
+  for (int label : labels.output) kept[static_cast<std::size_t>(label)] = 1;
   double visits = 1.0;
   bool summed = false;
-  for (int ch = 0; ch < 128; ++ch) {
-    if (!uses[ch]) continue;
-    visits *= size[ch];
-    bool in_out = explicit_out ? rhs.find(static_cast<char>(ch)) != std::string::npos : uses[ch] == 1;
-    summed = summed || !in_out;
+  for (std::size_t label = 0; label < size.size(); ++label) {
+    if (!used[label]) continue;
+    visits *= static_cast<double>(size[label]);
+    summed = summed || !kept[label];
   }
-  for (double s : ellipsis) visits *= s;
-  if (explicit_out && input_has_ellipsis && rhs.find("...") == std::string::npos) summed = true;
-  double n = static_cast<double>(terms.size());
+  const auto n = static_cast<double>(labels.operands.size());
   return visits * std::max(n - 1.0 + (summed ? 1.0 : 0.0), 0.0);
 }
 OpWork f_einsum(const Ctx& c) { return io(c, einsum_core(c)); }

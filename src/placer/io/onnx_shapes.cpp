@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "placer/graph/einsum.hpp"
 #include "placer/io/onnx_compat.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
@@ -749,6 +750,30 @@ std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto&
   return out;
 }
 
+// Rules placer adds where libonnx 1.12's give less than the shape: Einsum's gives only the output's
+// rank (newer ONNX gives its shape). The output types, one per output, or nothing when `node` has no
+// such rule or an input's type is not fully known. Throws Error when the equation does not fit the
+// inputs.
+std::optional<std::vector<onnx::TypeProto>> placer_rule(const onnx::NodeProto& node, const std::map<std::string, onnx::TypeProto>& types) {
+  if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.op_type() != "Einsum" || node.output_size() != 1) return std::nullopt;
+  std::vector<std::vector<std::int64_t>> shapes;
+  for (const auto& name : node.input()) {
+    auto it = name.empty() ? types.end() : types.find(name);
+    if (it == types.end() || !fully_known(it->second)) return std::nullopt;
+    auto& dims = shapes.emplace_back();
+    for (const auto& d : it->second.tensor_type().shape().dim()) dims.push_back(d.dim_value());
+  }
+  std::string equation;
+  for (const auto& a : node.attribute())
+    if (a.name() == "equation") equation = a.s();
+  if (shapes.empty() || equation.empty()) return std::nullopt;  // ONNX's checker names what is missing
+  onnx::TypeProto out;
+  out.mutable_tensor_type()->set_elem_type(types.at(node.input(0)).tensor_type().elem_type());
+  auto* shape = out.mutable_tensor_type()->mutable_shape();
+  for (std::int64_t d : einsum_output_shape(equation, shapes)) shape->add_dim()->set_dim_value(d);
+  return std::vector<onnx::TypeProto>{std::move(out)};
+}
+
 // Whether a declared output type and the one `node`'s rule gives contradict each other: another
 // element type, rank or known size. Rules of libonnx 1.12 that newer ONNX and PyTorch disagree with
 // give way: a pool with ceil_mode keeps a last window that starts in the padding (one more
@@ -800,6 +825,11 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
     }
     if (!rule) continue;
     check_operands(node, where, types);
+    try {
+      if (auto ours = placer_rule(node, types)) rule = std::move(ours);
+    } catch (const std::exception& e) {
+      throw Error(where + ": " + one_line(e.what()));
+    }
     for (int i = 0; i < node.output_size(); ++i) {
       if (node.output(i).empty()) continue;
       const onnx::TypeProto& given = (*rule)[static_cast<std::size_t>(i)];
@@ -906,7 +936,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
   // layer: one round per layer). Every round folds a node more or stops, so the rounds end.
   while (unknown > 0) {
     // Fold every node whose value can be computed into a Constant of that value.
-    bool folded = false;
+    bool folded = false, learned = false;  // learned: a shape from placer_rule, declared for ONNX's next pass
     auto type_of = [&](const std::string& name) -> const onnx::TypeProto* {
       auto it = types.find(name);
       return it == types.end() ? nullptr : &it->second;
@@ -935,6 +965,25 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       for (int i = 0; i < node.output_size(); ++i)
         if (!node.output(i).empty() && fully_known((*rule)[static_cast<std::size_t>(i)]))
           types[node.output(i)] = (*rule)[static_cast<std::size_t>(i)];
+      // Where ONNX's rule leaves a shape open and placer has a rule of its own, the shape it gives
+      // is declared in the model (value_info) for ONNX's next pass to carry on from.
+      std::optional<std::vector<onnx::TypeProto>> ours;
+      try {
+        ours = placer_rule(node, types);
+      } catch (const std::exception&) {
+        return;  // named by the check at the end
+      }
+      for (std::size_t i = 0; ours && i < ours->size(); ++i) {
+        const std::string& out = node.output(static_cast<int>(i));
+        if (out.empty() || (types.count(out) && fully_known(types.at(out)))) continue;
+        types[out] = (*ours)[i];
+        onnx::ValueInfoProto* vi = nullptr;
+        for (auto& existing : *graph->mutable_value_info())
+          if (existing.name() == out) vi = &existing;
+        if (!vi) vi = graph->add_value_info(), vi->set_name(out);
+        *vi->mutable_type() = (*ours)[i];
+        learned = true;
+      }
     };
     for (auto& node : *graph->mutable_node()) {
       if (node.output_size() != 1 || values.count(node.output(0))) {
@@ -1008,7 +1057,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       else node.set_input(1, sizes->name());
       folded = true;
     }
-    if (!folded) break;
+    if (!folded && !learned) break;
     // Forget what ONNX could not infer, then let it infer again with the new constants.
     auto* vis = graph->mutable_value_info();
     for (int i = vis->size() - 1; i >= 0; --i)
