@@ -150,6 +150,61 @@ TEST(OnnxExports, WeightsInAnExternalFileAreFoundBesideTheModel) {
   std::filesystem::remove_all(dir);
 }
 
+// What `onnx.save_model(..., save_as_external_data=True, size_threshold=0)` writes: every
+// initializer in one file, the shape arithmetic's operands too. A Reshape's target stored apart
+// used to leave the shape after it unknown.
+TEST(OnnxExports, SmallConstantsInAnExternalFileAreReadForShapeInference) {
+  const std::filesystem::path dir = test::temp_path("external_shapes_dir");
+  std::filesystem::create_directories(dir);
+  auto external = [](onnx::TensorProto* t, const std::string& file, std::size_t offset, std::size_t length) {
+    t->clear_float_data(), t->clear_int64_data();
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto entry = [&](const char* key, const std::string& value) {
+      auto* e = t->add_external_data();
+      e->set_key(key), e->set_value(value);
+    };
+    entry("location", file), entry("offset", std::to_string(offset)), entry("length", std::to_string(length));
+  };
+  Model m;
+  m.input("x", {std::int64_t{8}, std::int64_t{64}});
+  m.initializer("w", {64, 32});
+  auto* target = m.m.mutable_graph()->add_initializer();
+  target->set_name("target"), target->set_data_type(onnx::TensorProto::INT64), target->add_dims(3);
+  m.node("MatMul", {"x", "w"}, {"h"});
+  m.node("Reshape", {"h", "target"}, {"r"});
+  m.node("Relu", {"r"}, {"y"});
+  m.output("y", 3);
+  // The weights first (8,192 bytes), then the target's three int64 at offset 8192.
+  std::string bytes(64 * 32 * 4, '\0');
+  for (std::int64_t v : {8, 4, 8}) bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
+  std::ofstream(dir / "all.bin", std::ios::binary) << bytes;
+  external(m.m.mutable_graph()->mutable_initializer(0), "all.bin", 0, 64 * 32 * 4);
+  external(target, "all.bin", 64 * 32 * 4, 24);
+  Graph g = load_onnx(m.save("external_shapes.onnx", dir.string()), {});
+  EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{8, 4, 8}));
+  EXPECT_EQ(parameters(g), 64u * 32u);
+
+  // Entries that do not fit: each an error naming the initializer.
+  auto fails = [&](const std::string& file, std::size_t offset, std::size_t length, const char* why) {
+    external(target, file, offset, length);
+    EXPECT_THAT([&] { load_onnx(m.save("external_shapes.onnx", dir.string()), {}); },
+                ThrowsMessage<Error>(AllOf(HasSubstr("initializer 'target'"), HasSubstr(why))))
+        << file << " " << offset << " " << length;
+  };
+  fails("all.bin", 64 * 32 * 4, 16, "its external data is 16 bytes long, a tensor of 3 element(s) of 8 bytes takes 24");
+  fails("all.bin", 64 * 32 * 4 + 8, 24, "past the end of that file");
+  fails("../all.bin", 0, 24, "is not a file inside the model's directory");
+  fails("/etc/passwd", 0, 24, "is not a file inside the model's directory");
+  target->clear_external_data();
+  auto* e = target->add_external_data();
+  e->set_key("location"), e->set_value("all.bin");
+  e = target->add_external_data();
+  e->set_key("offset"), e->set_value("0x10");
+  EXPECT_THAT([&] { load_onnx(m.save("external_shapes.onnx", dir.string()), {}); },
+              ThrowsMessage<Error>(HasSubstr("external data offset '0x10' is not a number of bytes")));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(OnnxExports, ResizeScalesAreNoParameters) {
   Model m(13);
   m.input("x", {std::int64_t{2}, std::int64_t{3}, std::int64_t{8}, std::int64_t{8}});

@@ -194,6 +194,9 @@ ModelFile read_model(const std::string& path) {
     throw Error("model file '" + path + "' is not a valid ONNX model (no graph or no nodes)");
   if (model.ir_version() <= 0)
     throw Error("model file '" + path + "' is not a valid ONNX model (missing IR version)");
+  // Small tensors stored apart (shape arithmetic's operands) are read now, for shape inference and
+  // folding; weights are not.
+  read_small_external_data(model, std::filesystem::path(path).parent_path());
   // Initializers stored in external files are named relative to the model's directory, which only
   // the checker's file entry point knows (placer reads no weights, but the checker wants them there).
   const bool external = std::any_of(model.graph().initializer().begin(), model.graph().initializer().end(),

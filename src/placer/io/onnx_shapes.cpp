@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -875,6 +877,44 @@ std::unordered_map<std::string, std::vector<std::int64_t>> int64_constants(const
       }
     }
   return out;
+}
+
+void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir) {
+  for (auto& init : *model.mutable_graph()->mutable_initializer()) {
+    if (init.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    const std::size_t width = element_bytes(init.data_type());
+    const std::optional<std::size_t> count = checked_count({init.dims().begin(), init.dims().end()});
+    if (width == 0 || !count) continue;  // a weight (or a string): never read
+    std::string location;
+    std::uint64_t offset = 0, length = *count * width;
+    const std::string where = "initializer '" + init.name() + "'";
+    for (const auto& entry : init.external_data()) {
+      if (entry.key() == "location") location = entry.value();
+      if (entry.key() != "offset" && entry.key() != "length") continue;
+      std::uint64_t v = 0;
+      const char* end = entry.value().data() + entry.value().size();
+      if (auto [ptr, ec] = std::from_chars(entry.value().data(), end, v); ec != std::errc() || ptr != end)
+        throw Error(where + ": external data " + entry.key() + " '" + entry.value() + "' is not a number of bytes");
+      (entry.key() == "offset" ? offset : length) = v;
+    }
+    if (length != *count * width)
+      throw Error(where + ": its external data is " + std::to_string(length) + " bytes long, a tensor of " + std::to_string(*count) +
+                  " element(s) of " + std::to_string(width) + " bytes takes " + std::to_string(*count * width));
+    const std::filesystem::path relative(location);
+    bool outside = location.empty() || relative.is_absolute();
+    for (const auto& part : relative) outside = outside || part == "..";
+    if (outside) throw Error(where + ": its external data location '" + location + "' is not a file inside the model's directory");
+    std::ifstream in(dir / relative, std::ios::binary);
+    if (!in) continue;  // missing: the checker names the file
+    std::string bytes(length, '\0');
+    in.seekg(static_cast<std::streamoff>(offset));
+    if (!in || !in.read(bytes.data(), static_cast<std::streamsize>(length)))
+      throw Error(where + ": its external data (" + std::to_string(length) + " bytes at offset " + std::to_string(offset) + " of '" +
+                  (dir / relative).string() + "') is past the end of that file");
+    init.clear_external_data();
+    init.set_data_location(onnx::TensorProto::DEFAULT);
+    init.set_raw_data(std::move(bytes));
+  }
 }
 
 std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes) {
