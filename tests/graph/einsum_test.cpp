@@ -20,6 +20,7 @@ TEST(Einsum, ExplicitOutputsFollowTheirLetters) {
   EXPECT_EQ(einsum_output_shape("i,j->ij", Shapes{{3}, {5}}), (Dims{3, 5}));
   EXPECT_EQ(einsum_output_shape("ii->i", Shapes{{6, 6}}), (Dims{6}));      // a diagonal
   EXPECT_EQ(einsum_output_shape("ij->", Shapes{{3, 4}}), (Dims{}));        // a full sum
+  EXPECT_EQ(einsum_output_shape("", Shapes{{}}), (Dims{}));                 // a scalar, as it is
   EXPECT_EQ(einsum_output_shape(" b i j , b j k -> b i k ", Shapes{{2, 3, 4}, {2, 4, 5}}), (Dims{2, 3, 5}));  // spaces
 }
 
@@ -65,7 +66,9 @@ TEST(Einsum, EquationsThatDoNotFitTheirOperandsAreErrorsNamingWhy) {
   fails("ij->ix", Shapes{{3, 4}}, "output letter 'x' is in no operand");
   fails("ij->ii", Shapes{{3, 4}}, "output letter 'i' is given twice");
   fails("ij->i->j", Shapes{{3, 4}}, "\"->\" twice");
-  fails("", Shapes{{3, 4}}, "empty equation");
+  fails("", Shapes{{3, 4}}, "operand 1 has rank 2, its term has 0 letter(s)");
+  fails("ii->i", Shapes{{1, 3}}, "letter 'i' is repeated in operand 1 with sizes 1 and 3");  // a diagonal never broadcasts
+  fails("ij,jj->i", Shapes{{2, 3}, {3, 1}}, "letter 'j' is repeated in operand 2 with sizes 3 and 1");
 }
 
 }  // namespace

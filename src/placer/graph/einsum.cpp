@@ -44,8 +44,7 @@ std::vector<int> read_term(std::string_view equation, std::string_view term) {
 
 EinsumLabels parse_einsum(std::string_view equation, std::span<const std::size_t> ranks) {
   std::string eq(equation);
-  std::erase(eq, ' ');
-  if (eq.empty()) throw Error("Einsum: empty equation");
+  std::erase(eq, ' ');  // "" is one operand of rank 0, summed into a scalar (numpy's reading)
   std::string_view lhs = eq, rhs;
   const std::size_t arrow = eq.find("->");
   const bool explicit_out = arrow != std::string::npos;
@@ -118,21 +117,27 @@ std::vector<std::int64_t> einsum_label_sizes(std::string_view equation, const Ei
                                              std::span<const std::span<const std::int64_t>> shapes) {
   std::vector<std::int64_t> size(static_cast<std::size_t>(labels.num_labels), -1);  // -1: not seen yet
   std::vector<std::size_t> seen_in(size.size(), 0);  // the operand (1-based) that gave the size
+  auto what = [](int label) {
+    return label < EinsumLabels::kLetters ? "letter '" + std::string(1, label_letter(label)) + "'" : std::string("a broadcast dimension");
+  };
   for (std::size_t t = 0; t < labels.operands.size() && t < shapes.size(); ++t) {
     const std::vector<int>& dims = labels.operands[t];
+    std::vector<std::int64_t> here(size.size(), -1);  // a letter repeated in one operand (a diagonal) never broadcasts
     for (std::size_t k = 0; k < dims.size() && k < shapes[t].size(); ++k) {
       const auto label = static_cast<std::size_t>(dims[k]);
       const std::int64_t s = shapes[t][k];
+      if (here[label] != -1 && here[label] != s)
+        throw Error(quoted(equation) + ": " + what(dims[k]) + " is repeated in operand " + std::to_string(t + 1) + " with sizes " +
+                    std::to_string(here[label]) + " and " + std::to_string(s));
+      here[label] = s;
       std::int64_t& have = size[label];
       if (have == -1 || have == 1) {  // unseen, or broadcast so far: takes this size
         have = s, seen_in[label] = t + 1;
         continue;
       }
       if (s == have || s == 1) continue;
-      const std::string what = dims[k] < EinsumLabels::kLetters ? "letter '" + std::string(1, label_letter(dims[k])) + "'"
-                                                               : "a broadcast dimension";
-      throw Error(quoted(equation) + ": " + what + " has size " + std::to_string(have) + " in operand " + std::to_string(seen_in[label]) +
-                  " and " + std::to_string(s) + " in operand " + std::to_string(t + 1));
+      throw Error(quoted(equation) + ": " + what(dims[k]) + " has size " + std::to_string(have) + " in operand " +
+                  std::to_string(seen_in[label]) + " and " + std::to_string(s) + " in operand " + std::to_string(t + 1));
     }
   }
   for (std::int64_t& s : size) s = std::max<std::int64_t>(s, 0);

@@ -157,8 +157,8 @@ OpWork f_gemm(const Ctx& c) {
 // Einsum: the naive contraction visits every combination of index values once; each visit multiplies
 // the n operands (n-1 multiplies) and, when some index is summed, accumulates (1 add).
 double einsum_core(const Ctx& c) {
+  if (!c.attrs.find("equation")) throw Error("Einsum: missing 'equation' attribute");
   const std::string eq = c.attrs.get_string("equation", "");
-  if (eq.empty()) throw Error("Einsum: missing 'equation' attribute");
   std::vector<std::size_t> ranks;
   std::vector<std::span<const std::int64_t>> shapes;
   for (const TensorDesc& t : c.in) ranks.push_back(t.shape.size()), shapes.push_back(t.shape);

@@ -519,7 +519,9 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       auto it = types.find(out);
       bool used = consumers.count(out) || graph_outputs.count(out);
       if (it == types.end()) {
-        if (used) throw Error("tensor '" + out + "' (output of op '" + spec.name + "'): shape unknown after ONNX shape inference");
+        if (used)
+          throw Error("tensor '" + out + "' (output of op '" + spec.name + "', " + node.op_type() +
+                      "): shape unknown after ONNX shape inference (it may depend on the values of tensors computed in the step)");
         continue;  // an unused optional output without a shape (Dropout's mask, ...): nothing reads it
       }
       DType dtype = dtype_from_onnx(it->second.tensor_type().elem_type());

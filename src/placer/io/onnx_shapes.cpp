@@ -752,12 +752,62 @@ std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto&
   return out;
 }
 
-// Rules placer adds where libonnx 1.12's give less than the shape: Einsum's gives only the output's
-// rank (newer ONNX gives its shape). The output types, one per output, or nothing when `node` has no
-// such rule or an input's type is not fully known. Throws Error when the equation does not fit the
-// inputs.
-std::optional<std::vector<onnx::TypeProto>> placer_rule(const onnx::NodeProto& node, const std::map<std::string, onnx::TypeProto>& types) {
-  if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.op_type() != "Einsum" || node.output_size() != 1) return std::nullopt;
+// Ops whose libonnx 1.12 rule placer never runs: Einsum's counts the letters of its equation in an
+// array of 26 indexed by `c - 'a'`, so an upper-case letter writes outside it (the process aborted,
+// or the rank came out wrong), and it refuses ellipses of different lengths, which numpy and
+// PyTorch broadcast. In the copy ONNX's pass reads, such nodes are moved to a domain of their own,
+// which the pass skips; placer_rule gives their shapes.
+constexpr const char* kOwnRuleDomain = "placer.own_rule";
+
+bool default_or_own_domain(const onnx::NodeProto& node) {
+  return node.domain().empty() || node.domain() == "ai.onnx" || node.domain() == kOwnRuleDomain;
+}
+
+bool hidden_from_onnx(const onnx::NodeProto& node) { return default_or_own_domain(node) && node.op_type() == "Einsum"; }
+
+// Moves the nodes of hidden_from_onnx() into kOwnRuleDomain, in the graph, its subgraphs and the
+// model's functions, so that ONNX's pass never runs their rules.
+void hide_from_onnx(onnx::ModelProto& model) {
+  std::function<bool(onnx::GraphProto&)> hide_graph;
+  auto hide_node = [&](onnx::NodeProto& node) {
+    bool any = false;
+    for (auto& a : *node.mutable_attribute()) {
+      if (a.has_g()) any = hide_graph(*a.mutable_g()) || any;
+      for (auto& g : *a.mutable_graphs()) any = hide_graph(g) || any;
+    }
+    if (!hidden_from_onnx(node) || node.domain() == kOwnRuleDomain) return any;
+    node.set_domain(kOwnRuleDomain);
+    return true;
+  };
+  hide_graph = [&](onnx::GraphProto& graph) {
+    bool any = false;
+    for (auto& node : *graph.mutable_node()) any = hide_node(node) || any;
+    return any;
+  };
+  auto import_domain = [](auto* imports) {
+    for (const auto& o : *imports)
+      if (o.domain() == kOwnRuleDomain) return;
+    auto* o = imports->Add();
+    o->set_domain(kOwnRuleDomain), o->set_version(1);
+  };
+  if (hide_graph(*model.mutable_graph())) import_domain(model.mutable_opset_import());
+  for (auto& f : *model.mutable_functions()) {
+    bool any = false;
+    for (auto& node : *f.mutable_node()) any = hide_node(node) || any;
+    if (any) import_domain(f.mutable_opset_import()), import_domain(model.mutable_opset_import());
+  }
+}
+
+// Rules placer adds where libonnx 1.12's give less than the shape: Einsum (whose 1.12 rule is never
+// run, see kOwnRuleDomain), OneHot (its 1.12 rule does not read `depth`) and Compress (nor the
+// condition). The output types, one per output, or nothing when `node` has no such rule, an input's
+// type is not fully known, or an operand the shape depends on is not a known constant (`data`).
+// Throws Error when the operands do not fit the op.
+std::optional<std::vector<onnx::TypeProto>> placer_rule(const onnx::NodeProto& node, const std::map<std::string, onnx::TypeProto>& types,
+                                                        const std::unordered_map<std::string, const onnx::TensorProto*>& data) {
+  const std::string& op = node.op_type();
+  if (!default_or_own_domain(node) || node.output_size() != 1 || (op != "Einsum" && op != "OneHot" && op != "Compress"))
+    return std::nullopt;
   std::vector<std::vector<std::int64_t>> shapes;
   for (const auto& name : node.input()) {
     auto it = name.empty() ? types.end() : types.find(name);
@@ -765,14 +815,65 @@ std::optional<std::vector<onnx::TypeProto>> placer_rule(const onnx::NodeProto& n
     auto& dims = shapes.emplace_back();
     for (const auto& d : it->second.tensor_type().shape().dim()) dims.push_back(d.dim_value());
   }
-  std::string equation;
-  for (const auto& a : node.attribute())
-    if (a.name() == "equation") equation = a.s();
-  if (shapes.empty() || equation.empty()) return std::nullopt;  // ONNX's checker names what is missing
+  // The value of constant input `i`, if it is one.
+  auto value = [&](int i) -> std::optional<Value> {
+    auto it = data.find(node.input(i));
+    return it == data.end() ? std::nullopt : from_tensor(*it->second);
+  };
   onnx::TypeProto out;
-  out.mutable_tensor_type()->set_elem_type(types.at(node.input(0)).tensor_type().elem_type());
+  int elem_type = shapes.empty() ? 0 : types.at(node.input(0)).tensor_type().elem_type();
+  std::vector<std::int64_t> dims;
+  if (op == "Einsum") {
+    const onnx::AttributeProto* equation = nullptr;
+    for (const auto& a : node.attribute())
+      if (a.name() == "equation") equation = &a;
+    if (shapes.empty() || !equation) return std::nullopt;  // ONNX's checker names what is missing
+    dims = einsum_output_shape(equation->s(), shapes);
+  } else if (op == "OneHot") {
+    // indices, depth, values -> indices' shape with depth inserted at `axis`, values' element type.
+    if (shapes.size() != 3) return std::nullopt;
+    const std::optional<Value> depth = value(1);
+    if (!depth) return std::nullopt;
+    if (depth->size() != 1 || !(depth->data[0] >= 1) || depth->data[0] > kIntLimit || depth->data[0] != std::floor(depth->data[0]))
+      throw Error("OneHot: depth should be one positive whole number");
+    const auto rank = static_cast<std::int64_t>(shapes[0].size());
+    std::int64_t axis = attr_int(node, "axis", -1);
+    if (axis < -rank - 1 || axis > rank)
+      throw Error("OneHot: axis " + std::to_string(axis) + " is out of range for indices of rank " + std::to_string(rank));
+    if (axis < 0) axis += rank + 1;
+    dims = shapes[0];
+    dims.insert(dims.begin() + axis, static_cast<std::int64_t>(depth->data[0]));
+    elem_type = types.at(node.input(2)).tensor_type().elem_type();
+  } else {
+    // Compress: input, condition -> the slices (or, without axis, the elements of the flattened
+    // input) where the condition holds; a condition shorter than them drops the rest.
+    if (shapes.size() != 2) return std::nullopt;
+    const std::optional<Value> condition = value(1);
+    if (!condition) return std::nullopt;
+    if (condition->dims.size() != 1) throw Error("Compress: the condition should have rank 1");
+    const auto rank = static_cast<std::int64_t>(shapes[0].size());
+    std::int64_t axis = attr_int(node, "axis", std::numeric_limits<std::int64_t>::min());
+    const bool flat = axis == std::numeric_limits<std::int64_t>::min();
+    std::int64_t extent = 1;
+    if (flat)
+      for (std::int64_t d : shapes[0]) extent = d != 0 && extent > std::numeric_limits<std::int64_t>::max() / d ? std::numeric_limits<std::int64_t>::max() : extent * d;
+    else if (axis < -rank || axis >= rank)
+      throw Error("Compress: axis " + std::to_string(axis) + " is out of range for an input of rank " + std::to_string(rank));
+    if (!flat && axis < 0) axis += rank;
+    if (!flat) extent = shapes[0][static_cast<std::size_t>(axis)];
+    std::int64_t kept = 0;
+    for (std::size_t i = 0; i < condition->size(); ++i) {
+      if (condition->data[i] == 0) continue;
+      if (static_cast<std::int64_t>(i) >= extent)
+        throw Error("Compress: the condition selects entry " + std::to_string(i) + " of " + std::to_string(extent));
+      ++kept;
+    }
+    if (flat) dims = {kept};
+    else dims = shapes[0], dims[static_cast<std::size_t>(axis)] = kept;
+  }
+  out.mutable_tensor_type()->set_elem_type(elem_type);
   auto* shape = out.mutable_tensor_type()->mutable_shape();
-  for (std::int64_t d : einsum_output_shape(equation, shapes)) shape->add_dim()->set_dim_value(d);
+  for (std::int64_t d : dims) shape->add_dim()->set_dim_value(d);
   return std::vector<onnx::TypeProto>{std::move(out)};
 }
 
@@ -816,7 +917,7 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
     const std::string where = node_label(node);
     std::optional<std::vector<onnx::TypeProto>> rule;
     try {
-      rule = run_node_rule(node, types, data, opset);
+      rule = run_node_rule(node, types, data, opset);  // never for the ops hidden from ONNX (their domain)
     } catch (const std::exception& e) {
       std::string what = one_line(e.what());
       if (auto bracket = what.find("] "); what.rfind("[", 0) == 0 && bracket != std::string::npos) what = what.substr(bracket + 2);
@@ -825,13 +926,15 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
         if (!name.empty()) inputs += (inputs.empty() ? "" : ", ") + describe_type(types.at(name));
       throw Error(where + ": " + what + " (ONNX's shape rule for its inputs' types: " + inputs + ")");
     }
+    try {
+      if (auto ours = placer_rule(node, types, data)) rule = std::move(ours);
+    } catch (const std::exception& e) {
+      std::string what = one_line(e.what());
+      if (what.starts_with(node.op_type() + ": ")) what.erase(0, node.op_type().size() + 2);  // `where` names the type
+      throw Error(where + ": " + what);
+    }
     if (!rule) continue;
     check_operands(node, where, types);
-    try {
-      if (auto ours = placer_rule(node, types)) rule = std::move(ours);
-    } catch (const std::exception& e) {
-      throw Error(where + ": " + one_line(e.what()));
-    }
     for (int i = 0; i < node.output_size(); ++i) {
       if (node.output(i).empty()) continue;
       const onnx::TypeProto& given = (*rule)[static_cast<std::size_t>(i)];
@@ -923,6 +1026,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
   *onnx_passes = 0;
   check_inference_inputs(model.graph());  // whether or not ONNX inference runs: the model is invalid
   check_function_recursion(model);
+  hide_from_onnx(model);
   for (const auto& in : model.graph().input())
     for (int k = 0; k < in.type().tensor_type().shape().dim_size(); ++k)
       if (const auto& d = in.type().tensor_type().shape().dim(k); d.has_dim_value() && d.dim_value() < 0)
@@ -1001,15 +1105,14 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       } catch (const std::exception&) {
         return;  // left unknown here: the check at the end names the node and ONNX's reason
       }
-      if (!rule) return;
-      for (int i = 0; i < node.output_size(); ++i)
+      for (int i = 0; rule && i < node.output_size(); ++i)
         if (!node.output(i).empty() && fully_known((*rule)[static_cast<std::size_t>(i)]))
           types[node.output(i)] = (*rule)[static_cast<std::size_t>(i)];
       // Where ONNX's rule leaves a shape open and placer has a rule of its own, the shape it gives
       // is declared in the model (value_info) for ONNX's next pass to carry on from.
       std::optional<std::vector<onnx::TypeProto>> ours;
       try {
-        ours = placer_rule(node, types);
+        ours = placer_rule(node, types, data);
       } catch (const std::exception&) {
         return;  // named by the check at the end
       }
