@@ -276,6 +276,20 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
   EXPECT_EQ(shape_of(gu, "m"), (std::vector<std::int64_t>{2}));
   EXPECT_EQ(shape_of(gu, "same"), (std::vector<std::int64_t>{2, 10}));
 
+  // Ops new in opset 18: Mish (elementwise), the Bitwise ops (integer, broadcast).
+  Model b(18, 8);
+  b.input("x", {std::int64_t{4}, std::int64_t{8}});
+  b.input("i", {std::int64_t{4}, std::int64_t{8}}, onnx::TensorProto::INT32);
+  b.input("j", {std::int64_t{8}}, onnx::TensorProto::INT32);
+  b.node("Mish", {"x"}, {"mish"});
+  b.node("BitwiseAnd", {"i", "j"}, {"and"});
+  b.node("BitwiseNot", {"and"}, {"not"});
+  b.output("mish", 2), b.output("not", 2, onnx::TensorProto::INT32);
+  Graph gb = load_onnx(b.save("opset18_new_ops.onnx"), {});
+  EXPECT_EQ(shape_of(gb, "mish"), (std::vector<std::int64_t>{4, 8}));
+  EXPECT_EQ(shape_of(gb, "not"), (std::vector<std::int64_t>{4, 8}));
+  EXPECT_EQ(gb.tensor_dtype(gb.find_tensor("not")), DType::i32);
+
   // DFT: opset 18 and 19 still have DFT-17's axis attribute (default 1), kept as the file gives
   // it; opset 20's axis input (default -2, from the back) becomes that attribute, also when the
   // input's rank is known only after inference.

@@ -121,6 +121,12 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
       same_shape_as_first_input(node, "Relu");  // opset 20: elementwise, the input's shape
     } else if (type == "GroupNormalization") {
       same_shape_as_first_input(node, "Identity");  // opset 18 (21): the input's shape
+    } else if (type == "Mish" && opset >= 18) {
+      same_shape_as_first_input(node, "Relu");  // opset 18: elementwise
+    } else if (type == "BitwiseNot") {
+      same_shape_as_first_input(node, "Identity");  // opset 18: elementwise, the input's type
+    } else if (type == "BitwiseAnd" || type == "BitwiseOr" || type == "BitwiseXor") {
+      node.set_op_type("Add");  // opset 18: NumPy broadcasting of two integer tensors, their type (And would give bool)
     } else if (type == "Resize") {
       remove_attribute(node, "antialias");  // opset 18: no effect on shapes
     } else if (type == "Cast" || type == "CastLike") {

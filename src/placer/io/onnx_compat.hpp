@@ -2,10 +2,9 @@
 // for IR version 8 and opset 17 of the default domain; exporters now write IR 9-10 and opsets
 // 18-21 (onnx >= 1.14, PyTorch's dynamo exporter). Most ops of those opsets are their opset-17
 // forms with more element types; the few whose inputs or attributes changed (ReduceMean's axes
-// became an input, Split got num_outputs, DFT's axis became an input, Gelu and GroupNormalization
-// are new) are rewritten, in a
-// copy used only for checking and shape inference, one for one into opset-17 nodes that give the
-// same output shapes. The imported ops are the file's own nodes, so costs follow the real ops.
+// became an input, Split got num_outputs, DFT's axis became an input; Gelu, GroupNormalization,
+// Mish and the Bitwise ops are new) are rewritten, in a copy used only for checking and shape
+// inference, one for one into opset-17 nodes that give the same output shapes. The imported ops are the file's own nodes, so costs follow the real ops.
 #pragma once
 
 #include <onnx/onnx_pb.h>
