@@ -3,7 +3,6 @@
 // "virtual" cluster (cpu:0, cpu:1, gpu:0 all on the host, ExecOptions::all_on_cpu), so tensors read
 // on another device still go through the copy path.
 #include <gmock/gmock.h>
-#include <thread>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <ATen/Parallel.h>
@@ -15,6 +14,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <thread>
+#include <tuple>
 
 #include "placer/exec/exec.hpp"
 #include "placer/io/model.hpp"
@@ -413,6 +414,39 @@ TEST(Executor, GatherTakesIndicesComputedInTheStepFromTheEnd) {
     Executor ex = forward_on_cpu(t.save("placer_exec_gather_negative.onnx"), ExecOptions{}.seed, {"ids"});
     EXPECT_NO_THROW(ex.step());
   }
+}
+
+// The executor reads the file as the importer does: a call of a model-local function runs its body's
+// ops, and a Reshape target stored in an external file is read from there.
+TEST(Executor, RunsTheBodiesOfModelLocalFunctionsAndConstantsStoredApart) {
+  TinyModel t;
+  auto* local = t.m.add_opset_import();
+  local->set_domain("local"), local->set_version(1);
+  onnx::FunctionProto* f = t.m.add_functions();
+  f->set_name("Block"), f->set_domain("local"), f->add_input("X"), f->add_input("W"), f->add_output("Y");
+  *f->add_opset_import() = t.m.opset_import(0);
+  for (auto [type, in, out] : {std::tuple{"MatMul", std::vector<std::string>{"X", "W"}, "h"}, {"Relu", {"h"}, "Y"}}) {
+    auto* n = f->add_node();
+    n->set_op_type(type), n->add_output(out);
+    for (const auto& i : in) n->add_input(i);
+  }
+  t.input("x", {4, 8});
+  t.input("w", {8, 8});
+  t.node("Block", "/block", {"x", "w"}, {"b"})->set_domain("local");
+  auto* target = t.m.mutable_graph()->add_initializer();
+  target->set_name("target"), target->set_data_type(onnx::TensorProto::INT64), target->add_dims(2);
+  target->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* location = target->add_external_data();
+  location->set_key("location"), location->set_value("placer_exec_target.bin");
+  const std::string path = t.save("placer_exec_functions.onnx");
+  {
+    std::ofstream bin(std::filesystem::path(path).parent_path() / "placer_exec_target.bin", std::ios::binary);
+    for (std::int64_t v : {2, 16}) bin.write(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  t.node("Reshape", "/Reshape", {"b", "target"}, {"y"});
+  t.output("y", {2, 16});
+  Executor ex = forward_on_cpu(t.save("placer_exec_functions.onnx"));
+  EXPECT_NO_THROW(ex.step());
 }
 
 // libtorch's own errors (here an index past the table: ids in [0, 2) plus 20 read a table of 10

@@ -4,15 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <numeric>
-#include <sstream>
 #include <unordered_map>
 
 #include "placer/exec/engine.hpp"
 #include "placer/graph/op_work.hpp"
+#include "placer/io/onnx_file.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer::exec {
@@ -683,16 +682,6 @@ torch::Tensor OpCall::input_or_value(std::size_t slot) const {
 
 namespace {
 
-onnx::ModelProto read_onnx(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open model file '" + path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  onnx::ModelProto model;
-  if (!model.ParseFromString(buffer.str())) throw Error("model file '" + path + "' is not a valid ONNX model");
-  return model;
-}
-
 bool is_alias_op(const Graph& g, OpId op) {
   return g.op_outputs(op).empty() && g.op_inputs(op).empty() && g.op_attrs(op).find("alias_of") != nullptr;
 }
@@ -708,7 +697,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   ModelOptions forward_options = model;
   forward_options.mode = Mode::inference;
   graph_ = load_forward_graph(model_path, forward_options);
-  model_ = read_onnx(model_path);
+  model_ = read_onnx_file(model_path);  // as the importer reads it: functions inlined, small external constants in
   const std::size_t num_ops = graph_.num_ops();
   if (static_cast<std::size_t>(model_.graph().node_size()) != num_ops)
     throw Error("model file '" + model_path + "': the imported graph does not match the file's nodes one for one");

@@ -12,11 +12,11 @@
 #include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "placer/io/onnx_compat.hpp"
+#include "placer/io/onnx_file.hpp"
 #include "placer/io/onnx_shapes.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
@@ -179,24 +179,7 @@ struct ModelFile {
 };
 
 ModelFile read_model(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error("model file '" + path + "' is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open model file '" + path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
-  if (bytes.empty()) throw Error("model file '" + path + "' is empty");
-  onnx::ModelProto model;
-  if (!model.ParseFromString(bytes))
-    throw Error("model file '" + path + "' is not a valid ONNX model (protobuf parse failed: truncated or corrupt?)");
-  if (!model.has_graph() || model.graph().node_size() == 0)
-    throw Error("model file '" + path + "' is not a valid ONNX model (no graph or no nodes)");
-  if (model.ir_version() <= 0)
-    throw Error("model file '" + path + "' is not a valid ONNX model (missing IR version)");
-  // Small tensors stored apart (shape arithmetic's operands) are read now, for shape inference and
-  // folding; weights are not.
-  read_small_external_data(model, std::filesystem::path(path).parent_path());
+  onnx::ModelProto model = read_onnx_file(path);
   // Initializers stored in external files are named relative to the model's directory, which only
   // the checker's file entry point knows (placer reads no weights, but the checker wants them there).
   const bool external = std::any_of(model.graph().initializer().begin(), model.graph().initializer().end(),

@@ -17,6 +17,7 @@
 
 #include "placer/graph/einsum.hpp"
 #include "placer/io/onnx_compat.hpp"
+#include "placer/io/onnx_functions.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
 
@@ -595,31 +596,6 @@ void check_inference_inputs(const onnx::GraphProto& graph) {
       if (attr.has_g()) check_inference_inputs(attr.g());
       for (const auto& g : attr.graphs()) check_inference_inputs(g);
     }
-}
-
-// A model-local function that calls itself, directly or through others: ONNX's shape inference
-// expands function bodies without a depth limit and overflowed the stack (a segmentation fault).
-void check_function_recursion(const onnx::ModelProto& model) {
-  std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions;
-  for (const auto& f : model.functions()) functions[{f.domain(), f.name()}] = &f;
-  enum class Mark { none, visiting, done };
-  std::map<const onnx::FunctionProto*, Mark> mark;
-  std::function<void(const onnx::FunctionProto&)> visit = [&](const onnx::FunctionProto& f) {
-    mark[&f] = Mark::visiting;
-    for (const auto& node : f.node()) {
-      auto it = functions.find({node.domain(), node.op_type()});
-      if (it == functions.end()) continue;
-      const Mark m = mark[it->second];
-      if (m == Mark::visiting)
-        throw Error("model-local function '" + (f.domain().empty() ? "" : f.domain() + "::") + f.name() + "' calls '" +
-                    (node.domain().empty() ? "" : node.domain() + "::") + node.op_type() +
-                    "', which leads back to it: recursive functions are not supported");
-      if (m == Mark::none) visit(*it->second);
-    }
-    mark[&f] = Mark::done;
-  };
-  for (const auto& [key, f] : functions)
-    if (mark[f] == Mark::none) visit(*f);
 }
 
 // "float[128,64,24,24]", "?" for an unknown dimension.

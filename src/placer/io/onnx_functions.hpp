@@ -1,0 +1,34 @@
+// Model-local functions (ModelProto.functions). Exporters write modules and composite ops as
+// functions: PyTorch's dynamo exporter wrote one per module call and onnxscript's aten functions,
+// hand-built models use them to share a block. placer places the ops of their bodies, so every
+// call is replaced by its function's body before anything else reads the model:
+// - the body's nodes are named "<call>/<node>" (the call's name, or its first output's when it has
+//   none), so that the call is a module of the placement file, and calls nested in bodies nest;
+// - the function's inputs and outputs become the call's (an input the call leaves out, and an empty
+//   name in the body, stay empty: absent optional inputs); other values are named "<call>/<value>",
+//   made unique in the model;
+// - attributes that refer to the function's (`ref_attr_name`) take the call's value, else the
+//   function's default (IR 9's attribute_proto), else are left out (the op's default);
+// - the function's opset imports join the model's.
+//
+//   std::size_t calls = inline_local_functions(model);  // model.functions() is empty after
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstddef>
+
+namespace placer {
+
+// Replaces every call of a model-local function in the main graph by the function's body, calls
+// inside bodies too, and clears model.functions(). Returns the number of calls replaced. Throws
+// Error for a function that calls itself (directly or through others), two functions of one name
+// (IR 10's overloads), a call with more inputs or outputs than its function, and a function whose
+// opset of a domain differs from the model's.
+std::size_t inline_local_functions(onnx::ModelProto& model);
+
+// Throws Error when a model-local function calls itself, directly or through others (ONNX's
+// shape inference expands function bodies without a depth limit: the stack overflowed).
+void check_function_recursion(const onnx::ModelProto& model);
+
+}  // namespace placer

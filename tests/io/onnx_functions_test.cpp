@@ -1,0 +1,167 @@
+// Model-local functions: every call becomes its function's body (inline_local_functions), and a
+// model written with functions imports as the same ops, placed by the call's name.
+#include "placer/io/onnx_functions.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "placer/io/onnx.hpp"
+#include "placer/util/error.hpp"
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+onnx::NodeProto* add_node(google::protobuf::RepeatedPtrField<onnx::NodeProto>* nodes, const std::string& op, std::vector<std::string> in,
+                          std::vector<std::string> out, const std::string& name = "", const std::string& domain = "") {
+  auto* n = nodes->Add();
+  n->set_op_type(op), n->set_name(name), n->set_domain(domain);
+  for (auto& s : in) n->add_input(s);
+  for (auto& s : out) n->add_output(s);
+  return n;
+}
+
+void float_value(onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::int64_t> dims) {
+  vi->set_name(name);
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (auto d : dims) vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+// local::Block(X, W) = Relu(MatMul(X, W)) with a LeakyRelu whose alpha is the call's attribute;
+// called twice from the main graph, by "/encoder/block.0" and "/encoder/block.1".
+onnx::ModelProto block_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  for (const char* domain : {"", "local"}) {
+    auto* o = m.add_opset_import();
+    o->set_domain(domain), o->set_version(domain[0] ? 1 : 17);
+  }
+  onnx::FunctionProto* f = m.add_functions();
+  f->set_name("Block"), f->set_domain("local");
+  f->add_input("X"), f->add_input("W"), f->add_output("Y"), f->add_attribute("alpha");
+  auto* o = f->add_opset_import();
+  o->set_domain(""), o->set_version(17);
+  add_node(f->mutable_node(), "MatMul", {"X", "W"}, {"h"}, "MatMul");
+  auto* leaky = add_node(f->mutable_node(), "LeakyRelu", {"h"}, {"Y"}, "LeakyRelu");
+  auto* alpha = leaky->add_attribute();
+  alpha->set_name("alpha"), alpha->set_type(onnx::AttributeProto::FLOAT), alpha->set_ref_attr_name("alpha");
+
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("blocks");
+  float_value(g->add_input(), "x", {8, 16});
+  for (const char* w : {"w0", "w1"}) {
+    auto* t = g->add_initializer();
+    t->set_name(w), t->set_data_type(onnx::TensorProto::FLOAT), t->add_dims(16), t->add_dims(16);
+    for (int i = 0; i < 256; ++i) t->add_float_data(0.0f);
+  }
+  auto* b0 = add_node(g->mutable_node(), "Block", {"x", "w0"}, {"y0"}, "/encoder/block.0", "local");
+  auto* a = b0->add_attribute();
+  a->set_name("alpha"), a->set_type(onnx::AttributeProto::FLOAT), a->set_f(0.2f);
+  add_node(g->mutable_node(), "Block", {"y0", "w1"}, {"y1"}, "/encoder/block.1", "local");  // alpha not given
+  float_value(g->add_output(), "y1", {8, 16});
+  return m;
+}
+
+std::vector<std::string> node_names(const onnx::ModelProto& m) {
+  std::vector<std::string> out;
+  for (const auto& n : m.graph().node()) out.push_back(n.name());
+  return out;
+}
+
+TEST(OnnxFunctions, EveryCallBecomesItsBodyNamedUnderTheCall) {
+  onnx::ModelProto m = block_model();
+  EXPECT_EQ(inline_local_functions(m), 2u);
+  EXPECT_EQ(m.functions_size(), 0);
+  EXPECT_THAT(node_names(m), ElementsAre("/encoder/block.0/MatMul", "/encoder/block.0/LeakyRelu", "/encoder/block.1/MatMul",
+                                         "/encoder/block.1/LeakyRelu"));
+  const auto& n = m.graph().node();
+  // Inputs and outputs are the call's; the body's own values are named under the call.
+  EXPECT_THAT(n[0].input(), ElementsAre("x", "w0"));
+  EXPECT_THAT(n[0].output(), ElementsAre("/encoder/block.0/h"));
+  EXPECT_THAT(n[1].output(), ElementsAre("y0"));
+  EXPECT_THAT(n[2].input(), ElementsAre("y0", "w1"));
+  EXPECT_THAT(n[3].output(), ElementsAre("y1"));
+  // alpha: the call's value, or left out (LeakyRelu's own default) when the call gives none.
+  ASSERT_EQ(n[1].attribute_size(), 1);
+  EXPECT_EQ(n[1].attribute(0).name(), "alpha");
+  EXPECT_FLOAT_EQ(n[1].attribute(0).f(), 0.2f);
+  EXPECT_TRUE(n[1].attribute(0).ref_attr_name().empty());
+  EXPECT_EQ(n[3].attribute_size(), 0);
+}
+
+TEST(OnnxFunctions, AFunctionsAttributeDefaultAppliesWhenTheCallGivesNone) {
+  // IR 9's FunctionProto.attribute_proto (field 11), which libonnx 1.12's schema does not have.
+  onnx::ModelProto m = block_model();
+  onnx::AttributeProto fallback;
+  fallback.set_name("alpha"), fallback.set_type(onnx::AttributeProto::FLOAT), fallback.set_f(0.5f);
+  m.mutable_functions(0)->mutable_unknown_fields()->AddLengthDelimited(11, fallback.SerializeAsString());
+  inline_local_functions(m);
+  ASSERT_EQ(m.graph().node(1).attribute_size(), 1);
+  EXPECT_FLOAT_EQ(m.graph().node(1).attribute(0).f(), 0.2f);  // given by the call
+  ASSERT_EQ(m.graph().node(3).attribute_size(), 1);
+  EXPECT_FLOAT_EQ(m.graph().node(3).attribute(0).f(), 0.5f);  // the function's default
+}
+
+TEST(OnnxFunctions, CallsInsideBodiesNestAndOptionalInputsStayAbsent) {
+  onnx::ModelProto m = block_model();
+  // local::Outer(X, W, B) = Block(X, W) + Dropout with an optional input left out, called once
+  // without its optional B; the unnamed inner call is named by its output.
+  onnx::FunctionProto* outer = m.add_functions();
+  outer->set_name("Outer"), outer->set_domain("local");
+  outer->add_input("X"), outer->add_input("W"), outer->add_input("B"), outer->add_output("Z");
+  *outer->mutable_opset_import() = m.opset_import();
+  add_node(outer->mutable_node(), "Block", {"X", "W"}, {"t"}, "", "local");
+  add_node(outer->mutable_node(), "Dropout", {"t", "", "B"}, {"Z"}, "drop");
+  onnx::GraphProto* g = m.mutable_graph();
+  g->clear_node();
+  add_node(g->mutable_node(), "Outer", {"x", "w0"}, {"y1"}, "/net/outer", "local");
+  EXPECT_EQ(inline_local_functions(m), 2u);
+  EXPECT_THAT(node_names(m), ElementsAre("/net/outer/t/MatMul", "/net/outer/t/LeakyRelu", "/net/outer/drop"));
+  EXPECT_THAT(m.graph().node(1).output(), ElementsAre("/net/outer/t"));
+  EXPECT_THAT(m.graph().node(2).input(), ElementsAre("/net/outer/t", "", ""));  // B not given by the call
+}
+
+TEST(OnnxFunctions, CallsThatDoNotFitTheirFunctionAreErrors) {
+  onnx::ModelProto more = block_model();
+  more.mutable_graph()->mutable_node(0)->add_input("x");
+  EXPECT_THAT([&] { inline_local_functions(more); },
+              ThrowsMessage<Error>(HasSubstr("a call of model-local function 'local::Block' has 3 input(s) and 1 output(s), the function 2 and 1")));
+
+  onnx::ModelProto opset = block_model();
+  opset.mutable_functions(0)->mutable_opset_import(0)->set_version(13);
+  EXPECT_THAT([&] { inline_local_functions(opset); },
+              ThrowsMessage<Error>(HasSubstr("'local::Block' imports opset 13 of domain 'ai.onnx', the model opset 17")));
+
+  onnx::ModelProto twice = block_model();
+  *twice.add_functions() = twice.functions(0);
+  EXPECT_THAT([&] { inline_local_functions(twice); }, ThrowsMessage<Error>(HasSubstr("two model-local functions are named 'local::Block'")));
+}
+
+TEST(OnnxFunctions, AModelWrittenWithFunctionsImportsTheirOpsUnderTheCallsModules) {
+  const std::string path = test::temp_path("functions.onnx");
+  {
+    std::ofstream out(path, std::ios::binary);
+    block_model().SerializeToOstream(&out);
+  }
+  Graph g = load_onnx(path, {});
+  ASSERT_EQ(g.num_ops(), 4u);
+  std::vector<std::string> modules;
+  for (OpId o = 0; o < g.num_ops(); ++o) modules.push_back(g.module_name(g.op_module(o)));
+  EXPECT_THAT(modules, ElementsAre("encoder.block.0", "encoder.block.0", "encoder.block.1", "encoder.block.1"));
+  EXPECT_EQ(g.op_type(0), "MatMul");
+  EXPECT_DOUBLE_EQ(g.op_work(0).flops, 2.0 * 8 * 16 * 16);
+}
+
+}  // namespace
+}  // namespace placer
