@@ -312,6 +312,16 @@ TEST(Executor, AValueSlotReadKeepsItsTensor) {
   EXPECT_NO_THROW(ex.step());
 }
 
+// A Clip without bounds passes its input through (libtorch's clamp refused it: found by fuzzing).
+TEST(Executor, AClipWithoutBoundsIsAPassThrough) {
+  TinyModel t;
+  t.input("x", {4, 5});
+  t.node("Clip", "/Clip", {"x"}, {"y"});
+  t.output("y", {4, 5});
+  Executor ex = forward_on_cpu(t.save("placer_exec_clip_unbounded.onnx"));
+  EXPECT_NO_THROW(ex.step());
+}
+
 // Dropout with training_mode true drops a `ratio` share of the elements and scales the rest by
 // 1 / (1 - ratio); with it false it passes its input through (it ran as a pass-through in both).
 TEST(Executor, DropoutInTrainingModeDropsAndScales) {

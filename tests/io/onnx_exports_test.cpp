@@ -195,6 +195,15 @@ TEST(OnnxExports, SmallConstantsInAnExternalFileAreReadForShapeInference) {
   fails("all.bin", 64 * 32 * 4 + 8, 24, "past the end of that file");
   fails("../all.bin", 0, 24, "is not a file inside the model's directory");
   fails("/etc/passwd", 0, 24, "is not a file inside the model's directory");
+  // Found by fuzzing: a FIFO hung the import, a link read /etc/passwd as a shape.
+  std::filesystem::create_directory(dir / "subdir");
+  fails("subdir", 0, 24, "is not a regular file");
+  std::filesystem::create_symlink("/dev/zero", dir / "zeros");
+  fails("zeros", 0, 24, "is not a regular file");
+  std::filesystem::create_symlink(std::filesystem::absolute(dir / "all.bin").parent_path().parent_path() / "outside.bin", dir / "out.bin");
+  std::ofstream(std::filesystem::absolute(dir).parent_path() / "outside.bin", std::ios::binary) << bytes;
+  fails("out.bin", 64 * 32 * 4, 24, "leads out of the model's directory (a symbolic link)");
+  std::filesystem::remove(std::filesystem::absolute(dir).parent_path() / "outside.bin");
   target->clear_external_data();
   auto* e = target->add_external_data();
   e->set_key("location"), e->set_value("all.bin");
@@ -202,6 +211,21 @@ TEST(OnnxExports, SmallConstantsInAnExternalFileAreReadForShapeInference) {
   e->set_key("offset"), e->set_value("0x10");
   EXPECT_THAT([&] { load_onnx(m.save("external_shapes.onnx", dir.string()), {}); },
               ThrowsMessage<Error>(HasSubstr("external data offset '0x10' is not a number of bytes")));
+  // A Constant node's value stored apart (onnx's convert_attribute=True) is read too.
+  target->clear_external_data();
+  external(target, "all.bin", 64 * 32 * 4, 24);
+  Model c = m;
+  auto* init = c.m.mutable_graph()->mutable_initializer();
+  onnx::TensorProto value = init->Get(1);
+  init->RemoveLast();
+  auto* constant = c.m.mutable_graph()->mutable_node()->Add();
+  constant->set_op_type("Constant"), constant->set_name("/target"), constant->add_output("target");
+  auto* a = constant->add_attribute();
+  a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+  *a->mutable_t() = value;
+  a->mutable_t()->clear_name();
+  for (int i = c.m.graph().node_size() - 1; i > 0; --i) c.m.mutable_graph()->mutable_node()->SwapElements(i, i - 1);  // the Constant first
+  EXPECT_EQ(shape_of(load_onnx(c.save("external_constant.onnx", dir.string()), {}), "y"), (std::vector<std::int64_t>{8, 4, 8}));
   std::filesystem::remove_all(dir);
 }
 
@@ -315,6 +339,10 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
   n.output("y", 2);
   EXPECT_THAT([&] { load_onnx(n.save("opset23.onnx"), {}); },
               ThrowsMessage<Error>(HasSubstr("(IR version 10 and opset 23, newer than this build's ONNX library (IR 8, opset 17))")));
+  Model ir8(23, 8);  // only the opset is newer: only it is named
+  *ir8.m.mutable_graph() = n.m.graph();
+  EXPECT_THAT([&] { load_onnx(ir8.save("opset23_ir8.onnx"), {}); },
+              ThrowsMessage<Error>(HasSubstr("(opset 23, newer than this build's ONNX library (IR 8, opset 17))")));
 }
 
 TEST(OnnxExports, DropoutInTrainingModeIsAKernelAndAPassThroughOtherwise) {

@@ -148,6 +148,81 @@ TEST(OnnxFunctions, CallsThatDoNotFitTheirFunctionAreErrors) {
   EXPECT_THAT([&] { inline_local_functions(twice); }, ThrowsMessage<Error>(HasSubstr("two model-local functions are named 'local::Block'")));
 }
 
+// A chain of functions each calling the next: found by fuzzing, 10,000 levels overflowed the stack.
+TEST(OnnxFunctions, FunctionsNestedTooDeepOrInliningTooLargeAreErrors) {
+  auto chain = [](int levels, int calls_per_level) {
+    onnx::ModelProto m = block_model();
+    for (int k = 1; k <= levels; ++k) {
+      onnx::FunctionProto* f = m.add_functions();
+      f->set_name("F" + std::to_string(k)), f->set_domain("local");
+      f->add_input("X"), f->add_input("W"), f->add_output("Y");
+      *f->mutable_opset_import() = m.opset_import();
+      std::string x = "X";
+      for (int c = 0; c < calls_per_level; ++c) {
+        std::string y = c + 1 == calls_per_level ? std::string("Y") : "t" + std::to_string(c);
+        add_node(f->mutable_node(), k == 1 ? "Block" : "F" + std::to_string(k - 1), {x, "W"}, {y}, "", "local");
+        x = y;
+      }
+    }
+    m.mutable_graph()->mutable_node(1)->set_op_type("F" + std::to_string(levels));
+    return m;
+  };
+  onnx::ModelProto ok = chain(60, 1);
+  EXPECT_EQ(inline_local_functions(ok), 1u + 61u);
+  onnx::ModelProto deep = chain(10000, 1);
+  EXPECT_THAT([&] { inline_local_functions(deep); }, ThrowsMessage<Error>(HasSubstr("model-local functions are nested more than 64 deep")));
+  // 40 levels each calling the next twice: 2^40 nodes from a small file.
+  onnx::ModelProto wide = chain(40, 2);
+  EXPECT_THAT([&] { inline_local_functions(wide); },
+              ThrowsMessage<Error>(HasSubstr("inlining the model-local functions would give more than 4194304 nodes")));
+}
+
+TEST(OnnxFunctions, InlinedNamesAreUniqueAndNeverTakeANameTheModelReads) {
+  onnx::ModelProto m = block_model();
+  auto& nodes = *m.mutable_graph()->mutable_node();
+  nodes[1].set_name("/encoder/block.0");  // both calls named alike
+  // A node of the model already has the name a body node would get; and the model reads
+  // "/encoder/block.0/h", which nothing gives (an invalid model: it must stay invalid).
+  add_node(&nodes, "Relu", {"/encoder/block.0/h"}, {"r"}, "/encoder/block.0/MatMul");
+  inline_local_functions(m);
+  EXPECT_THAT(node_names(m), ElementsAre("/encoder/block.0/MatMul#2", "/encoder/block.0/LeakyRelu", "/encoder/block.0/MatMul#3",
+                                         "/encoder/block.0/LeakyRelu#2", "/encoder/block.0/MatMul"));
+  EXPECT_THAT(m.graph().node(0).output(), ElementsAre("/encoder/block.0/h#2"));
+  EXPECT_THAT(m.graph().node(2).output(), ElementsAre("/encoder/block.0/h#3"));
+}
+
+TEST(OnnxFunctions, SubgraphsInBodiesAndCallsInSubgraphsAreRewritten) {
+  onnx::ModelProto m = block_model();
+  // local::Pick(X, W) = If(c, then: Neg(h), else: Block(X, W)) with h = Relu(X) in the body.
+  onnx::FunctionProto* pick = m.add_functions();
+  pick->set_name("Pick"), pick->set_domain("local");
+  pick->add_input("X"), pick->add_input("W"), pick->add_output("Y");
+  *pick->mutable_opset_import() = m.opset_import();
+  add_node(pick->mutable_node(), "Relu", {"X"}, {"h"}, "relu");
+  add_node(pick->mutable_node(), "Constant", {}, {"c"}, "cond");
+  auto* branch = add_node(pick->mutable_node(), "If", {"c"}, {"Y"}, "if");
+  auto* then_branch = branch->add_attribute();
+  then_branch->set_name("then_branch"), then_branch->set_type(onnx::AttributeProto::GRAPH);
+  add_node(then_branch->mutable_g()->mutable_node(), "Neg", {"h"}, {"n"}, "neg");
+  then_branch->mutable_g()->add_output()->set_name("n");
+  auto* else_branch = branch->add_attribute();
+  else_branch->set_name("else_branch"), else_branch->set_type(onnx::AttributeProto::GRAPH);
+  add_node(else_branch->mutable_g()->mutable_node(), "Block", {"X", "W"}, {"b"}, "blk", "local");
+  else_branch->mutable_g()->add_output()->set_name("b");
+  m.mutable_graph()->mutable_node(1)->set_op_type("Pick");
+  inline_local_functions(m);
+  const onnx::NodeProto& if_node = m.graph().node(4);
+  ASSERT_EQ(if_node.op_type(), "If");
+  EXPECT_THAT(if_node.input(), ElementsAre("/encoder/block.1/c"));
+  const onnx::GraphProto& then_graph = if_node.attribute(0).g();
+  EXPECT_THAT(then_graph.node(0).input(), ElementsAre("/encoder/block.1/h"));  // the body's value, renamed
+  EXPECT_EQ(then_graph.output(0).name(), "/encoder/block.1/n");
+  const onnx::GraphProto& else_graph = if_node.attribute(1).g();
+  ASSERT_EQ(else_graph.node_size(), 2);  // the call inside the branch, inlined
+  EXPECT_EQ(else_graph.node(0).name(), "/encoder/block.1/blk/MatMul");
+  EXPECT_THAT(else_graph.node(0).input(), ElementsAre("y0", "w1"));
+}
+
 TEST(OnnxFunctions, AModelWrittenWithFunctionsImportsTheirOpsUnderTheCallsModules) {
   const std::string path = test::temp_path("functions.onnx");
   {

@@ -262,6 +262,20 @@ TEST(OnnxShapes, OneHotTakesItsDepthFromItsConstant) {
   EXPECT_EQ(dims(infer_all_shapes(model({1}, 10, 0)).at("y")), (std::vector<std::int64_t>{10, 8, 16}));
   EXPECT_EQ(infer_all_shapes(model({1}, 10, 0)).at("y").tensor_type().elem_type(), onnx::TensorProto::FLOAT);  // values' type
   EXPECT_EQ(dims(infer_all_shapes(model({}, 10, -2)).at("y")), (std::vector<std::int64_t>{8, 10, 16}));
+  // A float16 depth (raw halves: 10.0 is 0x4900), and depths that are no count of classes.
+  onnx::ModelProto half = model({}, 10, std::nullopt);
+  for (auto& init : *half.mutable_graph()->mutable_initializer())
+    if (init.name() == "depth") {
+      init.clear_int64_data(), init.set_data_type(onnx::TensorProto::FLOAT16);
+      init.set_raw_data(std::string("\x00\x49", 2));
+    }
+  EXPECT_EQ(dims(infer_all_shapes(half).at("y")), (std::vector<std::int64_t>{8, 16, 10}));
+  onnx::ModelProto boolean = model({}, 1, std::nullopt);
+  for (auto& init : *boolean.mutable_graph()->mutable_initializer())
+    if (init.name() == "depth") init.clear_int64_data(), init.set_data_type(onnx::TensorProto::BOOL), init.add_int32_data(1);
+  EXPECT_THAT([&] { infer_all_shapes(boolean); }, ThrowsMessage<Error>(HasSubstr("depth should be a number, not a bool")));
+  EXPECT_THAT([&] { infer_all_shapes(model({}, std::int64_t{1} << 53, std::nullopt)); },
+              ThrowsMessage<Error>(HasSubstr("depth is 2^53 classes or more")));
   EXPECT_THAT([&] { infer_all_shapes(model({}, 0, std::nullopt)); },
               ThrowsMessage<Error>(AllOf(HasSubstr("(OneHot)"), HasSubstr("depth should be one positive whole number"))));
   EXPECT_THAT([&] { infer_all_shapes(model({}, 10, 3)); }, ThrowsMessage<Error>(AllOf(HasSubstr("(OneHot)"), HasSubstr("'axis' must be in"))));
@@ -282,6 +296,12 @@ TEST(OnnxShapes, CompressWithAConstantConditionKeepsTheSlicesItSelects) {
   EXPECT_EQ(dims(infer_all_shapes(model({1, 0, 1, 1, 0}, 1)).at("z")), (std::vector<std::int64_t>{2, 3, 4}));
   EXPECT_EQ(dims(infer_all_shapes(model({0, 1}, -1)).at("z")), (std::vector<std::int64_t>{2, 5, 1}));  // shorter: the rest dropped
   EXPECT_EQ(dims(infer_all_shapes(model({1, 1, 0, 1}, std::nullopt)).at("z")), (std::vector<std::int64_t>{3}));  // flattened
+  onnx::ModelProto ints = model({1, 0}, 1);
+  ints.mutable_graph()->mutable_initializer(0)->set_data_type(onnx::TensorProto::INT32);
+  EXPECT_THAT([&] { infer_all_shapes(ints); }, ThrowsMessage<Error>(HasSubstr("the condition should be a bool tensor")));
+  onnx::ModelProto short_data = model({1, 0}, 1);
+  short_data.mutable_graph()->mutable_initializer(0)->set_dims(0, 4);  // 4 entries said, 2 given
+  EXPECT_THAT([&] { infer_all_shapes(short_data); }, ThrowsMessage<Error>(HasSubstr("its condition 'condition' is a constant placer cannot read")));
   EXPECT_THAT([&] { infer_all_shapes(model({0, 0, 0, 0, 0, 1}, 1)); },
               ThrowsMessage<Error>(AllOf(HasSubstr("(Compress)"), HasSubstr("the condition selects entry 5 of 5"))));
 }

@@ -296,6 +296,7 @@ Tensors op_clip(const OpCall& c) {
   std::optional<double> lo = c.has(1) ? c.scalar(1) : std::nullopt, hi = c.has(2) ? c.scalar(2) : std::nullopt;
   if (!lo && a.find("min")) lo = a.get_float("min", 0);
   if (!hi && a.find("max")) hi = a.get_float("max", 0);
+  if (!lo && !hi) return {c.in[0].clone()};  // no bound: ONNX passes the input through (torch.clamp refuses)
   c10::optional<torch::Scalar> l, h;
   if (lo) l = *lo;
   if (hi) h = *hi;

@@ -331,11 +331,13 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   };
 
   GraphBuilder builder(graph->name());
+  // `producer`: "op 'NAME', TYPE" of the op that gives the tensor ("" for a graph input).
   auto add_named = [&](const std::string& name, DType dtype, std::vector<std::int64_t> dims, TensorKind kind,
-                       const std::string& producer_name) {
+                       const std::string& producer) {
     if (!dims.empty() && dims[0] == -1 && dims.size() == 1)
-      throw Error("tensor '" + name + "'" + (producer_name.empty() ? "" : " (output of op '" + producer_name + "')") +
-                  ": shape unknown after ONNX shape inference");
+      throw Error("tensor '" + name + "'" + (producer.empty() ? "" : " (output of " + producer + ")") +
+                  ": shape unknown after ONNX shape inference" +
+                  (producer.empty() ? "" : " (it may depend on the values of tensors computed in the step)"));
     return builder.add_tensor(name, std::move(dims), dtype, kind);
   };
 
@@ -508,7 +510,8 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
         continue;  // an unused optional output without a shape (Dropout's mask, ...): nothing reads it
       }
       DType dtype = dtype_from_onnx(it->second.tensor_type().elem_type());
-      spec.outputs.push_back(add_named(out, dtype, dims_of(it->second, options.dim_values), TensorKind::activation, spec.name));
+      spec.outputs.push_back(add_named(out, dtype, dims_of(it->second, options.dim_values), TensorKind::activation,
+                                        "op '" + spec.name + "', " + node.op_type()));
     }
     std::vector<TensorDesc> ins, outs;
     for (TensorId t : spec.inputs)

@@ -55,9 +55,13 @@ std::int64_t default_opset(const onnx::ModelProto& model) {
 
 std::string newer_than_library(const onnx::ModelProto& model) {
   const std::int64_t ir = model.ir_version(), opset = default_opset(model);
-  if (ir <= onnx_library_ir_version() && opset <= onnx_library_opset()) return "";
-  return "IR version " + std::to_string(ir) + " and opset " + std::to_string(opset) + ", newer than this build's ONNX library (IR " +
-         std::to_string(onnx_library_ir_version()) + ", opset " + std::to_string(onnx_library_opset()) + ")";
+  const bool newer_ir = ir > onnx_library_ir_version(), newer_opset = opset > onnx_library_opset();
+  if (!newer_ir && !newer_opset) return "";
+  const std::string what = newer_ir && newer_opset ? "IR version " + std::to_string(ir) + " and opset " + std::to_string(opset)
+                           : newer_ir              ? "IR version " + std::to_string(ir)
+                                                   : "opset " + std::to_string(opset);
+  return what + ", newer than this build's ONNX library (IR " + std::to_string(onnx_library_ir_version()) + ", opset " +
+         std::to_string(onnx_library_opset()) + ")";
 }
 
 std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& model) {

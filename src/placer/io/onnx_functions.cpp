@@ -2,6 +2,8 @@
 
 #include <google/protobuf/unknown_field_set.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -43,47 +45,117 @@ std::map<FunctionKey, const onnx::FunctionProto*> functions_by_name(const onnx::
   return out;
 }
 
+constexpr int kMaxDepth = 64;                  // functions nested deeper are refused
+constexpr std::uint64_t kMaxNodes = 1u << 22;  // nodes inlining may give (4,194,304)
+
+// Every name a graph and its subgraphs use: inputs, outputs, initializers, value_info, and the
+// inputs and outputs of its nodes (also names read that nothing gives: a new name must not become
+// what such a read finds).
+void collect_names(const onnx::GraphProto& g, std::unordered_set<std::string>& names) {
+  for (const auto& v : g.input()) names.insert(v.name());
+  for (const auto& v : g.output()) names.insert(v.name());
+  for (const auto& v : g.value_info()) names.insert(v.name());
+  for (const auto& t : g.initializer()) names.insert(t.name());
+  for (const auto& n : g.node()) {
+    for (const auto& v : n.input()) names.insert(v);
+    for (const auto& v : n.output()) names.insert(v);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_names(a.g(), names);
+      for (const auto& sub : a.graphs()) collect_names(sub, names);
+    }
+  }
+}
+
+void collect_node_names(const onnx::GraphProto& g, std::unordered_set<std::string>& names) {
+  for (const auto& n : g.node()) {
+    names.insert(n.name());
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_node_names(a.g(), names);
+      for (const auto& sub : a.graphs()) collect_node_names(sub, names);
+    }
+  }
+}
+
 class Inliner {
  public:
   explicit Inliner(onnx::ModelProto& model) : model_(model), functions_(functions_by_name(model)) {
-    const onnx::GraphProto& g = model.graph();
-    for (const auto& v : g.input()) taken_.insert(v.name());
-    for (const auto& t : g.initializer()) taken_.insert(t.name());
-    for (const auto& n : g.node())
-      for (const auto& out : n.output()) taken_.insert(out);
+    collect_names(model.graph(), values_);
+    collect_node_names(model.graph(), nodes_);
     for (const auto& o : model.opset_import()) opsets_[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
   }
 
   std::size_t run() {
     if (functions_.empty()) return 0;
     check_function_recursion(model_);
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-    for (const auto& node : model_.graph().node()) add(node, nodes);
-    *model_.mutable_graph()->mutable_node() = std::move(nodes);
+    check_size();
+    expand_graph(*model_.mutable_graph());
     model_.clear_functions();
     return calls_;
   }
 
  private:
+  // One call being inlined: how the body's names and attribute references read in the model.
+  struct Call {
+    const onnx::FunctionProto* function = nullptr;
+    std::string prefix;                                    // the call's name: the body's nodes go under it
+    std::unordered_map<std::string, std::string> rename;   // the body's value names -> the model's
+    std::unordered_map<std::string, const onnx::AttributeProto*> given;
+    std::unordered_map<std::string, onnx::AttributeProto> defaults;
+  };
+
   const onnx::FunctionProto* function_of(const onnx::NodeProto& node) const {
     auto it = functions_.find({node.domain(), node.op_type()});
     return it == functions_.end() ? nullptr : it->second;
   }
 
-  // `base`, or base#2, base#3, ...: the first that no value of the model has.
-  std::string fresh(const std::string& base) {
+  // `base`, or base#2, base#3, ...: the first that `taken` does not hold (then taken).
+  static std::string fresh(const std::string& base, std::unordered_set<std::string>& taken) {
     std::string name = base;
-    for (int k = 2; taken_.count(name); ++k) name = base + "#" + std::to_string(k);
-    taken_.insert(name);
+    for (int k = 2; taken.count(name); ++k) name = base + "#" + std::to_string(k);
+    taken.insert(name);
     return name;
   }
 
-  // Appends `node` to `out`, or its function's body when it calls one (the body's nodes named under
-  // the call's name, which for a call in a body is already under its caller's).
-  void add(const onnx::NodeProto& node, google::protobuf::RepeatedPtrField<onnx::NodeProto>& out) {
+  // The nodes inlining gives, counted before anything is expanded (a 3 kB file whose 40 levels each
+  // call the next twice asks for 2^40). Sizes saturate at kMaxNodes + 1. REQUIRES: no recursion,
+  // nesting at most kMaxDepth (check_function_recursion).
+  void check_size() {
+    std::map<const onnx::FunctionProto*, std::uint64_t> size;
+    std::function<std::uint64_t(const onnx::FunctionProto&)> function_size = [&](const onnx::FunctionProto& f) {
+      if (auto it = size.find(&f); it != size.end()) return it->second;
+      std::uint64_t n = 0;
+      for (const auto& node : f.node()) {
+        const onnx::FunctionProto* callee = function_of(node);
+        n = std::min(kMaxNodes + 1, n + (callee ? function_size(*callee) : 1));
+      }
+      return size[&f] = n;
+    };
+    std::uint64_t total = 0;
+    for (const auto& node : model_.graph().node()) {
+      const onnx::FunctionProto* callee = function_of(node);
+      total = std::min(kMaxNodes + 1, total + (callee ? function_size(*callee) : 1));
+    }
+    if (total > kMaxNodes)
+      throw Error("inlining the model-local functions would give more than " + std::to_string(kMaxNodes) +
+                  " nodes (calls that call several times what calls several times)");
+  }
+
+  // Replaces the calls among `g`'s nodes (and in its nodes' subgraphs) by their bodies.
+  void expand_graph(onnx::GraphProto& g) {
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
+    for (auto& node : *g.mutable_node()) expand(std::move(node), out);
+    *g.mutable_node() = std::move(out);
+  }
+
+  // Appends `node` to `out`, or, when it calls a function, the function's body.
+  void expand(onnx::NodeProto node, google::protobuf::RepeatedPtrField<onnx::NodeProto>& out) {
     const onnx::FunctionProto* f = function_of(node);
     if (!f) {
-      *out.Add() = node;
+      for (auto& a : *node.mutable_attribute()) {
+        if (a.has_g()) expand_graph(*a.mutable_g());
+        for (auto& sub : *a.mutable_graphs()) expand_graph(sub);
+      }
+      *out.Add() = std::move(node);
       return;
     }
     ++calls_;
@@ -92,62 +164,96 @@ class Inliner {
       throw Error("a call of model-local function '" + label + "' has " + std::to_string(node.input_size()) + " input(s) and " +
                   std::to_string(node.output_size()) + " output(s), the function " + std::to_string(f->input_size()) + " and " +
                   std::to_string(f->output_size()));
-    for (const auto& o : f->opset_import()) {
+    import_opsets(*f);
+    Call call;
+    call.function = f;
+    call.prefix = node.name();
+    if (call.prefix.empty()) {  // named by its first output, else its function
+      for (const auto& v : node.output())
+        if (!v.empty()) {
+          call.prefix = v;
+          break;
+        }
+      if (call.prefix.empty()) call.prefix = fresh(f->name(), nodes_);
+    }
+    for (int i = 0; i < f->input_size(); ++i) call.rename[f->input(i)] = i < node.input_size() ? node.input(i) : "";
+    for (int i = 0; i < node.output_size(); ++i)
+      if (!node.output(i).empty()) call.rename[f->output(i)] = node.output(i);
+    for (const auto& a : node.attribute()) call.given[a.name()] = &a;
+    call.defaults = attribute_defaults(*f);
+    for (const auto& inner : f->node()) {
+      onnx::NodeProto copy = inner;
+      const std::string inner_name = inner.name().empty() ? (inner.output_size() > 0 && !inner.output(0).empty() ? inner.output(0)
+                                                                                                                : inner.op_type())
+                                                          : inner.name();
+      copy.set_name(fresh(call.prefix + "/" + inner_name, nodes_));
+      rewrite(copy, call);
+      expand(std::move(copy), out);
+    }
+  }
+
+  void import_opsets(const onnx::FunctionProto& f) {
+    for (const auto& o : f.opset_import()) {
       const std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
       auto [it, added] = opsets_.emplace(domain, o.version());
       if (added) {
         auto* imported = model_.add_opset_import();
         imported->set_domain(domain), imported->set_version(o.version());
       } else if (it->second != o.version()) {
-        throw Error("model-local function '" + label + "' imports opset " + std::to_string(o.version()) + " of domain '" +
-                    (domain.empty() ? "ai.onnx" : domain) + "', the model opset " + std::to_string(it->second) +
+        throw Error("model-local function '" + qualified(f.domain(), f.name()) + "' imports opset " + std::to_string(o.version()) +
+                    " of domain '" + (domain.empty() ? "ai.onnx" : domain) + "', the model opset " + std::to_string(it->second) +
                     ": its body cannot be read in the model's opset");
       }
     }
-    const std::string prefix = node.name().empty() ? (node.output_size() > 0 && !node.output(0).empty() ? node.output(0) : f->name())
-                                                   : node.name();
+  }
 
-    std::unordered_map<std::string, std::string> rename;  // the body's value names -> the model's
-    for (int i = 0; i < f->input_size(); ++i) rename[f->input(i)] = i < node.input_size() ? node.input(i) : "";
-    for (int i = 0; i < node.output_size(); ++i)
-      if (!node.output(i).empty()) rename[f->output(i)] = node.output(i);
-    auto name_of = [&](const std::string& value) -> std::string {
-      if (value.empty()) return value;
-      auto it = rename.find(value);
-      if (it != rename.end()) return it->second;
-      return rename[value] = fresh(prefix + "/" + value);
-    };
-    std::unordered_map<std::string, const onnx::AttributeProto*> given;
-    for (const auto& a : node.attribute()) given[a.name()] = &a;
-    const auto defaults = attribute_defaults(*f);
+  // A body's value name as the model reads it: the call's input or output it stands for, or a name
+  // of its own under the call, the same at every use.
+  std::string model_name(const std::string& value, Call& call) {
+    if (value.empty()) return value;
+    auto it = call.rename.find(value);
+    if (it != call.rename.end()) return it->second;
+    return call.rename[value] = fresh(call.prefix + "/" + value, values_);
+  }
 
-    for (const auto& inner : f->node()) {
-      onnx::NodeProto copy = inner;
-      copy.clear_input(), copy.clear_output(), copy.clear_attribute();
-      for (const auto& v : inner.input()) copy.add_input(name_of(v));
-      for (const auto& v : inner.output()) copy.add_output(name_of(v));
-      for (const auto& a : inner.attribute()) {
-        if (a.ref_attr_name().empty()) {
-          *copy.add_attribute() = a;
-          continue;
-        }
+  // A body node (or a node of a body node's subgraph) in the model's names, its attribute
+  // references resolved.
+  void rewrite(onnx::NodeProto& node, Call& call) {
+    for (auto& v : *node.mutable_input()) v = model_name(v, call);
+    for (auto& v : *node.mutable_output()) v = model_name(v, call);
+    google::protobuf::RepeatedPtrField<onnx::AttributeProto> attributes;
+    for (auto& a : *node.mutable_attribute()) {
+      if (!a.ref_attr_name().empty()) {
         const onnx::AttributeProto* value = nullptr;
-        if (auto it = given.find(a.ref_attr_name()); it != given.end()) value = it->second;
-        else if (auto d = defaults.find(a.ref_attr_name()); d != defaults.end()) value = &d->second;
+        if (auto it = call.given.find(a.ref_attr_name()); it != call.given.end()) value = it->second;
+        else if (auto d = call.defaults.find(a.ref_attr_name()); d != call.defaults.end()) value = &d->second;
         if (!value) continue;  // not given: the op's own default
-        onnx::AttributeProto* set = copy.add_attribute();
+        onnx::AttributeProto* set = attributes.Add();
         *set = *value;
         set->set_name(a.name());
+        continue;
       }
-      const std::string inner_name = inner.name().empty() ? (inner.output_size() > 0 ? inner.output(0) : inner.op_type()) : inner.name();
-      copy.set_name(prefix + "/" + inner_name);
-      add(copy, out);
+      if (a.has_g()) rewrite_graph(*a.mutable_g(), call);
+      for (auto& sub : *a.mutable_graphs()) rewrite_graph(sub, call);
+      *attributes.Add() = std::move(a);
+    }
+    *node.mutable_attribute() = std::move(attributes);
+  }
+
+  // A subgraph of a body node (an If's branch): its names, inner and outer, in the model's names.
+  void rewrite_graph(onnx::GraphProto& g, Call& call) {
+    for (auto* values : {g.mutable_input(), g.mutable_output(), g.mutable_value_info()})
+      for (auto& v : *values) v.set_name(model_name(v.name(), call));
+    for (auto& t : *g.mutable_initializer()) t.set_name(model_name(t.name(), call));
+    for (auto& n : *g.mutable_node()) {
+      if (!n.name().empty()) n.set_name(fresh(call.prefix + "/" + n.name(), nodes_));
+      rewrite(n, call);
     }
   }
 
   onnx::ModelProto& model_;
   std::map<FunctionKey, const onnx::FunctionProto*> functions_;
-  std::unordered_set<std::string> taken_;
+  std::unordered_set<std::string> values_, nodes_;  // names taken
   std::unordered_map<std::string, std::int64_t> opsets_;
   std::size_t calls_ = 0;
 };
@@ -157,23 +263,31 @@ class Inliner {
 void check_function_recursion(const onnx::ModelProto& model) {
   std::map<FunctionKey, const onnx::FunctionProto*> functions;
   for (const auto& f : model.functions()) functions[{f.domain(), f.name()}] = &f;
-  enum class Mark { none, visiting, done };
-  std::map<const onnx::FunctionProto*, Mark> mark;
-  std::function<void(const onnx::FunctionProto&)> visit = [&](const onnx::FunctionProto& f) {
-    mark[&f] = Mark::visiting;
+  // Each function's height (1 + its callees' highest), or 0 while it is being visited. A visit goes
+  // at most kMaxDepth deep before it stops with an error, so a chain of functions of any length
+  // cannot overflow the stack here.
+  std::map<const onnx::FunctionProto*, int> height;
+  std::function<int(const onnx::FunctionProto&, int)> visit = [&](const onnx::FunctionProto& f, int depth) {
+    if (auto it = height.find(&f); it != height.end()) return it->second;
+    if (depth > kMaxDepth)
+      throw Error("model-local functions are nested more than " + std::to_string(kMaxDepth) + " deep (down to '" +
+                  qualified(f.domain(), f.name()) + "')");
+    height[&f] = 0;
+    int h = 1;
     for (const auto& node : f.node()) {
       auto it = functions.find({node.domain(), node.op_type()});
       if (it == functions.end()) continue;
-      const Mark m = mark[it->second];
-      if (m == Mark::visiting)
+      if (auto seen = height.find(it->second); seen != height.end() && seen->second == 0)
         throw Error("model-local function '" + qualified(f.domain(), f.name()) + "' calls '" + qualified(node.domain(), node.op_type()) +
                     "', which leads back to it: recursive functions are not supported");
-      if (m == Mark::none) visit(*it->second);
+      h = std::max(h, 1 + visit(*it->second, depth + 1));
     }
-    mark[&f] = Mark::done;
+    if (h > kMaxDepth)
+      throw Error("model-local functions are nested more than " + std::to_string(kMaxDepth) + " deep (from '" +
+                  qualified(f.domain(), f.name()) + "')");
+    return height[&f] = h;
   };
-  for (const auto& [key, f] : functions)
-    if (mark[f] == Mark::none) visit(*f);
+  for (const auto& [key, f] : functions) visit(*f, 1);
 }
 
 std::size_t inline_local_functions(onnx::ModelProto& model) { return Inliner(model).run(); }

@@ -72,6 +72,21 @@ std::int64_t clamped_int(double x) {  // REQUIRES: x is not NaN
   return static_cast<std::int64_t>(std::clamp(x, -kIntLimit, kIntLimit));
 }
 
+// IEEE half and bfloat16 bit patterns as doubles.
+double half_value(std::uint16_t h) {
+  const int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (exponent == 0) return sign * std::ldexp(mantissa, -24);
+  if (exponent == 31) return mantissa ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
+  return sign * std::ldexp(mantissa + 1024, exponent - 25);
+}
+double bfloat16_value(std::uint16_t b) {
+  const std::uint32_t bits = std::uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 std::optional<Value> from_tensor(const onnx::TensorProto& t) {
   using TP = onnx::TensorProto;
   Value v;
@@ -115,6 +130,43 @@ std::optional<Value> from_tensor(const onnx::TensorProto& t) {
       if (t.has_raw_data()) ok = read_raw(std::uint8_t{});
       else for (auto x : t.int32_data()) v.data.push_back(x);
       break;
+    case TP::INT8:
+      if (t.has_raw_data()) ok = read_raw(std::int8_t{});
+      else for (auto x : t.int32_data()) v.data.push_back(x);
+      break;
+    case TP::INT16:
+      if (t.has_raw_data()) ok = read_raw(std::int16_t{});
+      else for (auto x : t.int32_data()) v.data.push_back(x);
+      break;
+    case TP::UINT16:
+      if (t.has_raw_data()) ok = read_raw(std::uint16_t{});
+      else for (auto x : t.int32_data()) v.data.push_back(x);
+      break;
+    case TP::UINT32:
+      if (t.has_raw_data()) ok = read_raw(std::uint32_t{});
+      else for (auto x : t.uint64_data()) v.data.push_back(static_cast<double>(x));
+      break;
+    case TP::UINT64:
+      if (t.has_raw_data()) ok = read_raw(std::uint64_t{});
+      else for (auto x : t.uint64_data()) v.data.push_back(static_cast<double>(x));
+      break;
+    case TP::FLOAT16:
+    case TP::BFLOAT16: {
+      // 16-bit floats: raw little-endian halves, or one per int32_data entry.
+      std::vector<std::uint16_t> bits;
+      if (t.has_raw_data()) {
+        if (raw.size() != static_cast<std::size_t>(n) * 2) return std::nullopt;
+        for (std::int64_t i = 0; i < n; ++i) {
+          std::uint16_t b;
+          std::memcpy(&b, raw.data() + i * 2, 2);
+          bits.push_back(b);
+        }
+      } else {
+        for (auto x : t.int32_data()) bits.push_back(static_cast<std::uint16_t>(x));
+      }
+      for (std::uint16_t b : bits) v.data.push_back(v.elem_type == TP::BFLOAT16 ? bfloat16_value(b) : half_value(b));
+      break;
+    }
     default: return std::nullopt;
   }
   if (!ok || !consistent(v)) return std::nullopt;
@@ -791,10 +843,15 @@ std::optional<std::vector<onnx::TypeProto>> placer_rule(const onnx::NodeProto& n
     auto& dims = shapes.emplace_back();
     for (const auto& d : it->second.tensor_type().shape().dim()) dims.push_back(d.dim_value());
   }
-  // The value of constant input `i`, if it is one.
-  auto value = [&](int i) -> std::optional<Value> {
+  // The value of constant input `i`, if it is one (an error when it is one that cannot be read).
+  auto value = [&](int i, const char* what) -> std::optional<Value> {
     auto it = data.find(node.input(i));
-    return it == data.end() ? std::nullopt : from_tensor(*it->second);
+    if (it == data.end()) return std::nullopt;
+    std::optional<Value> v = from_tensor(*it->second);
+    if (!v)
+      throw Error(op + ": its " + what + " '" + node.input(i) + "' is a constant placer cannot read (an element type it does not " +
+                  "read, or more elements than its dims say)");
+    return v;
   };
   onnx::TypeProto out;
   int elem_type = shapes.empty() ? 0 : types.at(node.input(0)).tensor_type().elem_type();
@@ -808,10 +865,12 @@ std::optional<std::vector<onnx::TypeProto>> placer_rule(const onnx::NodeProto& n
   } else if (op == "OneHot") {
     // indices, depth, values -> indices' shape with depth inserted at `axis`, values' element type.
     if (shapes.size() != 3) return std::nullopt;
-    const std::optional<Value> depth = value(1);
+    const std::optional<Value> depth = value(1, "depth");
     if (!depth) return std::nullopt;
-    if (depth->size() != 1 || !(depth->data[0] >= 1) || depth->data[0] > kIntLimit || depth->data[0] != std::floor(depth->data[0]))
+    if (depth->elem_type == onnx::TensorProto::BOOL) throw Error("OneHot: depth should be a number, not a bool");
+    if (depth->size() != 1 || !(depth->data[0] >= 1) || depth->data[0] != std::floor(depth->data[0]))
       throw Error("OneHot: depth should be one positive whole number");
+    if (depth->data[0] >= 0x1p53) throw Error("OneHot: depth is 2^53 classes or more");
     const auto rank = static_cast<std::int64_t>(shapes[0].size());
     std::int64_t axis = attr_int(node, "axis", -1);
     if (axis < -rank - 1 || axis > rank)
@@ -824,8 +883,9 @@ std::optional<std::vector<onnx::TypeProto>> placer_rule(const onnx::NodeProto& n
     // Compress: input, condition -> the slices (or, without axis, the elements of the flattened
     // input) where the condition holds; a condition shorter than them drops the rest.
     if (shapes.size() != 2) return std::nullopt;
-    const std::optional<Value> condition = value(1);
+    const std::optional<Value> condition = value(1, "condition");
     if (!condition) return std::nullopt;
+    if (condition->elem_type != onnx::TensorProto::BOOL) throw Error("Compress: the condition should be a bool tensor");
     if (condition->dims.size() != 1) throw Error("Compress: the condition should have rank 1");
     const auto rank = static_cast<std::int64_t>(shapes[0].size());
     std::int64_t axis = attr_int(node, "axis", std::numeric_limits<std::int64_t>::min());
@@ -959,20 +1019,21 @@ std::unordered_map<std::string, std::vector<std::int64_t>> int64_constants(const
 }
 
 void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir) {
-  for (auto& init : *model.mutable_graph()->mutable_initializer()) {
-    if (init.data_location() != onnx::TensorProto::EXTERNAL) continue;
-    const std::size_t width = element_bytes(init.data_type());
-    const std::optional<std::size_t> count = checked_count({init.dims().begin(), init.dims().end()});
-    if (width == 0 || !count) continue;  // a weight (or a string): never read
+  std::error_code ec;
+  std::filesystem::path real_dir;  // resolved on first use
+  auto read = [&](onnx::TensorProto& t, const std::string& where) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    const std::size_t width = element_bytes(t.data_type());
+    const std::optional<std::size_t> count = checked_count({t.dims().begin(), t.dims().end()});
+    if (width == 0 || !count) return;  // a weight (or a string): never read
     std::string location;
     std::uint64_t offset = 0, length = *count * width;
-    const std::string where = "initializer '" + init.name() + "'";
-    for (const auto& entry : init.external_data()) {
+    for (const auto& entry : t.external_data()) {
       if (entry.key() == "location") location = entry.value();
       if (entry.key() != "offset" && entry.key() != "length") continue;
       std::uint64_t v = 0;
       const char* end = entry.value().data() + entry.value().size();
-      if (auto [ptr, ec] = std::from_chars(entry.value().data(), end, v); ec != std::errc() || ptr != end)
+      if (auto [ptr, err] = std::from_chars(entry.value().data(), end, v); err != std::errc() || ptr != end)
         throw Error(where + ": external data " + entry.key() + " '" + entry.value() + "' is not a number of bytes");
       (entry.key() == "offset" ? offset : length) = v;
     }
@@ -980,20 +1041,36 @@ void read_small_external_data(onnx::ModelProto& model, const std::filesystem::pa
       throw Error(where + ": its external data is " + std::to_string(length) + " bytes long, a tensor of " + std::to_string(*count) +
                   " element(s) of " + std::to_string(width) + " bytes takes " + std::to_string(*count * width));
     const std::filesystem::path relative(location);
-    bool outside = location.empty() || relative.is_absolute();
+    bool outside = location.empty() || relative.is_absolute() || location.find('\0') != std::string::npos;
     for (const auto& part : relative) outside = outside || part == "..";
     if (outside) throw Error(where + ": its external data location '" + location + "' is not a file inside the model's directory");
-    std::ifstream in(dir / relative, std::ios::binary);
-    if (!in) continue;  // missing: the checker names the file
+    const std::filesystem::path file = dir / relative;
+    const std::filesystem::file_status status = std::filesystem::status(file, ec);  // through symbolic links
+    if (!std::filesystem::exists(status)) return;  // missing: the checker names the file
+    if (!std::filesystem::is_regular_file(status))
+      throw Error(where + ": its external data location '" + location + "' is not a regular file");
+    // A symbolic link may lead out of the directory: the file itself must be inside it.
+    if (real_dir.empty()) real_dir = std::filesystem::canonical(dir.empty() ? std::filesystem::path(".") : dir, ec);
+    const std::filesystem::path real_file = std::filesystem::canonical(file, ec);
+    const auto [dir_end, file_end] = std::mismatch(real_dir.begin(), real_dir.end(), real_file.begin(), real_file.end());
+    if (ec || real_dir.empty() || dir_end != real_dir.end())
+      throw Error(where + ": its external data location '" + location + "' leads out of the model's directory (a symbolic link)");
+    std::ifstream in(file, std::ios::binary);
     std::string bytes(length, '\0');
-    in.seekg(static_cast<std::streamoff>(offset));
-    if (!in || !in.read(bytes.data(), static_cast<std::streamsize>(length)))
+    if (in && offset <= static_cast<std::uint64_t>(std::numeric_limits<std::streamoff>::max())) in.seekg(static_cast<std::streamoff>(offset));
+    if (!in || offset > static_cast<std::uint64_t>(std::numeric_limits<std::streamoff>::max()) ||
+        !in.read(bytes.data(), static_cast<std::streamsize>(length)))
       throw Error(where + ": its external data (" + std::to_string(length) + " bytes at offset " + std::to_string(offset) + " of '" +
-                  (dir / relative).string() + "') is past the end of that file");
-    init.clear_external_data();
-    init.set_data_location(onnx::TensorProto::DEFAULT);
-    init.set_raw_data(std::move(bytes));
-  }
+                  file.string() + "') is past the end of that file");
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+    t.set_raw_data(std::move(bytes));
+  };
+  for (auto& init : *model.mutable_graph()->mutable_initializer()) read(init, "initializer '" + init.name() + "'");
+  for (auto& node : *model.mutable_graph()->mutable_node())
+    if (node.op_type() == "Constant")
+      for (auto& a : *node.mutable_attribute())
+        if (a.name() == "value" && a.has_t()) read(*a.mutable_t(), node_label(node) + ": its value");
 }
 
 std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes) {
