@@ -85,7 +85,6 @@ class Inliner {
   }
 
   std::size_t run() {
-    if (functions_.empty()) return 0;
     check_function_recursion(model_);
     check_size();
     expand_graph(*model_.mutable_graph());
@@ -290,6 +289,6 @@ void check_function_recursion(const onnx::ModelProto& model) {
   for (const auto& [key, f] : functions) visit(*f, 1);
 }
 
-std::size_t inline_local_functions(onnx::ModelProto& model) { return Inliner(model).run(); }
+std::size_t inline_local_functions(onnx::ModelProto& model) { return model.functions_size() == 0 ? 0 : Inliner(model).run(); }
 
 }  // namespace placer

@@ -1021,8 +1021,9 @@ std::unordered_map<std::string, std::vector<std::int64_t>> int64_constants(const
 void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::path real_dir;  // resolved on first use
-  auto read = [&](onnx::TensorProto& t, const std::string& where) {
+  auto read = [&](onnx::TensorProto& t, auto where_of) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    const std::string where = where_of();
     const std::size_t width = element_bytes(t.data_type());
     const std::optional<std::size_t> count = checked_count({t.dims().begin(), t.dims().end()});
     if (width == 0 || !count) return;  // a weight (or a string): never read
@@ -1066,11 +1067,11 @@ void read_small_external_data(onnx::ModelProto& model, const std::filesystem::pa
     t.set_data_location(onnx::TensorProto::DEFAULT);
     t.set_raw_data(std::move(bytes));
   };
-  for (auto& init : *model.mutable_graph()->mutable_initializer()) read(init, "initializer '" + init.name() + "'");
+  for (auto& init : *model.mutable_graph()->mutable_initializer()) read(init, [&] { return "initializer '" + init.name() + "'"; });
   for (auto& node : *model.mutable_graph()->mutable_node())
     if (node.op_type() == "Constant")
       for (auto& a : *node.mutable_attribute())
-        if (a.name() == "value" && a.has_t()) read(*a.mutable_t(), node_label(node) + ": its value");
+        if (a.name() == "value" && a.has_t()) read(*a.mutable_t(), [&] { return node_label(node) + ": its value"; });
 }
 
 std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes) {
