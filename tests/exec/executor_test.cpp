@@ -312,6 +312,27 @@ TEST(Executor, AValueSlotReadKeepsItsTensor) {
   EXPECT_NO_THROW(ex.step());
 }
 
+// An If decided by a shape runs the branch it takes (the importer and the executor read it alike).
+TEST(Executor, RunsTheBranchOfAnIfDecidedByAShape) {
+  TinyModel t;
+  t.input("x", {4, 8});
+  t.node("Shape", "/Shape", {"x"}, {"s"});
+  t.node("Size", "/Size", {"s"}, {"r"});
+  t.constant("two", {2});
+  t.node("Equal", "/Equal", {"r", "two"}, {"is_matrix"});
+  auto* branch = t.node("If", "/If", {"is_matrix"}, {"y"});
+  for (const char* name : {"then_branch", "else_branch"}) {
+    auto* a = branch->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
+    auto* n = a->mutable_g()->add_node();
+    n->set_op_type(name[0] == 't' ? "Relu" : "Unsupported"), n->add_input("x"), n->add_output("b");
+    a->mutable_g()->add_output()->set_name("b");
+  }
+  t.output("y", {4, 8});
+  Executor ex = forward_on_cpu(t.save("placer_exec_if.onnx"));
+  EXPECT_NO_THROW(ex.step());
+}
+
 // A Clip without bounds passes its input through (libtorch's clamp refused it: found by fuzzing).
 TEST(Executor, AClipWithoutBoundsIsAPassThrough) {
   TinyModel t;

@@ -178,8 +178,8 @@ struct ModelFile {
   std::optional<onnx::ModelProto> compatible;
 };
 
-ModelFile read_model(const std::string& path) {
-  onnx::ModelProto model = read_onnx_file(path);
+ModelFile read_model(const std::string& path, const std::map<std::string, std::int64_t>& dim_values) {
+  onnx::ModelProto model = read_onnx_file(path, dim_values);
   // Initializers stored in external files are named relative to the model's directory, which only
   // the checker's file entry point knows (placer reads no weights, but the checker wants them there).
   const bool external = std::any_of(model.graph().initializer().begin(), model.graph().initializer().end(),
@@ -229,7 +229,7 @@ ModulePath parse_module_path(const std::string& node_name, const std::unordered_
 }
 
 Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
-  ModelFile file = read_model(path);
+  ModelFile file = read_model(path, options.dim_values);
   onnx::ModelProto& model = file.model;
   onnx::GraphProto* graph = model.mutable_graph();
 
@@ -253,16 +253,8 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
                     "' (" + (known.empty() ? "its inputs have none" : "its inputs have: " + known) + ")");
       }
   }
-  auto bind = [&](onnx::GraphProto* g) {
-    for (auto& input : *g->mutable_input())
-      if (input.type().has_tensor_type() && input.type().tensor_type().has_shape())
-        for (auto& d : *input.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
-          if (d.has_dim_param() && options.dim_values.count(d.dim_param())) d.set_dim_value(options.dim_values.at(d.dim_param()));
-  };
-  if (!options.dim_values.empty()) {
-    bind(graph);
-    if (file.compatible) bind(file.compatible->mutable_graph());
-  }
+  bind_symbolic_dims(*graph, options.dim_values);
+  if (file.compatible) bind_symbolic_dims(*file.compatible->mutable_graph(), options.dim_values);
   std::map<std::string, onnx::TypeProto> types;
   try {
     // Inference works on a copy of its own: the compatible copy is handed over, the file copied.

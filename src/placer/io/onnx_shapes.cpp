@@ -17,7 +17,7 @@
 
 #include "placer/graph/einsum.hpp"
 #include "placer/io/onnx_compat.hpp"
-#include "placer/io/onnx_functions.hpp"
+#include "placer/io/onnx_inline.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
 
@@ -1015,6 +1015,36 @@ std::unordered_map<std::string, std::vector<std::int64_t>> int64_constants(const
       } catch (const std::exception&) {
       }
     }
+  return out;
+}
+
+std::unordered_map<std::string, std::vector<double>> folded_values(const onnx::GraphProto& graph,
+                                                                   const std::map<std::string, onnx::TypeProto>& types) {
+  std::unordered_map<std::string, Value> values;
+  for (const auto& init : graph.initializer())
+    if (init.data_location() != onnx::TensorProto::EXTERNAL)
+      if (auto v = from_tensor(init)) values.emplace(init.name(), std::move(*v));
+  auto type_of = [&](const std::string& name) -> const onnx::TypeProto* {
+    auto it = types.find(name);
+    return it == types.end() ? nullptr : &it->second;
+  };
+  for (const auto& node : graph.node()) {
+    if (node.output_size() != 1 || node.output(0).empty() || values.count(node.output(0))) continue;
+    std::vector<const Value*> in;
+    for (const auto& name : node.input()) {
+      auto it = values.find(name);
+      in.push_back(name.empty() || it == values.end() ? nullptr : &it->second);
+    }
+    std::optional<Value> v;
+    try {
+      v = evaluate(node, in, type_of);
+    } catch (const std::exception&) {
+      v.reset();  // out of range or similar: not a value
+    }
+    if (v && consistent(*v)) values.emplace(node.output(0), std::move(*v));
+  }
+  std::unordered_map<std::string, std::vector<double>> out;
+  for (auto& [name, v] : values) out.emplace(name, std::move(v.data));
   return out;
 }
 

@@ -39,6 +39,12 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
 // that does not fit the tensor, or data past the end of its file is an Error naming the initializer.
 void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir);
 
+// The values of `graph`'s small constants (initializers and Constant nodes of at most 4,096
+// elements) and of every node computed from them alone, Shape and Size reading `types`, as the
+// folding computes them: by name, elements as doubles (integers exact).
+std::unordered_map<std::string, std::vector<double>> folded_values(const onnx::GraphProto& graph,
+                                                                   const std::map<std::string, onnx::TypeProto>& types);
+
 // The small integer constants of `graph` by name, read as the folding reads them: initializers and
 // Constant nodes (`value`, `value_int`, `value_ints`) of an integer type, at most 4,096 elements.
 std::unordered_map<std::string, std::vector<std::int64_t>> int64_constants(const onnx::GraphProto& graph);

@@ -1,4 +1,4 @@
-#include "placer/io/onnx_functions.hpp"
+#include "placer/io/onnx_inline.hpp"
 
 #include <google/protobuf/unknown_field_set.h>
 
@@ -258,6 +258,99 @@ class Inliner {
 };
 
 }  // namespace
+
+std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map<std::string, bool>& conditions) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  std::unordered_set<std::string> values, nodes;  // names taken
+  collect_names(g, values);
+  collect_node_names(g, nodes);
+  auto fresh = [](const std::string& base, std::unordered_set<std::string>& taken) {
+    std::string name = base;
+    for (int k = 2; taken.count(name); ++k) name = base + "#" + std::to_string(k);
+    taken.insert(name);
+    return name;
+  };
+  // Renames the branch's names inside a subgraph of one of its nodes (inner names are the inner
+  // graph's own: ONNX forbids shadowing).
+  std::function<void(onnx::GraphProto&, const std::unordered_map<std::string, std::string>&)> rename_refs =
+      [&](onnx::GraphProto& sub, const std::unordered_map<std::string, std::string>& rename) {
+        auto renamed = [&](std::string& v) {
+          if (auto it = rename.find(v); it != rename.end()) v = it->second;
+        };
+        for (auto& o : *sub.mutable_output()) renamed(*o.mutable_name());
+        for (auto& n : *sub.mutable_node()) {
+          for (auto& v : *n.mutable_input()) renamed(v);
+          for (auto& a : *n.mutable_attribute()) {
+            if (a.has_g()) rename_refs(*a.mutable_g(), rename);
+            for (auto& inner : *a.mutable_graphs()) rename_refs(inner, rename);
+          }
+        }
+      };
+
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
+  std::size_t replaced = 0;
+  for (auto& node : *g.mutable_node()) {
+    const bool is_if = node.op_type() == "If" && (node.domain().empty() || node.domain() == "ai.onnx") && node.input_size() == 1;
+    const auto decided = is_if ? conditions.find(node.input(0)) : conditions.end();
+    const onnx::GraphProto* branch = nullptr;
+    if (decided != conditions.end())
+      for (const auto& a : node.attribute())
+        if (a.name() == (decided->second ? "then_branch" : "else_branch") && a.has_g()) branch = &a.g();
+    if (!branch || branch->output_size() != node.output_size()) {  // undecided, or malformed: the checker names it
+      *out.Add() = std::move(node);
+      continue;
+    }
+    ++replaced;
+    std::string prefix = node.name();
+    for (int j = 0; prefix.empty() && j < node.output_size(); ++j) prefix = node.output(j);
+    if (prefix.empty()) prefix = fresh("If", nodes);
+    // The branch's own names: its outputs become the If's, the rest are named under the If.
+    std::unordered_map<std::string, std::string> rename;
+    std::unordered_set<std::string> defined;
+    for (const auto& t : branch->initializer()) defined.insert(t.name());
+    for (const auto& n : branch->node())
+      for (const auto& v : n.output())
+        if (!v.empty()) defined.insert(v);
+    for (int j = 0; j < branch->output_size(); ++j) {
+      const std::string& v = branch->output(j).name();
+      if (defined.count(v) && !node.output(j).empty() && !rename.count(v)) rename[v] = node.output(j);
+    }
+    for (const auto& v : defined)
+      if (!rename.count(v)) rename[v] = fresh(prefix + "/" + v, values);
+    for (const auto& t : branch->initializer()) {
+      onnx::TensorProto* moved = g.add_initializer();
+      *moved = t;
+      moved->set_name(rename.at(t.name()));
+    }
+    for (const auto& n : branch->node()) {
+      onnx::NodeProto* copy = out.Add();
+      *copy = n;
+      for (auto& v : *copy->mutable_input())
+        if (auto it = rename.find(v); it != rename.end()) v = it->second;
+      for (auto& v : *copy->mutable_output())
+        if (!v.empty()) v = rename.at(v);
+      for (auto& a : *copy->mutable_attribute()) {
+        if (a.has_g()) rename_refs(*a.mutable_g(), rename);
+        for (auto& sub : *a.mutable_graphs()) rename_refs(sub, rename);
+      }
+      copy->set_name(fresh(prefix + "/" + (n.name().empty() ? n.op_type() : n.name()), nodes));
+    }
+    // Outputs the branch takes from outside it (or gives twice) pass through an Identity.
+    for (int j = 0; j < node.output_size(); ++j) {
+      const std::string& v = branch->output(j).name();
+      auto it = rename.find(v);
+      const std::string source = it == rename.end() ? v : it->second;
+      if (node.output(j).empty() || source == node.output(j)) continue;
+      onnx::NodeProto* identity = out.Add();
+      identity->set_op_type("Identity");
+      identity->set_name(fresh(prefix + "/Identity", nodes));
+      identity->add_input(source);
+      identity->add_output(node.output(j));
+    }
+  }
+  *g.mutable_node() = std::move(out);
+  return replaced;
+}
 
 void check_function_recursion(const onnx::ModelProto& model) {
   std::map<FunctionKey, const onnx::FunctionProto*> functions;

@@ -1,3 +1,6 @@
+// Inlining, before anything else reads a model: calls of model-local functions, and Ifs whose
+// condition is known before the model runs.
+//
 // Model-local functions (ModelProto.functions). Exporters write modules and composite ops as
 // functions: PyTorch's dynamo exporter wrote one per module call and onnxscript's aten functions,
 // hand-built models use them to share a block. placer places the ops of their bodies, so every
@@ -12,11 +15,18 @@
 // - the function's opset imports join the model's.
 //
 //   std::size_t calls = inline_local_functions(model);  // model.functions() is empty after
+//
+// Ifs decided before the model runs: onnxscript's aten functions branch on `IsScalar(x)` and the
+// like, which shape inference and folding decide once x's shape is known. read_onnx_file finds such
+// conditions and inline_decided_ifs replaces each If by the branch it takes, so that its ops are
+// placed and run like the others (an If stays an op placer cannot price or run).
 #pragma once
 
 #include <onnx/onnx_pb.h>
 
 #include <cstddef>
+#include <string>
+#include <unordered_map>
 
 namespace placer {
 
@@ -26,6 +36,13 @@ namespace placer {
 // (IR 10's overloads), a call with more inputs or outputs than its function, and a function whose
 // opset of a domain differs from the model's.
 std::size_t inline_local_functions(onnx::ModelProto& model);
+
+// Replaces every If of the main graph whose condition `conditions` decides (by the condition's
+// tensor name) by the nodes of the branch it takes: the branch's outputs become the If's, its other
+// values and its nodes are named under the If ("<if>/<name>", made unique), its initializers join
+// the graph's, and an output the branch takes from outside it passes through an Identity. Returns
+// the number of Ifs replaced. An If whose branch does not give as many outputs as it has is left.
+std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map<std::string, bool>& conditions);
 
 // Throws Error when a model-local function calls itself, directly or through others (ONNX's
 // shape inference expands function bodies without a depth limit: the stack overflowed).

@@ -1,6 +1,7 @@
-// Model-local functions: every call becomes its function's body (inline_local_functions), and a
-// model written with functions imports as the same ops, placed by the call's name.
-#include "placer/io/onnx_functions.hpp"
+// Inlining: every call of a model-local function becomes its function's body
+// (inline_local_functions), every decided If the branch it takes (inline_decided_ifs), and a model
+// written so imports as the same ops, placed by the call's (or the If's) name.
+#include "placer/io/onnx_inline.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -221,6 +222,110 @@ TEST(OnnxFunctions, SubgraphsInBodiesAndCallsInSubgraphsAreRewritten) {
   ASSERT_EQ(else_graph.node_size(), 2);  // the call inside the branch, inlined
   EXPECT_EQ(else_graph.node(0).name(), "/encoder/block.1/blk/MatMul");
   EXPECT_THAT(else_graph.node(0).input(), ElementsAre("y0", "w1"));
+}
+
+// If(c) on x: then = Neg(x) with an initializer added, else = x itself (taken from outside the
+// branch); an If inside the then branch reads the branch's value.
+onnx::ModelProto if_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("ifs");
+  float_value(g->add_input(), "x", {4});
+  add_node(g->mutable_node(), "Constant", {}, {"c"}, "/cond");
+  auto* branch = add_node(g->mutable_node(), "If", {"c"}, {"y"}, "/block/If");
+  auto* then_branch = branch->add_attribute();
+  then_branch->set_name("then_branch"), then_branch->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* then_graph = then_branch->mutable_g();
+  auto* one = then_graph->add_initializer();
+  one->set_name("one"), one->set_data_type(onnx::TensorProto::FLOAT), one->add_float_data(1.0f);
+  add_node(then_graph->mutable_node(), "Neg", {"x"}, {"n"});
+  auto* inner = add_node(then_graph->mutable_node(), "If", {"c"}, {"t"}, "inner");
+  auto* inner_then = inner->add_attribute();
+  inner_then->set_name("then_branch"), inner_then->set_type(onnx::AttributeProto::GRAPH);
+  add_node(inner_then->mutable_g()->mutable_node(), "Add", {"n", "one"}, {"a"});
+  inner_then->mutable_g()->add_output()->set_name("a");
+  then_graph->add_output()->set_name("t");
+  auto* else_branch = branch->add_attribute();
+  else_branch->set_name("else_branch"), else_branch->set_type(onnx::AttributeProto::GRAPH);
+  else_branch->mutable_g()->add_output()->set_name("x");
+  add_node(g->mutable_node(), "Relu", {"y"}, {"z"}, "/Relu");
+  float_value(g->add_output(), "z", {4});
+  return m;
+}
+
+TEST(OnnxIfs, ADecidedIfBecomesTheBranchItTakes) {
+  onnx::ModelProto taken = if_model();
+  EXPECT_EQ(inline_decided_ifs(taken, {{"c", true}}), 1u);
+  EXPECT_THAT(node_names(taken), ElementsAre("/cond", "/block/If/Neg", "/block/If/inner", "/Relu"));
+  const auto& n = taken.graph().node();
+  EXPECT_THAT(n[1].output(), ElementsAre("/block/If/n"));  // the branch's own value, under the If
+  EXPECT_THAT(n[2].output(), ElementsAre("y"));               // the branch's output is the If's
+  // The inner If reads the branch's values under their new names; the initializer joined the graph.
+  EXPECT_THAT(n[2].attribute(0).g().node(0).input(), ElementsAre("/block/If/n", "/block/If/one"));
+  ASSERT_EQ(taken.graph().initializer_size(), 1);
+  EXPECT_EQ(taken.graph().initializer(0).name(), "/block/If/one");
+  // The inner If is decided in turn.
+  EXPECT_EQ(inline_decided_ifs(taken, {{"c", true}}), 1u);
+  EXPECT_THAT(node_names(taken), ElementsAre("/cond", "/block/If/Neg", "/block/If/inner/Add", "/Relu"));
+  EXPECT_THAT(taken.graph().node(2).output(), ElementsAre("y"));
+
+  // The else branch gives x, from outside it: an Identity.
+  onnx::ModelProto other = if_model();
+  EXPECT_EQ(inline_decided_ifs(other, {{"c", false}}), 1u);
+  EXPECT_THAT(node_names(other), ElementsAre("/cond", "/block/If/Identity", "/Relu"));
+  EXPECT_THAT(other.graph().node(1).input(), ElementsAre("x"));
+  EXPECT_THAT(other.graph().node(1).output(), ElementsAre("y"));
+  // Undecided: left as it is.
+  onnx::ModelProto left = if_model();
+  EXPECT_EQ(inline_decided_ifs(left, {{"d", true}}), 0u);
+  EXPECT_EQ(left.graph().node(1).op_type(), "If");
+}
+
+// What onnxscript's aten functions hold (PyTorch's dynamo exporter before 2.5): a branch on
+// IsScalar(X), decided once X's shape is known, here only once --dim gives the batch.
+TEST(OnnxIfs, AnIfOnAShapeIsDecidedAtImport) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("is_scalar");
+  auto* x = g->add_input();
+  float_value(x, "x", {});
+  x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("N");
+  x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(16);
+  add_node(g->mutable_node(), "Shape", {"x"}, {"s"}, "/act/Shape");
+  add_node(g->mutable_node(), "Size", {"s"}, {"r"}, "/act/Size");
+  auto* zero = add_node(g->mutable_node(), "Constant", {}, {"zero"}, "/act/Constant");
+  auto* value = zero->add_attribute();
+  value->set_name("value"), value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::INT64), value->mutable_t()->add_int64_data(0);
+  add_node(g->mutable_node(), "Equal", {"r", "zero"}, {"scalar"}, "/act/Equal");
+  auto* branch = add_node(g->mutable_node(), "If", {"scalar"}, {"y"}, "/act/If");
+  for (const char* name : {"then_branch", "else_branch"}) {
+    auto* a = branch->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
+    add_node(a->mutable_g()->mutable_node(), name[0] == 't' ? "Neg" : "Sigmoid", {"x"}, {"b"});
+    a->mutable_g()->add_output()->set_name("b");
+  }
+  auto* y = g->add_output();
+  y->set_name("y"), y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("N");
+  y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(16);
+  const std::string path = test::temp_path("if_on_shape.onnx");
+  {
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+  }
+  OnnxImportOptions options;
+  options.dim_values["N"] = 8;
+  Graph graph = load_onnx(path, options);
+  std::vector<std::string> types;
+  for (OpId o = 0; o < graph.num_ops(); ++o) types.push_back(graph.op_type(o));
+  EXPECT_THAT(types, ElementsAre("Shape", "Size", "Constant", "Equal", "Sigmoid"));  // x is no scalar: else
+  EXPECT_EQ(graph.op_name(4), "/act/If/Sigmoid");
+  EXPECT_EQ(graph.module_name(graph.op_module(4)), "act.If");
 }
 
 TEST(OnnxFunctions, AModelWrittenWithFunctionsImportsTheirOpsUnderTheCallsModules) {
