@@ -24,6 +24,13 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
+// "F" + number, without GCC 12's false -Wrestrict warning on `numbered("F", k)`.
+std::string numbered(const char* prefix, int k) {
+  std::string name = prefix;
+  name += std::to_string(k);
+  return name;
+}
+
 onnx::NodeProto* add_node(google::protobuf::RepeatedPtrField<onnx::NodeProto>* nodes, const std::string& op, std::vector<std::string> in,
                           std::vector<std::string> out, const std::string& name = "", const std::string& domain = "") {
   auto* n = nodes->Add();
@@ -155,17 +162,17 @@ TEST(OnnxFunctions, FunctionsNestedTooDeepOrInliningTooLargeAreErrors) {
     onnx::ModelProto m = block_model();
     for (int k = 1; k <= levels; ++k) {
       onnx::FunctionProto* f = m.add_functions();
-      f->set_name("F" + std::to_string(k)), f->set_domain("local");
+      f->set_name(numbered("F", k)), f->set_domain("local");
       f->add_input("X"), f->add_input("W"), f->add_output("Y");
       *f->mutable_opset_import() = m.opset_import();
       std::string x = "X";
       for (int c = 0; c < calls_per_level; ++c) {
-        std::string y = c + 1 == calls_per_level ? std::string("Y") : "t" + std::to_string(c);
-        add_node(f->mutable_node(), k == 1 ? "Block" : "F" + std::to_string(k - 1), {x, "W"}, {y}, "", "local");
+        std::string y = c + 1 == calls_per_level ? std::string("Y") : numbered("t", c);
+        add_node(f->mutable_node(), k == 1 ? "Block" : numbered("F", k - 1), {x, "W"}, {y}, "", "local");
         x = y;
       }
     }
-    m.mutable_graph()->mutable_node(1)->set_op_type("F" + std::to_string(levels));
+    m.mutable_graph()->mutable_node(1)->set_op_type(numbered("F", levels));
     return m;
   };
   onnx::ModelProto ok = chain(60, 1);
@@ -176,6 +183,91 @@ TEST(OnnxFunctions, FunctionsNestedTooDeepOrInliningTooLargeAreErrors) {
   onnx::ModelProto wide = chain(40, 2);
   EXPECT_THAT([&] { inline_local_functions(wide); },
               ThrowsMessage<Error>(HasSubstr("inlining the model-local functions would give more than 4194304 nodes")));
+}
+
+// Calls inside subgraphs count too (found by review): an If branch of F calling F crashed, and a
+// main-graph If whose branch calls a doubling chain hung expanding 2^30 nodes.
+TEST(OnnxFunctions, CallsInsideSubgraphsAreCheckedForRecursionAndSize) {
+  auto branch_calling = [](onnx::NodeProto* node, const std::string& callee) {
+    auto* a = node->add_attribute();
+    a->set_name("then_branch"), a->set_type(onnx::AttributeProto::GRAPH);
+    add_node(a->mutable_g()->mutable_node(), callee, {"X", "W"}, {"b"}, "", "local");
+    a->mutable_g()->add_output()->set_name("b");
+  };
+  onnx::ModelProto recursive = block_model();
+  onnx::FunctionProto* f = recursive.mutable_functions(0);
+  f->clear_node();
+  add_node(f->mutable_node(), "Constant", {}, {"c"});
+  branch_calling(add_node(f->mutable_node(), "If", {"c"}, {"Y"}), "Block");
+  EXPECT_THAT([&] { inline_local_functions(recursive); }, ThrowsMessage<Error>(HasSubstr("which leads back to it")));
+
+  onnx::ModelProto wide = block_model();
+  for (int k = 1; k <= 30; ++k) {
+    onnx::FunctionProto* level = wide.add_functions();
+    level->set_name(numbered("F", k)), level->set_domain("local");
+    level->add_input("X"), level->add_input("W"), level->add_output("Y");
+    *level->mutable_opset_import() = wide.opset_import();
+    const std::string callee = k == 1 ? "Block" : numbered("F", k - 1);
+    add_node(level->mutable_node(), callee, {"X", "W"}, {"t"}, "", "local");
+    add_node(level->mutable_node(), callee, {"t", "W"}, {"Y"}, "", "local");
+  }
+  onnx::GraphProto* g = wide.mutable_graph();
+  add_node(g->mutable_node(), "Constant", {}, {"c"}, "/c");
+  branch_calling(add_node(g->mutable_node(), "If", {"c"}, {"z"}, "/if"), "F30");
+  EXPECT_THAT([&] { inline_local_functions(wide); },
+              ThrowsMessage<Error>(HasSubstr("inlining the model-local functions would give more than 4194304 nodes")));
+}
+
+TEST(OnnxFunctions, OutputsThatAreInputsOrLeftOutStayWired) {
+  // local::Pass(X) = (X, Relu(X), Relu(X) again as a third output).
+  onnx::ModelProto m = block_model();
+  onnx::FunctionProto* pass = m.add_functions();
+  pass->set_name("Pass"), pass->set_domain("local");
+  pass->add_input("X"), pass->add_output("X"), pass->add_output("R"), pass->add_output("R");
+  *pass->mutable_opset_import() = m.opset_import();
+  add_node(pass->mutable_node(), "Relu", {"X"}, {"R"}, "relu");
+  onnx::GraphProto* g = m.mutable_graph();
+  g->clear_node();
+  add_node(g->mutable_node(), "Pass", {"x"}, {"same", "r", "r2"}, "/p", "local");
+  add_node(g->mutable_node(), "Pass", {"x"}, {"", "q"}, "/q", "local");  // first output, and the third, left out
+  inline_local_functions(m);
+  const auto& n = m.graph().node();
+  ASSERT_EQ(n.size(), 4);
+  EXPECT_THAT(n[0].input(), ElementsAre("x"));  // the body reads the call's input, not its output
+  EXPECT_THAT(n[0].output(), ElementsAre("r"));
+  EXPECT_EQ(n[1].op_type(), "Identity");
+  EXPECT_THAT(n[1].input(), ElementsAre("x"));
+  EXPECT_THAT(n[1].output(), ElementsAre("same"));
+  EXPECT_EQ(n[2].op_type(), "Identity");
+  EXPECT_THAT(n[2].input(), ElementsAre("r"));
+  EXPECT_THAT(n[2].output(), ElementsAre("r2"));
+  EXPECT_THAT(n[3].output(), ElementsAre("q"));
+}
+
+TEST(OnnxFunctions, AttributeReferencesInsideSubgraphsAndNewDomainsAreResolved) {
+  onnx::ModelProto m = block_model();
+  // The body's LeakyRelu sits in an If branch, its alpha still a reference; and the function
+  // imports a domain the model does not.
+  onnx::FunctionProto* f = m.mutable_functions(0);
+  onnx::NodeProto leaky = f->node(1);
+  f->mutable_node()->RemoveLast();
+  add_node(f->mutable_node(), "Constant", {}, {"c"}, "cond");
+  auto* branch = add_node(f->mutable_node(), "If", {"c"}, {"Y"}, "if");
+  auto* a = branch->add_attribute();
+  a->set_name("then_branch"), a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g()->add_node() = leaky;
+  a->mutable_g()->mutable_node(0)->set_output(0, "l");
+  a->mutable_g()->add_output()->set_name("l");
+  auto* extra = f->add_opset_import();
+  extra->set_domain("com.example"), extra->set_version(3);
+  inline_local_functions(m);
+  const onnx::NodeProto& inner = m.graph().node(2).attribute(0).g().node(0);
+  ASSERT_EQ(inner.attribute_size(), 1);
+  EXPECT_FLOAT_EQ(inner.attribute(0).f(), 0.2f);
+  EXPECT_TRUE(inner.attribute(0).ref_attr_name().empty());
+  bool imported = false;
+  for (const auto& o : m.opset_import()) imported = imported || (o.domain() == "com.example" && o.version() == 3);
+  EXPECT_TRUE(imported);
 }
 
 TEST(OnnxFunctions, InlinedNamesAreUniqueAndNeverTakeANameTheModelReads) {

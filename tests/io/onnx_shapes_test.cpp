@@ -277,8 +277,24 @@ TEST(OnnxShapes, OneHotTakesItsDepthFromItsConstant) {
   EXPECT_THAT([&] { infer_all_shapes(model({}, std::int64_t{1} << 53, std::nullopt)); },
               ThrowsMessage<Error>(HasSubstr("depth is 2^53 classes or more")));
   EXPECT_THAT([&] { infer_all_shapes(model({}, 0, std::nullopt)); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("(OneHot)"), HasSubstr("depth should be one positive whole number"))));
+              ThrowsMessage<Error>(AllOf(HasSubstr("(OneHot)"), HasSubstr("depth 0 is not a positive number of classes"))));
   EXPECT_THAT([&] { infer_all_shapes(model({}, 10, 3)); }, ThrowsMessage<Error>(AllOf(HasSubstr("(OneHot)"), HasSubstr("'axis' must be in"))));
+}
+
+// Found by review: a float16 constant folded into a float Constant changed the model's types.
+TEST(OnnxShapes, AFloat16ConstantIsNeverFoldedIntoAnotherType) {
+  onnx::ModelProto m = constant_operand_model("Mul", {2, 4}, onnx::TensorProto::FLOAT16, {});
+  onnx::GraphProto* g = m.mutable_graph();
+  auto* half = g->add_initializer();
+  half->set_name("k"), half->set_data_type(onnx::TensorProto::FLOAT16), half->set_raw_data(std::string("\x00\x44", 2));  // 4.0
+  g->mutable_node(0)->add_input("sqrt_k");
+  auto* sqrt = g->add_node();
+  sqrt->set_op_type("Sqrt"), sqrt->add_input("k"), sqrt->add_output("sqrt_k");
+  for (int i = g->node_size() - 1; i > 0; --i) g->mutable_node()->SwapElements(i, i - 1);  // Sqrt first
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT16);
+  const auto types = infer_all_shapes(m);
+  EXPECT_EQ(types.at("sqrt_k").tensor_type().elem_type(), onnx::TensorProto::FLOAT16);
+  EXPECT_EQ(dims(types.at("z")), (std::vector<std::int64_t>{2, 4}));
 }
 
 TEST(OnnxShapes, CompressWithAConstantConditionKeepsTheSlicesItSelects) {
@@ -301,7 +317,16 @@ TEST(OnnxShapes, CompressWithAConstantConditionKeepsTheSlicesItSelects) {
   EXPECT_THAT([&] { infer_all_shapes(ints); }, ThrowsMessage<Error>(HasSubstr("the condition should be a bool tensor")));
   onnx::ModelProto short_data = model({1, 0}, 1);
   short_data.mutable_graph()->mutable_initializer(0)->set_dims(0, 4);  // 4 entries said, 2 given
-  EXPECT_THAT([&] { infer_all_shapes(short_data); }, ThrowsMessage<Error>(HasSubstr("its condition 'condition' is a constant placer cannot read")));
+  EXPECT_THAT([&] { infer_all_shapes(short_data); }, ThrowsMessage<Error>(HasSubstr("its condition 'condition' holds another number of elements than its dims say")));
+  // A condition too large to read here (over 4,096 entries) leaves the shape to the declarations.
+  std::vector<int> mask(5000, 0);
+  mask[7] = 1;
+  onnx::ModelProto big = constant_operand_model("Compress", {5000}, onnx::TensorProto::FLOAT, {{"condition", condition(mask)}});
+  add_int(big.mutable_graph()->mutable_node(0), "axis", 0);
+  auto* declared = big.mutable_graph()->add_value_info();
+  declared->set_name("y"), declared->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  declared->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1);
+  EXPECT_EQ(dims(infer_all_shapes(big).at("z")), (std::vector<std::int64_t>{1}));
   EXPECT_THAT([&] { infer_all_shapes(model({0, 0, 0, 0, 0, 1}, 1)); },
               ThrowsMessage<Error>(AllOf(HasSubstr("(Compress)"), HasSubstr("the condition selects entry 5 of 5"))));
 }

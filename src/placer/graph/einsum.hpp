@@ -1,15 +1,16 @@
-// Einsum equations (ONNX's Einsum, numpy's convention): the labels of every operand's dimensions,
+// Einsum equations (ONNX's Einsum, read as numpy and PyTorch do): the labels of every operand's dimensions,
 // the output's, and the output shape. The cost rules price an Einsum from its labels, and the ONNX
 // importer gives an Einsum's output its shape where libonnx 1.12's rule gives only its rank.
 //
-//   EinsumLabels e = parse_einsum("bhqd,bhkd->bhqk", {4, 4});
+//   EinsumLabels e = parse_einsum("bhqd,bhkd->bhqk", std::vector<std::size_t>{4, 4});
 //   einsum_output_shape("bhqd,bhkd->bhqk", {{8, 12, 128, 64}, {8, 12, 128, 64}});  // {8, 12, 128, 128}
 //
 // Rules: letters A-Z and a-z label dimensions, spaces are ignored, "..." stands for the broadcast
 // dimensions of an operand (right-aligned across operands). Without "->" the output is the
 // broadcast dimensions, then the letters used exactly once in ASCII order. A letter's sizes must
-// agree across its uses, or be 1 (broadcast). Broadcast dimensions an explicit output leaves out
-// are summed, as PyTorch does.
+// agree across its uses, or be 1 (broadcast), and a letter repeated in one operand (a diagonal)
+// has one size. Broadcast dimensions an explicit output leaves out are summed, as PyTorch does
+// (numpy refuses them).
 #pragma once
 
 #include <cstddef>

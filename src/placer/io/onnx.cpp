@@ -323,13 +323,21 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   };
 
   GraphBuilder builder(graph->name());
-  // `producer`: "op 'NAME', TYPE" of the op that gives the tensor ("" for a graph input).
+  // A tensor whose shape inference left unknown, and why that may be: an op of another domain has no
+  // rule ONNX knows; an op of the default domain gives a shape that depends on values.
+  auto unknown_shape = [](const std::string& name, const onnx::NodeProto* producer, const std::string& producer_name) {
+    std::string why;
+    if (producer && !(producer->domain().empty() || producer->domain() == "ai.onnx"))
+      why = " (ONNX knows no shape rule for domain '" + producer->domain() + "': declare the output's shape in the model's value_info)";
+    else if (producer)
+      why = " (it may depend on the values of tensors computed in the step)";
+    return Error("tensor '" + name + "'" + (producer ? " (output of op '" + producer_name + "', " + producer->op_type() + ")" : "") +
+                 ": shape unknown after ONNX shape inference" + why);
+  };
+  // `producer`: the node that gives the tensor (nullptr for a graph input), named `producer_name`.
   auto add_named = [&](const std::string& name, DType dtype, std::vector<std::int64_t> dims, TensorKind kind,
-                       const std::string& producer) {
-    if (!dims.empty() && dims[0] == -1 && dims.size() == 1)
-      throw Error("tensor '" + name + "'" + (producer.empty() ? "" : " (output of " + producer + ")") +
-                  ": shape unknown after ONNX shape inference" +
-                  (producer.empty() ? "" : " (it may depend on the values of tensors computed in the step)"));
+                       const onnx::NodeProto* producer, const std::string& producer_name) {
+    if (!dims.empty() && dims[0] == -1 && dims.size() == 1) throw unknown_shape(name, producer, producer_name);
     return builder.add_tensor(name, std::move(dims), dtype, kind);
   };
 
@@ -413,7 +421,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
           throw Error("graph input '" + inputs[i]->name() + "': dimension " + std::to_string(k) +
                       " has no size and no name (the model leaves it open): fix it in the model");
         }
-      add_named(inputs[i]->name(), dtype, std::move(dims), kinds[i], "");
+      add_named(inputs[i]->name(), dtype, std::move(dims), kinds[i], nullptr, "");
     }
   }
 
@@ -496,14 +504,11 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       auto it = types.find(out);
       bool used = consumers.count(out) || graph_outputs.count(out);
       if (it == types.end()) {
-        if (used)
-          throw Error("tensor '" + out + "' (output of op '" + spec.name + "', " + node.op_type() +
-                      "): shape unknown after ONNX shape inference (it may depend on the values of tensors computed in the step)");
+        if (used) throw unknown_shape(out, &node, spec.name);
         continue;  // an unused optional output without a shape (Dropout's mask, ...): nothing reads it
       }
       DType dtype = dtype_from_onnx(it->second.tensor_type().elem_type());
-      spec.outputs.push_back(add_named(out, dtype, dims_of(it->second, options.dim_values), TensorKind::activation,
-                                        "op '" + spec.name + "', " + node.op_type()));
+      spec.outputs.push_back(add_named(out, dtype, dims_of(it->second, options.dim_values), TensorKind::activation, &node, spec.name));
     }
     std::vector<TensorDesc> ins, outs;
     for (TensorId t : spec.inputs)

@@ -125,7 +125,7 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
       same_shape_as_first_input(node, "Relu");  // opset 20: elementwise, the input's shape
     } else if (type == "GroupNormalization") {
       same_shape_as_first_input(node, "Identity");  // opset 18 (21): the input's shape
-    } else if (type == "Mish" && opset >= 18) {
+    } else if (type == "Mish") {
       same_shape_as_first_input(node, "Relu");  // opset 18: elementwise
     } else if (type == "BitwiseNot") {
       same_shape_as_first_input(node, "Identity");  // opset 18: elementwise, the input's type

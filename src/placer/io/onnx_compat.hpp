@@ -4,7 +4,8 @@
 // forms with more element types; the few whose inputs or attributes changed (ReduceMean's axes
 // became an input, Split got num_outputs, DFT's axis became an input; Gelu, GroupNormalization,
 // Mish and the Bitwise ops are new) are rewritten, in a copy used only for checking and shape
-// inference, one for one into opset-17 nodes that give the same output shapes. The imported ops are the file's own nodes, so costs follow the real ops.
+// inference, one for one into opset-17 nodes that give the same output shapes. The imported ops
+// are the file's own nodes, so costs follow the real ops.
 #pragma once
 
 #include <onnx/onnx_pb.h>

@@ -1,12 +1,15 @@
 #include "placer/io/onnx_file.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <unordered_map>
 
+#include "placer/graph/types.hpp"
 #include "placer/io/onnx_compat.hpp"
 #include "placer/io/onnx_inline.hpp"
 #include "placer/io/onnx_shapes.hpp"
@@ -42,6 +45,75 @@ void inline_ifs_decided_by_shapes(onnx::ModelProto& model, const std::map<std::s
 }
 
 }  // namespace
+
+void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir) {
+  constexpr std::uint64_t kMaxElements = 4096;  // as the folding reads (onnx_shapes.cpp)
+  std::error_code ec;
+  std::filesystem::path real_dir;  // resolved on first use
+  auto read = [&](onnx::TensorProto& t, const auto& where_of) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    const std::uint64_t width = dtype_size(dtype_from_onnx(t.data_type()));
+    std::uint64_t count = 1;
+    for (std::int64_t d : t.dims()) {
+      if (d < 0 || static_cast<std::uint64_t>(d) > kMaxElements) return;
+      count *= static_cast<std::uint64_t>(d);
+      if (count > kMaxElements) return;  // a weight: never read
+    }
+    if (width == 0) return;  // strings, unknown types
+    const std::string where = where_of();
+    std::string location;
+    std::uint64_t offset = 0, length = count * width;
+    for (const auto& entry : t.external_data()) {
+      if (entry.key() == "location") location = entry.value();
+      if (entry.key() != "offset" && entry.key() != "length") continue;
+      std::uint64_t v = 0;
+      const char* end = entry.value().data() + entry.value().size();
+      if (auto [ptr, err] = std::from_chars(entry.value().data(), end, v); err != std::errc() || ptr != end)
+        throw Error(where + ": external data " + entry.key() + " '" + entry.value() + "' is not a number of bytes");
+      (entry.key() == "offset" ? offset : length) = v;
+    }
+    if (length != count * width)
+      throw Error(where + ": its external data is " + std::to_string(length) + " bytes long, a tensor of " + std::to_string(count) +
+                  " element(s) of " + std::to_string(width) + " bytes takes " + std::to_string(count * width));
+    const std::filesystem::path relative(location);
+    bool outside = location.empty() || relative.is_absolute() || location.find('\0') != std::string::npos;
+    for (const auto& part : relative) outside = outside || part == "..";
+    if (outside) throw Error(where + ": external data location '" + location + "' is not a file inside the model's directory");
+    const std::filesystem::path file = dir / relative;
+    const std::filesystem::file_status status = std::filesystem::status(file, ec);  // through symbolic links
+    if (!std::filesystem::exists(status)) return;  // missing: the checker names the file
+    if (!std::filesystem::is_regular_file(status))
+      throw Error(where + ": external data location '" + location + "' is not a regular file");
+    // A symbolic link may lead out of the directory: the file itself must be inside it.
+    if (real_dir.empty()) {
+      real_dir = std::filesystem::canonical(dir.empty() ? std::filesystem::path(".") : dir, ec);
+      if (ec) throw Error(where + ": the model's directory '" + dir.string() + "' cannot be resolved: " + ec.message());
+    }
+    const std::filesystem::path real_file = std::filesystem::canonical(file, ec);
+    if (ec) throw Error(where + ": external data file '" + file.string() + "' cannot be resolved: " + ec.message());
+    if (std::mismatch(real_dir.begin(), real_dir.end(), real_file.begin(), real_file.end()).first != real_dir.end())
+      throw Error(where + ": external data location '" + location + "' leads out of the model's directory (a symbolic link)");
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw Error(where + ": external data file '" + file.string() + "' cannot be opened");
+    std::string bytes(length, '\0');
+    if (offset > static_cast<std::uint64_t>(std::numeric_limits<std::streamoff>::max()) ||
+        !in.seekg(static_cast<std::streamoff>(offset)) || !in.read(bytes.data(), static_cast<std::streamsize>(length)))
+      throw Error(where + ": external data of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                  " is past the end of '" + file.string() + "'");
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+    t.set_raw_data(std::move(bytes));
+  };
+  for (auto& init : *model.mutable_graph()->mutable_initializer()) read(init, [&] { return "initializer '" + init.name() + "'"; });
+  for (auto& node : *model.mutable_graph()->mutable_node())
+    if (node.op_type() == "Constant" && (node.domain().empty() || node.domain() == "ai.onnx"))
+      for (auto& a : *node.mutable_attribute())
+        if (a.name() == "value" && a.has_t())
+          read(*a.mutable_t(), [&] {
+            const std::string name = !node.name().empty() ? node.name() : node.output_size() > 0 ? node.output(0) : std::string("?");
+            return "the value of Constant '" + name + "'";
+          });
+}
 
 void bind_symbolic_dims(onnx::GraphProto& graph, const std::map<std::string, std::int64_t>& dim_values) {
   if (dim_values.empty()) return;

@@ -1,6 +1,7 @@
 #include "placer/io/onnx_inline.hpp"
 
 #include <google/protobuf/unknown_field_set.h>
+#include <onnx/defs/schema.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "placer/util/error.hpp"
 
@@ -18,7 +20,59 @@ namespace {
 
 using FunctionKey = std::pair<std::string, std::string>;  // (domain, name)
 
+constexpr int kMaxDepth = 64;                  // functions nested deeper are refused
+constexpr std::uint64_t kMaxNodes = 1u << 22;  // nodes inlining may give (4,194,304)
+
 std::string qualified(const std::string& domain, const std::string& name) { return domain.empty() ? name : domain + "::" + name; }
+std::string normalized_domain(const std::string& domain) { return domain == "ai.onnx" ? "" : domain; }
+
+// Calls `fn` on every node of `nodes` and of their subgraphs (an If's branches, a Loop's body).
+template <class Nodes, class Fn>
+void for_each_node(const Nodes& nodes, const Fn& fn) {
+  for (const auto& n : nodes) {
+    fn(n);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) for_each_node(a.g().node(), fn);
+      for (const auto& g : a.graphs()) for_each_node(g.node(), fn);
+    }
+  }
+}
+
+// The names a model takes, and new ones: `base`, else base#2, base#3, ... (the next suffix of each
+// base is remembered, so that many names of one base cost one probe each).
+class NameTable {
+ public:
+  void add(const std::string& name) { taken_.insert(name); }
+  std::string fresh(const std::string& base) {
+    if (taken_.insert(base).second) return base;
+    int& k = next_[base];
+    for (k = std::max(k, 2);; ++k) {
+      std::string name = base + "#" + std::to_string(k);
+      if (taken_.insert(name).second) return name;
+    }
+  }
+
+ private:
+  std::unordered_set<std::string> taken_;
+  std::unordered_map<std::string, int> next_;
+};
+
+// Every value name a graph and its subgraphs use, also names read that nothing gives (a new name
+// must not become what such a read finds), and every node name.
+void collect_names(const onnx::GraphProto& g, NameTable& values, NameTable& nodes) {
+  for (const auto* list : {&g.input(), &g.output(), &g.value_info()})
+    for (const auto& v : *list) values.add(v.name());
+  for (const auto& t : g.initializer()) values.add(t.name());
+  for (const auto& n : g.node()) {
+    nodes.add(n.name());
+    for (const auto& v : n.input()) values.add(v);
+    for (const auto& v : n.output()) values.add(v);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_names(a.g(), values, nodes);
+      for (const auto& sub : a.graphs()) collect_names(sub, values, nodes);
+    }
+  }
+}
 
 // IR 9's FunctionProto.attribute_proto (field 11: the defaults of the function's attributes) is not
 // in libonnx 1.12's schema; protobuf keeps it among the unknown fields, each an AttributeProto.
@@ -45,43 +99,11 @@ std::map<FunctionKey, const onnx::FunctionProto*> functions_by_name(const onnx::
   return out;
 }
 
-constexpr int kMaxDepth = 64;                  // functions nested deeper are refused
-constexpr std::uint64_t kMaxNodes = 1u << 22;  // nodes inlining may give (4,194,304)
-
-// Every name a graph and its subgraphs use: inputs, outputs, initializers, value_info, and the
-// inputs and outputs of its nodes (also names read that nothing gives: a new name must not become
-// what such a read finds).
-void collect_names(const onnx::GraphProto& g, std::unordered_set<std::string>& names) {
-  for (const auto& v : g.input()) names.insert(v.name());
-  for (const auto& v : g.output()) names.insert(v.name());
-  for (const auto& v : g.value_info()) names.insert(v.name());
-  for (const auto& t : g.initializer()) names.insert(t.name());
-  for (const auto& n : g.node()) {
-    for (const auto& v : n.input()) names.insert(v);
-    for (const auto& v : n.output()) names.insert(v);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) collect_names(a.g(), names);
-      for (const auto& sub : a.graphs()) collect_names(sub, names);
-    }
-  }
-}
-
-void collect_node_names(const onnx::GraphProto& g, std::unordered_set<std::string>& names) {
-  for (const auto& n : g.node()) {
-    names.insert(n.name());
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) collect_node_names(a.g(), names);
-      for (const auto& sub : a.graphs()) collect_node_names(sub, names);
-    }
-  }
-}
-
 class Inliner {
  public:
   explicit Inliner(onnx::ModelProto& model) : model_(model), functions_(functions_by_name(model)) {
-    collect_names(model.graph(), values_);
-    collect_node_names(model.graph(), nodes_);
-    for (const auto& o : model.opset_import()) opsets_[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+    collect_names(model.graph(), values_, nodes_);
+    for (const auto& o : model.opset_import()) opsets_[normalized_domain(o.domain())] = o.version();
   }
 
   std::size_t run() {
@@ -95,11 +117,10 @@ class Inliner {
  private:
   // One call being inlined: how the body's names and attribute references read in the model.
   struct Call {
-    const onnx::FunctionProto* function = nullptr;
-    std::string prefix;                                    // the call's name: the body's nodes go under it
-    std::unordered_map<std::string, std::string> rename;   // the body's value names -> the model's
+    std::string prefix;                                   // the call's name: the body's nodes go under it
+    std::unordered_map<std::string, std::string> rename;  // the body's value names -> the model's
     std::unordered_map<std::string, const onnx::AttributeProto*> given;
-    std::unordered_map<std::string, onnx::AttributeProto> defaults;
+    const std::unordered_map<std::string, onnx::AttributeProto>* defaults = nullptr;
   };
 
   const onnx::FunctionProto* function_of(const onnx::NodeProto& node) const {
@@ -107,34 +128,25 @@ class Inliner {
     return it == functions_.end() ? nullptr : it->second;
   }
 
-  // `base`, or base#2, base#3, ...: the first that `taken` does not hold (then taken).
-  static std::string fresh(const std::string& base, std::unordered_set<std::string>& taken) {
-    std::string name = base;
-    for (int k = 2; taken.count(name); ++k) name = base + "#" + std::to_string(k);
-    taken.insert(name);
-    return name;
-  }
-
-  // The nodes inlining gives, counted before anything is expanded (a 3 kB file whose 40 levels each
-  // call the next twice asks for 2^40). Sizes saturate at kMaxNodes + 1. REQUIRES: no recursion,
-  // nesting at most kMaxDepth (check_function_recursion).
+  // The nodes inlining gives, subgraphs included, counted before anything is expanded (a 3 kB file
+  // whose 40 levels each call the next twice asks for 2^40). Sizes saturate at kMaxNodes + 1.
+  // REQUIRES: no recursion, nesting at most kMaxDepth (check_function_recursion).
   void check_size() {
     std::map<const onnx::FunctionProto*, std::uint64_t> size;
-    std::function<std::uint64_t(const onnx::FunctionProto&)> function_size = [&](const onnx::FunctionProto& f) {
-      if (auto it = size.find(&f); it != size.end()) return it->second;
+    std::function<std::uint64_t(const onnx::FunctionProto&)> function_size;
+    auto count = [&](const auto& nodes) {
       std::uint64_t n = 0;
-      for (const auto& node : f.node()) {
+      for_each_node(nodes, [&](const onnx::NodeProto& node) {
         const onnx::FunctionProto* callee = function_of(node);
         n = std::min(kMaxNodes + 1, n + (callee ? function_size(*callee) : 1));
-      }
-      return size[&f] = n;
+      });
+      return n;
     };
-    std::uint64_t total = 0;
-    for (const auto& node : model_.graph().node()) {
-      const onnx::FunctionProto* callee = function_of(node);
-      total = std::min(kMaxNodes + 1, total + (callee ? function_size(*callee) : 1));
-    }
-    if (total > kMaxNodes)
+    function_size = [&](const onnx::FunctionProto& f) {
+      if (auto it = size.find(&f); it != size.end()) return it->second;
+      return size[&f] = count(f.node());
+    };
+    if (count(model_.graph().node()) > kMaxNodes)
       throw Error("inlining the model-local functions would give more than " + std::to_string(kMaxNodes) +
                   " nodes (calls that call several times what calls several times)");
   }
@@ -165,44 +177,62 @@ class Inliner {
                   std::to_string(f->output_size()));
     import_opsets(*f);
     Call call;
-    call.function = f;
     call.prefix = node.name();
-    if (call.prefix.empty()) {  // named by its first output, else its function
-      for (const auto& v : node.output())
-        if (!v.empty()) {
-          call.prefix = v;
-          break;
-        }
-      if (call.prefix.empty()) call.prefix = fresh(f->name(), nodes_);
-    }
+    for (int i = 0; call.prefix.empty() && i < node.output_size(); ++i) call.prefix = node.output(i);  // its first output's
+    if (call.prefix.empty()) call.prefix = nodes_.fresh(f->name());
     for (int i = 0; i < f->input_size(); ++i) call.rename[f->input(i)] = i < node.input_size() ? node.input(i) : "";
-    for (int i = 0; i < node.output_size(); ++i)
-      if (!node.output(i).empty()) call.rename[f->output(i)] = node.output(i);
+    // An output that is also an input of the function, or listed twice, is given by an Identity
+    // after the body: mapping it to the call's output would make the body read what nothing gives.
+    std::vector<std::pair<std::string, std::string>> passed;  // (body value, call output)
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      if (!call.rename.emplace(f->output(i), node.output(i)).second) passed.emplace_back(f->output(i), node.output(i));
+    }
     for (const auto& a : node.attribute()) call.given[a.name()] = &a;
-    call.defaults = attribute_defaults(*f);
+    auto cached = defaults_.find(f);
+    if (cached == defaults_.end()) cached = defaults_.emplace(f, attribute_defaults(*f)).first;
+    call.defaults = &cached->second;
     for (const auto& inner : f->node()) {
       onnx::NodeProto copy = inner;
       const std::string inner_name = inner.name().empty() ? (inner.output_size() > 0 && !inner.output(0).empty() ? inner.output(0)
                                                                                                                 : inner.op_type())
                                                           : inner.name();
-      copy.set_name(fresh(call.prefix + "/" + inner_name, nodes_));
+      copy.set_name(nodes_.fresh(call.prefix + "/" + inner_name));
       rewrite(copy, call);
       expand(std::move(copy), out);
     }
+    for (const auto& [value, output] : passed) {
+      onnx::NodeProto* identity = out.Add();
+      identity->set_op_type("Identity");
+      identity->set_name(nodes_.fresh(call.prefix + "/" + output));
+      identity->add_input(model_name(value, call));
+      identity->add_output(output);
+    }
   }
 
+  // The function's opset imports join the model's. Where both import a domain at different
+  // versions, every op of the body in that domain must read the same at both (the ONNX checker's
+  // rule): its body is then read at the model's version.
   void import_opsets(const onnx::FunctionProto& f) {
     for (const auto& o : f.opset_import()) {
-      const std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
+      const std::string domain = normalized_domain(o.domain());
       auto [it, added] = opsets_.emplace(domain, o.version());
       if (added) {
         auto* imported = model_.add_opset_import();
         imported->set_domain(domain), imported->set_version(o.version());
-      } else if (it->second != o.version()) {
-        throw Error("model-local function '" + qualified(f.domain(), f.name()) + "' imports opset " + std::to_string(o.version()) +
-                    " of domain '" + (domain.empty() ? "ai.onnx" : domain) + "', the model opset " + std::to_string(it->second) +
-                    ": its body cannot be read in the model's opset");
+        continue;
       }
+      if (it->second == o.version()) continue;
+      const std::int64_t model_version = it->second;
+      for_each_node(f.node(), [&](const onnx::NodeProto& node) {
+        if (normalized_domain(node.domain()) != domain) return;
+        const auto* at_function = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(o.version()), domain);
+        const auto* at_model = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(model_version), domain);
+        if (at_function != at_model)
+          throw Error("model-local function '" + qualified(f.domain(), f.name()) + "' imports opset " + std::to_string(o.version()) +
+                      " of domain '" + (domain.empty() ? "ai.onnx" : domain) + "', the model opset " + std::to_string(model_version) +
+                      ", and its op " + node.op_type() + " differs between the two");
+      });
     }
   }
 
@@ -212,7 +242,7 @@ class Inliner {
     if (value.empty()) return value;
     auto it = call.rename.find(value);
     if (it != call.rename.end()) return it->second;
-    return call.rename[value] = fresh(call.prefix + "/" + value, values_);
+    return call.rename[value] = values_.fresh(call.prefix + "/" + value);
   }
 
   // A body node (or a node of a body node's subgraph) in the model's names, its attribute
@@ -225,7 +255,7 @@ class Inliner {
       if (!a.ref_attr_name().empty()) {
         const onnx::AttributeProto* value = nullptr;
         if (auto it = call.given.find(a.ref_attr_name()); it != call.given.end()) value = it->second;
-        else if (auto d = call.defaults.find(a.ref_attr_name()); d != call.defaults.end()) value = &d->second;
+        else if (auto d = call.defaults->find(a.ref_attr_name()); d != call.defaults->end()) value = &d->second;
         if (!value) continue;  // not given: the op's own default
         onnx::AttributeProto* set = attributes.Add();
         *set = *value;
@@ -245,14 +275,15 @@ class Inliner {
       for (auto& v : *values) v.set_name(model_name(v.name(), call));
     for (auto& t : *g.mutable_initializer()) t.set_name(model_name(t.name(), call));
     for (auto& n : *g.mutable_node()) {
-      if (!n.name().empty()) n.set_name(fresh(call.prefix + "/" + n.name(), nodes_));
+      if (!n.name().empty()) n.set_name(nodes_.fresh(call.prefix + "/" + n.name()));
       rewrite(n, call);
     }
   }
 
   onnx::ModelProto& model_;
   std::map<FunctionKey, const onnx::FunctionProto*> functions_;
-  std::unordered_set<std::string> values_, nodes_;  // names taken
+  std::unordered_map<const onnx::FunctionProto*, std::unordered_map<std::string, onnx::AttributeProto>> defaults_;
+  NameTable values_, nodes_;
   std::unordered_map<std::string, std::int64_t> opsets_;
   std::size_t calls_ = 0;
 };
@@ -261,17 +292,10 @@ class Inliner {
 
 std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map<std::string, bool>& conditions) {
   onnx::GraphProto& g = *model.mutable_graph();
-  std::unordered_set<std::string> values, nodes;  // names taken
-  collect_names(g, values);
-  collect_node_names(g, nodes);
-  auto fresh = [](const std::string& base, std::unordered_set<std::string>& taken) {
-    std::string name = base;
-    for (int k = 2; taken.count(name); ++k) name = base + "#" + std::to_string(k);
-    taken.insert(name);
-    return name;
-  };
-  // Renames the branch's names inside a subgraph of one of its nodes (inner names are the inner
-  // graph's own: ONNX forbids shadowing).
+  NameTable values, nodes;
+  collect_names(g, values, nodes);
+  // Renames the branch's names inside a subgraph of one of its nodes (the inner graph's own names
+  // are its own: ONNX forbids shadowing).
   std::function<void(onnx::GraphProto&, const std::unordered_map<std::string, std::string>&)> rename_refs =
       [&](onnx::GraphProto& sub, const std::unordered_map<std::string, std::string>& rename) {
         auto renamed = [&](std::string& v) {
@@ -290,7 +314,7 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
   google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
   std::size_t replaced = 0;
   for (auto& node : *g.mutable_node()) {
-    const bool is_if = node.op_type() == "If" && (node.domain().empty() || node.domain() == "ai.onnx") && node.input_size() == 1;
+    const bool is_if = node.op_type() == "If" && normalized_domain(node.domain()).empty() && node.input_size() == 1;
     const auto decided = is_if ? conditions.find(node.input(0)) : conditions.end();
     const onnx::GraphProto* branch = nullptr;
     if (decided != conditions.end())
@@ -303,7 +327,7 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
     ++replaced;
     std::string prefix = node.name();
     for (int j = 0; prefix.empty() && j < node.output_size(); ++j) prefix = node.output(j);
-    if (prefix.empty()) prefix = fresh("If", nodes);
+    if (prefix.empty()) prefix = nodes.fresh("If");
     // The branch's own names: its outputs become the If's, the rest are named under the If.
     std::unordered_map<std::string, std::string> rename;
     std::unordered_set<std::string> defined;
@@ -316,7 +340,7 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
       if (defined.count(v) && !node.output(j).empty() && !rename.count(v)) rename[v] = node.output(j);
     }
     for (const auto& v : defined)
-      if (!rename.count(v)) rename[v] = fresh(prefix + "/" + v, values);
+      if (!rename.count(v)) rename[v] = values.fresh(prefix + "/" + v);
     for (const auto& t : branch->initializer()) {
       onnx::TensorProto* moved = g.add_initializer();
       *moved = t;
@@ -333,7 +357,7 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
         if (a.has_g()) rename_refs(*a.mutable_g(), rename);
         for (auto& sub : *a.mutable_graphs()) rename_refs(sub, rename);
       }
-      copy->set_name(fresh(prefix + "/" + (n.name().empty() ? n.op_type() : n.name()), nodes));
+      copy->set_name(nodes.fresh(prefix + "/" + (n.name().empty() ? n.op_type() : n.name())));
     }
     // Outputs the branch takes from outside it (or gives twice) pass through an Identity.
     for (int j = 0; j < node.output_size(); ++j) {
@@ -343,7 +367,7 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
       if (node.output(j).empty() || source == node.output(j)) continue;
       onnx::NodeProto* identity = out.Add();
       identity->set_op_type("Identity");
-      identity->set_name(fresh(prefix + "/Identity", nodes));
+      identity->set_name(nodes.fresh(prefix + "/Identity"));
       identity->add_input(source);
       identity->add_output(node.output(j));
     }
@@ -355,9 +379,9 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
 void check_function_recursion(const onnx::ModelProto& model) {
   std::map<FunctionKey, const onnx::FunctionProto*> functions;
   for (const auto& f : model.functions()) functions[{f.domain(), f.name()}] = &f;
-  // Each function's height (1 + its callees' highest), or 0 while it is being visited. A visit goes
-  // at most kMaxDepth deep before it stops with an error, so a chain of functions of any length
-  // cannot overflow the stack here.
+  // Each function's height (1 + its callees' highest, calls in subgraphs included), or 0 while it is
+  // being visited. A visit goes at most kMaxDepth deep before it stops with an error, so a chain of
+  // functions of any length cannot overflow the stack here.
   std::map<const onnx::FunctionProto*, int> height;
   std::function<int(const onnx::FunctionProto&, int)> visit = [&](const onnx::FunctionProto& f, int depth) {
     if (auto it = height.find(&f); it != height.end()) return it->second;
@@ -366,14 +390,14 @@ void check_function_recursion(const onnx::ModelProto& model) {
                   qualified(f.domain(), f.name()) + "')");
     height[&f] = 0;
     int h = 1;
-    for (const auto& node : f.node()) {
+    for_each_node(f.node(), [&](const onnx::NodeProto& node) {
       auto it = functions.find({node.domain(), node.op_type()});
-      if (it == functions.end()) continue;
+      if (it == functions.end()) return;
       if (auto seen = height.find(it->second); seen != height.end() && seen->second == 0)
         throw Error("model-local function '" + qualified(f.domain(), f.name()) + "' calls '" + qualified(node.domain(), node.op_type()) +
                     "', which leads back to it: recursive functions are not supported");
       h = std::max(h, 1 + visit(*it->second, depth + 1));
-    }
+    });
     if (h > kMaxDepth)
       throw Error("model-local functions are nested more than " + std::to_string(kMaxDepth) + " deep (from '" +
                   qualified(f.domain(), f.name()) + "')");

@@ -31,10 +31,13 @@
 namespace placer {
 
 // Replaces every call of a model-local function in the main graph by the function's body, calls
-// inside bodies too, and clears model.functions(). Returns the number of calls replaced. Throws
-// Error for a function that calls itself (directly or through others), two functions of one name
-// (IR 10's overloads), a call with more inputs or outputs than its function, and a function whose
-// opset of a domain differs from the model's.
+// inside bodies and in subgraphs too, and clears model.functions(). An output the function also takes
+// as an input (or gives twice) is given by an Identity after the body. Returns the number of calls
+// replaced. Throws Error for a function that calls itself (directly or through others), functions
+// nested more than 64 deep, inlining that would give more than 4,194,304 nodes (counted first), two
+// functions of one name (IR 10's overloads), a call with more inputs or outputs than its function,
+// and a function importing a domain at another version than the model where an op of its body reads
+// differently at the two.
 std::size_t inline_local_functions(onnx::ModelProto& model);
 
 // Replaces every If of the main graph whose condition `conditions` decides (by the condition's

@@ -4,10 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -173,12 +172,21 @@ std::optional<Value> from_tensor(const onnx::TensorProto& t) {
   return v;
 }
 
+// The element types to_tensor writes as they are (others, read by from_tensor for placer's rules,
+// are never folded into a Constant: a float16 written back as float changed the model's types).
+bool writable_type(int elem_type) {
+  using TP = onnx::TensorProto;
+  return elem_type == TP::FLOAT || elem_type == TP::DOUBLE || elem_type == TP::INT64 || elem_type == TP::INT32 ||
+         elem_type == TP::BOOL || elem_type == TP::UINT8 || elem_type == TP::INT8;
+}
+
+// REQUIRES: writable_type(v.elem_type).
 onnx::TensorProto to_tensor(const Value& v) {
   using TP = onnx::TensorProto;
   onnx::TensorProto t;
   for (auto d : v.dims) t.add_dims(d);
-  if (v.elem_type == TP::FLOAT || v.elem_type == TP::DOUBLE || v.elem_type == TP::FLOAT16) {
-    t.set_data_type(v.elem_type == TP::DOUBLE ? TP::DOUBLE : TP::FLOAT);
+  if (v.elem_type == TP::FLOAT || v.elem_type == TP::DOUBLE) {
+    t.set_data_type(v.elem_type);
     for (double x : v.data) v.elem_type == TP::DOUBLE ? t.add_double_data(x) : t.add_float_data(static_cast<float>(x));
   } else if (v.elem_type == TP::INT32 || v.elem_type == TP::BOOL || v.elem_type == TP::UINT8 || v.elem_type == TP::INT8) {
     t.set_data_type(v.elem_type);
@@ -793,8 +801,8 @@ bool default_or_own_domain(const onnx::NodeProto& node) {
 
 bool hidden_from_onnx(const onnx::NodeProto& node) { return default_or_own_domain(node) && node.op_type() == "Einsum"; }
 
-// Moves the nodes of hidden_from_onnx() into kOwnRuleDomain, in the graph, its subgraphs and the
-// model's functions, so that ONNX's pass never runs their rules.
+// Moves the nodes of hidden_from_onnx() into kOwnRuleDomain, in the graph and its subgraphs, so that
+// ONNX's pass never runs their rules. REQUIRES: no model-local functions (inlined first).
 void hide_from_onnx(onnx::ModelProto& model) {
   std::function<bool(onnx::GraphProto&)> hide_graph;
   auto hide_node = [&](onnx::NodeProto& node) {
@@ -819,11 +827,6 @@ void hide_from_onnx(onnx::ModelProto& model) {
     o->set_domain(kOwnRuleDomain), o->set_version(1);
   };
   if (hide_graph(*model.mutable_graph())) import_domain(model.mutable_opset_import());
-  for (auto& f : *model.mutable_functions()) {
-    bool any = false;
-    for (auto& node : *f.mutable_node()) any = hide_node(node) || any;
-    if (any) import_domain(f.mutable_opset_import()), import_domain(model.mutable_opset_import());
-  }
 }
 
 // Rules placer adds where libonnx 1.12's give less than the shape: Einsum (whose 1.12 rule is never
@@ -847,10 +850,14 @@ std::optional<std::vector<onnx::TypeProto>> placer_rule(const onnx::NodeProto& n
   auto value = [&](int i, const char* what) -> std::optional<Value> {
     auto it = data.find(node.input(i));
     if (it == data.end()) return std::nullopt;
-    std::optional<Value> v = from_tensor(*it->second);
-    if (!v)
-      throw Error(op + ": its " + what + " '" + node.input(i) + "' is a constant placer cannot read (an element type it does not " +
-                  "read, or more elements than its dims say)");
+    const onnx::TensorProto& t = *it->second;
+    // More than 4,096 elements, stored apart, or of a type from_tensor does not read: not read here
+    // (the shape is left to what the model declares). Data that contradicts its dims is an error.
+    if (!checked_count({t.dims().begin(), t.dims().end()}) || t.data_location() == onnx::TensorProto::EXTERNAL) return std::nullopt;
+    std::optional<Value> v = from_tensor(t);
+    if (!v && element_bytes(t.data_type()) > 0 && t.data_type() != onnx::TensorProto::COMPLEX64 &&
+        t.data_type() != onnx::TensorProto::COMPLEX128)
+      throw Error(op + ": its " + what + " '" + node.input(i) + "' holds another number of elements than its dims say");
     return v;
   };
   onnx::TypeProto out;
@@ -868,16 +875,21 @@ std::optional<std::vector<onnx::TypeProto>> placer_rule(const onnx::NodeProto& n
     const std::optional<Value> depth = value(1, "depth");
     if (!depth) return std::nullopt;
     if (depth->elem_type == onnx::TensorProto::BOOL) throw Error("OneHot: depth should be a number, not a bool");
-    if (depth->size() != 1 || !(depth->data[0] >= 1) || depth->data[0] != std::floor(depth->data[0]))
-      throw Error("OneHot: depth should be one positive whole number");
-    if (depth->data[0] >= 0x1p53) throw Error("OneHot: depth is 2^53 classes or more");
+    if (depth->size() != 1) throw Error("OneHot: depth should be one number, it holds " + std::to_string(depth->size()));
+    const double classes = std::trunc(depth->data[0]);  // ONNX casts a depth of another type to int64
+    if (!(classes >= 1)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", depth->data[0]);
+      throw Error("OneHot: depth " + std::string(text) + " is not a positive number of classes");
+    }
+    if (classes >= 0x1p53) throw Error("OneHot: depth is 2^53 classes or more");
     const auto rank = static_cast<std::int64_t>(shapes[0].size());
     std::int64_t axis = attr_int(node, "axis", -1);
     if (axis < -rank - 1 || axis > rank)
       throw Error("OneHot: axis " + std::to_string(axis) + " is out of range for indices of rank " + std::to_string(rank));
     if (axis < 0) axis += rank + 1;
     dims = shapes[0];
-    dims.insert(dims.begin() + axis, static_cast<std::int64_t>(depth->data[0]));
+    dims.insert(dims.begin() + axis, static_cast<std::int64_t>(classes));
     elem_type = types.at(node.input(2)).tensor_type().elem_type();
   } else {
     // Compress: input, condition -> the slices (or, without axis, the elements of the flattened
@@ -1048,68 +1060,14 @@ std::unordered_map<std::string, std::vector<double>> folded_values(const onnx::G
   return out;
 }
 
-void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::path real_dir;  // resolved on first use
-  auto read = [&](onnx::TensorProto& t, auto where_of) {
-    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
-    const std::string where = where_of();
-    const std::size_t width = element_bytes(t.data_type());
-    const std::optional<std::size_t> count = checked_count({t.dims().begin(), t.dims().end()});
-    if (width == 0 || !count) return;  // a weight (or a string): never read
-    std::string location;
-    std::uint64_t offset = 0, length = *count * width;
-    for (const auto& entry : t.external_data()) {
-      if (entry.key() == "location") location = entry.value();
-      if (entry.key() != "offset" && entry.key() != "length") continue;
-      std::uint64_t v = 0;
-      const char* end = entry.value().data() + entry.value().size();
-      if (auto [ptr, err] = std::from_chars(entry.value().data(), end, v); err != std::errc() || ptr != end)
-        throw Error(where + ": external data " + entry.key() + " '" + entry.value() + "' is not a number of bytes");
-      (entry.key() == "offset" ? offset : length) = v;
-    }
-    if (length != *count * width)
-      throw Error(where + ": its external data is " + std::to_string(length) + " bytes long, a tensor of " + std::to_string(*count) +
-                  " element(s) of " + std::to_string(width) + " bytes takes " + std::to_string(*count * width));
-    const std::filesystem::path relative(location);
-    bool outside = location.empty() || relative.is_absolute() || location.find('\0') != std::string::npos;
-    for (const auto& part : relative) outside = outside || part == "..";
-    if (outside) throw Error(where + ": its external data location '" + location + "' is not a file inside the model's directory");
-    const std::filesystem::path file = dir / relative;
-    const std::filesystem::file_status status = std::filesystem::status(file, ec);  // through symbolic links
-    if (!std::filesystem::exists(status)) return;  // missing: the checker names the file
-    if (!std::filesystem::is_regular_file(status))
-      throw Error(where + ": its external data location '" + location + "' is not a regular file");
-    // A symbolic link may lead out of the directory: the file itself must be inside it.
-    if (real_dir.empty()) real_dir = std::filesystem::canonical(dir.empty() ? std::filesystem::path(".") : dir, ec);
-    const std::filesystem::path real_file = std::filesystem::canonical(file, ec);
-    const auto [dir_end, file_end] = std::mismatch(real_dir.begin(), real_dir.end(), real_file.begin(), real_file.end());
-    if (ec || real_dir.empty() || dir_end != real_dir.end())
-      throw Error(where + ": its external data location '" + location + "' leads out of the model's directory (a symbolic link)");
-    std::ifstream in(file, std::ios::binary);
-    std::string bytes(length, '\0');
-    if (in && offset <= static_cast<std::uint64_t>(std::numeric_limits<std::streamoff>::max())) in.seekg(static_cast<std::streamoff>(offset));
-    if (!in || offset > static_cast<std::uint64_t>(std::numeric_limits<std::streamoff>::max()) ||
-        !in.read(bytes.data(), static_cast<std::streamsize>(length)))
-      throw Error(where + ": its external data (" + std::to_string(length) + " bytes at offset " + std::to_string(offset) + " of '" +
-                  file.string() + "') is past the end of that file");
-    t.clear_external_data();
-    t.set_data_location(onnx::TensorProto::DEFAULT);
-    t.set_raw_data(std::move(bytes));
-  };
-  for (auto& init : *model.mutable_graph()->mutable_initializer()) read(init, [&] { return "initializer '" + init.name() + "'"; });
-  for (auto& node : *model.mutable_graph()->mutable_node())
-    if (node.op_type() == "Constant")
-      for (auto& a : *node.mutable_attribute())
-        if (a.name() == "value" && a.has_t()) read(*a.mutable_t(), [&] { return node_label(node) + ": its value"; });
-}
-
 std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes) {
   std::size_t passes = 0;
   if (!onnx_passes) onnx_passes = &passes;
   *onnx_passes = 0;
   check_inference_inputs(model.graph());  // whether or not ONNX inference runs: the model is invalid
-  check_function_recursion(model);
+  // Model-local functions: their calls become their bodies (read_onnx_file has done so already for
+  // the models it reads; a model built in memory may still hold some).
+  inline_local_functions(model);
   hide_from_onnx(model);
   for (const auto& in : model.graph().input())
     for (int k = 0; k < in.type().tensor_type().shape().dim_size(); ++k)
@@ -1164,7 +1122,8 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
   // layer: one round per layer). Every round folds a node more or stops, so the rounds end.
   while (unknown > 0) {
     // Fold every node whose value can be computed into a Constant of that value.
-    bool folded = false, learned = false;  // learned: a shape from placer_rule, declared for ONNX's next pass
+    bool folded = false;
+    std::vector<std::pair<std::string, onnx::TypeProto>> learned;  // shapes from placer_rule, declared for ONNX's next pass
     auto type_of = [&](const std::string& name) -> const onnx::TypeProto* {
       auto it = types.find(name);
       return it == types.end() ? nullptr : &it->second;
@@ -1204,12 +1163,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
         const std::string& out = node.output(static_cast<int>(i));
         if (out.empty() || (types.count(out) && fully_known(types.at(out)))) continue;
         types[out] = (*ours)[i];
-        onnx::ValueInfoProto* vi = nullptr;
-        for (auto& existing : *graph->mutable_value_info())
-          if (existing.name() == out) vi = &existing;
-        if (!vi) vi = graph->add_value_info(), vi->set_name(out);
-        *vi->mutable_type() = (*ours)[i];
-        learned = true;
+        learned.emplace_back(out, (*ours)[i]);
       }
     };
     for (auto& node : *graph->mutable_node()) {
@@ -1228,7 +1182,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       } catch (const std::exception&) {
         v.reset();  // out-of-range index or similar: leave the node to ONNX
       }
-      if (!v || !consistent(*v)) {
+      if (!v || !consistent(*v) || !writable_type(v->elem_type)) {  // a constant to_tensor cannot write keeps its node
         infer_node(node);
         continue;
       }
@@ -1284,11 +1238,17 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       else node.set_input(1, sizes->name());
       folded = true;
     }
-    if (!folded && !learned) break;
-    // Forget what ONNX could not infer, then let it infer again with the new constants.
+    if (!folded && learned.empty()) break;
+    // Forget what ONNX could not infer (the outputs placer_rule learnt among it), then let it infer
+    // again with the new constants and shapes.
     auto* vis = graph->mutable_value_info();
     for (int i = vis->size() - 1; i >= 0; --i)
       if (!fully_known(vis->Get(i).type())) vis->DeleteSubrange(i, 1);
+    for (auto& [name, type] : learned) {
+      onnx::ValueInfoProto* vi = graph->add_value_info();
+      vi->set_name(name);
+      *vi->mutable_type() = std::move(type);
+    }
     run_onnx_inference(model);
     ++*onnx_passes;
     types = collect();

@@ -12,7 +12,6 @@
 
 #include <onnx/onnx_pb.h>
 
-#include <filesystem>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -30,14 +29,6 @@ namespace placer {
 // `onnx_passes`, when given, receives how many times ONNX's inference ran over the whole model
 // (a few, whatever the depth: nodes that cannot be folded are inferred one by one in between).
 std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes = nullptr);
-
-// Reads into `model` the data of its small initializers stored in external files (at most 4,096
-// elements of a fixed-size type; `dir` is the model file's directory): the values shape arithmetic
-// may fold, such as a Reshape target saved apart with a size threshold of 0. Larger tensors
-// (weights) are not read.
-// A file that does not exist is left to ONNX's checker to name; a location outside `dir`, a length
-// that does not fit the tensor, or data past the end of its file is an Error naming the initializer.
-void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir);
 
 // The values of `graph`'s small constants (initializers and Constant nodes of at most 4,096
 // elements) and of every node computed from them alone, Shape and Size reading `types`, as the
