@@ -507,6 +507,318 @@ std::string check_avg_pool(const Graph& g, OpId op) {
   return {};
 }
 
+// ---- More elementwise ops, reductions, indexing, normalisations (ONNX semantics, opset 13 on) ----
+
+#define PLACER_UNARY(name, expr) \
+  Tensors name(const OpCall& c) { const torch::Tensor& x = c.in[0]; return {expr}; }
+PLACER_UNARY(op_sin, torch::sin(x))
+PLACER_UNARY(op_cos, torch::cos(x))
+PLACER_UNARY(op_tan, torch::tan(x))
+PLACER_UNARY(op_asin, torch::asin(x))
+PLACER_UNARY(op_acos, torch::acos(x))
+PLACER_UNARY(op_atan, torch::atan(x))
+PLACER_UNARY(op_sinh, torch::sinh(x))
+PLACER_UNARY(op_cosh, torch::cosh(x))
+PLACER_UNARY(op_asinh, torch::asinh(x))
+PLACER_UNARY(op_acosh, torch::acosh(x))
+PLACER_UNARY(op_atanh, torch::atanh(x))
+PLACER_UNARY(op_softsign, x / (1 + torch::abs(x)))
+PLACER_UNARY(op_mish, torch::mish(x))
+PLACER_UNARY(op_celu, torch::celu(x, c.g.op_attrs(c.op).get_float("alpha", 1.0)))
+// ONNX Selu: gamma * (x > 0 ? x : alpha * (exp(x) - 1)), its defaults torch's constants.
+PLACER_UNARY(op_selu, torch::elu(x, c.g.op_attrs(c.op).get_float("alpha", 1.67326319217681884765625),
+                                 c.g.op_attrs(c.op).get_float("gamma", 1.05070102214813232421875), 1.0))
+PLACER_UNARY(op_thresholded_relu, torch::where(x > c.g.op_attrs(c.op).get_float("alpha", 1.0), x, torch::zeros_like(x)))
+PLACER_UNARY(op_is_nan, torch::isnan(x))
+PLACER_UNARY(op_bitwise_not, torch::bitwise_not(x))
+#undef PLACER_UNARY
+
+Tensors op_shrink(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const double bias = c.g.op_attrs(c.op).get_float("bias", 0.0), lambd = c.g.op_attrs(c.op).get_float("lambd", 0.5);
+  return {torch::where(x < -lambd, x + bias, torch::where(x > lambd, x - bias, torch::zeros_like(x)))};
+}
+Tensors op_is_inf(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const bool positive = c.g.op_attrs(c.op).get_int("detect_positive", 1) != 0, negative = c.g.op_attrs(c.op).get_int("detect_negative", 1) != 0;
+  torch::Tensor out = torch::zeros_like(x, torch::kBool);
+  if (positive) out = out | torch::isposinf(x);
+  if (negative) out = out | torch::isneginf(x);
+  return {out};
+}
+// PRelu: the slope broadcasts to x (ONNX's unidirectional broadcasting), not only per channel.
+Tensors op_prelu(const OpCall& c) { return {torch::where(c.in[0] >= 0, c.in[0], c.in[0] * c.in[1])}; }
+
+#define PLACER_BINARY(name, expr) \
+  Tensors name(const OpCall& c) { const torch::Tensor &a = c.in[0], &b = c.in[1]; return {expr}; }
+PLACER_BINARY(op_xor, torch::logical_xor(a, b))
+PLACER_BINARY(op_bitwise_and, torch::bitwise_and(a, b))
+PLACER_BINARY(op_bitwise_or, torch::bitwise_or(a, b))
+PLACER_BINARY(op_bitwise_xor, torch::bitwise_xor(a, b))
+PLACER_BINARY(op_bit_shift, c.g.op_attrs(c.op).get_string("direction", "") == "LEFT" ? torch::bitwise_left_shift(a, b)
+                                                                                   : torch::bitwise_right_shift(a, b))
+#undef PLACER_BINARY
+
+// The axes of a reduction (attribute, or input 1 from opset 18; ReduceSum's from 13), every axis
+// when none are given, non-negative.
+std::vector<std::int64_t> reduce_axes(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  std::vector<std::int64_t> axes = a.get_ints("axes");
+  if (c.has(1)) axes = c.ints(1);
+  const std::int64_t rank = c.in[0].dim();
+  if (axes.empty()) {
+    axes.resize(static_cast<std::size_t>(rank));
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  for (auto& axis : axes) axis = axis < 0 ? axis + rank : axis;
+  return axes;
+}
+bool keep_dims(const OpCall& c) { return c.g.op_attrs(c.op).get_int("keepdims", 1) != 0; }
+bool noop_reduce(const OpCall& c) {
+  return c.g.op_attrs(c.op).get_int("noop_with_empty_axes", 0) && c.g.op_attrs(c.op).get_ints("axes").empty() && !c.has(1);
+}
+Tensors op_reduce_l1(const OpCall& c) {
+  if (noop_reduce(c)) return {c.in[0]};
+  return {c.in[0].abs().sum(reduce_axes(c), keep_dims(c))};
+}
+Tensors op_reduce_l2(const OpCall& c) {
+  if (noop_reduce(c)) return {c.in[0]};
+  return {(c.in[0] * c.in[0]).sum(reduce_axes(c), keep_dims(c)).sqrt()};
+}
+Tensors op_reduce_sum_square(const OpCall& c) {
+  if (noop_reduce(c)) return {c.in[0]};
+  return {(c.in[0] * c.in[0]).sum(reduce_axes(c), keep_dims(c))};
+}
+Tensors op_reduce_log_sum(const OpCall& c) {
+  if (noop_reduce(c)) return {c.in[0]};
+  return {c.in[0].sum(reduce_axes(c), keep_dims(c)).log()};
+}
+Tensors op_reduce_log_sum_exp(const OpCall& c) {
+  if (noop_reduce(c)) return {c.in[0]};
+  return {torch::logsumexp(c.in[0], reduce_axes(c), keep_dims(c))};
+}
+Tensors op_reduce_prod(const OpCall& c) {
+  if (noop_reduce(c)) return {c.in[0]};
+  std::vector<std::int64_t> axes = reduce_axes(c);
+  std::sort(axes.rbegin(), axes.rend());  // from the last, so that dropped axes do not renumber the rest
+  const bool keep = keep_dims(c);
+  torch::Tensor y = c.in[0];
+  for (std::int64_t axis : axes) y = y.prod(axis, keep);
+  return {y};
+}
+
+Tensors op_arg_extreme(const OpCall& c, bool largest) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  torch::Tensor x = c.in[0];
+  std::int64_t axis = a.get_int("axis", 0);
+  if (axis < 0) axis += x.dim();
+  const bool keep = a.get_int("keepdims", 1) != 0, last = a.get_int("select_last_index", 0) != 0;
+  if (!last) return {largest ? x.argmax(axis, keep) : x.argmin(axis, keep)};
+  torch::Tensor flipped = x.flip(axis);
+  torch::Tensor idx = largest ? flipped.argmax(axis, keep) : flipped.argmin(axis, keep);
+  return {x.size(axis) - 1 - idx};
+}
+Tensors op_arg_max(const OpCall& c) { return op_arg_extreme(c, true); }
+Tensors op_arg_min(const OpCall& c) { return op_arg_extreme(c, false); }
+// Hardmax (opset 13): 1 where the first largest element along `axis` is, else 0.
+Tensors op_hardmax(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", -1);
+  if (axis < 0) axis += x.dim();
+  return {torch::zeros_like(x).scatter(axis, x.argmax(axis, true), 1.0)};
+}
+
+Tensors op_cumsum(const OpCall& c) {
+  torch::Tensor x = c.in[0];
+  std::int64_t axis = static_cast<std::int64_t>(*c.scalar(1));
+  if (axis < 0) axis += x.dim();
+  const bool exclusive = c.g.op_attrs(c.op).get_int("exclusive", 0) != 0, reverse = c.g.op_attrs(c.op).get_int("reverse", 0) != 0;
+  if (reverse) x = x.flip(axis);
+  torch::Tensor y = x.cumsum(axis);
+  if (exclusive) y = y - x;
+  return {reverse ? y.flip(axis) : y};
+}
+
+Tensors op_topk(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const torch::Tensor& x = c.in[0];
+  std::int64_t axis = a.get_int("axis", -1);
+  if (axis < 0) axis += x.dim();
+  const auto k = static_cast<std::int64_t>(*c.scalar(1));
+  auto [values, indices] = torch::topk(x, k, axis, a.get_int("largest", 1) != 0, a.get_int("sorted", 1) != 0);
+  return {values, indices};
+}
+
+// Negative indices count from the end of dimension `size` (ONNX); libtorch refuses them.
+torch::Tensor wrapped(const torch::Tensor& idx, std::int64_t size) { return torch::where(idx < 0, idx + size, idx).to(torch::kLong); }
+
+Tensors op_gather_elements(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", 0);
+  if (axis < 0) axis += x.dim();
+  return {torch::gather(x, axis, wrapped(c.in[1], x.size(axis)))};
+}
+
+// GatherND: the last dimension of `indices` indexes x's dimensions after the `batch_dims` first,
+// which x and indices share.
+Tensors op_gather_nd(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const torch::Tensor& indices = c.in[1];
+  const std::int64_t b = c.g.op_attrs(c.op).get_int("batch_dims", 0), depth = indices.size(-1);
+  std::int64_t batch = 1;
+  for (std::int64_t i = 0; i < b; ++i) batch *= x.size(i);
+  std::vector<std::int64_t> x_shape{batch}, idx_shape{batch};
+  for (std::int64_t i = b; i < x.dim(); ++i) x_shape.push_back(x.size(i));
+  for (std::int64_t i = b; i < indices.dim(); ++i) idx_shape.push_back(indices.size(i));
+  const torch::Tensor xf = x.reshape(x_shape), idx = indices.reshape(idx_shape);
+  std::vector<std::int64_t> column(static_cast<std::size_t>(idx.dim() - 1), 1);
+  column[0] = batch;
+  c10::List<c10::optional<torch::Tensor>> index;
+  index.push_back(torch::arange(batch, torch::TensorOptions().dtype(torch::kLong).device(x.device())).reshape(column));
+  for (std::int64_t j = 0; j < depth; ++j) index.push_back(wrapped(idx.select(-1, j), xf.size(1 + j)));
+  return {torch::index(xf, index).reshape(c.out_shape(0))};
+}
+
+// OneHot: indices (negative ones count back from depth; out of range: all `off`), depth, values
+// [off, on]; the new dimension at `axis`.
+Tensors op_one_hot(const OpCall& c) {
+  const auto depth = static_cast<std::int64_t>(*c.scalar(1));
+  torch::Tensor idx = c.in[0].to(torch::kLong);
+  idx = torch::where(idx < 0, idx + depth, idx);
+  const torch::Tensor valid = (idx >= 0) & (idx < depth);
+  torch::Tensor hot = torch::one_hot(torch::where(valid, idx, torch::zeros_like(idx)), depth) * valid.unsqueeze(-1);
+  const torch::Tensor values = c.in[2].reshape({-1});
+  torch::Tensor y = values[0] + hot.to(values.scalar_type()) * (values[1] - values[0]);
+  std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", -1);
+  if (axis < 0) axis += y.dim();
+  return {y.movedim(-1, axis)};
+}
+
+Tensors op_eye_like(const OpCall& c) {
+  const auto shape = c.out_shape(0);
+  const std::int64_t k = c.g.op_attrs(c.op).get_int("k", 0);
+  const torch::ScalarType type = scalar_type(c.g.tensor_dtype(c.g.op_outputs(c.op)[0]));
+  torch::Tensor y = torch::zeros(shape, torch::TensorOptions().dtype(type).device(c.in[0].device()));
+  const torch::Tensor rows = torch::arange(shape[0], torch::TensorOptions().dtype(torch::kLong).device(y.device()));
+  const torch::Tensor cols = rows + k, inside = (cols >= 0) & (cols < shape[1]);
+  return {y.index_put({rows.masked_select(inside), cols.masked_select(inside)}, torch::ones({}, y.options()))};
+}
+
+Tensors op_instance_norm(const OpCall& c) {
+  return {torch::instance_norm(c.in[0], c.in[1], c.in[2], {}, {}, true, 0.0, c.g.op_attrs(c.op).get_float("epsilon", 1e-5), true)};
+}
+// GroupNormalization: scale and bias per channel (opset 21) or per group (opset 18).
+Tensors op_group_norm(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const std::int64_t groups = c.g.op_attrs(c.op).get_int("num_groups", 1), channels = x.size(1);
+  torch::Tensor scale = c.in[1], bias = c.in[2];
+  if (scale.numel() != channels) scale = scale.repeat_interleave(channels / groups);
+  if (bias.numel() != channels) bias = bias.repeat_interleave(channels / groups);
+  return {torch::group_norm(x, groups, scale, bias, c.g.op_attrs(c.op).get_float("epsilon", 1e-5), true)};
+}
+Tensors op_lp_norm(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const auto p = static_cast<double>(c.g.op_attrs(c.op).get_int("p", 2));
+  return {x / torch::linalg_vector_norm(x, p, std::vector<std::int64_t>{c.g.op_attrs(c.op).get_int("axis", -1)}, true)};
+}
+// MeanVarianceNormalization: (x - mean) / sqrt(variance + 1e-9) over `axes` (ONNX's function body).
+Tensors op_mvn(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const std::vector<std::int64_t> axes = c.g.op_attrs(c.op).get_ints("axes", {0, 2, 3});
+  const torch::Tensor centred = x - x.mean(axes, true);
+  return {centred / ((centred * centred).mean(axes, true) + 1e-9).sqrt()};
+}
+Tensors op_lrn(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  namespace F = torch::nn::functional;
+  return {F::local_response_norm(c.in[0], F::LocalResponseNormFuncOptions(a.get_int("size", 1))
+                                              .alpha(a.get_float("alpha", 1e-4))
+                                              .beta(a.get_float("beta", 0.75))
+                                              .k(a.get_float("bias", 1.0)))};
+}
+// LpPool: (sum over the window of |x|^p)^(1/p), as an average pool of |x|^p times the window.
+Tensors op_lp_pool(const OpCall& c) {
+  torch::Tensor x = c.in[0].abs().pow(static_cast<double>(c.g.op_attrs(c.op).get_int("p", 2)));
+  const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
+  Window win = window_of(c.g, c.op, c.g.op_attrs(c.op).get_ints("kernel_shape"));
+  const bool ceil_mode = c.g.op_attrs(c.op).get_int("ceil_mode", 0) != 0;
+  x = torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0);
+  const std::vector<std::int64_t> none(nd, 0);
+  torch::Tensor mean = nd == 1 ? torch::avg_pool1d(x, win.kernel, win.strides, none, ceil_mode, true)
+                       : nd == 2 ? torch::avg_pool2d(x, win.kernel, win.strides, none, ceil_mode, true)
+                                 : torch::avg_pool3d(x, win.kernel, win.strides, none, ceil_mode, true);
+  double window = 1.0;
+  for (std::int64_t k : win.kernel) window *= static_cast<double>(k);
+  return {(mean * window).pow(1.0 / static_cast<double>(c.g.op_attrs(c.op).get_int("p", 2)))};
+}
+Tensors op_global_lp_pool(const OpCall& c) {
+  const auto p = static_cast<double>(c.g.op_attrs(c.op).get_int("p", 2));
+  return {c.in[0].abs().pow(p).sum(spatial_dims(c.in[0]), true).pow(1.0 / p)};
+}
+
+// ConvTranspose: the full transposed convolution, then the IR's output window of it: pads (or the
+// auto_pad / output_shape split of the difference) cut from the front, output_padding and
+// output_shape's extra rows added at the end as zeros, then the bias.
+Tensors op_conv_transpose(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const torch::Tensor& x = c.in[0];
+  const torch::Tensor& w = c.in[1];
+  const auto nd = static_cast<std::size_t>(x.dim() - 2);
+  const std::vector<std::int64_t> strides = a.get_ints("strides", std::vector<std::int64_t>(nd, 1)),
+                                  dilations = a.get_ints("dilations", std::vector<std::int64_t>(nd, 1));
+  std::vector<std::int64_t> pads = a.get_ints("pads", std::vector<std::int64_t>(2 * nd, 0));
+  const std::int64_t groups = a.get_int("group", 1);
+  torch::Tensor y = torch::convolution(x, w, {}, strides, std::vector<std::int64_t>(nd, 0), dilations, true,
+                                       std::vector<std::int64_t>(nd, 0), groups);
+  const std::vector<std::int64_t> out = c.out_shape(0);
+  const std::string auto_pad = a.get_string("auto_pad", "NOTSET");
+  for (std::size_t i = 0; i < nd; ++i) {
+    const auto dim = static_cast<std::int64_t>(i + 2);
+    const std::int64_t full = y.size(dim), want = out[i + 2];
+    std::int64_t front = pads[i];
+    if (a.find("output_shape") || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const std::int64_t total = std::max<std::int64_t>(0, full - want);
+      front = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+    }
+    if (front + want > full) {  // rows past the full output: zeros (output_padding)
+      std::vector<std::int64_t> grow(2 * static_cast<std::size_t>(y.dim() - dim), 0);
+      grow[grow.size() - 1] = front + want - full;
+      y = torch::constant_pad_nd(y, grow, 0);
+    }
+    y = y.narrow(dim, front, want);
+  }
+  if (c.has(2)) {
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(y.dim()), 1);
+    shape[1] = -1;
+    y = y + c.in[2].reshape(shape);
+  }
+  return {y};
+}
+
+// RandomNormal(Like) / RandomUniform(Like): drawn from libtorch's generator, seeded at preparation.
+Tensors op_random(const OpCall& c, bool normal) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const torch::TensorOptions options =
+      torch::TensorOptions().dtype(scalar_type(c.g.tensor_dtype(c.g.op_outputs(c.op)[0]))).device(c.device);
+  if (normal) return {torch::randn(c.out_shape(0), options) * a.get_float("scale", 1.0) + a.get_float("mean", 0.0)};
+  const double low = a.get_float("low", 0.0), high = a.get_float("high", 1.0);
+  return {torch::rand(c.out_shape(0), options) * (high - low) + low};
+}
+Tensors op_random_normal(const OpCall& c) { return op_random(c, true); }
+Tensors op_random_uniform(const OpCall& c) { return op_random(c, false); }
+Tensors op_bernoulli(const OpCall& c) {
+  return {torch::bernoulli(c.in[0]).to(scalar_type(c.g.tensor_dtype(c.g.op_outputs(c.op)[0])))};
+}
+
+std::string check_conv_transpose(const Graph& g, OpId op) {
+  const Attributes& a = g.op_attrs(op);
+  const std::string auto_pad = a.get_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" && auto_pad != "VALID")
+    return "auto_pad '" + auto_pad + "' is not one ONNX defines";
+  return {};
+}
+std::string check_lp_pool(const Graph& g, OpId op) { return check_window(g, op, g.op_attrs(op).get_ints("kernel_shape")); }
+
 std::string check_pad(const Graph& g, OpId op) {
   const std::string mode = g.op_attrs(op).get_string("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge") return "Pad mode '" + mode + "' is not supported (constant, reflect, edge are)";
@@ -601,6 +913,60 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"Tile", {op_tile, 1}},
       {"Trilu", {op_trilu, 1}},
       {"Pad", {op_pad, 1, check_pad}},
+      {"Sin", {op_sin}},
+      {"Cos", {op_cos}},
+      {"Tan", {op_tan}},
+      {"Asin", {op_asin}},
+      {"Acos", {op_acos}},
+      {"Atan", {op_atan}},
+      {"Sinh", {op_sinh}},
+      {"Cosh", {op_cosh}},
+      {"Asinh", {op_asinh}},
+      {"Acosh", {op_acosh}},
+      {"Atanh", {op_atanh}},
+      {"Softsign", {op_softsign}},
+      {"Mish", {op_mish}},
+      {"Celu", {op_celu}},
+      {"Selu", {op_selu}},
+      {"ThresholdedRelu", {op_thresholded_relu}},
+      {"Shrink", {op_shrink}},
+      {"IsNaN", {op_is_nan}},
+      {"IsInf", {op_is_inf}},
+      {"PRelu", {op_prelu}},
+      {"Xor", {op_xor}},
+      {"BitwiseAnd", {op_bitwise_and}},
+      {"BitwiseOr", {op_bitwise_or}},
+      {"BitwiseXor", {op_bitwise_xor}},
+      {"BitwiseNot", {op_bitwise_not}},
+      {"BitShift", {op_bit_shift}},
+      {"ReduceL1", {op_reduce_l1, 1}},
+      {"ReduceL2", {op_reduce_l2, 1}},
+      {"ReduceSumSquare", {op_reduce_sum_square, 1}},
+      {"ReduceLogSum", {op_reduce_log_sum, 1}},
+      {"ReduceLogSumExp", {op_reduce_log_sum_exp, 1}},
+      {"ReduceProd", {op_reduce_prod, 1}},
+      {"ArgMax", {op_arg_max}},
+      {"ArgMin", {op_arg_min}},
+      {"Hardmax", {op_hardmax}},
+      {"CumSum", {op_cumsum, 1}},
+      {"TopK", {op_topk, 1, nullptr, 2}},
+      {"GatherElements", {op_gather_elements}},
+      {"GatherND", {op_gather_nd}},
+      {"OneHot", {op_one_hot, 1}},
+      {"EyeLike", {op_eye_like}},
+      {"InstanceNormalization", {op_instance_norm}},
+      {"GroupNormalization", {op_group_norm}},
+      {"LpNormalization", {op_lp_norm}},
+      {"MeanVarianceNormalization", {op_mvn}},
+      {"LRN", {op_lrn}},
+      {"LpPool", {op_lp_pool, -1, check_lp_pool}},
+      {"GlobalLpPool", {op_global_lp_pool}},
+      {"ConvTranspose", {op_conv_transpose, -1, check_conv_transpose}},
+      {"RandomNormal", {op_random_normal}},
+      {"RandomNormalLike", {op_random_normal}},
+      {"RandomUniform", {op_random_uniform}},
+      {"RandomUniformLike", {op_random_uniform}},
+      {"Bernoulli", {op_bernoulli}},
   };
   return table;
 }
@@ -747,10 +1113,10 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
     const auto& node = this->node(op);
     if (node.op_type() != graph_.op_type(op))
       throw Error("model file '" + model_path + "': node " + std::to_string(op) + " is not the graph's op '" + graph_.op_name(op) + "'");
-    // Before opset 13, (Log)Softmax flattened its input at `axis` (default 1) and normalised over
+    // Before opset 13, (Log)Softmax and Hardmax flattened its input at `axis` (default 1) and normalised over
     // every dimension from there; the executor normalises over one (opset 13). They agree when that
     // axis is the last one: anything else would be a silently different result.
-    if (opset > 0 && opset < 13 && (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax")) {
+    if (opset > 0 && opset < 13 && (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax" || node.op_type() == "Hardmax")) {
       const auto rank = static_cast<std::int64_t>(graph_.tensor_shape(graph_.op_inputs(op)[0]).size());
       std::int64_t axis = graph_.op_attrs(op).get_int("axis", 1);
       if (axis < 0) axis += rank;

@@ -1,0 +1,318 @@
+// The executor's ops on known values: each op reads constants made into step values (constant +
+// zeros computed from the data input, so that nothing is folded), and its outputs are compared with
+// values worked out by hand from the ONNX specification. The first step also checks every output's
+// shape and element type against the IR.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "placer/exec/exec.hpp"
+#include "placer/io/model.hpp"
+#include "placer/util/error.hpp"
+#include "support/paths.hpp"
+
+namespace placer {
+namespace {
+
+using exec::ExecOptions;
+using exec::Executor;
+using ::testing::ElementsAreArray;
+using ::testing::FloatNear;
+using ::testing::Pointwise;
+
+struct In {
+  std::vector<std::int64_t> dims;
+  std::vector<double> values;
+  int type = onnx::TensorProto::FLOAT;
+};
+struct Out {
+  std::vector<std::int64_t> dims;
+  int type = onnx::TensorProto::FLOAT;
+};
+
+void typed(onnx::ValueInfoProto* v, const std::string& name, const std::vector<std::int64_t>& dims, int type) {
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+  auto* shape = v->mutable_type()->mutable_tensor_type()->mutable_shape();
+  for (auto d : dims) shape->add_dim()->set_dim_value(d);
+}
+
+// Runs `op` (opset `opset`) on `inputs` (an input with no dims and no values is left out) and gives
+// its outputs, as floats.
+std::vector<std::vector<float>> run_op(const std::string& op, const std::vector<In>& inputs, const std::vector<Out>& outputs,
+                                       const std::function<void(onnx::NodeProto&)>& attributes = {}, int opset = 17) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(opset);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("op");
+  typed(g->add_input(), "x", {1}, onnx::TensorProto::FLOAT);
+  auto node = [&](const std::string& type, std::vector<std::string> in, const std::string& out) {
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type(type), n->set_name("/" + out);
+    for (auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  auto* zero = node("Mul", {"x", "zero_const"}, "x_zero");
+  (void)zero;
+  auto* z = g->add_initializer();
+  z->set_name("zero_const"), z->set_data_type(onnx::TensorProto::FLOAT), z->add_dims(1), z->add_float_data(0.0f);
+  onnx::NodeProto target;
+  target.set_op_type(op), target.set_name("/op");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const In& in = inputs[i];
+    if (in.values.empty() && in.dims.empty()) {
+      target.add_input("");
+      continue;
+    }
+    const std::string name = "in" + std::to_string(i);
+    // A Constant node: initializers of floats would be parameters, which the executor draws at random.
+    auto* value = node("Constant", {}, name + "_const")->add_attribute();
+    value->set_name("value"), value->set_type(onnx::AttributeProto::TENSOR);
+    onnx::TensorProto* t = value->mutable_t();
+    t->set_data_type(in.type);
+    for (auto d : in.dims) t->add_dims(d);
+    for (double v : in.values) {
+      if (in.type == onnx::TensorProto::FLOAT) t->add_float_data(static_cast<float>(v));
+      else if (in.type == onnx::TensorProto::INT64) t->add_int64_data(static_cast<std::int64_t>(v));
+      else t->add_int32_data(static_cast<std::int32_t>(v));
+    }
+    // constant + zeros of its type computed from x: a value of the step.
+    auto* cast = node("Cast", {"x_zero"}, name + "_zero");
+    auto* to = cast->add_attribute();
+    to->set_name("to"), to->set_type(onnx::AttributeProto::INT), to->set_i(in.type);
+    if (in.type == onnx::TensorProto::BOOL) node("Or", {name + "_const", name + "_zero"}, name);
+    else node("Add", {name + "_const", name + "_zero"}, name);
+    target.add_input(name);
+  }
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    const std::string name = "y" + std::to_string(k);
+    target.add_output(name);
+    typed(g->add_output(), name, outputs[k].dims, outputs[k].type);
+  }
+  if (attributes) attributes(target);
+  *g->add_node() = target;
+  const std::string path = test::temp_path("placer_op_" + op + ".onnx");
+  {
+    std::ofstream file(path, std::ios::binary);
+    m.SerializeToOstream(&file);
+  }
+  ModelOptions options;
+  options.mode = Mode::inference;
+  options.onnx.data_inputs = {"x"};
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  const Cluster cpu = Cluster::build("cpu", {Device{"cpu:0", DeviceKind::cpu, "virtual", 1e11, 1e10, 8ull << 30, 1e-6, 1}}, {}, {});
+  Executor ex(path, options, cpu, std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference, .seed = 1, .all_on_cpu = true});
+  ex.step();
+  return ex.output_values();
+}
+
+void set_int(onnx::NodeProto& n, const std::string& name, std::int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::INT), a->set_i(v);
+}
+void set_float(onnx::NodeProto& n, const std::string& name, float v) {
+  auto* a = n.add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::FLOAT), a->set_f(v);
+}
+void set_ints(onnx::NodeProto& n, const std::string& name, std::vector<std::int64_t> v) {
+  auto* a = n.add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+void set_string(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::STRING), a->set_s(v);
+}
+
+std::vector<float> floats(std::initializer_list<double> v) { return {v.begin(), v.end()}; }
+auto near(const std::vector<float>& expected) { return Pointwise(FloatNear(1e-5f), expected); }
+
+const std::vector<double> kX = {-2.0, -0.5, 0.0, 0.25, 0.75, 3.0};
+
+TEST(ExecutorOps, UnaryMathOpsFollowTheirFormulas) {
+  struct Case {
+    const char* op;
+    std::function<double(double)> f;
+    std::vector<double> x;
+    int opset = 17;
+  };
+  const std::vector<double> unit = {-0.75, -0.5, 0.0, 0.25, 0.5, 0.9};
+  const std::vector<Case> cases = {
+      {"Sin", [](double x) { return std::sin(x); }, kX},
+      {"Cos", [](double x) { return std::cos(x); }, kX},
+      {"Tan", [](double x) { return std::tan(x); }, kX},
+      {"Asin", [](double x) { return std::asin(x); }, unit},
+      {"Acos", [](double x) { return std::acos(x); }, unit},
+      {"Atan", [](double x) { return std::atan(x); }, kX},
+      {"Sinh", [](double x) { return std::sinh(x); }, kX},
+      {"Cosh", [](double x) { return std::cosh(x); }, kX},
+      {"Asinh", [](double x) { return std::asinh(x); }, kX},
+      {"Acosh", [](double x) { return std::acosh(x); }, {1.0, 1.5, 2.0, 3.0, 10.0, 1.25}},
+      {"Atanh", [](double x) { return std::atanh(x); }, unit},
+      {"Softsign", [](double x) { return x / (1 + std::fabs(x)); }, kX},
+      {"Mish", [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }, kX, 18},
+      {"Celu", [](double x) { return std::max(0.0, x) + std::min(0.0, std::expm1(x)); }, kX},
+      {"Selu", [](double x) { return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * std::expm1(x)); }, kX},
+      {"ThresholdedRelu", [](double x) { return x > 1.0 ? x : 0.0; }, kX},
+      {"Shrink", [](double x) { return x < -0.5 ? x : x > 0.5 ? x : 0.0; }, kX},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    std::vector<float> expected;
+    for (double x : c.x) expected.push_back(static_cast<float>(c.f(x)));
+    const auto y = run_op(c.op, {In{{2, 3}, c.x}}, {Out{{2, 3}}}, {}, c.opset);
+    EXPECT_THAT(y.at(0), Pointwise(FloatNear(2e-5f), expected));
+  }
+}
+
+TEST(ExecutorOps, PReluBroadcastsItsSlope) {
+  // slope [3] over x [2, 3]: per last dimension (ONNX broadcasting, not torch's per-channel prelu).
+  EXPECT_THAT(run_op("PRelu", {In{{2, 3}, kX}, In{{3}, {0.1, 0.2, 0.3}}}, {Out{{2, 3}}}).at(0),
+              near(floats({-0.2, -0.1, 0.0, 0.25, 0.75, 3.0})));
+}
+
+TEST(ExecutorOps, TestsAndBitwiseOps) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(run_op("IsInf", {In{{4}, {inf, -inf, 1.0, 0.0}}}, {Out{{4}, onnx::TensorProto::BOOL}}, [](onnx::NodeProto& n) {
+                set_int(n, "detect_negative", 0);
+              }).at(0),
+              ElementsAreArray(floats({1, 0, 0, 0})));
+  EXPECT_THAT(run_op("IsNaN", {In{{3}, {std::nan(""), 1.0, inf}}}, {Out{{3}, onnx::TensorProto::BOOL}}).at(0),
+              ElementsAreArray(floats({1, 0, 0})));
+  const int i64 = onnx::TensorProto::INT64, b = onnx::TensorProto::BOOL;
+  EXPECT_THAT(run_op("Xor", {In{{4}, {0, 0, 1, 1}, b}, In{{4}, {0, 1, 0, 1}, b}}, {Out{{4}, b}}).at(0), ElementsAreArray(floats({0, 1, 1, 0})));
+  EXPECT_THAT(run_op("BitwiseAnd", {In{{3}, {12, 10, 7}, i64}, In{{3}, {10, 6, 1}, i64}}, {Out{{3}, i64}}, {}, 18).at(0),
+              ElementsAreArray(floats({8, 2, 1})));
+  EXPECT_THAT(run_op("BitwiseXor", {In{{3}, {12, 10, 7}, i64}, In{{3}, {10, 6, 1}, i64}}, {Out{{3}, i64}}, {}, 18).at(0),
+              ElementsAreArray(floats({6, 12, 6})));
+  EXPECT_THAT(run_op("BitwiseNot", {In{{2}, {0, 5}, i64}}, {Out{{2}, i64}}, {}, 18).at(0), ElementsAreArray(floats({-1, -6})));
+  EXPECT_THAT(run_op("BitShift", {In{{2}, {1, 16}, onnx::TensorProto::UINT8}, In{{2}, {3, 2}, onnx::TensorProto::UINT8}},
+                     {Out{{2}, onnx::TensorProto::UINT8}}, [](onnx::NodeProto& n) { set_string(n, "direction", "LEFT"); })
+                  .at(0),
+              ElementsAreArray(floats({8, 64})));
+}
+
+TEST(ExecutorOps, ReductionsOverTheirAxes) {
+  const In x{{2, 3}, {1, 2, 3, 4, 5, 6}};
+  auto over_axis_1 = [](onnx::NodeProto& n) {
+    set_ints(n, "axes", {1});
+    set_int(n, "keepdims", 0);
+  };
+  EXPECT_THAT(run_op("ReduceProd", {x}, {Out{{2}}}, over_axis_1).at(0), near(floats({6, 120})));
+  EXPECT_THAT(run_op("ReduceSumSquare", {x}, {Out{{2}}}, over_axis_1).at(0), near(floats({14, 77})));
+  EXPECT_THAT(run_op("ReduceL1", {In{{2, 3}, {-1, 2, -3, 4, -5, 6}}}, {Out{{2}}}, over_axis_1).at(0), near(floats({6, 15})));
+  EXPECT_THAT(run_op("ReduceL2", {x}, {Out{{2}}}, over_axis_1).at(0), near(floats({std::sqrt(14.0), std::sqrt(77.0)})));
+  EXPECT_THAT(run_op("ReduceLogSum", {x}, {Out{{2}}}, over_axis_1).at(0), near(floats({std::log(6.0), std::log(15.0)})));
+  EXPECT_THAT(run_op("ReduceLogSumExp", {x}, {Out{{2}}}, over_axis_1).at(0),
+              near(floats({std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)), std::log(std::exp(4.0) + std::exp(5.0) + std::exp(6.0))})));
+  // Every axis, kept: one value of shape [1, 1].
+  EXPECT_THAT(run_op("ReduceProd", {x}, {Out{{1, 1}}}).at(0), near(floats({720})));
+}
+
+TEST(ExecutorOps, ArgMaxArgMinHardmaxCumSumTopK) {
+  const int i64 = onnx::TensorProto::INT64;
+  const In x{{2, 4}, {3, 7, 7, 1, 5, 0, 5, 2}};
+  EXPECT_THAT(run_op("ArgMax", {x}, {Out{{2, 1}, i64}}, [](onnx::NodeProto& n) { set_int(n, "axis", 1); }).at(0),
+              ElementsAreArray(floats({1, 0})));
+  EXPECT_THAT(run_op("ArgMax", {x}, {Out{{2}, i64}}, [](onnx::NodeProto& n) {
+                set_int(n, "axis", 1), set_int(n, "keepdims", 0), set_int(n, "select_last_index", 1);
+              }).at(0),
+              ElementsAreArray(floats({2, 2})));
+  EXPECT_THAT(run_op("ArgMin", {x}, {Out{{1, 4}, i64}}).at(0), ElementsAreArray(floats({0, 1, 1, 0})));
+  EXPECT_THAT(run_op("Hardmax", {x}, {Out{{2, 4}}}).at(0), ElementsAreArray(floats({0, 1, 0, 0, 1, 0, 0, 0})));
+  const In axis{{}, {1}, i64};
+  EXPECT_THAT(run_op("CumSum", {x, axis}, {Out{{2, 4}}}).at(0), near(floats({3, 10, 17, 18, 5, 5, 10, 12})));
+  EXPECT_THAT(run_op("CumSum", {x, axis}, {Out{{2, 4}}}, [](onnx::NodeProto& n) { set_int(n, "exclusive", 1), set_int(n, "reverse", 1); }).at(0),
+              near(floats({15, 8, 1, 0, 7, 7, 2, 0})));
+  const auto top = run_op("TopK", {x, In{{1}, {2}, i64}}, {Out{{2, 2}}, Out{{2, 2}, i64}});
+  EXPECT_THAT(top.at(0), near(floats({7, 7, 5, 5})));
+  const auto bottom = run_op("TopK", {x, In{{1}, {1}, i64}}, {Out{{2, 1}}, Out{{2, 1}, i64}}, [](onnx::NodeProto& n) { set_int(n, "largest", 0); });
+  EXPECT_THAT(bottom.at(0), near(floats({1, 0})));
+  EXPECT_THAT(bottom.at(1), ElementsAreArray(floats({3, 1})));
+}
+
+TEST(ExecutorOps, GatherElementsGatherNDOneHotEyeLike) {
+  const int i64 = onnx::TensorProto::INT64;
+  const In x{{2, 3}, {1, 2, 3, 4, 5, 6}};
+  EXPECT_THAT(run_op("GatherElements", {x, In{{2, 2}, {2, -3, 0, 1}, i64}}, {Out{{2, 2}}}, [](onnx::NodeProto& n) { set_int(n, "axis", 1); }).at(0),
+              near(floats({3, 1, 4, 5})));
+  EXPECT_THAT(run_op("GatherND", {x, In{{2, 2}, {1, 2, 0, -2}, i64}}, {Out{{2}}}).at(0), near(floats({6, 2})));
+  EXPECT_THAT(run_op("GatherND", {x, In{{2, 1}, {2, 0}, i64}}, {Out{{2}}}, [](onnx::NodeProto& n) { set_int(n, "batch_dims", 1); }).at(0),
+              near(floats({3, 4})));
+  // Indices 1, -1 (the last class), 5 (out of range: all off) into 3 classes; values off 0, on 2.
+  EXPECT_THAT(run_op("OneHot", {In{{3}, {1, -1, 5}, i64}, In{{}, {3}, i64}, In{{2}, {0, 2}}}, {Out{{3, 3}}}).at(0),
+              near(floats({0, 2, 0, 0, 0, 2, 0, 0, 0})));
+  EXPECT_THAT(run_op("OneHot", {In{{2}, {0, 2}, i64}, In{{}, {3}, i64}, In{{2}, {0, 1}}}, {Out{{3, 2}}},
+                     [](onnx::NodeProto& n) { set_int(n, "axis", 0); }).at(0),
+              near(floats({1, 0, 0, 0, 0, 1})));
+  EXPECT_THAT(run_op("EyeLike", {x}, {Out{{2, 3}}}, [](onnx::NodeProto& n) { set_int(n, "k", 1); }).at(0), near(floats({0, 1, 0, 0, 0, 1})));
+}
+
+TEST(ExecutorOps, Normalisations) {
+  // x [1, 2, 2]: channel 0 holds 1, 3; channel 1 holds 2, 6.
+  const In x{{1, 2, 2}, {1, 3, 2, 6}}, ones{{2}, {1, 1}}, zeros{{2}, {0, 0}};
+  const double s = 1.0 / std::sqrt(1.0 + 1e-5), t = 2.0 / std::sqrt(4.0 + 1e-5);
+  EXPECT_THAT(run_op("InstanceNormalization", {x, ones, zeros}, {Out{{1, 2, 2}}}).at(0), near(floats({-s, s, -t, t})));
+  // One group over both channels: mean 3, variance 3.5.
+  const double u = 1.0 / std::sqrt(3.5 + 1e-5);
+  EXPECT_THAT(run_op("GroupNormalization", {x, In{{1}, {1}}, In{{1}, {0}}}, {Out{{1, 2, 2}}},
+                     [](onnx::NodeProto& n) { set_int(n, "num_groups", 1); }, 18)
+                  .at(0),
+              near(floats({-2 * u, 0, -1 * u, 3 * u})));
+  EXPECT_THAT(run_op("LpNormalization", {In{{2, 2}, {3, 4, 0, 5}}}, {Out{{2, 2}}}).at(0), near(floats({0.6, 0.8, 0, 1})));
+  EXPECT_THAT(run_op("MeanVarianceNormalization", {In{{1, 1, 1, 2}, {1, 3}}}, {Out{{1, 1, 1, 2}}}).at(0),
+              Pointwise(FloatNear(1e-4f), floats({-1, 1})));
+  // LRN of size 1: x / (bias + alpha * x^2)^beta.
+  EXPECT_THAT(run_op("LRN", {In{{1, 2, 1, 1}, {1, 2}}}, {Out{{1, 2, 1, 1}}}, [](onnx::NodeProto& n) {
+                set_int(n, "size", 1), set_float(n, "alpha", 1.0f), set_float(n, "beta", 1.0f), set_float(n, "bias", 1.0f);
+              }).at(0),
+              near(floats({0.5, 0.4})));
+}
+
+TEST(ExecutorOps, LpPoolsAndConvTranspose) {
+  const In x{{1, 1, 1, 4}, {3, 4, -6, 8}};
+  EXPECT_THAT(run_op("LpPool", {x}, {Out{{1, 1, 1, 2}}}, [](onnx::NodeProto& n) {
+                set_ints(n, "kernel_shape", {1, 2}), set_ints(n, "strides", {1, 2});
+              }).at(0),
+              near(floats({5, 10})));
+  EXPECT_THAT(run_op("GlobalLpPool", {In{{1, 1, 2}, {3, 4}}}, {Out{{1, 1, 1}}}).at(0), near(floats({5})));
+  // A 1-D transposed convolution: x [1, 1, 2] = (1, 2), w [1, 1, 2] = (1, 10), stride 2: 1, 10, 2, 20.
+  const In cx{{1, 1, 2}, {1, 2}}, w{{1, 1, 2}, {1, 10}};
+  auto stride_2 = [](onnx::NodeProto& n) { set_ints(n, "strides", {2}); };
+  EXPECT_THAT(run_op("ConvTranspose", {cx, w}, {Out{{1, 1, 4}}}, stride_2).at(0), near(floats({1, 10, 2, 20})));
+  // pads cut from both ends, output_padding adds a zero row at the end, the bias is added to all.
+  EXPECT_THAT(run_op("ConvTranspose", {cx, w, In{{1}, {0.5}}}, {Out{{1, 1, 3}}}, [](onnx::NodeProto& n) {
+                set_ints(n, "strides", {2}), set_ints(n, "pads", {1, 1}), set_ints(n, "output_padding", {1});
+              }).at(0),
+              near(floats({10.5, 2.5, 20.5})));
+  EXPECT_THAT(run_op("ConvTranspose", {cx, w}, {Out{{1, 1, 5}}}, [](onnx::NodeProto& n) {
+                set_ints(n, "strides", {2}), set_ints(n, "output_padding", {1});
+              }).at(0),
+              near(floats({1, 10, 2, 20, 0})));
+}
+
+TEST(ExecutorOps, RandomOpsDrawTheirShapes) {
+  const auto normal = run_op("RandomNormalLike", {In{{2, 50}, std::vector<double>(100, 0.0)}}, {Out{{2, 50}}}, [](onnx::NodeProto& n) {
+    set_float(n, "mean", 10.0f), set_float(n, "scale", 0.1f);
+  });
+  double mean = 0;
+  for (float v : normal.at(0)) mean += v / 100.0;
+  EXPECT_NEAR(mean, 10.0, 0.1);
+  const auto uniform = run_op("RandomUniformLike", {In{{100}, std::vector<double>(100, 0.0)}}, {Out{{100}}}, [](onnx::NodeProto& n) {
+    set_float(n, "low", 2.0f), set_float(n, "high", 3.0f);
+  });
+  for (float v : uniform.at(0)) EXPECT_TRUE(v >= 2.0f && v <= 3.0f) << v;
+  const auto coins = run_op("Bernoulli", {In{{4}, {0, 1, 0, 1}}}, {Out{{4}}});
+  EXPECT_THAT(coins.at(0), ElementsAreArray(floats({0, 1, 0, 1})));
+}
+
+}  // namespace
+}  // namespace placer
