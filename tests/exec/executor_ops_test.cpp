@@ -30,6 +30,7 @@ struct In {
   std::vector<std::int64_t> dims;
   std::vector<double> values;
   int type = onnx::TensorProto::FLOAT;
+  bool constant = false;  // read as the Constant itself (a setting the output's shape depends on)
 };
 struct Out {
   std::vector<std::int64_t> dims;
@@ -83,6 +84,10 @@ std::vector<std::vector<float>> run_op(const std::string& op, const std::vector<
       if (in.type == onnx::TensorProto::FLOAT) t->add_float_data(static_cast<float>(v));
       else if (in.type == onnx::TensorProto::INT64) t->add_int64_data(static_cast<std::int64_t>(v));
       else t->add_int32_data(static_cast<std::int32_t>(v));
+    }
+    if (in.constant) {
+      target.add_input(name + "_const");
+      continue;
     }
     // constant + zeros of its type computed from x: a value of the step.
     auto* cast = node("Cast", {"x_zero"}, name + "_zero");
@@ -297,6 +302,39 @@ TEST(ExecutorOps, LpPoolsAndConvTranspose) {
                 set_ints(n, "strides", {2}), set_ints(n, "output_padding", {1});
               }).at(0),
               near(floats({1, 10, 2, 20, 0})));
+}
+
+TEST(ExecutorOps, ResizeFollowsOnnxsCoordinatesAndTaps) {
+  const int f = onnx::TensorProto::FLOAT, i64 = onnx::TensorProto::INT64;
+  const In none{};
+  const In by_two{{4}, {1, 1, 1, 2}, f, true};
+  auto resize = [&](const In& x, const In& scales, const In& sizes, std::int64_t width, const char* mode, const char* transform,
+                    const char* nearest = "round_prefer_floor") {
+    return run_op("Resize", {x, none, scales, sizes}, {Out{{1, 1, 1, width}}}, [&](onnx::NodeProto& n) {
+             set_string(n, "mode", mode), set_string(n, "coordinate_transformation_mode", transform), set_string(n, "nearest_mode", nearest);
+           }).at(0);
+  };
+  const In pair{{1, 1, 1, 2}, {1, 3}};
+  // PyTorch's nn.Upsample(mode="nearest") exports as nearest / asymmetric / floor.
+  EXPECT_THAT(resize(pair, by_two, none, 4, "nearest", "asymmetric", "floor"), near(floats({1, 1, 3, 3})));
+  // Bilinear without aligned corners (half_pixel): source coordinates -0.25, 0.25, 0.75, 1.25.
+  EXPECT_THAT(resize(pair, by_two, none, 4, "linear", "half_pixel"), near(floats({1, 1.5, 2.5, 3})));
+  EXPECT_THAT(resize(pair, none, In{{4}, {1, 1, 1, 4}, i64, true}, 4, "linear", "half_pixel"), near(floats({1, 1.5, 2.5, 3})));
+  EXPECT_THAT(resize(pair, none, In{{4}, {1, 1, 1, 3}, i64, true}, 3, "linear", "align_corners"), near(floats({1, 2, 3})));
+  // Cubic, Keys' kernel of a = -0.75 (ONNX's default, PyTorch's bicubic), at coordinate 1.25 of the
+  // ramp 0, 1, 2, 3: taps 0..3 weighted W(1.25), W(0.25), W(0.75), W(1.75) = -0.10546875,
+  // 0.87890625, 0.26171875, -0.03515625. With a = -0.5 the kernel reproduces the ramp itself.
+  const In ramp{{1, 1, 1, 4}, {0, 1, 2, 3}};
+  const auto cubic = resize(ramp, by_two, none, 8, "cubic", "half_pixel");
+  EXPECT_NEAR(cubic.at(3), 1.296875, 1e-5);
+  EXPECT_NEAR(cubic.at(4), 1.703125, 1e-5);
+  const auto keys = run_op("Resize", {ramp, none, by_two}, {Out{{1, 1, 1, 8}}}, [](onnx::NodeProto& n) {
+                      set_string(n, "mode", "cubic"), set_float(n, "cubic_coeff_a", -0.5f);
+                    }).at(0);
+  EXPECT_NEAR(keys.at(3), 1.25, 1e-5);
+  EXPECT_NEAR(keys.at(4), 1.75, 1e-5);
+  // Upsample (opset 9): scales as an input, nearest is asymmetric / floor.
+  EXPECT_THAT(run_op("Upsample", {pair, by_two}, {Out{{1, 1, 1, 4}}}, {}, 9).at(0), near(floats({1, 1, 3, 3})));
 }
 
 TEST(ExecutorOps, RandomOpsDrawTheirShapes) {

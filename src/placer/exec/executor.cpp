@@ -810,6 +810,134 @@ Tensors op_bernoulli(const OpCall& c) {
   return {torch::bernoulli(c.in[0]).to(scalar_type(c.g.tensor_dtype(c.g.op_outputs(c.op)[0])))};
 }
 
+// Resize (opsets 10-19) and Upsample (7-9): separable along each resized axis, exactly as ONNX
+// defines the source coordinate of every output index (coordinate_transformation_mode), the
+// nearest index (nearest_mode), and the linear or cubic taps (cubic_coeff_a, exclude_outside), taps
+// outside the input clamped to its edge. Differentiable (index_select and arithmetic).
+struct ResizeSpec {
+  std::string mode, transform, nearest;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+};
+ResizeSpec resize_spec(const Graph& g, OpId op) {
+  const Attributes& a = g.op_attrs(op);
+  ResizeSpec r;
+  r.mode = a.get_string("mode", "nearest");
+  if (g.op_type(op) == "Upsample") {
+    r.transform = "asymmetric", r.nearest = "floor";
+    if (r.mode == "bilinear" || r.mode == "trilinear") r.mode = "linear";  // opset 7's names
+    return r;
+  }
+  r.transform = a.get_string("coordinate_transformation_mode", "half_pixel");
+  r.nearest = a.get_string("nearest_mode", "round_prefer_floor");
+  r.cubic_a = a.get_float("cubic_coeff_a", -0.75);
+  r.exclude_outside = a.get_int("exclude_outside", 0) != 0;
+  return r;
+}
+
+torch::Tensor resize_axis(const torch::Tensor& x, std::int64_t axis, std::int64_t out, double scale, const ResizeSpec& r) {
+  const std::int64_t in = x.size(axis);
+  const auto device = x.device();
+  torch::Tensor idx = torch::arange(out, torch::TensorOptions().dtype(torch::kDouble));
+  torch::Tensor coord;
+  if (r.transform == "half_pixel") coord = (idx + 0.5) / scale - 0.5;
+  else if (r.transform == "pytorch_half_pixel") coord = out > 1 ? (idx + 0.5) / scale - 0.5 : torch::zeros_like(idx);
+  else if (r.transform == "align_corners") coord = out > 1 ? idx * (static_cast<double>(in - 1) / static_cast<double>(out - 1)) : torch::zeros_like(idx);
+  else if (r.transform == "asymmetric") coord = idx / scale;
+  else coord = (idx + 0.5) / scale;  // tf_half_pixel_for_nn (check_resize refuses the rest)
+  auto clamped = [&](const torch::Tensor& i) { return i.clamp(0, in - 1).to(torch::kLong).to(device); };
+  auto shaped = [&](const torch::Tensor& w) {  // weights along `axis`, broadcast over the rest
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(x.dim()), 1);
+    shape[static_cast<std::size_t>(axis)] = out;
+    return w.to(x.scalar_type()).to(device).reshape(shape);
+  };
+  if (r.mode == "nearest") {
+    torch::Tensor n;
+    if (r.nearest == "floor") n = coord.floor();
+    else if (r.nearest == "ceil") n = coord.ceil();
+    else if (r.nearest == "round_prefer_ceil") n = (coord + 0.5).floor();
+    else n = torch::where(coord - coord.floor() == 0.5, coord.floor(), coord.round());  // round_prefer_floor
+    return x.index_select(axis, clamped(n));
+  }
+  const torch::Tensor base = coord.floor(), t = coord - base;
+  if (r.mode == "linear")
+    return x.index_select(axis, clamped(base)) * shaped(1.0 - t) + x.index_select(axis, clamped(base + 1)) * shaped(t);
+  // cubic: taps at base-1 .. base+2 with Keys' kernel of parameter a.
+  const double a = r.cubic_a;
+  auto kernel = [a](const torch::Tensor& d) {
+    const torch::Tensor u = d.abs();
+    return torch::where(u <= 1, ((a + 2) * u - (a + 3)) * u * u + 1,
+                        torch::where(u < 2, ((a * u - 5 * a) * u + 8 * a) * u - 4 * a, torch::zeros_like(u)));
+  };
+  std::vector<torch::Tensor> weights;
+  torch::Tensor total = torch::zeros_like(t);
+  for (int k = -1; k <= 2; ++k) {
+    torch::Tensor w = kernel(t - k);
+    if (r.exclude_outside) w = torch::where((base + k >= 0) & (base + k <= in - 1), w, torch::zeros_like(w));
+    total = total + w;
+    weights.push_back(w);
+  }
+  torch::Tensor y;
+  for (int k = -1; k <= 2; ++k) {
+    torch::Tensor w = weights[static_cast<std::size_t>(k + 1)];
+    if (r.exclude_outside) w = w / total;
+    torch::Tensor term = x.index_select(axis, clamped(base + k)) * shaped(w);
+    y = y.defined() ? y + term : term;
+  }
+  return y;
+}
+
+Tensors op_resize(const OpCall& c) {
+  const ResizeSpec r = resize_spec(c.g, c.op);
+  const std::vector<std::int64_t> out = c.out_shape(0);
+  torch::Tensor y = c.in[0];
+  // The scale of each axis: given (Resize's scales input, Upsample's input or attribute), else the
+  // output size over the input's.
+  std::vector<double> scales;
+  const bool upsample = c.g.op_type(c.op) == "Upsample";
+  const std::size_t scales_slot = upsample ? 1 : 2;
+  if (c.has(scales_slot)) {
+    torch::Tensor v = (c.value[scales_slot].defined() ? c.value[scales_slot] : c.in[scales_slot]).to(torch::kCPU).to(torch::kDouble);
+    if (v.numel() == y.dim()) scales.assign(v.data_ptr<double>(), v.data_ptr<double>() + v.numel());
+  } else if (upsample) {
+    scales = [&] {
+      std::vector<double> out_scales;
+      for (const auto& attr : c.node.attribute())
+        if (attr.name() == "scales") out_scales.assign(attr.floats().begin(), attr.floats().end());
+      return out_scales;
+    }();
+  }
+  for (std::int64_t axis = 0; axis < y.dim(); ++axis) {
+    const std::int64_t want = out[static_cast<std::size_t>(axis)], have = y.size(axis);
+    const double scale = scales.size() == static_cast<std::size_t>(y.dim()) && scales[static_cast<std::size_t>(axis)] > 0
+                             ? scales[static_cast<std::size_t>(axis)]
+                             : static_cast<double>(want) / static_cast<double>(have);
+    if (want == have && scale == 1.0) continue;
+    y = resize_axis(y, axis, want, scale, r);
+  }
+  return {y};
+}
+
+std::string check_resize(const Graph& g, OpId op) {
+  const ResizeSpec r = resize_spec(g, op);
+  if (r.mode != "nearest" && r.mode != "linear" && r.mode != "cubic") return "mode '" + r.mode + "' is not nearest, linear or cubic";
+  static const std::vector<std::string> transforms = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn"};
+  if (std::find(transforms.begin(), transforms.end(), r.transform) == transforms.end())
+    return "coordinate_transformation_mode '" + r.transform + "' is not supported (" + transforms[0] + ", " + transforms[1] + ", " +
+           transforms[2] + ", " + transforms[3] + " and " + transforms[4] + " are)";
+  static const std::vector<std::string> nearest = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  if (std::find(nearest.begin(), nearest.end(), r.nearest) == nearest.end()) return "nearest_mode '" + r.nearest + "' is not one ONNX defines";
+  const Attributes& a = g.op_attrs(op);
+  if (a.get_int("antialias", 0) != 0) {
+    const auto in = g.tensor_shape(g.op_inputs(op)[0]), out = g.tensor_shape(g.op_outputs(op)[0]);
+    for (std::size_t i = 0; i < in.size() && i < out.size(); ++i)
+      if (out[i] < in[i]) return "antialias when downsampling is not supported";
+  }
+  if (!a.get_ints("axes").empty()) return "the axes attribute (opset 18) is not supported";
+  if (a.get_string("keep_aspect_ratio_policy", "stretch") != "stretch") return "keep_aspect_ratio_policy other than stretch is not supported";
+  return {};
+}
+
 std::string check_conv_transpose(const Graph& g, OpId op) {
   const Attributes& a = g.op_attrs(op);
   const std::string auto_pad = a.get_string("auto_pad", "NOTSET");
@@ -967,6 +1095,8 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"RandomUniform", {op_random_uniform}},
       {"RandomUniformLike", {op_random_uniform}},
       {"Bernoulli", {op_bernoulli}},
+      {"Resize", {op_resize, 1, check_resize}},
+      {"Upsample", {op_resize, 1, check_resize}},
   };
   return table;
 }
@@ -1113,7 +1243,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
     const auto& node = this->node(op);
     if (node.op_type() != graph_.op_type(op))
       throw Error("model file '" + model_path + "': node " + std::to_string(op) + " is not the graph's op '" + graph_.op_name(op) + "'");
-    // Before opset 13, (Log)Softmax and Hardmax flattened its input at `axis` (default 1) and normalised over
+    // Before opset 13, (Log)Softmax and Hardmax flattened their input at `axis` (default 1) and normalised over
     // every dimension from there; the executor normalises over one (opset 13). They agree when that
     // axis is the last one: anything else would be a silently different result.
     if (opset > 0 && opset < 13 && (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax" || node.op_type() == "Hardmax")) {
