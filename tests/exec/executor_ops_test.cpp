@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "placer/exec/exec.hpp"
@@ -335,6 +336,72 @@ TEST(ExecutorOps, ResizeFollowsOnnxsCoordinatesAndTaps) {
   EXPECT_NEAR(keys.at(4), 1.75, 1e-5);
   // Upsample (opset 9): scales as an input, nearest is asymmetric / floor.
   EXPECT_THAT(run_op("Upsample", {pair, by_two}, {Out{{1, 1, 1, 4}}}, {}, 9).at(0), near(floats({1, 1, 3, 3})));
+}
+
+// One input, one hidden unit, two time steps (x = 1, then -1), worked out from ONNX's equations.
+TEST(ExecutorOps, RecurrentCellsFollowOnnxsEquations) {
+  const In x{{2, 1, 1}, {1, -1}};
+  auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  auto hidden_1 = [](onnx::NodeProto& n) { set_int(n, "hidden_size", 1); };
+  const std::vector<Out> two{Out{{2, 1, 1, 1}}, Out{{1, 1, 1}}};
+  // RNN: h = tanh(0.5 x + 2 h + 0.1 + 0.2).
+  {
+    const double h1 = std::tanh(0.5 + 0.3), h2 = std::tanh(-0.5 + 2 * h1 + 0.3);
+    const auto y = run_op("RNN", {x, In{{1, 1, 1}, {0.5}}, In{{1, 1, 1}, {2.0}}, In{{1, 2}, {0.1, 0.2}}}, two, hidden_1);
+    EXPECT_THAT(y.at(0), near(floats({h1, h2})));
+    EXPECT_THAT(y.at(1), near(floats({h2})));
+  }
+  // GRU, gates z, r, h: W = (0.5, -0.3, 0.8), R = (0.2, 0.4, -0.6), no bias; both reset forms.
+  for (const int linear_before_reset : {0, 1}) {
+    SCOPED_TRACE(linear_before_reset);
+    double h = 0;
+    std::vector<float> expected;
+    for (double xt : {1.0, -1.0}) {
+      const double z = sigmoid(0.5 * xt + 0.2 * h), r = sigmoid(-0.3 * xt + 0.4 * h);
+      const double candidate = std::tanh(0.8 * xt + (linear_before_reset ? r * (-0.6 * h) : -0.6 * (r * h)));
+      h = (1 - z) * candidate + z * h;
+      expected.push_back(static_cast<float>(h));
+    }
+    const auto y = run_op("GRU", {x, In{{1, 3, 1}, {0.5, -0.3, 0.8}}, In{{1, 3, 1}, {0.2, 0.4, -0.6}}}, two, [&](onnx::NodeProto& n) {
+      set_int(n, "hidden_size", 1), set_int(n, "linear_before_reset", linear_before_reset);
+    });
+    EXPECT_THAT(y.at(0), near(expected));
+  }
+  // LSTM, gates i, o, f, c: W = (0.5, 0.3, -0.2, 0.7), R = (0.1, -0.4, 0.2, 0.6); forward and reverse.
+  auto lstm = [&](std::vector<double> xs) {
+    double h = 0, cell = 0;
+    std::vector<double> hs;
+    for (double xt : xs) {
+      const double i = sigmoid(0.5 * xt + 0.1 * h), o = sigmoid(0.3 * xt - 0.4 * h), f = sigmoid(-0.2 * xt + 0.2 * h);
+      cell = f * cell + i * std::tanh(0.7 * xt + 0.6 * h);
+      h = o * std::tanh(cell);
+      hs.push_back(h);
+    }
+    return std::make_pair(hs, cell);
+  };
+  const In W{{1, 4, 1}, {0.5, 0.3, -0.2, 0.7}}, R{{1, 4, 1}, {0.1, -0.4, 0.2, 0.6}};
+  const auto [forward, forward_cell] = lstm({1, -1});
+  const auto y = run_op("LSTM", {x, W, R}, {Out{{2, 1, 1, 1}}, Out{{1, 1, 1}}, Out{{1, 1, 1}}}, hidden_1);
+  EXPECT_THAT(y.at(0), near(floats({forward[0], forward[1]})));
+  EXPECT_THAT(y.at(2), near(floats({forward_cell})));
+  // Reverse: the sequence read from the end; Y keeps each step at its time.
+  const auto [backward, backward_cell] = lstm({-1, 1});
+  const auto r = run_op("LSTM", {x, W, R}, two, [](onnx::NodeProto& n) {
+    set_int(n, "hidden_size", 1), set_string(n, "direction", "reverse");
+  });
+  EXPECT_THAT(r.at(0), near(floats({backward[1], backward[0]})));
+  // Bidirectional: both directions of one step side by side in Y ([seq, direction, batch, hidden]).
+  const In W2{{2, 4, 1}, {0.5, 0.3, -0.2, 0.7, 0.5, 0.3, -0.2, 0.7}}, R2{{2, 4, 1}, {0.1, -0.4, 0.2, 0.6, 0.1, -0.4, 0.2, 0.6}};
+  const auto both = run_op("LSTM", {x, W2, R2}, {Out{{2, 2, 1, 1}}, Out{{2, 1, 1}}}, [](onnx::NodeProto& n) {
+    set_int(n, "hidden_size", 1), set_string(n, "direction", "bidirectional");
+  });
+  EXPECT_THAT(both.at(0), near(floats({forward[0], backward[1], forward[1], backward[0]})));
+  EXPECT_THAT(both.at(1), near(floats({forward[1], backward[1]})));
+  // Batch first (layout 1): x [batch 1, seq 2, input 1], the same sequence.
+  const auto b = run_op("LSTM", {In{{1, 2, 1}, {1, -1}}, W, R}, {Out{{1, 2, 1, 1}}, Out{{1, 1, 1}}}, [](onnx::NodeProto& n) {
+    set_int(n, "hidden_size", 1), set_int(n, "layout", 1);
+  }, 14);
+  EXPECT_THAT(b.at(0), near(floats({forward[0], forward[1]})));
 }
 
 TEST(ExecutorOps, RandomOpsDrawTheirShapes) {

@@ -938,6 +938,105 @@ std::string check_resize(const Graph& g, OpId op) {
   return {};
 }
 
+// RNN, GRU, LSTM (ONNX's equations, gate orders i-o-f-c and z-r-h): the input projections of every
+// time step in one product, then the recurrence step by step, for each direction. Differentiable.
+enum class Cell { rnn, gru, lstm };
+Tensors op_recurrent(const OpCall& c, Cell cell) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const bool batch_first = a.get_int("layout", 0) != 0;
+  torch::Tensor x = batch_first ? c.in[0].transpose(0, 1) : c.in[0];  // [seq, batch, input]
+  const torch::Tensor& W = c.in[1];
+  const torch::Tensor& R = c.in[2];
+  const std::int64_t gates = cell == Cell::rnn ? 1 : cell == Cell::gru ? 3 : 4, hidden = R.size(2), directions = W.size(0);
+  const std::int64_t seq = x.size(0), batch = x.size(1);
+  const torch::Tensor B = c.has(3) ? c.in[3] : torch::zeros({directions, 2 * gates * hidden}, W.options());
+  auto initial = [&](std::size_t slot) {
+    if (!c.has(slot)) return torch::zeros({directions, batch, hidden}, W.options());
+    return batch_first ? c.in[slot].transpose(0, 1) : c.in[slot];
+  };
+  const torch::Tensor h0 = initial(5), c0 = cell == Cell::lstm ? initial(6) : torch::Tensor();
+  const torch::Tensor P = cell == Cell::lstm && c.has(7) ? c.in[7] : torch::Tensor();
+  const std::optional<double> clip = a.find("clip") ? std::optional<double>(a.get_float("clip", 0.0)) : std::nullopt;
+  auto clipped = [&](const torch::Tensor& t) { return clip ? t.clamp(-*clip, *clip) : t; };
+  const bool linear_before_reset = a.get_int("linear_before_reset", 0) != 0, input_forget = a.get_int("input_forget", 0) != 0;
+  const std::string direction = a.get_string("direction", "forward");
+
+  std::vector<torch::Tensor> ys, hs, cs;
+  for (std::int64_t d = 0; d < directions; ++d) {
+    const bool reverse = direction == "reverse" || (direction == "bidirectional" && d == 1);
+    const torch::Tensor Wd = W[d], Rd = R[d], Wb = B[d].narrow(0, 0, gates * hidden), Rb = B[d].narrow(0, gates * hidden, gates * hidden);
+    const torch::Tensor projected = torch::matmul(x, Wd.t()) + Wb;  // [seq, batch, gates * hidden]
+    torch::Tensor h = h0[d], state = cell == Cell::lstm ? c0[d] : torch::Tensor();
+    std::vector<torch::Tensor> out(static_cast<std::size_t>(seq));
+    for (std::int64_t step = 0; step < seq; ++step) {
+      const std::int64_t t = reverse ? seq - 1 - step : step;
+      const torch::Tensor xt = projected[t];
+      if (cell == Cell::rnn) {
+        h = torch::tanh(clipped(xt + torch::matmul(h, Rd.t()) + Rb));
+      } else if (cell == Cell::gru) {
+        const auto xg = xt.chunk(3, -1);
+        const torch::Tensor Rz = Rd.narrow(0, 0, 2 * hidden), Rh = Rd.narrow(0, 2 * hidden, hidden);
+        const auto rzr = (torch::matmul(h, Rz.t()) + Rb.narrow(0, 0, 2 * hidden)).chunk(2, -1);
+        const torch::Tensor z = torch::sigmoid(clipped(xg[0] + rzr[0])), r = torch::sigmoid(clipped(xg[1] + rzr[1]));
+        const torch::Tensor Rbh = Rb.narrow(0, 2 * hidden, hidden);
+        const torch::Tensor candidate = linear_before_reset ? torch::tanh(clipped(xg[2] + r * (torch::matmul(h, Rh.t()) + Rbh)))
+                                                            : torch::tanh(clipped(xg[2] + torch::matmul(r * h, Rh.t()) + Rbh));
+        h = (1 - z) * candidate + z * h;
+      } else {
+        const auto g = (xt + torch::matmul(h, Rd.t()) + Rb).chunk(4, -1);  // i, o, f, c
+        torch::Tensor i = g[0], o = g[1], f = g[2];
+        if (P.defined()) i = i + P[d].narrow(0, 0, hidden) * state, f = f + P[d].narrow(0, 2 * hidden, hidden) * state;
+        i = torch::sigmoid(clipped(i));
+        f = input_forget ? 1 - i : torch::sigmoid(clipped(f));
+        state = f * state + i * torch::tanh(clipped(g[3]));
+        if (P.defined()) o = o + P[d].narrow(0, hidden, hidden) * state;
+        h = torch::sigmoid(clipped(o)) * torch::tanh(state);
+      }
+      out[static_cast<std::size_t>(t)] = h;
+    }
+    ys.push_back(torch::stack(out));  // [seq, batch, hidden]
+    hs.push_back(h);
+    if (cell == Cell::lstm) cs.push_back(state);
+  }
+  torch::Tensor Y = torch::stack(ys, 1), Y_h = torch::stack(hs);  // [seq, dirs, batch, hidden], [dirs, batch, hidden]
+  torch::Tensor Y_c = cell == Cell::lstm ? torch::stack(cs) : torch::Tensor();
+  if (batch_first) {
+    Y = Y.permute({2, 0, 1, 3});
+    Y_h = Y_h.transpose(0, 1);
+    if (Y_c.defined()) Y_c = Y_c.transpose(0, 1);
+  }
+  Tensors result{Y, Y_h};
+  if (cell == Cell::lstm) result.push_back(Y_c);
+  result.resize(std::min<std::size_t>(result.size(), static_cast<std::size_t>(c.node.output_size())));
+  return result;
+}
+Tensors op_rnn(const OpCall& c) { return op_recurrent(c, Cell::rnn); }
+Tensors op_gru(const OpCall& c) { return op_recurrent(c, Cell::gru); }
+Tensors op_lstm(const OpCall& c) { return op_recurrent(c, Cell::lstm); }
+
+std::string check_recurrent(const Graph& g, OpId op) {
+  const Attributes& a = g.op_attrs(op);
+  const auto inputs = g.op_inputs(op);
+  if (inputs.size() > 4 && inputs[4] != kNoId) return "sequence_lens (packed sequences of different lengths) is not supported";
+  const std::string direction = a.get_string("direction", "forward");
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional") return "direction '" + direction + "' is not one ONNX defines";
+  return {};
+}
+
+// A recurrent node's `activations` (a list of strings, which the IR does not keep): only the
+// defaults, what PyTorch exports, run.
+std::string check_activations(const onnx::NodeProto& node) {
+  const std::vector<std::string> defaults = node.op_type() == "RNN"   ? std::vector<std::string>{"Tanh"}
+                                            : node.op_type() == "GRU" ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                                      : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+  for (const auto& attribute : node.attribute())
+    if (attribute.name() == "activations")
+      for (int i = 0; i < attribute.strings_size(); ++i)
+        if (attribute.strings(i) != defaults[static_cast<std::size_t>(i) % defaults.size()])
+          return "activation '" + attribute.strings(i) + "' is not supported (the defaults, what PyTorch exports, are)";
+  return {};
+}
+
 std::string check_conv_transpose(const Graph& g, OpId op) {
   const Attributes& a = g.op_attrs(op);
   const std::string auto_pad = a.get_string("auto_pad", "NOTSET");
@@ -1097,6 +1196,9 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"Bernoulli", {op_bernoulli}},
       {"Resize", {op_resize, 1, check_resize}},
       {"Upsample", {op_resize, 1, check_resize}},
+      {"RNN", {op_rnn, -1, check_recurrent, -1}},
+      {"GRU", {op_gru, -1, check_recurrent, -1}},
+      {"LSTM", {op_lstm, -1, check_recurrent, -1}},
   };
   return table;
 }
@@ -1255,6 +1357,8 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
                     " normalises over every axis from " + std::to_string(axis) +
                     " on, which the executor does not run; export the model with opset 13 or later");
     }
+    if (node.op_type() == "RNN" || node.op_type() == "GRU" || node.op_type() == "LSTM")
+      if (std::string why = check_activations(node); !why.empty()) throw Error(op_label(graph_, op) + ": " + why);
     if (is_alias_op(graph_, op)) {  // its output is a parameter of its own (docs/training-step.md)
       op_skip_[op] = 1;
       continue;
