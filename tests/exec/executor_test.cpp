@@ -324,8 +324,9 @@ TEST(Executor, RunsTheBranchOfAnIfDecidedByAShape) {
   for (const char* name : {"then_branch", "else_branch"}) {
     auto* a = branch->add_attribute();
     a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(name);
     auto* n = a->mutable_g()->add_node();
-    n->set_op_type(name[0] == 't' ? "Relu" : "Unsupported"), n->add_input("x"), n->add_output("b");
+    n->set_op_type(name[0] == 't' ? "Relu" : "Sigmoid"), n->add_input("x"), n->add_output("b");
     a->mutable_g()->add_output()->set_name("b");
   }
   t.output("y", {4, 8});

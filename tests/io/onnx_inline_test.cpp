@@ -9,6 +9,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ onnx::NodeProto* add_node(google::protobuf::RepeatedPtrField<onnx::NodeProto>* n
 void float_value(onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::int64_t> dims) {
   vi->set_name(name);
   vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  vi->mutable_type()->mutable_tensor_type()->mutable_shape();  // a scalar when `dims` is empty
   for (auto d : dims) vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
@@ -360,15 +362,16 @@ TEST(OnnxIfs, ADecidedIfBecomesTheBranchItTakes) {
   EXPECT_EQ(taken.graph().initializer(0).name(), "/block/If/one");
   // The inner If is decided in turn.
   EXPECT_EQ(inline_decided_ifs(taken, {{"c", true}}), 1u);
-  EXPECT_THAT(node_names(taken), ElementsAre("/cond", "/block/If/Neg", "/block/If/inner/Add", "/Relu"));
-  EXPECT_THAT(taken.graph().node(2).output(), ElementsAre("y"));
+  // ... and the condition, which nothing reads any more, goes with it.
+  EXPECT_THAT(node_names(taken), ElementsAre("/block/If/Neg", "/block/If/inner/Add", "/Relu"));
+  EXPECT_THAT(taken.graph().node(1).output(), ElementsAre("y"));
 
   // The else branch gives x, from outside it: an Identity.
   onnx::ModelProto other = if_model();
   EXPECT_EQ(inline_decided_ifs(other, {{"c", false}}), 1u);
-  EXPECT_THAT(node_names(other), ElementsAre("/cond", "/block/If/Identity", "/Relu"));
-  EXPECT_THAT(other.graph().node(1).input(), ElementsAre("x"));
-  EXPECT_THAT(other.graph().node(1).output(), ElementsAre("y"));
+  EXPECT_THAT(node_names(other), ElementsAre("/block/If/Identity", "/Relu"));
+  EXPECT_THAT(other.graph().node(0).input(), ElementsAre("x"));
+  EXPECT_THAT(other.graph().node(0).output(), ElementsAre("y"));
   // Undecided: left as it is.
   onnx::ModelProto left = if_model();
   EXPECT_EQ(inline_decided_ifs(left, {{"d", true}}), 0u);
@@ -398,6 +401,7 @@ TEST(OnnxIfs, AnIfOnAShapeIsDecidedAtImport) {
   for (const char* name : {"then_branch", "else_branch"}) {
     auto* a = branch->add_attribute();
     a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(name);
     add_node(a->mutable_g()->mutable_node(), name[0] == 't' ? "Neg" : "Sigmoid", {"x"}, {"b"});
     a->mutable_g()->add_output()->set_name("b");
   }
@@ -415,9 +419,151 @@ TEST(OnnxIfs, AnIfOnAShapeIsDecidedAtImport) {
   Graph graph = load_onnx(path, options);
   std::vector<std::string> types;
   for (OpId o = 0; o < graph.num_ops(); ++o) types.push_back(graph.op_type(o));
-  EXPECT_THAT(types, ElementsAre("Shape", "Size", "Constant", "Equal", "Sigmoid"));  // x is no scalar: else
-  EXPECT_EQ(graph.op_name(4), "/act/If/Sigmoid");
-  EXPECT_EQ(graph.module_name(graph.op_module(4)), "act.If");
+  // x is no scalar: the else branch; the condition's nodes, read by nothing else, go with the If.
+  ASSERT_THAT(types, ElementsAre("Sigmoid"));
+  EXPECT_EQ(graph.op_name(0), "/act/If/Sigmoid");
+  EXPECT_EQ(graph.module_name(graph.op_module(0)), "act.If");
+}
+
+// A model whose If reads `condition` (built by `build` from the data input x [4]): then Neg, else
+// Sigmoid; the op types of the imported graph.
+std::vector<std::string> imported_types(const std::function<void(onnx::GraphProto*)>& build, const std::string& name,
+                                        const std::function<void(onnx::NodeProto*)>& edit_if = {}) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("cond");
+  float_value(g->add_input(), "x", {4});
+  build(g);
+  auto* branch = add_node(g->mutable_node(), "If", {"condition"}, {"y"}, "/If");
+  for (const char* b : {"then_branch", "else_branch"}) {
+    auto* a = branch->add_attribute();
+    a->set_name(b), a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(b);
+    add_node(a->mutable_g()->mutable_node(), b[0] == 't' ? "Neg" : "Sigmoid", {"x"}, {"o"});
+    a->mutable_g()->add_output()->set_name("o");
+  }
+  if (edit_if) edit_if(branch);
+  float_value(g->add_output(), "y", {4});
+  const std::string path = test::temp_path(name + ".onnx");
+  {
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+  }
+  Graph graph = load_onnx(path, {});
+  std::vector<std::string> types;
+  for (OpId o = 0; o < graph.num_ops(); ++o) types.push_back(graph.op_type(o));
+  return types;
+}
+
+// A Constant of `type` holding `values` (one element each), named `name`.
+void constant(onnx::GraphProto* g, const std::string& name, int type, std::vector<double> values) {
+  auto* value = add_node(g->mutable_node(), "Constant", {}, {name}, "/" + name)->add_attribute();
+  value->set_name("value"), value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(type);
+  for (double v : values) {
+    if (type == onnx::TensorProto::FLOAT) value->mutable_t()->add_float_data(static_cast<float>(v));
+    else if (type == onnx::TensorProto::INT64) value->mutable_t()->add_int64_data(static_cast<std::int64_t>(v));
+    else value->mutable_t()->add_int32_data(static_cast<std::int32_t>(v));
+  }
+}
+
+std::string last_of(const std::vector<std::string>& v) { return v.empty() ? std::string() : v.back(); }
+
+// Found by fuzzing: conditions folded in doubles without ONNX's types took the wrong branch.
+TEST(OnnxIfs, ConditionsAreDecidedWithTheirTypesArithmetic) {
+  const int f32 = onnx::TensorProto::FLOAT, i32 = onnx::TensorProto::INT32, u8 = onnx::TensorProto::UINT8;
+  auto cast = [](onnx::GraphProto* g, const std::string& in, const std::string& out, int to) {
+    auto* a = add_node(g->mutable_node(), "Cast", {in}, {out}, "/" + out)->add_attribute();
+    a->set_name("to"), a->set_type(onnx::AttributeProto::INT), a->set_i(to);
+  };
+  const std::string then_taken = "Neg", else_taken = "Sigmoid";  // the last op
+  // Cast 0.5 to bool: true (any non-zero), not truncated to 0.
+  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) { constant(g, "h", f32, {0.5}), cast(g, "h", "condition", onnx::TensorProto::BOOL); },
+                           "if_cast_bool")),
+            then_taken);
+  // Mod(-7, 3) is 2 (the divisor's sign), not -1.
+  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) {
+              constant(g, "a", onnx::TensorProto::INT64, {-7}), constant(g, "b", onnx::TensorProto::INT64, {3});
+              constant(g, "two", onnx::TensorProto::INT64, {2});
+              add_node(g->mutable_node(), "Mod", {"a", "b"}, {"m"}, "/mod");
+              add_node(g->mutable_node(), "Equal", {"m", "two"}, {"condition"}, "/eq");
+            }, "if_mod")),
+            then_taken);
+  // 0.1 + 0.2 == 0.3 in float32 (not in double).
+  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) {
+              constant(g, "a", f32, {0.1}), constant(g, "b", f32, {0.2}), constant(g, "c", f32, {0.3});
+              add_node(g->mutable_node(), "Add", {"a", "b"}, {"s"}, "/add");
+              add_node(g->mutable_node(), "Equal", {"s", "c"}, {"condition"}, "/eq");
+            }, "if_float")),
+            then_taken);
+  // int32 2147483647 + 1 wraps to -2147483648; uint8 250 + 10 wraps to 4.
+  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) {
+              constant(g, "a", i32, {2147483647}), constant(g, "b", i32, {1}), constant(g, "zero", i32, {0});
+              add_node(g->mutable_node(), "Add", {"a", "b"}, {"s"}, "/add");
+              add_node(g->mutable_node(), "Less", {"s", "zero"}, {"condition"}, "/less");
+            }, "if_int32")),
+            then_taken);
+  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) {
+              constant(g, "a", u8, {250}), constant(g, "b", u8, {10}), constant(g, "five", u8, {5});
+              add_node(g->mutable_node(), "Add", {"a", "b"}, {"s"}, "/add");
+              add_node(g->mutable_node(), "Less", {"s", "five"}, {"condition"}, "/less");
+            }, "if_uint8")),
+            then_taken);
+  // int64 values beyond 2^53 are not exact in a double: undecided, an If placer cannot price.
+  EXPECT_THAT([&] {
+    imported_types([&](onnx::GraphProto* g) {
+      constant(g, "a", onnx::TensorProto::INT64, {0}), constant(g, "b", onnx::TensorProto::INT64, {0});
+      for (const char* name : {"/a", "/b"})
+        for (auto& n : *g->mutable_node())
+          if (n.name() == name) n.mutable_attribute(0)->mutable_t()->set_int64_data(0, name[1] == 'a' ? (std::int64_t{1} << 53) + 1 : std::int64_t{1} << 53);
+      add_node(g->mutable_node(), "Equal", {"a", "b"}, {"condition"}, "/eq");
+    }, "if_int64_big");
+  }, ThrowsMessage<Error>(HasSubstr("an If whose condition is only known when the model runs")));
+  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) { constant(g, "condition", onnx::TensorProto::BOOL, {0}); }, "if_false")), else_taken);
+}
+
+TEST(OnnxIfs, MalformedIfsAreErrorsEvenInTheBranchNotTaken) {
+  auto with_true = [](onnx::GraphProto* g) { constant(g, "condition", onnx::TensorProto::BOOL, {1}); };
+  // An op ONNX does not know in the branch not taken: the checker reads both branches first.
+  EXPECT_THAT([&] {
+    imported_types(with_true, "if_untaken_unknown", [](onnx::NodeProto* n) { n->mutable_attribute(1)->mutable_g()->mutable_node(0)->set_op_type("NoSuchOp"); });
+  }, ThrowsMessage<Error>(HasSubstr("fails the ONNX checker")));
+  // A branch giving another number of outputs than the If has.
+  EXPECT_THAT([&] {
+    imported_types(with_true, "if_outputs", [](onnx::NodeProto* n) { n->mutable_attribute(0)->mutable_g()->add_output()->set_name("x"); });
+  }, ThrowsMessage<Error>(HasSubstr("If '/If' has 1 output(s), its then_branch 2")));
+}
+
+// IsScalar(x) on a scalar: Shape gives an empty shape ([0]), which the import takes (folded).
+TEST(OnnxIfs, IsScalarOfAScalarIsDecided) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("scalar");
+  float_value(g->add_input(), "x", {});
+  add_node(g->mutable_node(), "Shape", {"x"}, {"s"}, "/Shape");
+  add_node(g->mutable_node(), "Size", {"s"}, {"r"}, "/Size");
+  constant(g, "zero", onnx::TensorProto::INT64, {0});
+  add_node(g->mutable_node(), "Equal", {"r", "zero"}, {"scalar"}, "/Equal");
+  auto* branch = add_node(g->mutable_node(), "If", {"scalar"}, {"y"}, "/If");
+  for (const char* b : {"then_branch", "else_branch"}) {
+    auto* a = branch->add_attribute();
+    a->set_name(b), a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(b);
+    add_node(a->mutable_g()->mutable_node(), b[0] == 't' ? "Neg" : "Sigmoid", {"x"}, {"o"});
+    a->mutable_g()->add_output()->set_name("o");
+  }
+  float_value(g->add_output(), "y", {});
+  const std::string path = test::temp_path("if_scalar.onnx");
+  {
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+  }
+  Graph graph = load_onnx(path, {});
+  EXPECT_EQ(graph.op_type(graph.num_ops() - 1), "Neg");
 }
 
 TEST(OnnxFunctions, AModelWrittenWithFunctionsImportsTheirOpsUnderTheCallsModules) {

@@ -1296,7 +1296,8 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   ModelOptions forward_options = model;
   forward_options.mode = Mode::inference;
   graph_ = load_forward_graph(model_path, forward_options);
-  model_ = read_onnx_file(model_path, model.onnx.dim_values);  // as the importer reads it
+  model_ = read_onnx_file(model_path);  // as the importer reads it
+  inline_ifs_decided_by_shapes(model_, model.onnx.dim_values);
   const std::size_t num_ops = graph_.num_ops();
   if (static_cast<std::size_t>(model_.graph().node_size()) != num_ops)
     throw Error("model file '" + model_path + "': the imported graph does not match the file's nodes one for one");

@@ -179,7 +179,7 @@ struct ModelFile {
 };
 
 ModelFile read_model(const std::string& path, const std::map<std::string, std::int64_t>& dim_values) {
-  onnx::ModelProto model = read_onnx_file(path, dim_values);
+  onnx::ModelProto model = read_onnx_file(path);
   // Initializers stored in external files are named relative to the model's directory, which only
   // the checker's file entry point knows (placer reads no weights, but the checker wants them there).
   const bool external = std::any_of(model.graph().initializer().begin(), model.graph().initializer().end(),
@@ -197,6 +197,15 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
       onnx::checker::check_model(compatible ? *compatible : model);
   } catch (const std::exception& e) {
     throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + " fails the ONNX checker: " + one_line(e.what()));
+  }
+  // Checked with its Ifs (both branches, decided or not); then the decided ones give way to their branch.
+  try {
+    if (std::any_of(model.graph().node().begin(), model.graph().node().end(), [](const onnx::NodeProto& n) { return n.op_type() == "If"; })) {
+      inline_ifs_decided_by_shapes(model, dim_values);
+      compatible = library_compatible_copy(model);
+    }
+  } catch (const Error& e) {
+    throw Error("model file '" + path + "': " + e.what());
   }
   return ModelFile{std::move(model), std::move(compatible)};
 }
@@ -529,6 +538,9 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
         throw Error(what + " has no size known before the model runs (a data-dependent shape, as NonZero's output has, or a symbolic "
                            "size ONNX shape inference could not resolve): placer needs every size");
       }
+    if (node.op_type() == "If" && !options.unknown_op_default)
+      throw Error("op '" + spec.name + "': an If whose condition is only known when the model runs (placer places the ops of " +
+                  "Ifs that constants and shapes decide; --unknown-ops CLASS prices this one as one op for the simulator)");
     try {
       spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);
     } catch (const Error& e) {

@@ -19,15 +19,19 @@ namespace placer {
 
 namespace {
 
-// Replaces the Ifs that shape inference and folding decide by the branches they take, round after
-// round (an If inside a branch is decided in the next). An inference that fails leaves the rest:
-// the import names what is wrong.
+constexpr int kIfRounds = 256;  // rounds of inference and folding that decide Ifs
+
+}  // namespace
+
 void inline_ifs_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values) {
-  for (int round = 0; round < 64; ++round) {
+  for (int round = 0; round < kIfRounds; ++round) {
     const auto& nodes = model.graph().node();
     if (std::none_of(nodes.begin(), nodes.end(), [](const onnx::NodeProto& n) { return n.op_type() == "If"; })) return;
     onnx::ModelProto copy = library_compatible_copy(model).value_or(model);
     bind_symbolic_dims(*copy.mutable_graph(), dim_values);
+    // ONNX's pass infers each If's outputs from its branches (with a copy of the scope around each:
+    // libonnx's cost grows with Ifs x model), so that an If reading the shape of the one before is
+    // decided in the same round when both branches give one shape.
     std::map<std::string, onnx::TypeProto> types;
     try {
       types = infer_all_shapes(copy);
@@ -42,9 +46,9 @@ void inline_ifs_decided_by_shapes(onnx::ModelProto& model, const std::map<std::s
           conditions[node.input(0)] = it->second[0] != 0.0;
     if (conditions.empty() || inline_decided_ifs(model, conditions) == 0) return;
   }
+  throw Error("Ifs are still being decided after " + std::to_string(kIfRounds) +
+              " rounds (each If's condition reads the shape of the one before; placer decides one such link per round)");
 }
-
-}  // namespace
 
 void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir) {
   constexpr std::uint64_t kMaxElements = 4096;  // as the folding reads (onnx_shapes.cpp)
@@ -123,7 +127,7 @@ void bind_symbolic_dims(onnx::GraphProto& graph, const std::map<std::string, std
         if (d.has_dim_param() && dim_values.count(d.dim_param())) d.set_dim_value(dim_values.at(d.dim_param()));
 }
 
-onnx::ModelProto read_onnx_file(const std::string& path, const std::map<std::string, std::int64_t>& dim_values) {
+onnx::ModelProto read_onnx_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error("model file '" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
@@ -143,7 +147,6 @@ onnx::ModelProto read_onnx_file(const std::string& path, const std::map<std::str
     inline_local_functions(model);
     // Small tensors stored apart (shape arithmetic's operands) are read now; weights are not.
     read_small_external_data(model, std::filesystem::path(path).parent_path());
-    inline_ifs_decided_by_shapes(model, dim_values);
   } catch (const Error& e) {
     throw Error("model file '" + path + "': " + e.what());
   }

@@ -1,10 +1,11 @@
-// An ONNX file as placer reads it, before any check: parsed, every call of a model-local function
-// replaced by its body and every If whose condition is known before the model runs replaced by the
-// branch it takes (onnx_inline.hpp), and small constants stored in external files read in
-// (read_small_external_data). The importer and the executor both read a model so,
-// which keeps the graph's ops and the file's nodes one for one.
+// An ONNX file as placer reads it: parsed, every call of a model-local function replaced by its body
+// (onnx_inline.hpp), and small constants stored in external files read in (read_small_external_data).
+// Then, once the ONNX checker has seen that (load_onnx), every If whose condition is known before
+// the model runs is replaced by the branch it takes (inline_ifs_decided_by_shapes). The importer and
+// the executor both read a model so, which keeps the graph's ops and the file's nodes one for one.
 //
-//   onnx::ModelProto model = read_onnx_file("model.onnx", {{"batch", 32}});
+//   onnx::ModelProto model = read_onnx_file("model.onnx");
+//   inline_ifs_decided_by_shapes(model, {{"batch", 32}});
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -16,11 +17,17 @@
 
 namespace placer {
 
-// `dim_values` binds symbolic sizes of graph inputs (--dim) for the shape inference that decides
-// Ifs. Throws Error naming the file when it cannot be opened, is a directory, is empty, is not an
-// ONNX model (a failed parse, no graph or nodes, no IR version), or when inlining its functions or
+// Throws Error naming the file when it cannot be opened, is a directory, is empty, is not an ONNX
+// model (a failed parse, no graph or nodes, no IR version), or when inlining its functions or
 // reading its external constants fails.
-onnx::ModelProto read_onnx_file(const std::string& path, const std::map<std::string, std::int64_t>& dim_values = {});
+onnx::ModelProto read_onnx_file(const std::string& path);
+
+// Replaces the Ifs of the main graph that shape inference and folding decide (onnxscript's
+// `IsScalar(x)` branches once x's shape is known) by the branches they take, round after round (an
+// If inside a branch, or one reading the shape an If gives, is decided in the next). `dim_values`
+// binds symbolic sizes of graph inputs (--dim). An inference that fails leaves the rest as they are
+// (the import names what is wrong). Throws Error after 256 rounds that each decided something.
+void inline_ifs_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values);
 
 // Reads into `model` the data of its small tensors stored in external files (initializers and
 // Constant values of at most 4,096 elements of a fixed-size type; `dir` is the model file's

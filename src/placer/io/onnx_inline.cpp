@@ -25,6 +25,10 @@ constexpr std::uint64_t kMaxNodes = 1u << 22;  // nodes inlining may give (4,194
 
 std::string qualified(const std::string& domain, const std::string& name) { return domain.empty() ? name : domain + "::" + name; }
 std::string normalized_domain(const std::string& domain) { return domain == "ai.onnx" ? "" : domain; }
+// "<prefix>/<name>", without a second '/' when the name starts with one (exporters' node names do).
+std::string joined(const std::string& prefix, const std::string& name) {
+  return prefix + (name.starts_with('/') ? "" : "/") + name;
+}
 
 // Calls `fn` on every node of `nodes` and of their subgraphs (an If's branches, a Loop's body).
 template <class Nodes, class Fn>
@@ -197,7 +201,7 @@ class Inliner {
       const std::string inner_name = inner.name().empty() ? (inner.output_size() > 0 && !inner.output(0).empty() ? inner.output(0)
                                                                                                                 : inner.op_type())
                                                           : inner.name();
-      copy.set_name(nodes_.fresh(call.prefix + "/" + inner_name));
+      copy.set_name(nodes_.fresh(joined(call.prefix, inner_name)));
       rewrite(copy, call);
       expand(std::move(copy), out);
     }
@@ -320,10 +324,16 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
     if (decided != conditions.end())
       for (const auto& a : node.attribute())
         if (a.name() == (decided->second ? "then_branch" : "else_branch") && a.has_g()) branch = &a.g();
-    if (!branch || branch->output_size() != node.output_size()) {  // undecided, or malformed: the checker names it
+    if (decided == conditions.end()) {
       *out.Add() = std::move(node);
       continue;
     }
+    const std::string label = "If '" + (node.name().empty() ? node.output_size() > 0 ? node.output(0) : std::string() : node.name()) + "'";
+    const char* taken = decided->second ? "then_branch" : "else_branch";
+    if (!branch) throw Error(label + " has no " + taken);
+    if (branch->output_size() != node.output_size())
+      throw Error(label + " has " + std::to_string(node.output_size()) + " output(s), its " + taken + " " +
+                  std::to_string(branch->output_size()));
     ++replaced;
     std::string prefix = node.name();
     for (int j = 0; prefix.empty() && j < node.output_size(); ++j) prefix = node.output(j);
@@ -357,7 +367,7 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
         if (a.has_g()) rename_refs(*a.mutable_g(), rename);
         for (auto& sub : *a.mutable_graphs()) rename_refs(sub, rename);
       }
-      copy->set_name(nodes.fresh(prefix + "/" + (n.name().empty() ? n.op_type() : n.name())));
+      copy->set_name(nodes.fresh(joined(prefix, n.name().empty() ? n.op_type() : n.name())));
     }
     // Outputs the branch takes from outside it (or gives twice) pass through an Identity.
     for (int j = 0; j < node.output_size(); ++j) {
@@ -372,7 +382,38 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
       identity->add_output(node.output(j));
     }
   }
-  *g.mutable_node() = std::move(out);
+  // The nodes that computed a decided condition and nothing else read now (onnxscript's
+  // Size(Shape(x)) == 0) go with the If: the shape of a scalar is empty, which no tensor of a
+  // placement graph may be.
+  std::unordered_map<std::string, int> uses;
+  for_each_node(out, [&](const onnx::NodeProto& n) {
+    for (const auto& v : n.input()) ++uses[v];
+  });
+  for (const auto& o : g.output()) ++uses[o.name()];
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < out.size(); ++i)
+    for (const auto& v : out.Get(i).output()) producer[v] = i;
+  std::vector<char> dead(static_cast<std::size_t>(out.size()), 0);
+  std::vector<std::string> work;
+  for (const auto& [name, value] : conditions) work.push_back(name);
+  while (!work.empty()) {
+    const std::string name = std::move(work.back());
+    work.pop_back();
+    auto p = producer.find(name);
+    if (p == producer.end() || dead[static_cast<std::size_t>(p->second)]) continue;
+    const onnx::NodeProto& n = out.Get(p->second);
+    if (std::any_of(n.output().begin(), n.output().end(), [&](const std::string& v) { return !v.empty() && uses[v] > 0; })) continue;
+    bool has_subgraph = false;
+    for (const auto& a : n.attribute()) has_subgraph = has_subgraph || a.has_g() || a.graphs_size() > 0;
+    if (has_subgraph) continue;  // an If or Loop of its own: kept (its branches may read more)
+    dead[static_cast<std::size_t>(p->second)] = 1;
+    for (const auto& v : n.input())
+      if (!v.empty() && --uses[v] == 0) work.push_back(v);
+  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (int i = 0; i < out.size(); ++i)
+    if (!dead[static_cast<std::size_t>(i)]) *kept.Add() = std::move(*out.Mutable(i));
+  *g.mutable_node() = std::move(kept);
   return replaced;
 }
 

@@ -273,10 +273,9 @@ std::optional<Value> broadcast(const Value& a, const Value& b, const std::functi
   return r;
 }
 
-// Evaluates one node on known input values; nullopt when the op or its inputs are out of scope or
-// invalid (an axis out of range, a bad permutation, ...). REQUIRES: every known input consistent().
-std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const Value*>& in,
-                              const std::function<const onnx::TypeProto*(const std::string&)>& type_of) {
+// evaluate() without the rounding to the element type (see there).
+std::optional<Value> evaluate_raw(const onnx::NodeProto& n, const std::vector<const Value*>& in,
+                                  const std::function<const onnx::TypeProto*(const std::string&)>& type_of) {
   const std::string& op = n.op_type();
   auto all_known = [&](std::size_t count) {
     if (in.size() < count) return false;
@@ -323,7 +322,9 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
   if (op == "Cast" && all_known(1)) {
     Value v = *in[0];
     v.elem_type = static_cast<int>(attr_int(n, "to", onnx::TensorProto::FLOAT));
-    if (is_integer_type(v.elem_type))
+    if (v.elem_type == onnx::TensorProto::BOOL)
+      for (double& x : v.data) x = x != 0 ? 1.0 : 0.0;  // any non-zero (NaN included) is true
+    else if (is_integer_type(v.elem_type))
       for (double& x : v.data) x = std::trunc(x);
     return v;
   }
@@ -345,7 +346,6 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
       {"Max", [](double a, double b) { return std::max(a, b); }},
       {"Min", [](double a, double b) { return std::min(a, b); }},
       {"Pow", [](double a, double b) { return std::pow(a, b); }},
-      {"Mod", [](double a, double b) { return b == 0 ? 0.0 : std::fmod(a, b); }},
       {"Equal", [](double a, double b) { return a == b ? 1.0 : 0.0; }},
       {"Less", [](double a, double b) { return a < b ? 1.0 : 0.0; }},
       {"Greater", [](double a, double b) { return a > b ? 1.0 : 0.0; }},
@@ -358,6 +358,16 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
     return broadcast(*in[0], *in[1], [integer](double a, double b) {
       if (b == 0) return 0.0;
       return integer ? std::trunc(a / b) : a / b;
+    }, in[0]->elem_type);
+  }
+  if (op == "Mod" && all_known(2)) {
+    // fmod 0 (integers): the remainder takes the divisor's sign, as Python's %; fmod 1: C's fmod.
+    const bool c_fmod = attr_int(n, "fmod", 0) != 0;
+    return broadcast(*in[0], *in[1], [c_fmod](double a, double b) {
+      if (b == 0) return 0.0;
+      double r = std::fmod(a, b);
+      if (!c_fmod && r != 0 && (r < 0) != (b < 0)) r += b;
+      return r;
     }, in[0]->elem_type);
   }
   if (auto it = kBinary.find(op); it != kBinary.end() && all_known(2)) {
@@ -585,6 +595,53 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
     return broadcast(*in[0], ones, [](double a, double) { return a; }, in[0]->elem_type);
   }
   return std::nullopt;
+}
+
+// Evaluates one node on known input values; nullopt when the op or its inputs are out of scope or
+// invalid (an axis out of range, a bad permutation, ...), or when doubles cannot give the exact
+// result of the element type. Results are rounded as the type would hold them: floats to float,
+// narrow integers wrapped, bools 0 or 1, so that a condition decided here (an If's) is the one the
+// model computes. Integer arithmetic or comparisons on values from 2^53 on (inexact in a double) and
+// 16-bit float arithmetic give nullopt. REQUIRES: every known input consistent().
+std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const Value*>& in,
+                              const std::function<const onnx::TypeProto*(const std::string&)>& type_of) {
+  using TP = onnx::TensorProto;
+  static const std::unordered_set<std::string> kArithmetic = {
+      "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Neg", "Abs", "Sqrt", "Ceil", "Floor", "Round", "Relu", "Max", "Min",
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Clip", "Range", "Where"};
+  const bool arithmetic = kArithmetic.count(n.op_type()) > 0;
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  auto inexact = [&](const Value& v) {
+    if (v.elem_type != TP::INT64 && v.elem_type != TP::UINT64) return false;
+    return std::any_of(v.data.begin(), v.data.end(), [&](double x) { return std::fabs(x) >= kExact; });
+  };
+  if (arithmetic)
+    for (const Value* v : in)
+      if (v && (inexact(*v) || v->elem_type == TP::FLOAT16 || v->elem_type == TP::BFLOAT16)) return std::nullopt;
+  std::optional<Value> v = evaluate_raw(n, in, type_of);
+  if (!v) return v;
+  if (arithmetic && inexact(*v)) return std::nullopt;
+  auto wrap = [](double x, double bits, bool is_signed) {
+    const double range = std::ldexp(1.0, static_cast<int>(bits));
+    double r = std::fmod(x, range);
+    if (r < 0) r += range;
+    if (is_signed && r >= range / 2) r -= range;
+    return r;
+  };
+  for (double& x : v->data) {
+    switch (v->elem_type) {
+      case TP::FLOAT: x = static_cast<double>(static_cast<float>(x)); break;
+      case TP::BOOL: x = x != 0 ? 1.0 : 0.0; break;
+      case TP::INT8: x = wrap(x, 8, true); break;
+      case TP::UINT8: x = wrap(x, 8, false); break;
+      case TP::INT16: x = wrap(x, 16, true); break;
+      case TP::UINT16: x = wrap(x, 16, false); break;
+      case TP::INT32: x = wrap(x, 32, true); break;
+      case TP::UINT32: x = wrap(x, 32, false); break;
+      default: break;
+    }
+  }
+  return v;
 }
 
 bool fully_known(const onnx::TypeProto& t) {
