@@ -341,6 +341,19 @@ TEST(Executor, RunsTheBranchOfAnIfDecidedByAShape) {
   expect_close(ex.output_values().at(0), reference.output_values().at(0), 0.0, "y");
 }
 
+// Found by fuzzing: `run` ran a training step of a model `inspect` and `simulate` refuse one for.
+TEST(Executor, RefusesATrainingStepTheIRRefuses) {
+  TinyModel t;
+  t.input("x", {4, 5});
+  t.node("Relu", "/Relu", {"x"}, {"y"});
+  t.output("y", {4, 5});
+  const std::string path = t.save("placer_exec_no_parameters.onnx");
+  ModelOptions options;
+  options.onnx.data_inputs = {"x"};
+  EXPECT_THAT([&] { Executor(path, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::training, .all_on_cpu = true}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("cannot derive a training step")));
+}
+
 // A Clip without bounds passes its input through (libtorch's clamp refused it: found by fuzzing).
 TEST(Executor, AClipWithoutBoundsIsAPassThrough) {
   TinyModel t;

@@ -11,6 +11,7 @@
 
 #include "placer/exec/engine.hpp"
 #include "placer/graph/op_work.hpp"
+#include "placer/graph/training.hpp"
 #include "placer/io/onnx_file.hpp"
 #include "placer/util/error.hpp"
 
@@ -1296,6 +1297,9 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   ModelOptions forward_options = model;
   forward_options.mode = Mode::inference;
   graph_ = load_forward_graph(model_path, forward_options);
+  // A training step runs what derive_training_step derives: a model it refuses (no output computed
+  // from a parameter through differentiable ops, ...) is refused here too, with its reason.
+  if (options.mode == Mode::training) (void)derive_training_step(graph_, options.optimizer);
   model_ = read_onnx_file(model_path);  // as the importer reads it
   inline_ifs_decided_by_shapes(model_, model.onnx.dim_values);
   const std::size_t num_ops = graph_.num_ops();
