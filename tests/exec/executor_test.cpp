@@ -343,15 +343,20 @@ TEST(Executor, RunsTheBranchOfAnIfDecidedByAShape) {
 
 // Found by fuzzing: `run` ran a training step of a model `inspect` and `simulate` refuse one for.
 TEST(Executor, RefusesATrainingStepTheIRRefuses) {
+  // The parameter w reaches y only through Size, which carries no gradient.
   TinyModel t;
   t.input("x", {4, 5});
-  t.node("Relu", "/Relu", {"x"}, {"y"});
+  t.input("w", {3});
+  t.node("Size", "/Size", {"w"}, {"n"});
+  set_int(t.node("Cast", "/Cast", {"n"}, {"nf"}), "to", onnx::TensorProto::FLOAT);
+  t.node("Relu", "/Relu", {"x"}, {"r"});
+  t.node("Add", "/Add", {"r", "nf"}, {"y"});
   t.output("y", {4, 5});
   const std::string path = t.save("placer_exec_no_parameters.onnx");
   ModelOptions options;
   options.onnx.data_inputs = {"x"};
-  EXPECT_THAT([&] { Executor(path, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::training, .all_on_cpu = true}); },
-              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("cannot derive a training step")));
+  EXPECT_THAT([&] { Executor(path, options, virtual_cluster(), std::vector<DeviceId>(4, 0), ExecOptions{.mode = Mode::training, .all_on_cpu = true}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("none of its outputs ('y') is computed from its parameters")));
 }
 
 // A Clip without bounds passes its input through (libtorch's clamp refused it: found by fuzzing).
