@@ -336,7 +336,9 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   // rule ONNX knows; an op of the default domain gives a shape that depends on values.
   auto unknown_shape = [](const std::string& name, const onnx::NodeProto* producer, const std::string& producer_name) {
     std::string why;
-    if (producer && !(producer->domain().empty() || producer->domain() == "ai.onnx"))
+    if (producer && (producer->op_type() == "Loop" || producer->op_type() == "Scan"))
+      why = " (a " + producer->op_type() + ", whose iterations placer does not unroll)";
+    else if (producer && !(producer->domain().empty() || producer->domain() == "ai.onnx"))
       why = " (ONNX knows no shape rule for domain '" + producer->domain() + "': declare the output's shape in the model's value_info)";
     else if (producer)
       why = " (it may depend on the values of tensors computed in the step)";

@@ -331,6 +331,7 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
     const std::string label = "If '" + (node.name().empty() ? node.output_size() > 0 ? node.output(0) : std::string() : node.name()) + "'";
     const char* taken = decided->second ? "then_branch" : "else_branch";
     if (!branch) throw Error(label + " has no " + taken);
+    if (branch->sparse_initializer_size() > 0) throw Error(label + ": its " + taken + " holds sparse initializers, which placer does not read");
     if (branch->output_size() != node.output_size())
       throw Error(label + " has " + std::to_string(node.output_size()) + " output(s), its " + taken + " " +
                   std::to_string(branch->output_size()));
