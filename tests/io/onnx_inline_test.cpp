@@ -41,6 +41,19 @@ onnx::NodeProto* add_node(google::protobuf::RepeatedPtrField<onnx::NodeProto>* n
   return n;
 }
 
+// If(condition) on x named `name`, giving `out`: then Neg(x), else Sigmoid(x).
+onnx::NodeProto* add_neg_or_sigmoid(onnx::GraphProto* g, const std::string& condition, const std::string& out, const std::string& name) {
+  auto* branch = add_node(g->mutable_node(), "If", {condition}, {out}, name);
+  for (const char* b : {"then_branch", "else_branch"}) {
+    auto* a = branch->add_attribute();
+    a->set_name(b), a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(b);
+    add_node(a->mutable_g()->mutable_node(), b[0] == 't' ? "Neg" : "Sigmoid", {"x"}, {"o"});
+    a->mutable_g()->add_output()->set_name("o");
+  }
+  return branch;
+}
+
 void float_value(onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::int64_t> dims) {
   vi->set_name(name);
   vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
@@ -397,14 +410,7 @@ TEST(OnnxIfs, AnIfOnAShapeIsDecidedAtImport) {
   value->set_name("value"), value->set_type(onnx::AttributeProto::TENSOR);
   value->mutable_t()->set_data_type(onnx::TensorProto::INT64), value->mutable_t()->add_int64_data(0);
   add_node(g->mutable_node(), "Equal", {"r", "zero"}, {"scalar"}, "/act/Equal");
-  auto* branch = add_node(g->mutable_node(), "If", {"scalar"}, {"y"}, "/act/If");
-  for (const char* name : {"then_branch", "else_branch"}) {
-    auto* a = branch->add_attribute();
-    a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
-    a->mutable_g()->set_name(name);
-    add_node(a->mutable_g()->mutable_node(), name[0] == 't' ? "Neg" : "Sigmoid", {"x"}, {"b"});
-    a->mutable_g()->add_output()->set_name("b");
-  }
+  add_neg_or_sigmoid(g, "scalar", "y", "/act/If");
   auto* y = g->add_output();
   y->set_name("y"), y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
   y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("N");
@@ -436,14 +442,7 @@ std::vector<std::string> imported_types(const std::function<void(onnx::GraphProt
   g->set_name("cond");
   float_value(g->add_input(), "x", {4});
   build(g);
-  auto* branch = add_node(g->mutable_node(), "If", {"condition"}, {"y"}, "/If");
-  for (const char* b : {"then_branch", "else_branch"}) {
-    auto* a = branch->add_attribute();
-    a->set_name(b), a->set_type(onnx::AttributeProto::GRAPH);
-    a->mutable_g()->set_name(b);
-    add_node(a->mutable_g()->mutable_node(), b[0] == 't' ? "Neg" : "Sigmoid", {"x"}, {"o"});
-    a->mutable_g()->add_output()->set_name("o");
-  }
+  auto* branch = add_neg_or_sigmoid(g, "condition", "y", "/If");
   if (edit_if) edit_if(branch);
   float_value(g->add_output(), "y", {4});
   const std::string path = test::temp_path(name + ".onnx");
@@ -483,34 +482,21 @@ TEST(OnnxIfs, ConditionsAreDecidedWithTheirTypesArithmetic) {
   EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) { constant(g, "h", f32, {0.5}), cast(g, "h", "condition", onnx::TensorProto::BOOL); },
                            "if_cast_bool")),
             then_taken);
+  // condition = compare(op(a, b), c), every constant of `type`: the branch it takes.
+  auto branch_of = [&](const char* name, int type, const char* op, double a, double b, const char* compare, double c) {
+    return last_of(imported_types([&](onnx::GraphProto* g) {
+      constant(g, "a", type, {a}), constant(g, "b", type, {b}), constant(g, "c", type, {c});
+      add_node(g->mutable_node(), op, {"a", "b"}, {"s"}, "/op");
+      add_node(g->mutable_node(), compare, {"s", "c"}, {"condition"}, "/compare");
+    }, name));
+  };
   // Mod(-7, 3) is 2 (the divisor's sign), not -1.
-  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) {
-              constant(g, "a", onnx::TensorProto::INT64, {-7}), constant(g, "b", onnx::TensorProto::INT64, {3});
-              constant(g, "two", onnx::TensorProto::INT64, {2});
-              add_node(g->mutable_node(), "Mod", {"a", "b"}, {"m"}, "/mod");
-              add_node(g->mutable_node(), "Equal", {"m", "two"}, {"condition"}, "/eq");
-            }, "if_mod")),
-            then_taken);
+  EXPECT_EQ(branch_of("if_mod", onnx::TensorProto::INT64, "Mod", -7, 3, "Equal", 2), then_taken);
   // 0.1 + 0.2 == 0.3 in float32 (not in double).
-  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) {
-              constant(g, "a", f32, {0.1}), constant(g, "b", f32, {0.2}), constant(g, "c", f32, {0.3});
-              add_node(g->mutable_node(), "Add", {"a", "b"}, {"s"}, "/add");
-              add_node(g->mutable_node(), "Equal", {"s", "c"}, {"condition"}, "/eq");
-            }, "if_float")),
-            then_taken);
+  EXPECT_EQ(branch_of("if_float", f32, "Add", 0.1, 0.2, "Equal", 0.3), then_taken);
   // int32 2147483647 + 1 wraps to -2147483648; uint8 250 + 10 wraps to 4.
-  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) {
-              constant(g, "a", i32, {2147483647}), constant(g, "b", i32, {1}), constant(g, "zero", i32, {0});
-              add_node(g->mutable_node(), "Add", {"a", "b"}, {"s"}, "/add");
-              add_node(g->mutable_node(), "Less", {"s", "zero"}, {"condition"}, "/less");
-            }, "if_int32")),
-            then_taken);
-  EXPECT_EQ(last_of(imported_types([&](onnx::GraphProto* g) {
-              constant(g, "a", u8, {250}), constant(g, "b", u8, {10}), constant(g, "five", u8, {5});
-              add_node(g->mutable_node(), "Add", {"a", "b"}, {"s"}, "/add");
-              add_node(g->mutable_node(), "Less", {"s", "five"}, {"condition"}, "/less");
-            }, "if_uint8")),
-            then_taken);
+  EXPECT_EQ(branch_of("if_int32", i32, "Add", 2147483647, 1, "Less", 0), then_taken);
+  EXPECT_EQ(branch_of("if_uint8", u8, "Add", 250, 10, "Less", 5), then_taken);
   // int64 values beyond 2^53 are not exact in a double: undecided, an If placer cannot price.
   EXPECT_THAT([&] {
     imported_types([&](onnx::GraphProto* g) {
@@ -548,14 +534,7 @@ TEST(OnnxIfs, IsScalarOfAScalarIsDecided) {
   add_node(g->mutable_node(), "Size", {"s"}, {"r"}, "/Size");
   constant(g, "zero", onnx::TensorProto::INT64, {0});
   add_node(g->mutable_node(), "Equal", {"r", "zero"}, {"scalar"}, "/Equal");
-  auto* branch = add_node(g->mutable_node(), "If", {"scalar"}, {"y"}, "/If");
-  for (const char* b : {"then_branch", "else_branch"}) {
-    auto* a = branch->add_attribute();
-    a->set_name(b), a->set_type(onnx::AttributeProto::GRAPH);
-    a->mutable_g()->set_name(b);
-    add_node(a->mutable_g()->mutable_node(), b[0] == 't' ? "Neg" : "Sigmoid", {"x"}, {"o"});
-    a->mutable_g()->add_output()->set_name("o");
-  }
+  add_neg_or_sigmoid(g, "scalar", "y", "/If");
   float_value(g->add_output(), "y", {});
   const std::string path = test::temp_path("if_scalar.onnx");
   {

@@ -107,48 +107,23 @@ std::optional<Value> from_tensor(const onnx::TensorProto& t) {
     return true;
   };
   bool ok = true;
+  // Raw little-endian bytes of the type `sample` has, or the typed field that holds the type.
+  auto read = [&](auto sample, const auto& field) {
+    if (t.has_raw_data()) ok = read_raw(sample);
+    else for (auto x : field) v.data.push_back(static_cast<double>(x));
+  };
   switch (v.elem_type) {
-    case TP::FLOAT:
-      if (t.has_raw_data()) ok = read_raw(float{});
-      else for (float x : t.float_data()) v.data.push_back(x);
-      break;
-    case TP::DOUBLE:
-      if (t.has_raw_data()) ok = read_raw(double{});
-      else for (double x : t.double_data()) v.data.push_back(x);
-      break;
-    case TP::INT64:
-      if (t.has_raw_data()) ok = read_raw(std::int64_t{});
-      else for (auto x : t.int64_data()) v.data.push_back(static_cast<double>(x));
-      break;
-    case TP::INT32:
-      if (t.has_raw_data()) ok = read_raw(std::int32_t{});
-      else for (auto x : t.int32_data()) v.data.push_back(x);
-      break;
+    case TP::FLOAT: read(float{}, t.float_data()); break;
+    case TP::DOUBLE: read(double{}, t.double_data()); break;
+    case TP::INT64: read(std::int64_t{}, t.int64_data()); break;
+    case TP::INT32: read(std::int32_t{}, t.int32_data()); break;
     case TP::BOOL:
-    case TP::UINT8:
-      if (t.has_raw_data()) ok = read_raw(std::uint8_t{});
-      else for (auto x : t.int32_data()) v.data.push_back(x);
-      break;
-    case TP::INT8:
-      if (t.has_raw_data()) ok = read_raw(std::int8_t{});
-      else for (auto x : t.int32_data()) v.data.push_back(x);
-      break;
-    case TP::INT16:
-      if (t.has_raw_data()) ok = read_raw(std::int16_t{});
-      else for (auto x : t.int32_data()) v.data.push_back(x);
-      break;
-    case TP::UINT16:
-      if (t.has_raw_data()) ok = read_raw(std::uint16_t{});
-      else for (auto x : t.int32_data()) v.data.push_back(x);
-      break;
-    case TP::UINT32:
-      if (t.has_raw_data()) ok = read_raw(std::uint32_t{});
-      else for (auto x : t.uint64_data()) v.data.push_back(static_cast<double>(x));
-      break;
-    case TP::UINT64:
-      if (t.has_raw_data()) ok = read_raw(std::uint64_t{});
-      else for (auto x : t.uint64_data()) v.data.push_back(static_cast<double>(x));
-      break;
+    case TP::UINT8: read(std::uint8_t{}, t.int32_data()); break;
+    case TP::INT8: read(std::int8_t{}, t.int32_data()); break;
+    case TP::INT16: read(std::int16_t{}, t.int32_data()); break;
+    case TP::UINT16: read(std::uint16_t{}, t.int32_data()); break;
+    case TP::UINT32: read(std::uint32_t{}, t.uint64_data()); break;
+    case TP::UINT64: read(std::uint64_t{}, t.uint64_data()); break;
     case TP::FLOAT16:
     case TP::BFLOAT16: {
       // 16-bit floats: raw little-endian halves, or one per int32_data entry.
@@ -644,6 +619,21 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
   return v;
 }
 
+// evaluate() of `node` on the values known by name; nothing where it throws (an index out of range).
+std::optional<Value> evaluate_with(const onnx::NodeProto& node, const std::unordered_map<std::string, Value>& values,
+                                   const std::function<const onnx::TypeProto*(const std::string&)>& type_of) {
+  std::vector<const Value*> in;
+  for (const auto& name : node.input()) {
+    auto it = values.find(name);
+    in.push_back(name.empty() || it == values.end() ? nullptr : &it->second);
+  }
+  try {
+    return evaluate(node, in, type_of);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 bool fully_known(const onnx::TypeProto& t) {
   if (!t.has_tensor_type() || !t.tensor_type().has_shape()) return false;
   for (const auto& d : t.tensor_type().shape().dim())
@@ -1099,17 +1089,7 @@ std::unordered_map<std::string, std::vector<double>> folded_values(const onnx::G
   };
   for (const auto& node : graph.node()) {
     if (node.output_size() != 1 || node.output(0).empty() || values.count(node.output(0))) continue;
-    std::vector<const Value*> in;
-    for (const auto& name : node.input()) {
-      auto it = values.find(name);
-      in.push_back(name.empty() || it == values.end() ? nullptr : &it->second);
-    }
-    std::optional<Value> v;
-    try {
-      v = evaluate(node, in, type_of);
-    } catch (const std::exception&) {
-      v.reset();  // out of range or similar: not a value
-    }
+    std::optional<Value> v = evaluate_with(node, values, type_of);
     if (v && consistent(*v)) values.emplace(node.output(0), std::move(*v));
   }
   std::unordered_map<std::string, std::vector<double>> out;
@@ -1228,17 +1208,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
         infer_node(node);
         continue;
       }
-      std::vector<const Value*> in;
-      for (const auto& name : node.input()) {
-        auto it = values.find(name);
-        in.push_back(name.empty() || it == values.end() ? nullptr : &it->second);
-      }
-      std::optional<Value> v;
-      try {
-        v = evaluate(node, in, type_of);
-      } catch (const std::exception&) {
-        v.reset();  // out-of-range index or similar: leave the node to ONNX
-      }
+      std::optional<Value> v = evaluate_with(node, values, type_of);  // nothing: left to ONNX
       if (!v || !consistent(*v) || !writable_type(v->elem_type)) {  // a constant to_tensor cannot write keeps its node
         infer_node(node);
         continue;
