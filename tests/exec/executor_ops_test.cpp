@@ -404,6 +404,52 @@ TEST(ExecutorOps, RecurrentCellsFollowOnnxsEquations) {
   EXPECT_THAT(b.at(0), near(floats({forward[0], forward[1]})));
 }
 
+TEST(ExecutorOps, RearrangementsAndScatters) {
+  const int i64 = onnx::TensorProto::INT64, b = onnx::TensorProto::BOOL;
+  const In x{{2, 3}, {1, 2, 3, 4, 5, 6}};
+  EXPECT_THAT(run_op("CastLike", {x, In{{1}, {0}, i64}}, {Out{{2, 3}, i64}}, {}, 15).at(0), ElementsAreArray(floats({1, 2, 3, 4, 5, 6})));
+  // Compress: columns 0 and 2 (a constant condition, as the import needs); without axis, flattened.
+  EXPECT_THAT(run_op("Compress", {x, In{{3}, {1, 0, 1}, b, true}}, {Out{{2, 2}}}, [](onnx::NodeProto& n) { set_int(n, "axis", 1); }).at(0),
+              near(floats({1, 3, 4, 6})));
+  EXPECT_THAT(run_op("Compress", {x, In{{2}, {0, 1}, b, true}}, {Out{{1}}}).at(0), near(floats({2})));
+  // DepthToSpace of 4 channels of one pixel, blocksize 2: DCR reads the channels as (row, column).
+  const In depth{{1, 4, 1, 1}, {1, 2, 3, 4}};
+  auto block_2 = [](const char* mode) {
+    return [mode](onnx::NodeProto& n) { set_int(n, "blocksize", 2), set_string(n, "mode", mode); };
+  };
+  EXPECT_THAT(run_op("DepthToSpace", {depth}, {Out{{1, 1, 2, 2}}}, block_2("DCR")).at(0), near(floats({1, 2, 3, 4})));
+  // 8 channels: DCR takes channel c of block (i, j) from 2*(2i+j)+c, CRD from 4c+2i+j.
+  const In eight{{1, 8, 1, 1}, {0, 1, 2, 3, 4, 5, 6, 7}};
+  EXPECT_THAT(run_op("DepthToSpace", {eight}, {Out{{1, 2, 2, 2}}}, block_2("DCR")).at(0), near(floats({0, 2, 4, 6, 1, 3, 5, 7})));
+  EXPECT_THAT(run_op("DepthToSpace", {eight}, {Out{{1, 2, 2, 2}}}, block_2("CRD")).at(0), near(floats({0, 1, 2, 3, 4, 5, 6, 7})));
+  EXPECT_THAT(run_op("SpaceToDepth", {In{{1, 1, 2, 2}, {1, 2, 3, 4}}}, {Out{{1, 4, 1, 1}}},
+                     [](onnx::NodeProto& n) { set_int(n, "blocksize", 2); }).at(0),
+              near(floats({1, 2, 3, 4})));
+  // ReverseSequence, time along axis 0, batch along 1: batch 0 reverses its first 3 steps, batch 1 its first 1.
+  EXPECT_THAT(run_op("ReverseSequence", {In{{3, 2}, {1, 10, 2, 20, 3, 30}}, In{{2}, {3, 1}, i64}}, {Out{{3, 2}}}).at(0),
+              near(floats({3, 10, 2, 20, 1, 30})));
+  // ScatterElements along axis 1, replacing and adding; ScatterND of rows.
+  const In idx{{2, 1}, {2, 0}, i64}, updates{{2, 1}, {10, 20}};
+  auto axis_1 = [](const char* reduction) {
+    return [reduction](onnx::NodeProto& n) { set_int(n, "axis", 1), set_string(n, "reduction", reduction); };
+  };
+  EXPECT_THAT(run_op("ScatterElements", {x, idx, updates}, {Out{{2, 3}}}, axis_1("none"), 16).at(0), near(floats({1, 2, 10, 20, 5, 6})));
+  EXPECT_THAT(run_op("ScatterElements", {x, idx, updates}, {Out{{2, 3}}}, axis_1("add"), 16).at(0), near(floats({1, 2, 13, 24, 5, 6})));
+  EXPECT_THAT(run_op("ScatterND", {x, In{{1, 1}, {-1}, i64}, In{{1, 3}, {7, 8, 9}}}, {Out{{2, 3}}}).at(0), near(floats({1, 2, 3, 7, 8, 9})));
+  EXPECT_THAT(run_op("ScatterND", {x, In{{2, 2}, {0, 1, 0, 1}, i64}, In{{2}, {10, 100}}}, {Out{{2, 3}}},
+                     [](onnx::NodeProto& n) { set_string(n, "reduction", "add"); }, 16).at(0),
+              near(floats({1, 112, 3, 4, 5, 6})));
+}
+
+TEST(ExecutorOps, GridSampleReadsWhereTheGridPoints) {
+  // 2x2 input; with aligned corners, (-1, -1) is the top-left pixel and (1, 1) the bottom-right,
+  // (0, 0) the mean of all four (bilinear).
+  const In x{{1, 1, 2, 2}, {1, 2, 3, 4}};
+  const In grid{{1, 1, 3, 2}, {-1, -1, 1, 1, 0, 0}};
+  EXPECT_THAT(run_op("GridSample", {x, grid}, {Out{{1, 1, 1, 3}}}, [](onnx::NodeProto& n) { set_int(n, "align_corners", 1); }, 16).at(0),
+              near(floats({1, 4, 2.5})));
+}
+
 TEST(ExecutorOps, RandomOpsDrawTheirShapes) {
   const auto normal = run_op("RandomNormalLike", {In{{2, 50}, std::vector<double>(100, 0.0)}}, {Out{{2, 50}}}, [](onnx::NodeProto& n) {
     set_float(n, "mean", 10.0f), set_float(n, "scale", 0.1f);

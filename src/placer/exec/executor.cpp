@@ -1038,6 +1038,117 @@ std::string check_activations(const onnx::NodeProto& node) {
   return {};
 }
 
+Tensors op_cast_like(const OpCall& c) { return {c.in[0].to(c.input_or_value(1).scalar_type())}; }
+
+// Compress: the slices along `axis` (or, without it, the elements of the flattened input) where the
+// condition, a constant, is true; a shorter condition drops the rest.
+Tensors op_compress(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const torch::Tensor condition = c.input_or_value(1).to(torch::kBool).reshape({-1});
+  const Attribute* axis_attr = c.g.op_attrs(c.op).find("axis");
+  const torch::Tensor source = axis_attr ? x : x.reshape({-1});
+  std::int64_t axis = axis_attr ? axis_attr->i : 0;
+  if (axis < 0) axis += source.dim();
+  const std::int64_t extent = std::min(condition.numel(), source.size(axis));
+  const torch::Tensor kept = torch::nonzero(condition.narrow(0, 0, extent)).reshape({-1}).to(x.device());
+  return {source.index_select(axis, kept)};
+}
+
+// DepthToSpace (DCR: depth, column, row; CRD: PyTorch's pixel_shuffle) and SpaceToDepth.
+Tensors op_depth_to_space(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const std::int64_t b = c.g.op_attrs(c.op).get_int("blocksize", 1), n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+  const bool crd = c.g.op_attrs(c.op).get_string("mode", "DCR") == "CRD";
+  const torch::Tensor t = crd ? x.reshape({n, ch / (b * b), b, b, h, w}).permute({0, 1, 4, 2, 5, 3})
+                              : x.reshape({n, b, b, ch / (b * b), h, w}).permute({0, 3, 4, 1, 5, 2});
+  return {t.reshape({n, ch / (b * b), h * b, w * b})};
+}
+Tensors op_space_to_depth(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const std::int64_t b = c.g.op_attrs(c.op).get_int("blocksize", 1), n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+  return {x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 3, 5, 1, 2, 4}).reshape({n, ch * b * b, h / b, w / b})};
+}
+
+// ReverseSequence: along `time_axis`, the first sequence_lens[b] elements of each batch entry b
+// reversed, the rest as they are.
+Tensors op_reverse_sequence(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const std::int64_t time = a.get_int("time_axis", 0), batch = a.get_int("batch_axis", 1);
+  const torch::Tensor& x = c.in[0];
+  const torch::Tensor lengths = c.input_or_value(1).to(torch::kLong).to(x.device());
+  const std::int64_t steps = x.size(time);
+  const torch::Tensor t = torch::arange(steps, torch::TensorOptions().dtype(torch::kLong).device(x.device())).unsqueeze(1);  // [T, 1]
+  const torch::Tensor len = lengths.unsqueeze(0);                                                                          // [1, B]
+  torch::Tensor idx = torch::where(t < len, len - 1 - t, t);                                                             // [T, B]
+  // x with time first and batch second, the index broadcast over the rest.
+  const torch::Tensor moved = x.movedim({time, batch}, {0, 1});
+  std::vector<std::int64_t> shape(static_cast<std::size_t>(moved.dim()), 1);
+  shape[0] = steps, shape[1] = moved.size(1);
+  idx = idx.reshape(shape).expand(moved.sizes());
+  return {torch::gather(moved, 0, idx).movedim({0, 1}, {time, batch})};
+}
+
+// The reduction of ScatterElements and ScatterND (opset 16: add, mul; 18: max, min), as
+// scatter_reduce names it.
+std::string scatter_reduce_name(const OpCall& c) {
+  const std::string r = c.g.op_attrs(c.op).get_string("reduction", "none");
+  return r == "add" ? "sum" : r == "mul" ? "prod" : r == "max" ? "amax" : r == "min" ? "amin" : "";
+}
+Tensors op_scatter_elements(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", 0);
+  if (axis < 0) axis += x.dim();
+  const torch::Tensor idx = wrapped(c.in[1], x.size(axis));
+  const std::string reduce = scatter_reduce_name(c);
+  if (reduce.empty()) return {torch::scatter(x, axis, idx, c.in[2])};
+  return {torch::scatter_reduce(x, axis, idx, c.in[2], reduce, true)};
+}
+Tensors op_scatter_nd(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const torch::Tensor& indices = c.in[1];
+  const std::int64_t k = indices.size(-1);
+  // x viewed as [the first k dims' positions, the rest]; each index row one position.
+  std::vector<std::int64_t> rest(x.sizes().begin() + k, x.sizes().end()), flat_shape{-1}, update_shape{-1};
+  flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
+  update_shape.insert(update_shape.end(), rest.begin(), rest.end());
+  const torch::Tensor rows = indices.reshape({-1, k}).to(torch::kLong);
+  torch::Tensor position = torch::zeros({rows.size(0)}, rows.options());
+  for (std::int64_t j = 0; j < k; ++j) position = position * x.size(j) + wrapped(rows.select(1, j), x.size(j));
+  const torch::Tensor flat = x.reshape(flat_shape), updates = c.in[2].reshape(update_shape);
+  const std::string reduce = scatter_reduce_name(c);
+  torch::Tensor out;
+  if (reduce.empty()) out = flat.index_put({position}, updates);
+  else if (reduce == "sum") out = flat.index_add(0, position, updates);
+  else out = flat.index_reduce(0, position, updates, reduce == "prod" ? "prod" : reduce, true);
+  return {out.reshape(x.sizes())};
+}
+
+// GridSample (opset 16; 20's mode names linear and cubic): libtorch's grid_sampler.
+Tensors op_grid_sample(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const std::string mode = a.get_string("mode", "bilinear"), padding = a.get_string("padding_mode", "zeros");
+  const std::int64_t interpolation = mode == "nearest" ? 1 : (mode == "bicubic" || mode == "cubic") ? 2 : 0;
+  const std::int64_t pad = padding == "border" ? 1 : padding == "reflection" ? 2 : 0;
+  return {torch::grid_sampler(c.in[0], c.in[1], interpolation, pad, a.get_int("align_corners", 0) != 0)};
+}
+
+std::string check_scatter(const Graph& g, OpId op) {
+  const std::string r = g.op_attrs(op).get_string("reduction", "none");
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min") return "reduction '" + r + "' is not one ONNX defines";
+  return {};
+}
+std::string check_grid_sample(const Graph& g, OpId op) {
+  const std::string mode = g.op_attrs(op).get_string("mode", "bilinear"), padding = g.op_attrs(op).get_string("padding_mode", "zeros");
+  if (mode != "bilinear" && mode != "linear" && mode != "nearest" && mode != "bicubic" && mode != "cubic") return "mode '" + mode + "' is not one ONNX defines";
+  if (padding != "zeros" && padding != "border" && padding != "reflection") return "padding_mode '" + padding + "' is not one ONNX defines";
+  if ((mode == "bicubic" || mode == "cubic") && g.tensor_shape(g.op_inputs(op)[0]).size() != 4) return "cubic sampling of a volume is not supported";
+  return {};
+}
+std::string check_depth_to_space(const Graph& g, OpId op) {
+  if (g.tensor_shape(g.op_inputs(op)[0]).size() != 4) return "the input must have rank 4";
+  return {};
+}
+
 std::string check_conv_transpose(const Graph& g, OpId op) {
   const Attributes& a = g.op_attrs(op);
   const std::string auto_pad = a.get_string("auto_pad", "NOTSET");
@@ -1200,6 +1311,15 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"RNN", {op_rnn, -1, check_recurrent, -1}},
       {"GRU", {op_gru, -1, check_recurrent, -1}},
       {"LSTM", {op_lstm, -1, check_recurrent, -1}},
+      {"CastLike", {op_cast_like, 1}},
+      {"Compress", {op_compress, 1}},
+      {"DepthToSpace", {op_depth_to_space, -1, check_depth_to_space}},
+      {"SpaceToDepth", {op_space_to_depth, -1, check_depth_to_space}},
+      {"ReverseSequence", {op_reverse_sequence, 1}},
+      {"ScatterElements", {op_scatter_elements, -1, check_scatter}},
+      {"Scatter", {op_scatter_elements, -1, check_scatter}},
+      {"ScatterND", {op_scatter_nd, -1, check_scatter}},
+      {"GridSample", {op_grid_sample, -1, check_grid_sample}},
   };
   return table;
 }
