@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,7 @@ std::vector<std::vector<float>> run_op(const std::string& op, const std::vector<
     for (double v : in.values) {
       if (in.type == onnx::TensorProto::FLOAT) t->add_float_data(static_cast<float>(v));
       else if (in.type == onnx::TensorProto::INT64) t->add_int64_data(static_cast<std::int64_t>(v));
+      else if (in.type == onnx::TensorProto::UINT32 || in.type == onnx::TensorProto::UINT64) t->add_uint64_data(static_cast<std::uint64_t>(v));
       else t->add_int32_data(static_cast<std::int32_t>(v));
     }
     if (in.constant) {
@@ -334,6 +336,11 @@ TEST(ExecutorOps, ResizeFollowsOnnxsCoordinatesAndTaps) {
                     }).at(0);
   EXPECT_NEAR(keys.at(3), 1.25, 1e-5);
   EXPECT_NEAR(keys.at(4), 1.75, 1e-5);
+  // roi as an empty Constant node (the importer leaves it out; the executor's nodes must still match).
+  EXPECT_THAT(run_op("Resize", {pair, In{{0}, {}, f, true}, by_two}, {Out{{1, 1, 1, 4}}}, [](onnx::NodeProto& n) {
+                set_string(n, "mode", "linear");
+              }).at(0),
+              near(floats({1, 1.5, 2.5, 3})));
   // Upsample (opset 9): scales as an input, nearest is asymmetric / floor.
   EXPECT_THAT(run_op("Upsample", {pair, by_two}, {Out{{1, 1, 1, 4}}}, {}, 9).at(0), near(floats({1, 1, 3, 3})));
 }
@@ -448,6 +455,52 @@ TEST(ExecutorOps, GridSampleReadsWhereTheGridPoints) {
   const In grid{{1, 1, 3, 2}, {-1, -1, 1, 1, 0, 0}};
   EXPECT_THAT(run_op("GridSample", {x, grid}, {Out{{1, 1, 1, 3}}}, [](onnx::NodeProto& n) { set_int(n, "align_corners", 1); }, 16).at(0),
               near(floats({1, 4, 2.5})));
+}
+
+// Found by review, each against the ONNX specification.
+TEST(ExecutorOps, SpecificationCornersFoundByReview) {
+  const int i64 = onnx::TensorProto::INT64, f32 = onnx::TensorProto::FLOAT;
+  // OneHot with constant values (the exported form), bool values, and values far apart.
+  EXPECT_THAT(run_op("OneHot", {In{{2}, {0, 1}, i64}, In{{}, {2}, i64}, In{{2}, {1e8, 1}, f32, true}}, {Out{{2, 2}}}).at(0),
+              ElementsAreArray(floats({1, 1e8, 1e8, 1})));
+  EXPECT_THAT(run_op("OneHot", {In{{2}, {0, 1}, i64}, In{{}, {2}, i64}, In{{2}, {0, 1}, onnx::TensorProto::BOOL, true}},
+                     {Out{{2, 2}, onnx::TensorProto::BOOL}}).at(0),
+              ElementsAreArray(floats({1, 0, 0, 1})));
+  // TopK: among equal values the lower index first; k as an attribute before opset 10.
+  const auto top = run_op("TopK", {In{{5}, {3, 7, 7, 1, 7}}, In{{1}, {2}, i64}}, {Out{{2}}, Out{{2}, i64}});
+  EXPECT_THAT(top.at(1), ElementsAreArray(floats({1, 2})));
+  EXPECT_THAT(run_op("TopK", {In{{5}, {3, 7, 7, 1, 7}}}, {Out{{2}}, Out{{2}, i64}}, [](onnx::NodeProto& n) { set_int(n, "k", 2); }, 9).at(1),
+              ElementsAreArray(floats({1, 2})));
+  // CumSum exclusive after an infinity: shifted, not cumsum(x) - x (inf - inf).
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(run_op("CumSum", {In{{3}, {inf, 1, 2}}, In{{}, {0}, i64}}, {Out{{3}}}, [](onnx::NodeProto& n) { set_int(n, "exclusive", 1); }).at(0),
+              ElementsAreArray(floats({0, inf, inf})));
+  // LRN of size 2 sums channels c and c+1 (ONNX), not c-1 and c: x / (1 + 1/2 * sum)^1.
+  EXPECT_THAT(run_op("LRN", {In{{1, 2, 1, 1}, {1, 2}}}, {Out{{1, 2, 1, 1}}}, [](onnx::NodeProto& n) {
+                set_int(n, "size", 2), set_float(n, "alpha", 1.0f), set_float(n, "beta", 1.0f), set_float(n, "bias", 1.0f);
+              }).at(0),
+              near(floats({1 / (1 + 2.5), 2 / (1 + 2.0)})));
+  // MeanVarianceNormalization's epsilon is added to the deviation: a tiny variance still gives about +-1.
+  EXPECT_THAT(run_op("MeanVarianceNormalization", {In{{1, 1, 1, 2}, {0, 2e-6}}}, {Out{{1, 1, 1, 2}}}).at(0),
+              Pointwise(FloatNear(2e-3f), floats({-1, 1})));
+  // ConvTranspose with output_shape and output_padding: the total padding counts the output padding.
+  EXPECT_THAT(run_op("ConvTranspose", {In{{1, 1, 2}, {1, 2}}, In{{1, 1, 2}, {1, 10}}}, {Out{{1, 1, 3}}}, [](onnx::NodeProto& n) {
+                set_ints(n, "strides", {2}), set_ints(n, "output_padding", {1}), set_ints(n, "output_shape", {3});
+              }).at(0),
+              near(floats({10, 2, 20})));
+  // Resize of opset 10: Upsample's coordinates (asymmetric), not opset 11's half_pixel.
+  EXPECT_THAT(run_op("Resize", {In{{1, 1, 1, 2}, {1, 3}}, In{{4}, {1, 1, 1, 2}, f32, true}}, {Out{{1, 1, 1, 4}}},
+                     [](onnx::NodeProto& n) { set_string(n, "mode", "linear"); }, 10).at(0),
+              near(floats({1, 2, 3, 3})));
+  // Resize of integers interpolates in float: uint8 10, 30 to 10, 15, 25, 30.
+  EXPECT_THAT(run_op("Resize", {In{{1, 1, 1, 2}, {10, 30}, onnx::TensorProto::UINT8}, In{}, In{{4}, {1, 1, 1, 2}, f32, true}},
+                     {Out{{1, 1, 1, 4}, onnx::TensorProto::UINT8}}, [](onnx::NodeProto& n) { set_string(n, "mode", "linear"); }).at(0),
+              ElementsAreArray(floats({10, 15, 25, 30})));
+  // BitShift of uint32 drops the bits past 32.
+  const int u32 = onnx::TensorProto::UINT32;
+  EXPECT_THAT(run_op("BitShift", {In{{1}, {2147483649.0}, u32}, In{{1}, {1}, u32}}, {Out{{1}, u32}},
+                     [](onnx::NodeProto& n) { set_string(n, "direction", "LEFT"); }).at(0),
+              ElementsAreArray(floats({2})));
 }
 
 TEST(ExecutorOps, RandomOpsDrawTheirShapes) {

@@ -130,6 +130,21 @@ TEST(Graph, FoldsConstantsShapesAndWhatIsComputedFromThemAlone) {
 
 // A folded op runs before the step anywhere, so it is no home: the data input lives with the first
 // op that reads its values.
+// A random op draws anew every step, even from constants (found by review: it was drawn once).
+TEST(Graph, RandomOpsAreNeverFolded) {
+  GraphBuilder b("random");
+  TensorId p = b.add_tensor("p", {4}, DType::f32, TensorKind::constant);
+  TensorId coin = b.add_tensor("coin", {4}, DType::f32, TensorKind::activation);
+  TensorId noise = b.add_tensor("noise", {4}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "coin", .type = "Bernoulli", .inputs = {p}, .outputs = {coin}});
+  b.add_op({.name = "noise", .type = "RandomUniformLike", .inputs = {p}, .outputs = {noise}});
+  b.mark_output(coin);
+  b.mark_output(noise);
+  Graph g = std::move(b).build();
+  EXPECT_FALSE(g.op_folded(0));
+  EXPECT_FALSE(g.op_folded(1));
+}
+
 TEST(Graph, ATensorLivesWithItsFirstReaderThatIsNotFolded) {
   GraphBuilder b("home");
   TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data);

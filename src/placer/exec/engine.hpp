@@ -73,7 +73,7 @@ class Engine {
   bool is_folded(OpId op) const { return op_folded_[op] != 0; }
   bool is_skipped(OpId op) const { return op_skip_[op] != 0; }
   const OpImpl* impl(OpId op) const { return impls_[op]; }
-  const onnx::NodeProto& node(OpId op) const { return model_.graph().node(static_cast<int>(op)); }
+  const onnx::NodeProto& node(OpId op) const { return model_.graph().node(node_index_[op]); }
   // Runs op `op` on `inputs` (already on `device`), as the step does.
   std::vector<torch::Tensor> run_op(OpId op, std::span<const torch::Tensor> inputs, torch::Device device, bool training) const;
   // Inputs of `op` for run_op on `device`, from the kept values of the last step (or folded values).
@@ -98,6 +98,7 @@ class Engine {
 
   ExecOptions options_;
   onnx::ModelProto model_;
+  std::vector<int> node_index_;  // op -> its node in model_ (the importer leaves out empty Constants)
   Graph graph_;
   std::size_t num_devices_ = 0;
   std::vector<torch::Device> torch_devices_;

@@ -73,6 +73,7 @@ torch::Tensor tensor_from_proto(const onnx::TensorProto& t, const std::string& w
     case TP::INT64: return fill(t.int64_data(), id);
     case TP::INT32: case TP::INT16: case TP::INT8: case TP::UINT8: case TP::UINT16: case TP::BOOL:
       return fill(t.int32_data(), id);
+    case TP::UINT32: case TP::UINT64: return fill(t.uint64_data(), id);
     default: throw Error(what + ": constant of ONNX element type " + std::to_string(t.data_type()) + " is not supported");
   }
 }
@@ -556,8 +557,16 @@ PLACER_BINARY(op_xor, torch::logical_xor(a, b))
 PLACER_BINARY(op_bitwise_and, torch::bitwise_and(a, b))
 PLACER_BINARY(op_bitwise_or, torch::bitwise_or(a, b))
 PLACER_BINARY(op_bitwise_xor, torch::bitwise_xor(a, b))
-PLACER_BINARY(op_bit_shift, c.g.op_attrs(c.op).get_string("direction", "") == "LEFT" ? torch::bitwise_left_shift(a, b)
-                                                                                   : torch::bitwise_right_shift(a, b))
+Tensors op_bit_shift(const OpCall& c) {
+  const torch::Tensor &a = c.in[0], &b = c.in[1];
+  if (c.g.op_attrs(c.op).get_string("direction", "") != "LEFT") return {torch::bitwise_right_shift(a, b)};
+  torch::Tensor y = torch::bitwise_left_shift(a, b);
+  // uint16 and uint32 are held in wider torch types: bits past the type's width are dropped.
+  const DType t = c.g.tensor_dtype(c.g.op_outputs(c.op)[0]);
+  if (t == DType::u16) y = torch::bitwise_and(y, static_cast<std::int64_t>(0xFFFF));
+  if (t == DType::u32) y = torch::bitwise_and(y, static_cast<std::int64_t>(0xFFFFFFFF));
+  return {y};
+}
 #undef PLACER_BINARY
 
 // The axes of a reduction (attribute, or input 1 from opset 18; ReduceSum's from 13), every axis
@@ -584,7 +593,7 @@ Tensors op_reduce_l1(const OpCall& c) {
 }
 Tensors op_reduce_l2(const OpCall& c) {
   if (noop_reduce(c)) return {c.in[0]};
-  return {(c.in[0] * c.in[0]).sum(reduce_axes(c), keep_dims(c)).sqrt()};
+  return {torch::linalg_vector_norm(c.in[0], 2.0, reduce_axes(c), keep_dims(c))};  // its gradient at 0 is 0, not NaN
 }
 Tensors op_reduce_sum_square(const OpCall& c) {
   if (noop_reduce(c)) return {c.in[0]};
@@ -636,7 +645,8 @@ Tensors op_cumsum(const OpCall& c) {
   const bool exclusive = c.g.op_attrs(c.op).get_int("exclusive", 0) != 0, reverse = c.g.op_attrs(c.op).get_int("reverse", 0) != 0;
   if (reverse) x = x.flip(axis);
   torch::Tensor y = x.cumsum(axis);
-  if (exclusive) y = y - x;
+  if (exclusive && x.size(axis) > 0)  // shifted by one (cumsum(x) - x loses small terms, and gives NaN after an inf)
+    y = torch::cat({torch::zeros_like(y.narrow(axis, 0, 1)), y.narrow(axis, 0, x.size(axis) - 1)}, axis);
   return {reverse ? y.flip(axis) : y};
 }
 
@@ -645,9 +655,10 @@ Tensors op_topk(const OpCall& c) {
   const torch::Tensor& x = c.in[0];
   std::int64_t axis = a.get_int("axis", -1);
   if (axis < 0) axis += x.dim();
-  const auto k = static_cast<std::int64_t>(*c.scalar(1));
-  auto [values, indices] = torch::topk(x, k, axis, a.get_int("largest", 1) != 0, a.get_int("sorted", 1) != 0);
-  return {values, indices};
+  const auto k = c.has(1) ? static_cast<std::int64_t>(*c.scalar(1)) : a.get_int("k", 1);  // an attribute before opset 10
+  // A stable sort: among equal values the lower index first, as ONNX says (topk does not promise it).
+  auto [values, indices] = torch::sort(x, /*stable=*/true, axis, /*descending=*/a.get_int("largest", 1) != 0);
+  return {values.narrow(axis, 0, k), indices.narrow(axis, 0, k)};
 }
 
 // Negative indices count from the end of dimension `size` (ONNX); libtorch refuses them.
@@ -687,9 +698,9 @@ Tensors op_one_hot(const OpCall& c) {
   torch::Tensor idx = c.in[0].to(torch::kLong);
   idx = torch::where(idx < 0, idx + depth, idx);
   const torch::Tensor valid = (idx >= 0) & (idx < depth);
-  torch::Tensor hot = torch::one_hot(torch::where(valid, idx, torch::zeros_like(idx)), depth) * valid.unsqueeze(-1);
-  const torch::Tensor values = c.in[2].reshape({-1});
-  torch::Tensor y = values[0] + hot.to(values.scalar_type()) * (values[1] - values[0]);
+  const torch::Tensor hot = (torch::one_hot(torch::where(valid, idx, torch::zeros_like(idx)), depth) * valid.unsqueeze(-1)).to(torch::kBool);
+  const torch::Tensor values = c.input_or_value(2).to(idx.device()).reshape({-1});  // [off, on], often a constant
+  torch::Tensor y = torch::where(hot, values[1], values[0]);
   std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", -1);
   if (axis < 0) axis += y.dim();
   return {y.movedim(-1, axis)};
@@ -722,20 +733,25 @@ Tensors op_lp_norm(const OpCall& c) {
   const auto p = static_cast<double>(c.g.op_attrs(c.op).get_int("p", 2));
   return {x / torch::linalg_vector_norm(x, p, std::vector<std::int64_t>{c.g.op_attrs(c.op).get_int("axis", -1)}, true)};
 }
-// MeanVarianceNormalization: (x - mean) / sqrt(variance + 1e-9) over `axes` (ONNX's function body).
+// MeanVarianceNormalization: (x - mean) / (sqrt(variance) + 1e-9) over `axes` (ONNX's function body).
 Tensors op_mvn(const OpCall& c) {
   const torch::Tensor& x = c.in[0];
   const std::vector<std::int64_t> axes = c.g.op_attrs(c.op).get_ints("axes", {0, 2, 3});
   const torch::Tensor centred = x - x.mean(axes, true);
-  return {centred / ((centred * centred).mean(axes, true) + 1e-9).sqrt()};
+  return {centred / ((centred * centred).mean(axes, true).sqrt() + 1e-9)};
 }
+// LRN: x / (bias + alpha / size * sum of squares over channels [c - floor((size-1)/2), c + ceil((size-1)/2)])^beta
+// (torch's local_response_norm centres an even window one channel earlier).
 Tensors op_lrn(const OpCall& c) {
   const Attributes& a = c.g.op_attrs(c.op);
-  namespace F = torch::nn::functional;
-  return {F::local_response_norm(c.in[0], F::LocalResponseNormFuncOptions(a.get_int("size", 1))
-                                              .alpha(a.get_float("alpha", 1e-4))
-                                              .beta(a.get_float("beta", 0.75))
-                                              .k(a.get_float("bias", 1.0)))};
+  const torch::Tensor& x = c.in[0];
+  const std::int64_t size = a.get_int("size", 1), before = (size - 1) / 2, after = size - 1 - before;
+  const double alpha = a.get_float("alpha", 1e-4), beta = a.get_float("beta", 0.75), bias = a.get_float("bias", 1.0);
+  // The squares with the channels padded, as [N, 1, C + size - 1, rest]; a window sum along channels.
+  torch::Tensor squares = (x * x).unsqueeze(1).flatten(3);
+  squares = torch::constant_pad_nd(squares, {0, 0, before, after}, 0);
+  const torch::Tensor sums = torch::avg_pool2d(squares, {size, 1}, {1, 1}, {0, 0}, false, true) * static_cast<double>(size);
+  return {x / (bias + alpha / static_cast<double>(size) * sums.squeeze(1).reshape(x.sizes())).pow(beta)};
 }
 // LpPool: (sum over the window of |x|^p)^(1/p), as an average pool of |x|^p times the window.
 Tensors op_lp_pool(const OpCall& c) {
@@ -750,11 +766,14 @@ Tensors op_lp_pool(const OpCall& c) {
                                  : torch::avg_pool3d(x, win.kernel, win.strides, none, ceil_mode, true);
   double window = 1.0;
   for (std::int64_t k : win.kernel) window *= static_cast<double>(k);
-  return {(mean * window).pow(1.0 / static_cast<double>(c.g.op_attrs(c.op).get_int("p", 2)))};
+  // (sum)^(1/p), its gradient 0 (not NaN) where a window is all zeros.
+  const torch::Tensor sum = mean * window, positive = sum > 0;
+  const torch::Tensor safe = torch::where(positive, sum, torch::ones_like(sum));
+  return {torch::where(positive, safe.pow(1.0 / static_cast<double>(c.g.op_attrs(c.op).get_int("p", 2))), torch::zeros_like(sum))};
 }
 Tensors op_global_lp_pool(const OpCall& c) {
   const auto p = static_cast<double>(c.g.op_attrs(c.op).get_int("p", 2));
-  return {c.in[0].abs().pow(p).sum(spatial_dims(c.in[0]), true).pow(1.0 / p)};
+  return {torch::linalg_vector_norm(c.in[0], p, spatial_dims(c.in[0]), true)};
 }
 
 // ConvTranspose: the full transposed convolution, then the IR's output window of it: pads (or the
@@ -778,7 +797,8 @@ Tensors op_conv_transpose(const OpCall& c) {
     const std::int64_t full = y.size(dim), want = out[i + 2];
     std::int64_t front = pads[i];
     if (a.find("output_shape") || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const std::int64_t total = std::max<std::int64_t>(0, full - want);
+      const std::vector<std::int64_t> output_padding = a.get_ints("output_padding", std::vector<std::int64_t>(nd, 0));
+      const std::int64_t total = std::max<std::int64_t>(0, full + output_padding[i] - want);
       front = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
     }
     if (front + want > full) {  // rows past the full output: zeros (output_padding)
@@ -829,6 +849,7 @@ ResizeSpec resize_spec(const Graph& g, OpId op) {
     if (r.mode == "bilinear" || r.mode == "trilinear") r.mode = "linear";  // opset 7's names
     return r;
   }
+  // (Resize-10 has neither attribute; the importer gives it Upsample's asymmetric and floor.)
   r.transform = a.get_string("coordinate_transformation_mode", "half_pixel");
   r.nearest = a.get_string("nearest_mode", "round_prefer_floor");
   r.cubic_a = a.get_float("cubic_coeff_a", -0.75);
@@ -891,7 +912,9 @@ torch::Tensor resize_axis(const torch::Tensor& x, std::int64_t axis, std::int64_
 Tensors op_resize(const OpCall& c) {
   const ResizeSpec r = resize_spec(c.g, c.op);
   const std::vector<std::int64_t> out = c.out_shape(0);
-  torch::Tensor y = c.in[0];
+  // Integers are interpolated in float and rounded back (weights of 0.25 in uint8 were 0).
+  const bool integer = !c.in[0].is_floating_point() && r.mode != "nearest";
+  torch::Tensor y = integer ? c.in[0].to(torch::kFloat) : c.in[0];
   // The scale of each axis: given (Resize's scales input, Upsample's input or attribute), else the
   // output size over the input's.
   std::vector<double> scales;
@@ -916,7 +939,7 @@ Tensors op_resize(const OpCall& c) {
     if (want == have && scale == 1.0) continue;
     y = resize_axis(y, axis, want, scale, r);
   }
-  return {y};
+  return {integer ? y.round().to(c.in[0].scalar_type()) : y};
 }
 
 std::string check_resize(const Graph& g, OpId op) {
@@ -1156,7 +1179,13 @@ std::string check_conv_transpose(const Graph& g, OpId op) {
     return "auto_pad '" + auto_pad + "' is not one ONNX defines";
   return {};
 }
-std::string check_lp_pool(const Graph& g, OpId op) { return check_window(g, op, g.op_attrs(op).get_ints("kernel_shape")); }
+std::string check_lp_pool(const Graph& g, OpId op) {
+  const Attributes& a = g.op_attrs(op);
+  if (a.get_int("ceil_mode", 0) != 0) return "ceil_mode (opset 18) is not supported";
+  for (std::int64_t d : a.get_ints("dilations"))
+    if (d != 1) return "dilations (opset 18) are not supported";
+  return check_window(g, op, a.get_ints("kernel_shape"));
+}
 
 std::string check_pad(const Graph& g, OpId op) {
   const std::string mode = g.op_attrs(op).get_string("mode", "constant");
@@ -1402,6 +1431,17 @@ torch::Tensor OpCall::input_or_value(std::size_t slot) const {
 
 namespace {
 
+// A Constant holding no element (a dimension of 0), which the importer leaves out of the graph.
+bool empty_constant(const onnx::NodeProto& node) {
+  if (node.op_type() != "Constant" || node.output_size() != 1) return false;
+  for (const auto& a : node.attribute()) {
+    if (a.name() == "value" && a.has_t()) return std::any_of(a.t().dims().begin(), a.t().dims().end(), [](std::int64_t d) { return d == 0; });
+    if (a.name() == "value_ints") return a.ints_size() == 0;
+    if (a.name() == "value_floats") return a.floats_size() == 0;
+  }
+  return false;
+}
+
 bool is_alias_op(const Graph& g, OpId op) {
   return g.op_outputs(op).empty() && g.op_inputs(op).empty() && g.op_attrs(op).find("alias_of") != nullptr;
 }
@@ -1423,7 +1463,11 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   model_ = read_onnx_file(model_path);  // as the importer reads it
   inline_ifs_decided_by_shapes(model_, model.onnx.dim_values);
   const std::size_t num_ops = graph_.num_ops();
-  if (static_cast<std::size_t>(model_.graph().node_size()) != num_ops)
+  // One op per node, but for the Constants that hold no element (an empty `roi` of Resize), which
+  // the importer leaves out: their readers read nothing there.
+  for (int i = 0; i < model_.graph().node_size(); ++i)
+    if (!empty_constant(model_.graph().node(i))) node_index_.push_back(i);
+  if (node_index_.size() != num_ops)
     throw Error("model file '" + model_path + "': the imported graph does not match the file's nodes one for one");
   check_supported(graph_);
   if (forward_devices.size() != num_ops)

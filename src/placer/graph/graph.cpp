@@ -307,7 +307,9 @@ Graph GraphBuilder::build() && {
     if (g.op_role_[o] != OpRole::forward) continue;
     const std::string& type = g.type_names_[g.op_type_[o]];
     bool folded = type == "Constant" || type == "Shape" || type == "Size";
-    if (!folded) {
+    // A random op draws anew every step, whatever it reads.
+    const bool random = type.starts_with("Random") || type == "Bernoulli" || type == "Multinomial";
+    if (!folded && !random) {
       bool any = false, all = true;
       for (TensorId t : g.op_inputs(o))
         if (t != kNoId) any = true, all = all && g.tensor_folded_[t];

@@ -64,7 +64,8 @@ class Graph {
   const Attributes& op_attrs(OpId op) const { return op_attrs_[op]; }
   // Set-up values: an op is folded when it is a forward op that computes a value known before the
   // step: a Constant, a Shape or Size (shapes are static), or an op whose inputs are all set-up
-  // values (constant initializers or outputs of folded ops; at least one). Frameworks compute these
+  // values (constant initializers or outputs of folded ops; at least one), random ops (Random*,
+  // Bernoulli, Multinomial) excepted: they draw anew every step. Frameworks compute these
   // once (PyTorch's Python scalars and shapes, TensorFlow's constant folding, placer's executor at
   // set-up), so a folded op takes no time in a step and its outputs are on every device that reads
   // them, never sent.

@@ -14,6 +14,7 @@
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "placer/io/onnx_compat.hpp"
 #include "placer/io/onnx_file.hpp"
@@ -468,6 +469,16 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       Attribute training{.name = "training_mode", .kind = Attribute::Kind::integer};
       training.i = mode.value_or(true) ? 1 : 0;
       spec.attrs.set(training);
+    }
+    // Resize of opset 10 has no coordinate_transformation_mode or nearest_mode: its coordinates are
+    // Upsample's (asymmetric, floor), which opset 11's defaults (half_pixel) are not. Written out.
+    if (node.op_type() == "Resize" && (node.domain().empty() || node.domain() == "ai.onnx") && default_opset(model) < 11) {
+      for (const auto& [key, value] : {std::pair<const char*, const char*>{"coordinate_transformation_mode", "asymmetric"},
+                                       std::pair<const char*, const char*>{"nearest_mode", "floor"}}) {
+        Attribute a{.name = key, .kind = Attribute::Kind::text};
+        a.s = value;
+        spec.attrs.set(a);
+      }
     }
     ModulePath mp = parse_module_path(node.name(), known_modules);
     spec.module = mp.module;
