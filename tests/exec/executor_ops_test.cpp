@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -501,6 +502,49 @@ TEST(ExecutorOps, SpecificationCornersFoundByReview) {
   EXPECT_THAT(run_op("BitShift", {In{{1}, {2147483649.0}, u32}, In{{1}, {1}, u32}}, {Out{{1}, u32}},
                      [](onnx::NodeProto& n) { set_string(n, "direction", "LEFT"); }).at(0),
               ElementsAreArray(floats({2})));
+}
+
+// The recurrent cells' biases, peepholes, clip, input_forget and initial states, and GroupNormalization's
+// scales per group (opset 18), each worked out from the ONNX equations.
+TEST(ExecutorOps, RecurrentAndGroupNormOptions) {
+  auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  const In x{{1, 1, 1}, {1}};  // one step
+  // GRU with biases Wb = (0.1, 0.2, 0.3), Rb = (0.4, 0.5, 0.6) and initial h 0.5, linear_before_reset:
+  // the candidate reads r * (Rh h + Rbh).
+  {
+    const double h0 = 0.5;
+    const double z = sigmoid(0.5 + 0.1 + 0.2 * h0 + 0.4), r = sigmoid(-0.3 + 0.2 + 0.4 * h0 + 0.5);
+    const double candidate = std::tanh(0.8 + 0.3 + r * (-0.6 * h0 + 0.6));
+    const double h = (1 - z) * candidate + z * h0;
+    const auto y = run_op("GRU", {x, In{{1, 3, 1}, {0.5, -0.3, 0.8}}, In{{1, 3, 1}, {0.2, 0.4, -0.6}}, In{{1, 6}, {0.1, 0.2, 0.3, 0.4, 0.5, 0.6}},
+                                  In{}, In{{1, 1, 1}, {h0}}},
+                          {Out{{1, 1, 1, 1}}}, [](onnx::NodeProto& n) { set_int(n, "hidden_size", 1), set_int(n, "linear_before_reset", 1); });
+    EXPECT_THAT(y.at(0), near(floats({h})));
+  }
+  // LSTM with initial h 0.2 and c 0.4, peepholes (0.3, 0.2, 0.1 for i, o, f), clip 0.5 on every
+  // pre-activation, and input_forget (f = 1 - i).
+  {
+    const double h0 = 0.2, c0 = 0.4;
+    auto clip = [](double v) { return std::clamp(v, -0.5, 0.5); };
+    const double i = sigmoid(clip(0.5 + 0.1 * h0 + 0.3 * c0)), f = 1 - i;
+    const double c = f * c0 + i * std::tanh(clip(0.7 + 0.6 * h0));
+    const double o = sigmoid(clip(0.3 - 0.4 * h0 + 0.2 * c)), h = o * std::tanh(c);
+    const auto y = run_op("LSTM", {x, In{{1, 4, 1}, {0.5, 0.3, -0.2, 0.7}}, In{{1, 4, 1}, {0.1, -0.4, 0.2, 0.6}}, In{}, In{}, In{{1, 1, 1}, {h0}},
+                                   In{{1, 1, 1}, {c0}}, In{{1, 3}, {0.3, 0.2, 0.1}}},
+                          {Out{{1, 1, 1, 1}}, Out{{1, 1, 1}}, Out{{1, 1, 1}}}, [](onnx::NodeProto& n) {
+                            set_int(n, "hidden_size", 1), set_float(n, "clip", 0.5f), set_int(n, "input_forget", 1);
+                          });
+    EXPECT_THAT(y.at(0), near(floats({h})));
+    EXPECT_THAT(y.at(2), near(floats({c})));
+  }
+  // GroupNormalization, 2 groups of 1 channel each, scale and bias per group (opset 18).
+  {
+    const In input{{1, 2, 2}, {1, 3, 2, 6}};
+    const double s = 1.0 / std::sqrt(1.0 + 1e-5), t = 2.0 / std::sqrt(4.0 + 1e-5);
+    EXPECT_THAT(run_op("GroupNormalization", {input, In{{2}, {2, 3}}, In{{2}, {10, 20}}}, {Out{{1, 2, 2}}},
+                       [](onnx::NodeProto& n) { set_int(n, "num_groups", 2); }, 18).at(0),
+                near(floats({10 - 2 * s, 10 + 2 * s, 20 - 3 * t, 20 + 3 * t})));
+  }
 }
 
 TEST(ExecutorOps, RandomOpsDrawTheirShapes) {
