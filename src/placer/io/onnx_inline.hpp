@@ -17,9 +17,10 @@
 //   std::size_t calls = inline_local_functions(model);  // model.functions() is empty after
 //
 // Ifs decided before the model runs: onnxscript's aten functions branch on `IsScalar(x)` and the
-// like, which shape inference and folding decide once x's shape is known. read_onnx_file finds such
-// conditions and inline_decided_ifs replaces each If by the branch it takes, so that its ops are
-// placed and run like the others (an If stays an op placer cannot price or run).
+// like, which shape inference and folding decide once x's shape is known.
+// inline_ifs_decided_by_shapes (onnx_file.hpp) finds such conditions and inline_decided_ifs
+// replaces each If by the branch it takes, so that its ops are placed and run like the others (an
+// If stays an op placer cannot price or run).
 #pragma once
 
 #include <onnx/onnx_pb.h>
