@@ -4,6 +4,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -295,6 +296,23 @@ TEST(OnnxShapes, AFloat16ConstantIsNeverFoldedIntoAnotherType) {
   const auto types = infer_all_shapes(m);
   EXPECT_EQ(types.at("sqrt_k").tensor_type().elem_type(), onnx::TensorProto::FLOAT16);
   EXPECT_EQ(dims(types.at("z")), (std::vector<std::int64_t>{2, 4}));
+}
+
+// "To the end" (INT64_MAX, inexact in a double) may be compared with a size, exactly; arithmetic on
+// it is left unknown rather than guessed.
+TEST(OnnxShapes, FoldedValuesBeyond2To53AreComparedButNotComputed) {
+  onnx::GraphProto g;
+  add_int64_initializer(&g, "end", {std::numeric_limits<std::int64_t>::max()});
+  add_int64_initializer(&g, "size", {5});
+  add_int64_initializer(&g, "one", {1});
+  add_node(&g, "Min", {"end", "size"}, {"clamped"});
+  add_node(&g, "Less", {"size", "end"}, {"inside"});
+  add_node(&g, "Add", {"end", "one"}, {"past"});
+  const auto values = folded_values(g, {});
+  ASSERT_TRUE(values.count("clamped"));
+  EXPECT_EQ(values.at("clamped"), std::vector<double>{5});
+  EXPECT_EQ(values.at("inside"), std::vector<double>{1});
+  EXPECT_FALSE(values.count("past"));
 }
 
 TEST(OnnxShapes, CompressWithAConstantConditionKeepsTheSlicesItSelects) {

@@ -576,23 +576,31 @@ std::optional<Value> evaluate_raw(const onnx::NodeProto& n, const std::vector<co
 // invalid (an axis out of range, a bad permutation, ...), or when doubles cannot give the exact
 // result of the element type. Results are rounded as the type would hold them: floats to float,
 // narrow integers wrapped, bools 0 or 1, so that a condition decided here (an If's) is the one the
-// model computes. Integer arithmetic or comparisons on values from 2^53 on (inexact in a double) and
-// 16-bit float arithmetic give nullopt. REQUIRES: every known input consistent().
+// model computes. Integer arithmetic on values from 2^53 on (inexact in a double), comparisons of two
+// such values, and 16-bit float arithmetic give nullopt. REQUIRES: every known input consistent().
 std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const Value*>& in,
                               const std::function<const onnx::TypeProto*(const std::string&)>& type_of) {
   using TP = onnx::TensorProto;
-  static const std::unordered_set<std::string> kArithmetic = {
-      "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Neg", "Abs", "Sqrt", "Ceil", "Floor", "Round", "Relu", "Max", "Min",
-      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Clip", "Range", "Where"};
-  const bool arithmetic = kArithmetic.count(n.op_type()) > 0;
+  // Arithmetic computes new values; comparisons (and Max, Min, Clip) choose among their inputs, exact
+  // unless two values they compare are both inexact (Slice's "to the end", INT64_MAX, compared
+  // with a size is exact).
+  static const std::unordered_set<std::string> kArithmetic = {"Add",  "Sub",  "Mul",   "Div",   "Pow",  "Mod", "Neg",
+                                                              "Abs",  "Sqrt", "Ceil",  "Floor", "Round", "Relu", "Range"};
+  static const std::unordered_set<std::string> kCompare = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min", "Clip"};
+  const bool arithmetic = kArithmetic.count(n.op_type()) > 0, compare = kCompare.count(n.op_type()) > 0;
   constexpr double kExact = 9007199254740992.0;  // 2^53
   auto inexact = [&](const Value& v) {
     if (v.elem_type != TP::INT64 && v.elem_type != TP::UINT64) return false;
     return std::any_of(v.data.begin(), v.data.end(), [&](double x) { return std::fabs(x) >= kExact; });
   };
-  if (arithmetic)
-    for (const Value* v : in)
-      if (v && (inexact(*v) || v->elem_type == TP::FLOAT16 || v->elem_type == TP::BFLOAT16)) return std::nullopt;
+  if (arithmetic || compare) {
+    int inexact_inputs = 0;
+    for (const Value* v : in) {
+      if (v && (v->elem_type == TP::FLOAT16 || v->elem_type == TP::BFLOAT16)) return std::nullopt;
+      inexact_inputs += v && inexact(*v);
+    }
+    if (inexact_inputs > (arithmetic ? 0 : 1)) return std::nullopt;
+  }
   std::optional<Value> v = evaluate_raw(n, in, type_of);
   if (!v) return v;
   if (arithmetic && inexact(*v)) return std::nullopt;
