@@ -135,8 +135,12 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
 void run_place(const PlaceArgs& args) {
   // Files of searches that learn: refused for an algorithm that writes none (they were ignored).
   if (args.resume && args.checkpoint.empty()) throw Error("--resume needs --checkpoint FILE (the search to continue)");
-  if ((!args.curve.empty() || !args.checkpoint.empty()) && find_placer(args.algo).family != "learned")
-    throw Error("--curve and --checkpoint are for the learned placers (colocrl, hdp): " + args.algo + " writes neither");
+  if ((!args.curve.empty() || !args.checkpoint.empty()) && find_placer(args.algo).family != "learned") {
+    std::string learned;  // from the registry: a learned placer added later is named too
+    for (const PlacerInfo& info : placer_registry())
+      if (info.family == "learned") learned += (learned.empty() ? "" : ", ") + info.name;
+    throw Error("--curve and --checkpoint are for the learned placers (" + learned + "): " + args.algo + " writes neither");
+  }
   // One file for two outputs: the last written wins (the checkpoint was lost under the placement).
   {
     const std::vector<std::pair<const char*, const std::string*>> files = {
