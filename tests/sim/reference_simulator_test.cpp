@@ -87,10 +87,13 @@ std::string named(const char* prefix, std::size_t i) { return prefix + std::to_s
 int trials(int fallback) { return static_cast<int>(test::env_or("PLACER_REFERENCE_TRIALS", fallback)); }
 
 // A cluster of 2-6 devices (CPUs and GPUs, 1-3 streams each) on 1-3 switches in a chain, some GPU
-// pairs also joined directly; latencies and bandwidths from small sets, so that times tie.
-Cluster random_cluster(std::mt19937_64& rng) {
+// pairs also joined directly; latencies and bandwidths from small sets. `dyadic`: powers of two
+// (bandwidths in bytes/s, latencies in seconds, zero latency too), so that with dyadic op times and
+// sizes every time is exact and arrivals tie with op finishes.
+Cluster random_cluster(std::mt19937_64& rng, bool dyadic) {
   const std::size_t nd = 2 + rng() % 5, ns = 1 + rng() % 3;
-  const double bandwidths[] = {1e9, 2e9, 4e9}, latencies[] = {1e-6, 2e-6, 5e-6};
+  const double bandwidths[] = {dyadic ? 0x1p22 : 1e9, dyadic ? 0x1p23 : 2e9, dyadic ? 0x1p24 : 4e9};
+  const double latencies[] = {dyadic ? 0.0 : 1e-6, dyadic ? 0x1p-12 : 2e-6, dyadic ? 0x1p-11 : 5e-6};
   auto pick_bw = [&] { return bandwidths[rng() % 3]; };
   std::vector<Device> devices;
   std::vector<std::string> switches;
@@ -117,25 +120,27 @@ Cluster random_cluster(std::mt19937_64& rng) {
 }
 
 // A random graph of `n` ops reading data, parameters and constants: timed ops (one or two inputs,
-// one or two outputs; times from a small set, some zero), views (Reshape) and chains of them,
+// one or two outputs; times from a small set, some zero; `dyadic`: sizes and times powers of two), views (Reshape) and chains of them,
 // zero-time ops that are not views, Shape ops (set-up values) and what reads them, graph outputs
 // (some of them views).
 struct RandomGraph {
   Graph g;
   Profile profile;
 };
-RandomGraph random_graph(std::mt19937_64& rng, std::size_t n) {
+RandomGraph random_graph(std::mt19937_64& rng, std::size_t n, bool dyadic) {
   GraphBuilder b("random");
   Profile profile;
   std::vector<TensorId> values, setup;
   auto tensor = [&](const std::string& name, TensorKind kind = TensorKind::activation) {
-    const std::int64_t sizes[] = {250, 1000, 4000, 62'500};  // float32 elements
+    const std::int64_t sizes[] = {250, 1000, 4000, 62'500}, dyadic_sizes[] = {256, 1024, 4096, 65'536};  // float32 elements
+    if (dyadic) return b.add_tensor(name, {dyadic_sizes[rng() % 4]}, DType::f32, kind);
     return b.add_tensor(name, {sizes[rng() % 4] + static_cast<std::int64_t>(rng() % 3)}, DType::f32, kind);
   };
   for (int i = 0; i < 2; ++i) values.push_back(tensor(named("x", i), TensorKind::data));
   for (int i = 0; i < 4; ++i) values.push_back(tensor(named("w", i), TensorKind::parameter));
   setup.push_back(tensor("k", TensorKind::constant));
-  const double times[] = {0.0, 1e-4, 1e-4, 2e-4, 5e-4, 1e-3};
+  const double times[] = {0.0, dyadic ? 0x1p-12 : 1e-4, dyadic ? 0x1p-12 : 1e-4, dyadic ? 0x1p-11 : 2e-4, dyadic ? 0x1p-10 : 5e-4,
+                         dyadic ? 0x3p-10 : 1e-3};
   auto any = [&](const std::vector<TensorId>& from) { return from[rng() % from.size()]; };
   // Recent values more often, so that chains form.
   auto recent = [&] { return rng() % 2 ? values[values.size() - 1 - rng() % std::min<std::size_t>(values.size(), 4)] : any(values); };
@@ -181,8 +186,9 @@ TEST(SimulatorReference, RandomGraphsClustersAndPlacements) {
   const int n = trials(300);
   for (int trial = 0; trial < n; ++trial) {
     SCOPED_TRACE(named("trial ", static_cast<std::size_t>(trial)));
-    RandomGraph rg = random_graph(rng, 10 + rng() % 60);
-    const Cluster c = random_cluster(rng);
+    const bool dyadic = trial % 2;
+    RandomGraph rg = random_graph(rng, 10 + rng() % 60, dyadic);
+    const Cluster c = random_cluster(rng, dyadic);
     const CostTable costs(rg.g, c, CostModel::defaults(), &rg.profile);
     std::vector<DeviceId> devices(rg.g.num_ops());
     for (auto& d : devices) d = static_cast<DeviceId>(rng() % c.num_devices());
@@ -198,7 +204,8 @@ TEST(SimulatorReference, RandomTrainingSteps) {
   int derived = 0;
   for (int trial = 0; trial < n; ++trial) {
     SCOPED_TRACE(named("trial ", static_cast<std::size_t>(trial)));
-    RandomGraph rg = random_graph(rng, 10 + rng() % 40);
+    const bool dyadic = trial % 4 < 2;
+    RandomGraph rg = random_graph(rng, 10 + rng() % 40, dyadic);
     Graph step;
     try {
       step = derive_training_step(rg.g, trial % 2 ? Optimizer::adam : Optimizer::sgd);
@@ -206,7 +213,7 @@ TEST(SimulatorReference, RandomTrainingSteps) {
       continue;  // e.g. no output carries a gradient
     }
     ++derived;
-    const Cluster c = random_cluster(rng);
+    const Cluster c = random_cluster(rng, dyadic);
     const CostTable costs(step, c, CostModel::defaults(), &rg.profile);
     std::vector<DeviceId> fwd(step.num_forward_ops());
     for (auto& d : fwd) d = static_cast<DeviceId>(rng() % c.num_devices());
