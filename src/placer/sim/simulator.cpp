@@ -18,7 +18,7 @@ namespace {
 constexpr std::uint32_t kOpFinish = 0xFFFFFFFFu;
 constexpr std::uint32_t kArrivalFlag = 0x80000000u;
 constexpr std::uint32_t kNoCause = 0xFFFFFFFFu;
-constexpr std::uint32_t kNone = 0xFFFFFFFFu;  // end of a route's FIFO
+constexpr std::uint32_t kNone = 0xFFFFFFFFu;  // no tensor, no transfer
 
 // Binary min-heap step: moves the hole at `i` up past every parent later than `e`, then fills it.
 [[gnu::always_inline]] inline void sift_up(unsigned __int128* heap, std::size_t i, unsigned __int128 e) {
@@ -181,8 +181,6 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   mem_peak_.resize(num_devices_);
   channel_free_.resize(c.num_channels());
   events_.reserve(256);
-  fifo_head_.resize(num_devices_ * num_devices_);
-  fifo_tail_.resize(num_devices_ * num_devices_);
   timing_.resize(n);
   for (OpId o = 0; o < n; ++o)
     if (g.op_folded(o)) timing_[o] = OpTiming{0.0, 0.0, kNoCause};  // done before the step, in every run
@@ -257,8 +255,6 @@ void Simulator::run(std::span<const DeviceId> devices) {
   OpTiming* const timing = timing_.data();
   std::uint32_t* const free_streams = free_streams_.data();
   std::uint32_t* const last_finished = last_finished_.data();
-  std::uint32_t* const fifo_head = fifo_head_.data();
-  std::uint32_t* const fifo_tail = fifo_tail_.data();
   DeviceResult* const dres = result_.devices.data();
   std::vector<TraceEvent>* const trace = trace_;
 
@@ -270,7 +266,6 @@ void Simulator::run(std::span<const DeviceId> devices) {
   std::fill(mem_now_.begin(), mem_now_.end(), 0u);
   std::fill(channel_free_.begin(), channel_free_.end(), 0.0);
   std::fill(route_bytes_.begin(), route_bytes_.end(), 0.0);
-  std::fill(fifo_head_.begin(), fifo_head_.end(), kNone);
   for (DeviceId d = 0; d < nd; ++d) {
     ready_[d].clear();
     free_streams[d] = streams_[d];
@@ -332,8 +327,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
 
   // The event heap (see events_), with the hole technique. The event being processed stays at the
   // top until its handler pushes its first event, which replaces it in one pass down the heap
-  // (most handlers push one: an op starts, or the next transfer of a route); otherwise it is popped
-  // when the handler is done.
+  // (an op finishing usually starts another or sends its output); otherwise it is popped when the
+  // handler is done.
   bool top_done = false;
   auto push_event = [&](double time, std::uint32_t id, std::uint32_t dest) {
     const unsigned __int128 e = (static_cast<unsigned __int128>(std::bit_cast<std::uint64_t>(time)) << 64) |
@@ -425,16 +420,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
     for (std::uint32_t k = 0; k < max_route; ++k) channel_free[channels[k]] = end;
     route_bytes[r] += static_cast<double>(bytes);
     allocate(to, bytes);
-    const auto k = static_cast<std::uint32_t>(transfers_.size());
-    transfers_.push_back(Transfer{start, end, x, kNone, to});
+    transfers_.push_back(Transfer{start, end, x, to});
     if constexpr (kTrace) trace->push_back({TraceEvent::Kind::transfer, x, from, to, start, end});
-    if (fifo_head[r] == kNone) {  // the route was idle: this transfer is its head
-      fifo_head[r] = fifo_tail[r] = k;
-      push_event(end, x, to);
-    } else {
-      transfers_[fifo_tail[r]].next = k;
-      fifo_tail[r] = k;
-    }
+    push_event(end, x, to);
   };
 
   // Time 0: send sources to remote readers, start every op with nothing to wait for.
@@ -492,7 +480,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       }
       start_ops(d, now);
     } else {
-      // The transfer at the head of route (sender -> dest) arrives.
+      // A transfer of tensor x arrives on device dest.
       const std::uint32_t x = id;
       const DeviceId d = dest;
       const TensorInfo& tx = tensors[x];
@@ -504,10 +492,6 @@ void Simulator::run(std::span<const DeviceId> devices) {
       }
       const DeviceId from = tx.dev;
       release(storage[x], from);  // the sender's copy is no longer needed for this send
-      const std::size_t r = std::size_t{from} * nd + d;
-      const std::uint32_t next = transfers_[fifo_head[r]].next;
-      fifo_head[r] = next;
-      if (next != kNone) push_event(transfers_[next].end_s, transfers_[next].tensor, d);
       start_ops(d, now);
     }
     if (top_done) {

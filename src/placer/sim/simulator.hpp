@@ -127,11 +127,10 @@ class Simulator {
     std::uint8_t source;               // no producer: data, parameter, buffer, constant
     std::uint8_t keep;                 // graph output: never freed
   };
-  // A transfer of this run. Those on one route form a FIFO, linked through `next`.
+  // A transfer of this run.
   struct Transfer {
     double start_s, end_s;
-    std::uint32_t tensor, next;
-    std::uint32_t to;
+    std::uint32_t tensor, to;
   };
   struct OpTiming {
     double start_s, end_s;             // start_s is the ready time until the op starts
@@ -191,13 +190,10 @@ class Simulator {
   std::vector<std::uint32_t> free_streams_;
   std::vector<std::uint64_t> mem_now_, mem_peak_;
   std::vector<double> channel_free_;
-  // Event heap: running ops and the transfer at the head of each route's FIFO (transfers on one
-  // route end in the order they were sent), so it stays small whatever the traffic. An event is
-  // (time bits << 64) | (dest << 32) | id, dest = kOpFinish for an op: times are >= 0, so their bit
-  // patterns order like the times, and events at equal times are ordered by destination and id —
-  // never by how the heap was filled.
+  // Event heap: running ops and transfers in flight. An event is (time bits << 64) | (dest << 32) |
+  // id, dest = kOpFinish for an op: times are >= 0, so their bit patterns order like the times, and
+  // events at equal times are ordered by destination and id — never by how the heap was filled.
   std::vector<unsigned __int128> events_;
-  std::vector<std::uint32_t> fifo_head_, fifo_tail_;  // route -> transfer, or kNone
   std::vector<std::uint32_t> zero_finished_;   // zero-time ops finished inline, to process
   std::vector<OpTiming> timing_;               // op -> start, end, cause (for the critical path)
   std::vector<std::uint32_t> last_finished_;   // device -> last op that finished there
