@@ -142,6 +142,7 @@ class Simulator {
   };
   std::vector<OpInfo> ops_;
   std::vector<std::uint32_t> in_tensors_, out_tensors_, cons_ops_;
+  std::vector<std::uint32_t> edge_op_;         // per in_tensors_ entry: the op that reads it
   std::vector<TensorInfo> tensors_;
   std::vector<std::uint32_t> source_tensors_;  // tensors with no producer and a home (not set-up values)
   std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_reads_;  // (set-up value, non-folded reader op)
