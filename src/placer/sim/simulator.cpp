@@ -114,11 +114,6 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     if (info.source && info.home != kNoId && !g.tensor_folded(x)) source_tensors_.push_back(x);
     if (info.source && g.tensor_kind(x) == TensorKind::parameter && g.num_forward_ops() != g.num_ops())
       static_extra_[x] = std::uint64_t{g.optimizer_state_copies()} * info.bytes;
-    info.cons_begin = static_cast<std::uint32_t>(cons_ops_.size());
-    if (!g.tensor_folded(x))
-      for (OpId consumer : g.consumers(x))
-        if (!g.op_folded(consumer)) cons_ops_.push_back(consumer);
-    info.cons_end = static_cast<std::uint32_t>(cons_ops_.size());
   }
   // Views: alias ops (no kernel) whose output shares the storage of their first input. A view that
   // is a graph output keeps the tensors it views too (on every device: a view of a copy is rare).
@@ -135,6 +130,8 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   for (TensorId x : g.outputs())
     for (std::uint32_t y = x; y != kNone; y = viewed[y]) tensors_[y].keep = 1;
   in_slot_.resize(in_tensors_.size());
+  reader_next_.resize(in_tensors_.size());
+  reader_head_.assign(t * num_devices_, kNone);
   storage_.resize(t);
   for (TensorId x = 0; x < t; ++x) storage_[x] = x;  // views' entries are set per run
 
@@ -155,9 +152,8 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     }
   // A cluster whose links are so slow that a transfer takes longer than a double holds (a bandwidth
   // near 1e-300 bytes/s: a unit slip) would give step times of inf: refused here, naming the route.
-  std::uint64_t largest = 0;  // the largest tensor a step may send
-  for (const TensorInfo& x : tensors_)
-    if (x.cons_end > x.cons_begin) largest = std::max(largest, x.bytes);
+  std::uint64_t largest = 0;  // the largest tensor a step may send: one an op reads during the step
+  for (std::uint32_t x : in_tensors_) largest = std::max(largest, tensors_[x].bytes);
   for (DeviceId from = 0; from < num_devices_; ++from)
     for (DeviceId to = 0; to < num_devices_; ++to) {
       const Route& r = routes_[std::size_t{from} * num_devices_ + to];
@@ -235,7 +231,6 @@ void Simulator::run(std::span<const DeviceId> devices) {
   const OpInfo* const ops = ops_.data();
   const std::uint32_t* const in_tensors = in_tensors_.data();
   const std::uint32_t* const out_tensors = out_tensors_.data();
-  const std::uint32_t* const cons_ops = cons_ops_.data();
   const OpId* const topo = graph_.topological_order().data();
   const double* const times = costs_.times().data();
   const Route* const routes = routes_.data();
@@ -303,11 +298,14 @@ void Simulator::run(std::span<const DeviceId> devices) {
   // how many inputs an op has.
   for (OpId o = 0; o < n; ++o) duration[o] = times[std::size_t{o} * nd + dev[o]];
   std::fill(remaining_.begin(), remaining_.end(), 0u);
+  std::fill(reader_head_.begin(), reader_head_.end(), kNone);
   std::uint32_t transfers = 0;
+  const std::uint32_t* const edge_op = edge_op_.data();
+  std::uint32_t* const reader_head = reader_head_.data();
+  std::uint32_t* const reader_next = reader_next_.data();
   {
-    const std::uint32_t* const edge_op = edge_op_.data();
     const std::size_t edges = in_tensors_.size();
-    for (std::size_t i = 0; i < edges; ++i) {
+    for (std::size_t i = edges; i-- > 0;) {
       const OpId o = edge_op[i];
       const DeviceId d = dev[o];
       const std::uint32_t x = in_tensors[i];
@@ -326,6 +324,10 @@ void Simulator::run(std::span<const DeviceId> devices) {
       uses[std::size_t{st} * nd + tx.dev] += first_send;
       transfers += first_send;
       remaining[o] += remote | !tx.source;
+      // Readers of x on d, in op order (the edges are walked backwards).
+      std::uint32_t& head = reader_head[std::size_t{x} * nd + d];
+      reader_next[i] = head;
+      head = static_cast<std::uint32_t>(i);
     }
   }
   result_.transfers = transfers;
@@ -473,11 +475,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
       for (std::uint32_t i = info.out_begin; i < info.out_end; ++i) {
         const std::uint32_t x = out_tensors[i];
         const TensorInfo& tx = tensors[x];
-        for (std::uint32_t j = tx.cons_begin; j < tx.cons_end; ++j) {
-          const OpId c = cons_ops[j];
-          const bool here = dev[c] == d;
-          remaining[c] -= here;
-          if (here & (remaining[c] == 0)) make_ready(c, now, o);
+        for (std::uint32_t e = reader_head[std::size_t{x} * nd + d]; e != kNone; e = reader_next[e]) {
+          const OpId c = edge_op[e];
+          if (--remaining[c] == 0) make_ready(c, now, o);
         }
         for (std::uint64_t mask = tx.dest_mask; mask; mask &= mask - 1)
           send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now);
@@ -490,11 +490,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
       const std::uint32_t x = id;
       const DeviceId d = dest;
       const TensorInfo& tx = tensors[x];
-      for (std::uint32_t j = tx.cons_begin; j < tx.cons_end; ++j) {
-        const OpId c = cons_ops[j];
-        const bool here = dev[c] == d;
-        remaining[c] -= here;
-        if (here & (remaining[c] == 0)) make_ready(c, now, x | kArrivalFlag);
+      for (std::uint32_t e = reader_head[std::size_t{x} * nd + d]; e != kNone; e = reader_next[e]) {
+        const OpId c = edge_op[e];
+        if (--remaining[c] == 0) make_ready(c, now, x | kArrivalFlag);
       }
       const DeviceId from = tx.dev;
       release(storage[x], from);  // the sender's copy is no longer needed for this send

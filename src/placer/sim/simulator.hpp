@@ -121,7 +121,6 @@ class Simulator {
   struct TensorInfo {
     std::uint64_t bytes;
     std::uint64_t dest_mask;           // per run: devices it must be sent to
-    std::uint32_t cons_begin, cons_end;  // consumer ops: cons_ops_[cons_begin, cons_end)
     std::uint32_t home;                // producer op, or home op of a source tensor (kNoId: none)
     std::uint8_t dev;                  // per run: device of its producer or home op
     std::uint8_t source;               // no producer: data, parameter, buffer, constant
@@ -141,8 +140,11 @@ class Simulator {
     double latency_s, seconds_per_byte;
   };
   std::vector<OpInfo> ops_;
-  std::vector<std::uint32_t> in_tensors_, out_tensors_, cons_ops_;
+  std::vector<std::uint32_t> in_tensors_, out_tensors_;
   std::vector<std::uint32_t> edge_op_;         // per in_tensors_ entry: the op that reads it
+  // Per run: the readers of each tensor on each device, as lists through in_tensors_ entries.
+  std::vector<std::uint32_t> reader_head_;     // tensor x device -> first entry, or kNone
+  std::vector<std::uint32_t> reader_next_;     // entry -> next entry, or kNone
   std::vector<TensorInfo> tensors_;
   std::vector<std::uint32_t> source_tensors_;  // tensors with no producer and a home (not set-up values)
   std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_reads_;  // (set-up value, non-folded reader op)
