@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,10 +26,13 @@ using test::reference_simulate;
 using test::RefResult;
 
 // Simulates `devices` with both implementations and compares every figure, the trace and the
-// critical path.
-void expect_same(const Graph& g, const Cluster& c, const CostTable& costs, const std::vector<DeviceId>& devices) {
+// critical path. `reused`: a Simulator that has run other placements before (its scratch must not
+// carry anything over), else a new one.
+void expect_same(const Graph& g, const Cluster& c, const CostTable& costs, const std::vector<DeviceId>& devices,
+                 Simulator* reused = nullptr) {
   const RefResult ref = reference_simulate(g, c, costs, devices);
-  Simulator sim(g, c, costs);
+  std::optional<Simulator> fresh;
+  Simulator& sim = reused ? *reused : fresh.emplace(g, c, costs);
   const SimResult fast = sim.simulate(devices);
   const std::size_t nd = c.num_devices();
 
@@ -256,6 +260,7 @@ TEST(SimulatorReference, SharedModelsOnPresets) {
     const CostTable costs(g, c, CostModel::defaults());
     const std::size_t nf = g.num_forward_ops(), nd = c.num_devices();
     std::vector<DeviceId> fwd(nf);
+    Simulator reused(g, c, costs);  // one for all placements of the model, as a search uses it
     for (int placement = 0; placement < 4; ++placement) {
       SCOPED_TRACE(named("placement ", static_cast<std::size_t>(placement)));
       for (std::size_t o = 0; o < nf; ++o)
@@ -265,7 +270,7 @@ TEST(SimulatorReference, SharedModelsOnPresets) {
           case 2: fwd[o] = rng() % 10 ? 1 % nd : static_cast<DeviceId>(rng() % nd); break;  // one device, a few moved
           default: fwd[o] = static_cast<DeviceId>((o / 50 + rng() % 2) % nd); break;  // chunks with ragged edges
         }
-      expect_same(g, c, costs, expand_placement(g, fwd));
+      expect_same(g, c, costs, expand_placement(g, fwd), &reused);
       if (::testing::Test::HasFailure()) return;
     }
   }

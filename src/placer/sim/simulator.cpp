@@ -254,10 +254,14 @@ void Simulator::run(std::span<const DeviceId> devices) {
   DeviceResult* const dres = result_.devices.data();
   std::vector<TraceEvent>* const trace = trace_;
 
-  // Reset scratch. uses_ is all zeros after a run that ended normally: every count a run adds, the
-  // same run takes back (readers finish, sends arrive). It stays dirty until this run ends so: an
-  // exception part-way (out of memory growing the transfer or trace lists) leaves counts behind.
-  if (uses_dirty_) std::fill(uses_.begin(), uses_.end(), 0u);
+  // Reset scratch. uses_ is all zeros and reader_head_ all kNone after a run that ended normally:
+  // every count a run adds, the same run takes back (readers finish, sends arrive), and the heads it
+  // set it clears. They stay dirty until this run ends so: an exception part-way (out of memory
+  // growing the transfer or trace lists) leaves counts behind.
+  if (uses_dirty_) {
+    std::fill(uses_.begin(), uses_.end(), 0u);
+    std::fill(reader_head_.begin(), reader_head_.end(), kNone);
+  }
   uses_dirty_ = true;
   std::fill(mem_now_.begin(), mem_now_.end(), 0u);
   std::fill(channel_free_.begin(), channel_free_.end(), 0.0);
@@ -298,7 +302,6 @@ void Simulator::run(std::span<const DeviceId> devices) {
   // how many inputs an op has.
   for (OpId o = 0; o < n; ++o) duration[o] = times[std::size_t{o} * nd + dev[o]];
   std::fill(remaining_.begin(), remaining_.end(), 0u);
-  std::fill(reader_head_.begin(), reader_head_.end(), kNone);
   std::uint32_t transfers = 0;
   const std::uint32_t* const edge_op = edge_op_.data();
   std::uint32_t* const reader_head = reader_head_.data();
@@ -507,6 +510,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
   if (!std::isfinite(step_end))
     throw Error("the simulated step time overflows (op times and transfers add up to more than a double holds): check the "
                 "cluster's and the profile's figures");
+  // The heads this run set (as many as its (op, input) pairs, fewer than tensors x devices).
+  for (std::size_t i = 0; i < in_tensors_.size(); ++i) reader_head[std::size_t{in_tensors[i]} * nd + dev[edge_op[i]]] = kNone;
   uses_dirty_ = false;  // every count this run added, it took back
 
   std::fill(result_.channel_bytes.begin(), result_.channel_bytes.end(), 0.0);

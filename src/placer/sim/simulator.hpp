@@ -171,7 +171,7 @@ class Simulator {
   // copy). Uses and frees on that device go to it.
   std::vector<std::uint32_t> storage_;
   std::vector<std::uint32_t> in_slot_;         // per run, per in_tensors_ entry: the storage its op reads
-  bool uses_dirty_ = false;                    // uses_ may not be all zero (the last run did not end normally)
+  bool uses_dirty_ = false;                    // uses_ or reader_head_ may not be reset (the last run did not end normally)
   std::vector<double> duration_;               // op -> its time on its device
   std::vector<Transfer> transfers_;            // in the order they were sent
   // Ready ops of one device as a set of topological ranks: a two-level bitset, so that inserting
