@@ -489,7 +489,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
       }
       start_ops(d, now);
     } else {
-      // A transfer of tensor x arrives on device dest.
+      // A transfer of tensor x arrives on device dest. (The readers' loop is the finish handler's
+      // twin: as a shared helper it made GCC leave start_ops out of line, 2-3% more instructions.)
       const std::uint32_t x = id;
       const DeviceId d = dest;
       const TensorInfo& tx = tensors[x];
