@@ -133,6 +133,24 @@ TEST(ClusterRoutes, FastTwoHopPathBeatsSlowDirectLink) {
   EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->sw", "sw->gpu:1"));
 }
 
+TEST(ClusterRoutes, SlowHopsKeepTheirOrderWhateverTheirSize) {
+  // Two one-switch paths of hops costing hours (bandwidths written in GB/s instead of bytes/s):
+  // the faster path wins whichever is listed first, as for ordinary figures.
+  for (const bool slow_first : {true, false}) {
+    std::vector<Link> slow{link("gpu:0", "slow", 100, 0), link("slow", "gpu:1", 100, 0)};
+    std::vector<Link> fast{link("gpu:0", "fast", 1000, 0), link("fast", "gpu:1", 1000, 0)};
+    std::vector<Link> links = slow_first ? slow : fast;
+    for (const Link& l : slow_first ? fast : slow) links.push_back(l);
+    const Cluster c = Cluster::build("slow", {gpu("gpu:0"), gpu("gpu:1")}, {"slow", "fast"}, links);
+    EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->fast", "fast->gpu:1")) << "slow path listed first: " << slow_first;
+  }
+  // Hops from picoseconds to 1e300 s in one cluster still rank by cost.
+  const Cluster wide = Cluster::build("wide", {gpu("gpu:0"), gpu("gpu:1")}, {"a", "b"},
+                                      {link("gpu:0", "a", 1e-290, 0), link("a", "gpu:1", 1e20, 0),
+                                       link("gpu:0", "b", 1e-280, 0), link("b", "gpu:1", 1e20, 0)});
+  EXPECT_THAT(channel_names(wide, 0, 1), ElementsAre("gpu:0->b", "b->gpu:1"));
+}
+
 TEST(ClusterRoutes, EqualPathsTieOnFewerHopsThenLowerChannel) {
   // Two equal one-switch paths: the one through the lower channel id (sw-a, links 0 and 1) wins.
   const Cluster equal = Cluster::build(

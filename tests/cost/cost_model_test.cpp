@@ -336,6 +336,13 @@ TEST(Profile, BadInputIsAnError) {
                                   "t"),
                Error);
   EXPECT_THROW(Profile::load("/nonexistent/profile.json"), Error);
+  // A positive time under a picosecond is no measurement (it made `placer fit` write NaN
+  // efficiencies); 0 and a picosecond are times.
+  EXPECT_THAT([] { (void)Profile::from_json(nlohmann::json::parse(R"({"format": "placer-profile", "version": 1,
+                       "times_s": {"gpu": {"ops": {"a": 5e-324, "b": 1e-3}}}})"), "t"); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("time of 'a' is 4.94066e-324 s: under a picosecond")));
+  EXPECT_NO_THROW((void)Profile::from_json(nlohmann::json::parse(R"({"format": "placer-profile", "version": 1,
+                       "times_s": {"gpu": {"ops": {"a": 0, "b": 1e-12}}}})"), "t"));
 }
 
 TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {

@@ -268,6 +268,29 @@ TEST(GraphValidation, RejectsSizeOverflowing64Bits) {
   }
 }
 
+TEST(GraphValidation, RejectsTensorsTotallingMoreMemoryThanIsCounted) {
+  // Each tensor fits in 64 bits (2^63 bytes), their sum does not: memory sums would wrap around and
+  // a placement that cannot fit would look as if it did.
+  GraphBuilder b;
+  b.add_tensor("x1", {1LL << 61}, DType::f32, TensorKind::data);
+  b.add_tensor("x2", {1LL << 61}, DType::f32, TensorKind::data);
+  try {
+    (void)std::move(b).build();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("2^62 bytes"));
+  }
+  // Parameters count with the optimizer's copies of them: 2^59 bytes x (1 + 7) = 2^62 still fits,
+  // x (1 + 8) does not.
+  for (const std::uint32_t copies : {7u, 8u}) {
+    GraphBuilder p;
+    p.add_tensor("w", {1LL << 57}, DType::f32, TensorKind::parameter);
+    p.set_optimizer_state_copies(copies);
+    if (copies == 7) EXPECT_NO_THROW((void)std::move(p).build());
+    else EXPECT_THROW((void)std::move(p).build(), Error);
+  }
+}
+
 TEST(GraphValidation, RejectsTensorProducedTwice) {
   GraphBuilder b;
   TensorId t = b.add_tensor("t", {1}, DType::f32, TensorKind::activation);

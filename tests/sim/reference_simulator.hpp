@@ -96,9 +96,10 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     viewed[out] = in;
     view_storage[out] = where[in] == dev[o] ? home_storage(in) : std::pair{in, dev[o]};
   }
-  std::vector<bool> kept(nt, false);  // graph outputs, and what they view
-  for (TensorId t : g.outputs())
-    for (TensorId y = t; y != kNoId; y = viewed[y]) kept[y] = true;
+  // Graph outputs live to the end in their storage on the device that made them (for a view, what
+  // it views there); their copies on other devices are freed like any copy.
+  std::set<std::pair<TensorId, DeviceId>> kept;
+  for (TensorId t : g.outputs()) kept.insert(home_storage(t));
   auto own_bytes = [&](TensorId t) { return viewed[t] == kNoId ? g.tensor_bytes(t) : std::uint64_t{0}; };
 
   // Static memory.
@@ -135,7 +136,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
   auto release = [&](std::pair<TensorId, DeviceId> storage) {
     const auto [t, d] = storage;
     if (--holds[storage] > 0) return;
-    if (kept[t] || (is_source(t) && where[t] == d)) return;  // lives all step
+    if (kept.count(storage) || (is_source(t) && where[t] == d)) return;  // lives all step
     now_bytes[d] -= g.tensor_bytes(t);
   };
 
@@ -211,7 +212,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     for (TensorId t : g.op_outputs(o)) {
       input_here(t, d, now);
       for (DeviceId to : destinations[t]) send(t, to, now);
-      if (viewed[t] == kNoId && holds[{t, d}] == 0 && !kept[t]) now_bytes[d] -= g.tensor_bytes(t);  // nobody reads it
+      if (viewed[t] == kNoId && holds[{t, d}] == 0 && !kept.count({t, d})) now_bytes[d] -= g.tensor_bytes(t);  // nobody reads it
     }
     start_ready(d, now);
   };

@@ -181,7 +181,13 @@ RandomGraph random_graph(std::mt19937_64& rng, std::size_t n, bool dyadic) {
     b.add_op(std::move(spec));
     for (TensorId t : outs) (shape ? setup : values).push_back(t);
   }
-  for (std::size_t i = 0; i < 3; ++i) b.mark_output(values[values.size() - 1 - i * 3 % values.size()]);
+  std::vector<TensorId> outputs;
+  for (std::size_t i = 0; i < 3; ++i) outputs.push_back(values[values.size() - 1 - i * 3 % values.size()]);
+  // And one from early in the graph, which later ops read (often on other devices).
+  outputs.push_back(values[rng() % (values.size() / 2 + 1)]);
+  std::sort(outputs.begin(), outputs.end());
+  outputs.erase(std::unique(outputs.begin(), outputs.end()), outputs.end());
+  for (TensorId t : outputs) b.mark_output(t);
   return {std::move(b).build(), std::move(profile)};
 }
 

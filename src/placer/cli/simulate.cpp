@@ -59,7 +59,7 @@ void print_result(const LoadedProblem& p, const Simulator& sim, const SimResult&
     if (dr.ops == 0 && dr.peak_memory_bytes == 0) continue;
     fmt::print("  {:<8} {:>6} {:>12} {:>5.0f}% {:>12} {:>12}{}\n", p.cluster.device(d).name, dr.ops, human_seconds(dr.busy_s),
                // of what its streams could have done
-               r.step_time_s > 0 ? 100.0 * dr.busy_s / (r.step_time_s * std::max(1, p.cluster.device(d).streams)) : 0.0,
+               r.step_time_s > 0 ? dr.busy_s / r.step_time_s / std::max(1, p.cluster.device(d).streams) * 100.0 : 0.0,
                human_bytes(static_cast<double>(dr.peak_memory_bytes)),
                human_bytes(static_cast<double>(dr.capacity_bytes)),
                dr.peak_memory_bytes > dr.capacity_bytes
@@ -76,18 +76,27 @@ void run_random(const SimulateArgs& args, const LoadedProblem& p) {
   Simulator sim(p.graph, p.cluster, p.costs, p.sim);
   std::mt19937_64 rng(args.seed);
   std::uniform_int_distribution<DeviceId> pick(0, static_cast<DeviceId>(p.cluster.num_devices() - 1));
-  std::vector<std::vector<DeviceId>> placements(args.random);
   std::vector<DeviceId> fwd(p.graph.num_forward_ops());
-  for (auto& placement : placements) {
+  auto draw = [&] {
     for (auto& d : fwd) d = pick(rng);
-    placement = expand_placement(p.graph, fwd);
+    return expand_placement(p.graph, fwd);
+  };
+  // Placements are drawn a block at a time, outside the timed loop, so that memory does not grow
+  // with N; the draws are the same as drawing all N first.
+  constexpr std::size_t kBlock = 64;
+  std::vector<std::vector<DeviceId>> block;
+  block.reserve(std::min<std::size_t>(kBlock, args.random));
+  double sum = 0.0, wall = 0.0;
+  for (std::size_t done = 0; done < args.random;) {
+    block.clear();
+    while (block.size() < kBlock && done + block.size() < args.random) block.push_back(draw());
+    if (done == 0) sim.simulate(block[0]);  // warm-up: scratch allocated here, never again
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& placement : block) sum += sim.simulate(placement).step_time_s;
+    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    done += block.size();
   }
-  sim.simulate(placements[0]);  // warm-up: scratch allocated here, never again
-  double sum = 0.0;
-  const auto start = std::chrono::steady_clock::now();
-  for (const auto& placement : placements) sum += sim.simulate(placement).step_time_s;
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double ops_per_second = static_cast<double>(args.random * p.graph.num_ops()) / wall;
+  const double ops_per_second = static_cast<double>(args.random) * static_cast<double>(p.graph.num_ops()) / wall;
   if (args.json) {
     std::cout << nlohmann::json{{"simulations", args.random},
                                 {"ops", p.graph.num_ops()},
@@ -166,7 +175,8 @@ void register_simulate(CLI::App& app) {
   add_problem_options(cmd, args->problem);
   cmd->add_option("--placement", args->placements, "placement JSON file(s), comma-separated")->delimiter(',');
   cmd->add_option("--on", args->on, "place everything on this device (comma-separated: one run each)")->delimiter(',')->check(kDeviceName);
-  cmd->add_option("--random", args->random, "simulate N random op-level placements and report simulated ops per second");
+  cmd->add_option("--random", args->random, "simulate N random op-level placements and report simulated ops per second")
+      ->check(kSamples);
   cmd->add_option("--seed", args->seed, "seed of --random")->capture_default_str()->check(kSeed);
   cmd->add_option("--trace", args->trace, "write the schedule as a Chrome trace (Perfetto) to this file")->check(kFileName);
   cmd->add_flag("--json", args->json, "print JSON");

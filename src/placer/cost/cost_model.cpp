@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -179,6 +180,11 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   std::size_t times = 0, zero_times = 0;  // of the kind being read
   auto check_time = [&](const std::string& what, const nlohmann::json& v) {
     if (!v.is_number() || v.get<double>() < 0) throw Error(source + ": time of '" + what + "' must be a non-negative number of seconds");
+    // 0 is a time (folded ops); a positive time under a picosecond is no measurement (such times
+    // made the fit's weights 1 / t infinite and its efficiencies NaN).
+    if (v.get<double>() > 0 && v.get<double>() < 1e-12)
+      throw Error(source + ": time of '" + what + "' is " + fmt::format("{:g}", v.get<double>()) +
+                  " s: under a picosecond, no op takes that (seconds written in another unit?)");
     ++times, zero_times += v.get<double>() == 0.0;
     return v.get<double>();
   };

@@ -6,6 +6,8 @@
 #include <tuple>
 #include <vector>
 
+#include "placer/util/error.hpp"
+
 namespace placer {
 namespace {
 
@@ -78,6 +80,17 @@ FitResult fit_roofline(std::span<const FitSample> measured, DeviceKind kind, Cos
       overhead = std::max(0.0, num / den);
     }
   }
+  // Times that are each valid can still be far apart enough (1e-12 s against 1e300 s) to turn
+  // the sums into inf or NaN: no figure is written then.
+  bool finite = std::isfinite(r.overhead_s) && std::isfinite(r.backward_overhead_s);
+  for (const bool backward : {false, true})
+    for (int ci = 0; ci < kNumOpClasses; ++ci) {
+      const Efficiency& e = model.of(kind, static_cast<OpClass>(ci), backward);
+      finite = finite && std::isfinite(e.compute) && std::isfinite(e.memory);
+    }
+  if (!finite)
+    throw Error(std::string("the fit of the ") + std::string(device_kind_name(kind)) +
+                " times gives figures that are not finite numbers: check the profiles' times");
   std::vector<double> errors;  // against the times as measured
   for (const FitSample& s : measured)
     errors.push_back(std::fabs(predict(s, model, kind, s.backward ? r.backward_overhead_s : r.overhead_s) - s.t) / s.t);

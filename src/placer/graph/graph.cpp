@@ -165,6 +165,21 @@ Graph GraphBuilder::build() && {
     g.producer_.push_back(t.producer);
   }
 
+  // Memory is counted in 64 bits (per device, copies and optimizer state included): every tensor
+  // once, plus the optimizer's copies of every parameter, must fit with room to spare, or a sum
+  // could wrap around and a placement that cannot fit would look as if it did.
+  {
+    std::uint64_t total = 0;
+    bool wraps = false;
+    for (TensorId t = 0; t < num_tensors && !wraps; ++t) {
+      std::uint64_t bytes = g.tensor_bytes_[t];
+      if (tensors_[t].kind == TensorKind::parameter) wraps |= __builtin_mul_overflow(bytes, std::uint64_t{g.optimizer_state_copies_} + 1, &bytes);
+      wraps |= __builtin_add_overflow(total, bytes, &total);
+    }
+    if (wraps || total > (std::uint64_t{1} << 62))
+      throw Error("graph '" + g.name_ + "': its tensors (with the optimizer's state) take more than 2^62 bytes in all, more memory than placer counts");
+  }
+
   // Dangling inputs: a tensor read by an op must be produced by one or be a graph input.
   for (const auto& op : ops_)
     for (TensorId t : op.inputs)

@@ -109,14 +109,12 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     info.dest_mask = 0;
     info.dev = 0;
     info.source = g.producer(x) == kNoId;
-    info.keep = 0;
     info.home = info.source ? g.param_home(x) : g.producer(x);
     if (info.source && info.home != kNoId && !g.tensor_folded(x)) source_tensors_.push_back(x);
     if (info.source && g.tensor_kind(x) == TensorKind::parameter && g.num_forward_ops() != g.num_ops())
       static_extra_[x] = std::uint64_t{g.optimizer_state_copies()} * info.bytes;
   }
-  // Views: alias ops (no kernel) whose output shares the storage of their first input. A view that
-  // is a graph output keeps the tensors it views too (on every device: a view of a copy is rare).
+  // Views: alias ops (no kernel) whose output shares the storage of their first input.
   alloc_bytes_.resize(t);
   for (TensorId x = 0; x < t; ++x) alloc_bytes_[x] = tensors_[x].bytes;
   std::vector<std::uint32_t> viewed(t, kNone);
@@ -127,8 +125,9 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     alloc_bytes_[out] = 0;
     viewed[out] = in;
   }
+  // Graph outputs made during the step: their storage on their producer's device is pinned per run.
   for (TensorId x : g.outputs())
-    for (std::uint32_t y = x; y != kNone; y = viewed[y]) tensors_[y].keep = 1;
+    if (g.producer(x) != kNoId && !g.tensor_folded(x)) kept_outputs_.push_back(x);
   in_slot_.resize(in_tensors_.size());
   reader_next_.resize(in_tensors_.size());
   reader_head_.assign(t * num_devices_, kNone);
@@ -285,6 +284,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
   // A view shares its input's storage on its device: the input's own (itself, or what it views), or
   // the input's copy when the input was produced elsewhere.
   for (const View& v : views_) storage[v.out] = tensors[v.in].dev == dev[v.op] ? storage[v.in] : v.in;
+  // A graph output lives to the end in its storage on the device that made it: one use more, which
+  // the run takes back when it ends. (Its copies on other devices are freed like any copy.)
+  for (std::uint32_t y : kept_outputs_) ++uses[std::size_t{storage[y]} * nd + tensors[y].dev];
 
   // Static memory: tensors without a producer live on their home op's device; set-up values on
   // every device that reads them.
@@ -383,10 +385,10 @@ void Simulator::run(std::span<const DeviceId> devices) {
   // tensor's storage there).
   auto release = [uses, tensors, mem_now, nd](std::uint32_t st, DeviceId d) {
     const TensorInfo& ts = tensors[st];
-    // Freed when its last use is done, unless a graph output or a source on its home device (those
-    // live all step).
+    // Freed when its last use is done, unless a source on its home device (those live all step; a
+    // graph output's storage is pinned by a use that ends with the run).
     const bool last = --uses[std::size_t{st} * nd + d] == 0;
-    const bool stays = ts.keep | (ts.source & (ts.dev == d));
+    const bool stays = ts.source & (ts.dev == d);
     mem_now[d] -= ts.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(last & !stays));  // no branch
   };
   auto make_ready = [&](std::uint32_t op, double time, std::uint32_t cause) {
@@ -484,8 +486,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
         }
         for (std::uint64_t mask = tx.dest_mask; mask; mask &= mask - 1)
           send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now);
-        // Nobody reads it (a view's storage is freed by its own uses).
-        if (uses[std::size_t{x} * nd + d] == 0 && !tx.keep) mem_now[d] -= alloc_bytes[x];
+        // Nobody reads it (a view's storage is freed by its own uses; a graph output's is pinned).
+        if (uses[std::size_t{x} * nd + d] == 0) mem_now[d] -= alloc_bytes[x];
       }
       start_ops(d, now);
     } else {
@@ -511,6 +513,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
   if (!std::isfinite(step_end))
     throw Error("the simulated step time overflows (op times and transfers add up to more than a double holds): check the "
                 "cluster's and the profile's figures");
+  for (std::uint32_t y : kept_outputs_) --uses[std::size_t{storage[y]} * nd + tensors[y].dev];
   // The heads this run set (as many as its (op, input) pairs, fewer than tensors x devices).
   for (std::size_t i = 0; i < in_tensors_.size(); ++i) reader_head[std::size_t{in_tensors[i]} * nd + dev[edge_op[i]]] = kNone;
   uses_dirty_ = false;  // every count this run added, it took back

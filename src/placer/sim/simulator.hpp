@@ -13,7 +13,7 @@
 // - Memory: parameters, buffers and optimizer state stay on their device for the whole step; an
 //   activation is allocated when its producer starts and freed after its last reader on that
 //   device (and its last outgoing transfer); a copy is allocated when its transfer is issued and
-//   freed after its last reader there. Graph outputs stay to the end. A view (the output of an
+//   freed after its last reader there. Graph outputs stay to the end on the device that made them. A view (the output of an
 //   alias op: Reshape, Flatten, Squeeze, Identity, ...) takes no memory of its own: it shares the
 //   storage of its input on its device, which lives until the view's readers are done too.
 // A Simulator owns its scratch memory and reuses it: no allocation per call after the first. It is
@@ -124,7 +124,6 @@ class Simulator {
     std::uint32_t home;                // producer op, or home op of a source tensor (kNoId: none)
     std::uint8_t dev;                  // per run: device of its producer or home op
     std::uint8_t source;               // no producer: data, parameter, buffer, constant
-    std::uint8_t keep;                 // graph output: never freed
   };
   // A transfer of this run.
   struct Transfer {
@@ -155,6 +154,7 @@ class Simulator {
   };
   std::vector<View> views_;
   std::vector<std::uint64_t> alloc_bytes_;     // per tensor: bytes its producer allocates (0 for a view)
+  std::vector<std::uint32_t> kept_outputs_;    // graph outputs made during the step (kept to the end)
   std::vector<Route> routes_;                  // from * num_devices + to
   std::vector<ChannelId> route_channels_;
   std::vector<ChannelId> padded_channels_;     // route -> max_route_ channels (see the constructor)
