@@ -106,6 +106,36 @@ TEST(Sequential, FillsGpu0FirstThenTheNextGpu) {
   EXPECT_TRUE(r.sim.fits);
 }
 
+// Exporters list the alias of a shared parameter (an edge-less Identity the importer keeps as a
+// record) before every op: ranked where it stands, its module, the last one here, became the first
+// to be filled (VGG-16's classifier went to gpu:0, its first layers elsewhere). It runs where the
+// alias is read.
+TEST(Sequential, AParameterAliasListedFirstDoesNotReorderTheModules) {
+  Sketch s;
+  TensorId shared = s.tensor("m3.w2", 300, TensorKind::parameter);
+  OpSpec alias{.name = "Identity_0", .type = "Identity", .module = "m3"};
+  Attribute a{.name = "alias", .kind = Attribute::Kind::text};
+  a.s = "m3.w2";
+  alias.attrs.set(a);
+  s.b.add_op(std::move(alias));
+  TensorId prev = s.tensor("x", 10, TensorKind::data);
+  for (int i = 0; i < 4; ++i) {
+    const std::string m = name_of("m", i);
+    TensorId w = s.tensor(m + ".w", 300, TensorKind::parameter), out = s.tensor(m + ".out", 10);
+    std::vector<TensorId> in{prev, w};
+    if (i == 3) in.push_back(shared);
+    s.op(m + "/MatMul", "MatMul", in, {out}, 1.0, m);
+    prev = out;
+  }
+  Priced p(std::move(s), cpu_and_gpus(2, 1000));
+  for (const char* algo : {"sequential", "expert"}) {
+    const PlacementResult r = run(algo, p.problem());
+    const std::vector<DeviceId> d = devices_of(p, r, 4);
+    EXPECT_TRUE(std::is_sorted(d.begin(), d.end())) << algo << ": modules out of order " << ::testing::PrintToString(d);
+    EXPECT_EQ(d.front(), kGpu0) << algo;
+  }
+}
+
 TEST(Sequential, OverflowsToTheCpu) {
   Priced p(module_chain(4, 300), cpu_and_gpus(2, 500));
   const PlacementResult r = run("sequential", p.problem());

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 
 #include "algorithms/small_problems.hpp"
@@ -84,6 +85,53 @@ TEST(OptimalExhaustive, FindsTheBruteForceOptimum) {
     EXPECT_TRUE(r.sim.fits);
     EXPECT_THAT(r.note, HasSubstr("exhaustive"));
   }
+}
+
+// gpu:0 and gpu:1 are the same GPU, and each has one fast, one medium and one slow link: but gpu:0's
+// fast link goes to the CPU and gpu:1's to gpu:2, the only GPU that is fast at matrix products. Alike
+// as a multiset of routes, they are not interchangeable: the optimum puts the convolution on gpu:1,
+// next to gpu:2 (an earlier symmetry test tried the convolution only on gpu:0 and missed it).
+TEST(OptimalExhaustive, DevicesAlikeButWiredDifferentlyAreNotInterchangeable) {
+  const std::string cluster_path = test::temp_path("asym.json"), graph_path = test::temp_path("two-ops.json");
+  std::ofstream(cluster_path) << R"({"format":"placer-cluster","version":1,"name":"asym","devices":[
+   {"name":"cpu:0","kind":"cpu","peak_flops":1e11,"memory_bandwidth":5e10,"memory_bytes":100000000000,"op_overhead_s":1e-5},
+   {"name":"gpu:0","kind":"gpu","peak_flops":1e13,"memory_bandwidth":5e11,"memory_bytes":10000000000,"op_overhead_s":1e-5},
+   {"name":"gpu:1","kind":"gpu","peak_flops":1e13,"memory_bandwidth":5e11,"memory_bytes":10000000000,"op_overhead_s":1e-5},
+   {"name":"gpu:2","kind":"gpu","peak_flops":1e13,"memory_bandwidth":5e11,"memory_bytes":10000000000,"op_overhead_s":1e-5,
+    "efficiency":{"conv":{"compute":0.001,"memory":0.001},"matmul":{"compute":5,"memory":5}}}],
+   "links":[{"a":"gpu:0","b":"gpu:1","bandwidth":1e9,"latency_s":1e-5}, {"a":"gpu:0","b":"cpu:0","bandwidth":1e11,"latency_s":1e-5},
+    {"a":"gpu:1","b":"cpu:0","bandwidth":1e6,"latency_s":1e-5}, {"a":"gpu:0","b":"gpu:2","bandwidth":1e6,"latency_s":1e-5},
+    {"a":"gpu:1","b":"gpu:2","bandwidth":1e11,"latency_s":1e-5}, {"a":"cpu:0","b":"gpu:2","bandwidth":1e6,"latency_s":1e-5}]})";
+  std::ofstream(graph_path) << R"({"format":"placer-graph","version":1,"name":"two-ops","tensors":[
+   {"name":"x","shape":[8,64,56,56],"kind":"data"}, {"name":"w","shape":[64,64,3,3],"kind":"parameter"},
+   {"name":"y","shape":[8,64,56,56]}, {"name":"w2","shape":[56,512],"kind":"parameter"}, {"name":"z","shape":[8,64,56,512]}],
+   "ops":[{"name":"conv","type":"Conv","inputs":["x","w"],"outputs":["y"],"attrs":{"pads":[1,1,1,1],"kernel_shape":[3,3]}},
+    {"name":"mm","type":"MatMul","inputs":["y","w2"],"outputs":["z"]}],
+   "outputs":["z"]})";
+  ModelOptions options;
+  options.mode = Mode::inference;
+  const Graph g = load_model(graph_path, options);
+  const Cluster c = load_cluster_file(cluster_path);
+  const CostTable costs(g, c, CostModel::defaults());
+  const Problem problem{g, c, costs, {}};
+  const test::BruteForce truth = test::brute_force(problem);
+  EXPECT_EQ(truth.devices, (std::vector<DeviceId>{c.device_id("gpu:1"), c.device_id("gpu:2")}));
+  const PlacementResult r = run_placer("optimal", problem, {}, 1, {{"groups", "op"}, {"devices", "all"}});
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(truth.step_time_s, 1e-12));
+  EXPECT_THAT(r.note, HasSubstr("16 placements"));  // none skipped: no two devices are interchangeable
+}
+
+TEST(SearchErrors, AGraphWithNoForwardOpIsAnError) {
+  GraphBuilder b{"empty"};
+  b.mark_output(b.add_tensor("x", {4}, DType::f32, TensorKind::data));
+  const Graph g = std::move(b).build();
+  const Cluster c = switch_gpus(2);
+  const CostTable costs(g, c, CostModel::defaults());
+  const Problem problem{g, c, costs, {}};
+  for (const char* algo : {"optimal", "local-search"})
+    EXPECT_THAT([&] { (void)run_placer(algo, problem, {.samples = 20}, 1, {}); },
+                ::testing::ThrowsMessage<Error>(HasSubstr("no forward op to place")))
+        << algo;
 }
 
 TEST(OptimalExhaustive, DoesNotDependOnThreads) {

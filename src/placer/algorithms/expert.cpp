@@ -24,6 +24,7 @@
 #include <optional>
 
 #include "placer/algorithms/families.hpp"
+#include "placer/algorithms/grouping.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -151,7 +152,7 @@ class ExpertPlacer final : public Placer {
   }
 
   PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t) override {
-    const auto rank = p.graph.topological_ranks();
+    const std::vector<std::uint32_t> rank = execution_ranks(p.graph);  // parameter aliases where they are read
     const std::vector<ModuleId> layers = recurrent_layers(p.graph, rank);
     std::string why;
     if (!layers.empty()) {

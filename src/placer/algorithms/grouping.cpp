@@ -276,6 +276,34 @@ Grouping singleton_groups(const Graph& g) {
   return relabel(g, label);
 }
 
+std::vector<std::uint32_t> execution_ranks(const Graph& g) {
+  const std::size_t n = g.num_ops();
+  const auto topo = g.topological_order();
+  const auto rank = g.topological_ranks();
+  auto inert = [&](OpId o) { return g.op_inputs(o).empty() && g.op_outputs(o).empty(); };
+  // Each inert op's first reader (of its alias), or kNone.
+  std::vector<std::vector<OpId>> before(n);
+  std::vector<OpId> unread;
+  for (OpId o : topo) {
+    if (!inert(o)) continue;
+    OpId first = kNone;
+    const std::string alias = g.op_attrs(o).get_string("alias", "");
+    if (const TensorId t = alias.empty() ? kNoId : g.find_tensor(alias); t != kNoId)
+      for (OpId c : g.consumers(t))
+        if (!inert(c) && (first == kNone || rank[c] < rank[first])) first = c;
+    (first == kNone ? unread : before[first]).push_back(o);
+  }
+  std::vector<std::uint32_t> out(n);
+  std::uint32_t r = 0;
+  for (OpId o : topo) {
+    if (inert(o)) continue;
+    for (OpId a : before[o]) out[a] = r++;
+    out[o] = r++;
+  }
+  for (OpId a : unread) out[a] = r++;
+  return out;
+}
+
 Grouping colocation_groups(const Graph& g) {
   const std::size_t nf = g.num_forward_ops();
   if (nf == 0) return {};

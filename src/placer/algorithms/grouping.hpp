@@ -38,6 +38,13 @@ Grouping make_grouping_at_least(const Problem& problem, const std::string& kind,
 
 std::vector<DeviceId> expand_groups(const Grouping& grouping, std::span<const DeviceId> group_devices);
 
+// Ranks of every op in the order they run, for ordering modules by their first op: the topological
+// order, except that an op with neither inputs nor outputs (an alias of a parameter, which the
+// importer keeps as a record) comes just before the first op that reads the alias, or after every
+// op when nothing does. Exporters list such ops first: ranked where they stand, they made VGG-16's
+// last layers its first modules. Unique ranks, 0..num_ops-1.
+std::vector<std::uint32_t> execution_ranks(const Graph& g);
+
 // The quotient graph of a grouping over the whole step: per group, its family time on each device
 // and its resident bytes; per pair of groups, the bytes that flow between them (both directions
 // summed, as partitioners want undirected weights) and, for schedulers, a DAG of forward edges.

@@ -25,6 +25,7 @@
 #include <numeric>
 
 #include "placer/algorithms/families.hpp"
+#include "placer/algorithms/grouping.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -57,11 +58,9 @@ ModuleTree build_tree(const Problem& p) {
   t.op_size.assign(nf, 0);
   t.op_reserve.assign(nf, 0);
   t.op_rank.assign(nf, kNone);
-  std::uint32_t r = 0;
-  for (OpId o : g.topological_order()) {
-    if (o < nf) t.op_rank[o] = r, t.direct_ops[g.op_module(o)].push_back(o);
-    ++r;
-  }
+  const std::vector<std::uint32_t> rank = execution_ranks(g);  // parameter aliases where they are read
+  for (OpId o : g.topological_order())
+    if (o < nf) t.op_rank[o] = rank[o], t.direct_ops[g.op_module(o)].push_back(o);
   for (OpId o = 0; o < nf; ++o) {
     std::uint64_t activations = 0;
     if (training)

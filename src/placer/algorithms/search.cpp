@@ -265,6 +265,7 @@ class LocalSearchPlacer final : public Placer {
   }
 
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t seed) override {
+    if (p.graph.num_forward_ops() == 0) throw Error("local-search: the graph has no forward op to place");
     const Clock::time_point start = Clock::now();
     const std::vector<DeviceId> candidates = devices_of(p.cluster, devices_, "local-search");
 
@@ -365,27 +366,42 @@ class LocalSearchPlacer final : public Placer {
 // optimal
 
 // Devices a placement can swap without changing anything the simulator sees: the same specs,
-// memory limit and op times, and the same routes (latency, bandwidth, hops) to the other devices,
-// as a multiset. Returns, per candidate index, the index of its class's first member.
+// memory limit and op times, and swapping the two maps the cluster onto itself: for every pair of
+// devices (x, y), the route between their images crosses as many channels, of the same latency
+// and bandwidth, and the channels correspond one to one across all routes (so that transfers that
+// share a link still share one). Routes that merely look alike from each device, as a multiset,
+// are not enough: a GPU with the fast link to the CPU and its twin with the fast link to a third
+// GPU are not interchangeable. (Events at exactly equal times are still ordered by device id, so
+// a swapped placement can differ in such ties.) Returns, per candidate index, the index of its
+// class's first member.
 std::vector<std::size_t> interchangeable(const Problem& p, const std::vector<DeviceId>& candidates) {
   const Cluster& c = p.cluster;
   const std::vector<std::uint64_t> limits = memory_limits(p);
-  auto profile = [&](DeviceId a) {
-    std::vector<std::tuple<double, double, double, double, std::size_t>> routes;
+  constexpr ChannelId kUnmapped = std::numeric_limits<ChannelId>::max();
+  auto swap_is_automorphism = [&](DeviceId a, DeviceId b) {
+    auto image = [&](DeviceId x) { return x == a ? b : x == b ? a : x; };
+    std::vector<ChannelId> to(c.num_channels(), kUnmapped), from(c.num_channels(), kUnmapped);
     for (DeviceId x = 0; x < c.num_devices(); ++x)
-      if (x != a)
-        routes.emplace_back(c.route_latency_s(a, x), c.route_bandwidth(a, x), c.route_latency_s(x, a), c.route_bandwidth(x, a),
-                            c.route(a, x).size());
-    std::sort(routes.begin(), routes.end());
-    return routes;
+      for (DeviceId y = 0; y < c.num_devices(); ++y) {
+        if (x == y) continue;
+        const auto r1 = c.route(x, y), r2 = c.route(image(x), image(y));
+        if (r1.size() != r2.size()) return false;
+        for (std::size_t k = 0; k < r1.size(); ++k) {
+          const ChannelId u = r1[k], v = r2[k];
+          if (c.channel_bandwidth(u) != c.channel_bandwidth(v) || c.channel_latency_s(u) != c.channel_latency_s(v)) return false;
+          if (to[u] == kUnmapped && from[v] == kUnmapped) to[u] = v, from[v] = u;
+          else if (to[u] != v || from[v] != u) return false;
+        }
+      }
+    return true;
   };
   auto same = [&](DeviceId a, DeviceId b) {
     Device da = c.device(a), db = c.device(b);
     da.name = db.name;
-    if (!(da == db) || limits[a] != limits[b] || profile(a) != profile(b)) return false;
+    if (!(da == db) || limits[a] != limits[b]) return false;
     for (OpId o = 0; o < p.graph.num_ops(); ++o)
       if (p.costs.time_s(o, a) != p.costs.time_s(o, b)) return false;
-    return true;
+    return swap_is_automorphism(a, b);
   };
   std::vector<std::size_t> first(candidates.size());
   for (std::size_t i = 0; i < candidates.size(); ++i) {
@@ -415,6 +431,7 @@ class OptimalPlacer final : public Placer {
   }
 
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t) override {
+    if (p.graph.num_forward_ops() == 0) throw Error("optimal: the graph has no forward op to place");
     const std::vector<DeviceId> candidates = devices_of(p.cluster, devices_, "optimal");
     if (candidates.size() > kMaxDevices)
       throw Error("optimal: too large: " + std::to_string(candidates.size()) + " devices to choose from (at most " +
