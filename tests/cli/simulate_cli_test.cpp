@@ -314,5 +314,16 @@ TEST(PlaceCli, JsonOfAPlacementThatDoesNotFitGivesItsShortfall) {
   EXPECT_EQ(nlohmann::json::parse(compared.out).at("rows").at(0).at("shortfalls"), j.at("shortfalls"));
 }
 
+// Placements are drawn a block of 64 at a time, so that memory does not grow with N: a run over
+// several blocks simulates all N; a negative N is refused (it wrapped around to 2^64 - 1).
+TEST(SimulateCliBadInput, RandomCountsEveryBlockAndRefusesANegativeCount) {
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "130", "--seed", "3", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["simulations"].get<std::size_t>(), 130u);
+  EXPECT_GT(j["mean_step_time_s"].get<double>(), 0.0);
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "-1"}, "--random: a number of placements");
+}
+
 }  // namespace
 }  // namespace placer
