@@ -13,9 +13,10 @@
 // - Memory: parameters, buffers and optimizer state stay on their device for the whole step; an
 //   activation is allocated when its producer starts and freed after its last reader on that
 //   device (and its last outgoing transfer); a copy is allocated when its transfer is issued and
-//   freed after its last reader there. Graph outputs stay to the end on the device that made them. A view (the output of an
-//   alias op: Reshape, Flatten, Squeeze, Identity, ...) takes no memory of its own: it shares the
-//   storage of its input on its device, which lives until the view's readers are done too.
+//   freed after its last reader there. Graph outputs stay to the end on the device that made
+//   them. A view (the output of an alias op: Reshape, Flatten, Squeeze, Identity, ...) takes no
+//   memory of its own: it shares the storage of its input on its device, which lives until the
+//   view's readers are done too.
 // A Simulator owns its scratch memory and reuses it: no allocation per call after the first. It is
 // not thread-safe: use one per thread (they can share the Graph, Cluster and CostTable).
 //
