@@ -291,6 +291,19 @@ TEST(GraphValidation, RejectsTensorsTotallingMoreMemoryThanIsCounted) {
   }
 }
 
+// Memory for a module path's ancestors grows with the square of its depth (a 100 KB name of 16,000
+// levels took 1.8 GB): paths deeper than kMaxModuleDepth are refused, naming the op.
+TEST(GraphValidation, RejectsAModulePathDeeperThanTheLimit) {
+  for (const long depth : {kMaxModuleDepth, kMaxModuleDepth + 1}) {
+    GraphBuilder b;
+    std::string module = "m";
+    for (long i = 1; i < depth; ++i) module += ".m";
+    b.add_op({.name = "deep", .type = "Constant", .outputs = {b.add_tensor("t", {1}, DType::f32, TensorKind::activation)}, .module = module});
+    if (depth == kMaxModuleDepth) EXPECT_NO_THROW((void)std::move(b).build());
+    else EXPECT_THAT([&] { (void)std::move(b).build(); }, ::testing::ThrowsMessage<Error>(HasSubstr("op 'deep': its module path is 513 levels deep")));
+  }
+}
+
 TEST(GraphValidation, RejectsTensorProducedTwice) {
   GraphBuilder b;
   TensorId t = b.add_tensor("t", {1}, DType::f32, TensorKind::activation);

@@ -16,6 +16,7 @@
 namespace placer {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 void expect_same_graph(const Graph& a, const Graph& b) {
@@ -177,6 +178,59 @@ TEST(GraphJsonBadInput, ForwardOpsMustComeFirst) {
   expect_error(R"({"format": "placer-graph", "version": 1, )" + tensors + R"(, "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]},
             {"name": "a_grad", "type": "ReluGrad", "role": "backward", "forward_op": "a_grad", "inputs": ["y"], "outputs": ["dx"], "flops": 1}]})",
                "must be a forward op");
+}
+
+// Found by a review: each of these loaded silently and gave a wrong step or negative costs.
+TEST(GraphJsonBadInput, AnIntegerParameterIsRefused) {
+  expect_error(R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [4, 8], "kind": "data"}, {"name": "idx", "shape": [4, 8], "dtype": "int64", "kind": "parameter"},
+                {"name": "z", "shape": [4, 8]}],
+    "ops": [{"name": "add", "type": "Add", "inputs": ["x", "idx"], "outputs": ["z"]}], "outputs": ["z"]})",
+               "tensors[1] 'idx': a parameter must be floating-point, not int64");
+}
+TEST(GraphJsonBadInput, AProducedTensorOfAnInputKindIsRefused) {
+  expect_error(R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4], "kind": "parameter"}],
+    "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
+               "ops[0] 'r': output tensor 'y' is of kind 'parameter', which only a graph input has");
+}
+TEST(GraphJsonBadInput, AttributesGivingNegativeWorkAreRefused) {
+  expect_error(R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [1, 4, 8, 8], "kind": "data"}, {"name": "y", "shape": [1, 4, 8, 8]}],
+    "ops": [{"name": "lrn", "type": "LRN", "inputs": ["x"], "outputs": ["y"], "attrs": {"size": -100}}], "outputs": ["y"]})",
+               "ops[0] 'lrn': LRN: its attributes and shapes give negative work");
+}
+TEST(GraphJsonBadInput, DuplicatesAndUnsupportedTypesNameTheFileAndPlace) {
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4]}, {"name": "x", "shape": [4]}], "ops": []})",
+               "bad.json': tensors[1] 'x': tensor 'x' is defined twice");
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "s", "shape": [4], "dtype": "string", "kind": "data"}], "ops": []})",
+               "bad.json': tensors[0] 's': dtype 'string' is not supported");
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4]}],
+    "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}, {"name": "b", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}]})",
+               "bad.json': ops[1] 'b': tensor 'y' is produced twice");
+}
+// A graph JSON gives every shape and kind: --dim and --data-inputs would be ignored, so they are refused.
+TEST(GraphJsonBadInput, OnnxOnlyOptionsAreRefused) {
+  const std::string path = write("g.json", R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4]}],
+    "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  ModelOptions dim;
+  dim.onnx.dim_values["batch"] = 3;
+  EXPECT_THAT([&] { (void)load_model(path, dim); }, ::testing::ThrowsMessage<Error>(HasSubstr("--dim applies to ONNX models only")));
+  ModelOptions data;
+  data.onnx.data_inputs = {"x"};
+  EXPECT_THAT([&] { (void)load_model(path, data); }, ::testing::ThrowsMessage<Error>(HasSubstr("--data-inputs applies to ONNX models only")));
+}
+// The training step's own names (gradients '<op>/grad', 'grad/<tensor>/<op>') must not be the
+// forward graph's: the error says which name and why.
+TEST(GraphJsonBadInput, ForwardNamesTheStepWouldTakeAreNamed) {
+  const std::string path = write("g.json", R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "w", "shape": [4], "kind": "parameter"},
+                {"name": "y", "shape": [4]}, {"name": "z", "shape": [4]}],
+    "ops": [{"name": "mm", "type": "Mul", "inputs": ["x", "w"], "outputs": ["y"]},
+            {"name": "mm/grad", "type": "Relu", "inputs": ["y"], "outputs": ["z"]}], "outputs": ["z"]})");
+  EXPECT_THAT([&] { (void)load_model(path, ModelOptions{}); },
+              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("deriving the training step"), HasSubstr("names an op 'mm/grad'"))));
 }
 
 }  // namespace

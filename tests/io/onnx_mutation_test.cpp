@@ -316,6 +316,16 @@ TEST(OnnxMutation, MessagesNameWhatIsWrong) {
   EXPECT_THAT(import_error(negative), ::testing::HasSubstr("dimension 0 has the negative size -1"));
 }
 
+// An unnamed node is named <Type>_<index>; when an earlier node already has that name (old
+// PyTorch exports name nodes so), the generated name is made unique instead of failing the import.
+TEST(OnnxMutation, AGeneratedNameNeverClashesWithAGivenOne) {
+  onnx::ModelProto model = bundled_inception();
+  auto* nodes = model.mutable_graph()->mutable_node();
+  nodes->Mutable(0)->set_name(nodes->Get(1).op_type() + "_1");
+  nodes->Mutable(1)->clear_name();
+  EXPECT_EQ(import_error(model), "");
+}
+
 // A small model for the checks below: nodes of the default domain at `opset`, inputs and outputs
 // (and, when `declare`, value_info) with the shapes given.
 struct TinyOnnx {

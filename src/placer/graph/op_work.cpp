@@ -573,10 +573,23 @@ Rule rule_for(std::string_view type, std::optional<OpClass> unknown_default, con
 
 }  // namespace
 
+namespace {
+// Work from a rule is counted from attributes and shapes: absurd attributes (an LRN size or a
+// pooling kernel below zero) gave negative FLOPs, which every later sum and cost then carried.
+OpWork checked(std::string_view op_type, const OpWork& w) {
+  for (const double v : {w.flops, w.bytes_read, w.bytes_written})
+    if (!(v >= 0) || !std::isfinite(v))
+      throw Error(std::string(op_type) + ": its attributes and shapes give " + (std::isfinite(v) ? "negative" : "non-finite") +
+                  " work (" + std::to_string(w.flops) + " FLOPs, " + std::to_string(w.bytes_read + w.bytes_written) +
+                  " bytes): check its attributes");
+  return w;
+}
+}  // namespace
+
 OpWork op_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                std::span<const TensorDesc> outputs, std::optional<OpClass> unknown_default) {
   Rule rule = rule_for(op_type, unknown_default, &attrs);
-  return rule.forward(Ctx{attrs, inputs, outputs, rule});
+  return checked(op_type, rule.forward(Ctx{attrs, inputs, outputs, rule}));
 }
 
 bool is_known_op_type(std::string_view op_type) { return find_rule(op_type) != nullptr; }
@@ -634,7 +647,7 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
   w.bytes_read = incoming + saved;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (g[i]) w.bytes_written += static_cast<double>(inputs[i].bytes());
-  return w;
+  return checked(op_type, w);
 }
 
 }  // namespace placer

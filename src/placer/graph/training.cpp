@@ -64,6 +64,20 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     throw Error("cannot derive a training step from graph '" + fwd.name() +
                 "': it has no outputs to put a loss on (use inference mode, or name its outputs)");
 
+  // Names the step gives its own ops and tensors must not be the forward graph's.
+  auto new_op_name = [&](std::string name) {
+    if (fwd.find_op(name) != kNoId)
+      throw Error("the training step names an op '" + name + "', which the forward graph already has: rename that op (placer " +
+                  "names gradients '<op>/grad', updates 'update/<parameter>' and losses 'loss/<output>')");
+    return name;
+  };
+  auto new_tensor_name = [&](std::string name) {
+    if (fwd.find_tensor(name) != kNoId)
+      throw Error("the training step names a tensor '" + name + "', which the forward graph already has: rename that tensor " +
+                  "(placer names gradients 'grad/<tensor>/<op>')");
+    return name;
+  };
+
   GraphBuilder b(fwd.name());
   for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
     auto shape = fwd.tensor_shape(t);
@@ -120,7 +134,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   std::vector<std::vector<TensorId>> partials(fwd.num_tensors());
   auto grad_tensor = [&](TensorId of, const std::string& from) {
     auto shape = fwd.tensor_shape(of);
-    TensorId g = b.add_tensor("grad/" + fwd.tensor_name(of) + "/" + from, {shape.begin(), shape.end()}, fwd.tensor_dtype(of),
+    TensorId g = b.add_tensor(new_tensor_name("grad/" + fwd.tensor_name(of) + "/" + from), {shape.begin(), shape.end()}, fwd.tensor_dtype(of),
                               TensorKind::gradient);
     partials[of].push_back(g);
     return g;
@@ -131,7 +145,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   for (TensorId t : fwd.outputs()) {
     if (!requires_grad[t] || fwd.producer(t) == kNoId) continue;
     OpId producer = fwd.producer(t);
-    OpSpec loss{.name = "loss/" + fwd.tensor_name(t), .type = "Loss", .inputs = {t}};
+    OpSpec loss{.name = new_op_name("loss/" + fwd.tensor_name(t)), .type = "Loss", .inputs = {t}};
     loss.outputs = {grad_tensor(t, "loss")};
     loss.module = module_of(producer);
     loss.call = fwd.op_call(producer);
@@ -159,7 +173,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     if (!any_needed || !any_incoming || !backward_rule(fwd.op_type(o), fwd.op_attrs(o)).differentiable) continue;
 
     const BackwardRule rule = backward_rule(fwd.op_type(o), fwd.op_attrs(o));
-    OpSpec spec{.name = fwd.op_name(o) + "/grad", .type = fwd.op_type(o) + "Grad"};
+    OpSpec spec{.name = new_op_name(fwd.op_name(o) + "/grad"), .type = fwd.op_type(o) + "Grad"};
     spec.module = module_of(o);
     spec.call = fwd.op_call(o);
     spec.role = OpRole::backward;
@@ -199,7 +213,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   const UpdateRule update = update_rule(optimizer);
   for (TensorId p = 0; p < fwd.num_tensors(); ++p) {
     if (fwd.tensor_kind(p) != TensorKind::parameter || partials[p].empty()) continue;
-    OpSpec spec{.name = "update/" + fwd.tensor_name(p), .type = update.type, .inputs = {p}};
+    OpSpec spec{.name = new_op_name("update/" + fwd.tensor_name(p)), .type = update.type, .inputs = {p}};
     spec.inputs.insert(spec.inputs.end(), partials[p].begin(), partials[p].end());
     OpId home = fwd.param_home(p);
     if (home != kNoId) {

@@ -17,6 +17,9 @@ using OpId = std::uint32_t;
 using TensorId = std::uint32_t;
 using ModuleId = std::uint32_t;
 inline constexpr std::uint32_t kNoId = std::numeric_limits<std::uint32_t>::max();
+// Module paths ("layer3.0.conv1") may be at most this many levels deep; deeper ones are refused
+// at import (memory for a path's ancestors grows with the square of its depth).
+inline constexpr long kMaxModuleDepth = 512;
 
 // ONNX TensorProto element types we size; `unknown` is an error wherever bytes are needed.
 enum class DType : std::uint8_t { unknown, f32, f16, bf16, f64, i8, u8, i16, u16, i32, u32, i64, u64, boolean, string };

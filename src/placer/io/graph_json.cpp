@@ -173,9 +173,18 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     auto name = field_as<std::string>(t, "name", where);
     where += " '" + name + "'";
     check_known_fields(t, {"name", "shape", "dtype", "kind"}, where);
-    b.add_tensor(name, field_as<std::vector<std::int64_t>>(t, "shape", where),
-                 parse_dtype(optional_as<std::string>(t, "dtype", "float32", where)),
-                 parse_tensor_kind(optional_as<std::string>(t, "kind", "activation", where)));
+    try {
+      const std::string dtype_name = optional_as<std::string>(t, "dtype", "float32", where);
+      const DType dtype = parse_dtype(dtype_name);
+      if (dtype == DType::unknown || dtype == DType::string) throw Error("dtype '" + dtype_name + "' is not supported");
+      const TensorKind kind = parse_tensor_kind(optional_as<std::string>(t, "kind", "activation", where));
+      if (kind == TensorKind::parameter && !is_floating(dtype))
+        throw Error("a parameter must be floating-point, not " + dtype_name +
+                    " (integer tensors carry no gradient: kind 'buffer' or 'constant' holds one that is not trained)");
+      b.add_tensor(name, field_as<std::vector<std::int64_t>>(t, "shape", where), dtype, kind);
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
   }
   auto tensor_id = [&](const json& name_json, const std::string& where) {
     if (!name_json.is_string()) throw Error(where + ": tensor names must be strings, got " + name_json.dump());
@@ -232,8 +241,19 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       if (!it->is_string()) throw Error(where + ": field 'forward_op' must be an op name");
       forward_refs.push_back({static_cast<OpId>(i), it->get<std::string>()});
     }
+    // What an op produces is an activation (or, in a step, a gradient); the other kinds are the
+    // graph's inputs, which no op makes.
+    for (TensorId out : spec.outputs)
+      if (const TensorKind k = b.tensor_kind(out); k != TensorKind::activation && k != TensorKind::gradient)
+        throw Error(where + ": output tensor '" + b.tensor_name(out) + "' is of kind '" + std::string(tensor_kind_name(k)) +
+                    "', which only a graph input has (what an op produces is an 'activation')");
     std::string name = spec.name;
-    OpId id = b.add_op(std::move(spec));
+    OpId id;
+    try {
+      id = b.add_op(std::move(spec));
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
     op_ids.emplace(std::move(name), id);
   }
   for (auto& [op, name] : forward_refs) {

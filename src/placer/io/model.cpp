@@ -7,7 +7,13 @@ namespace placer {
 
 Graph load_forward_graph(const std::string& path, const ModelOptions& options) {
   const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-  return json ? load_graph_json(path, options.onnx.unknown_op_default) : load_onnx(path, options.onnx);
+  if (!json) return load_onnx(path, options.onnx);
+  // A graph JSON gives every shape and every tensor's kind: options that would change them are not
+  // silently ignored (a user would believe the batch size or the data inputs changed).
+  if (!options.onnx.names_for_several_models && (!options.onnx.dim_values.empty() || !options.onnx.data_inputs.empty()))
+    throw Error(std::string(!options.onnx.dim_values.empty() ? "--dim" : "--data-inputs") + " applies to ONNX models only: '" + path +
+                "' is a placer graph JSON, which gives every shape and every tensor's kind itself");
+  return load_graph_json(path, options.onnx.unknown_op_default);
 }
 
 Graph load_model(const std::string& path, const ModelOptions& options) {
@@ -23,7 +29,11 @@ Graph load_model(const std::string& path, const ModelOptions& options) {
     return forward;
   }
   if (step) return forward;
-  return derive_training_step(forward, options.optimizer);
+  try {
+    return derive_training_step(forward, options.optimizer);
+  } catch (const Error& e) {
+    throw Error("'" + path + "': deriving the training step: " + e.what());
+  }
 }
 
 }  // namespace placer

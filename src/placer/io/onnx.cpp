@@ -441,6 +441,9 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   std::unordered_map<std::string, bool> known_modules;
   for (const auto& node : graph->node()) {
     std::string p = literal_module_path(node.name());
+    if (const auto depth = std::count(p.begin(), p.end(), '.') + 1; depth > kMaxModuleDepth)
+      throw Error("'" + path + "': node '" + node.name().substr(0, 80) + "...': its module path is " + std::to_string(depth) +
+                  " levels deep (at most " + std::to_string(kMaxModuleDepth) + ")");
     while (!p.empty()) {
       if (!known_modules.emplace(p, true).second) break;
       auto dot = p.rfind('.');
@@ -457,7 +460,12 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     const auto& node = graph->node(n);
     OpSpec spec;
     spec.name = node.name();
-    if (spec.name.empty() || used_names.count(spec.name)) spec.name = node.op_type() + "_" + std::to_string(n) + (spec.name.empty() ? "" : "_dup");
+    if (spec.name.empty() || used_names.count(spec.name)) {
+      // <Type>_<index>, made unique against the names already taken (a node may be named so).
+      const std::string base = node.op_type() + "_" + std::to_string(n) + (spec.name.empty() ? "" : "_dup");
+      spec.name = base;
+      for (int k = 1; used_names.count(spec.name); ++k) spec.name = base + "_" + std::to_string(k);
+    }
     used_names.insert(spec.name);
     spec.type = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "::" + node.op_type();
     spec.attrs = convert_attributes(node);
