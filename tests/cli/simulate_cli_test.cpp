@@ -273,7 +273,18 @@ TEST(PlaceCliBadInput, AmbiguousOptionsAndFiles) {
                         "--opt devices is given twice ('all' and 'gpus')");
   const std::string same = test::temp_path("same.file");
   expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "8", "-o", same, "--checkpoint", same},
-                        "-o and --checkpoint name the same file");
+                        "' name the same file");
+  // The same file spelt two ways, or one file written through the other's NAME.tmp (found by a review).
+  const std::string dir = same.substr(0, same.rfind('/')), base = same.substr(same.rfind('/') + 1);
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "8", "-o", dir + "/./" + base,
+                         "--checkpoint", same},
+                        "' name the same file");
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "8", "--curve", same,
+                         "--checkpoint", same + ".tmp"},
+                        "collide (a file is written through NAME.tmp)");
+  // A placement file that cannot be written fails before the search, not after it.
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--seconds", "600", "-o", "/nonexistent/p.json"},
+                        "cannot write placement file '/nonexistent/p.json'");
   expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", "all,random"}, "'all' stands alone");
   expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", "random,,heft"}, "empty name");
   expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", ",", "--json"}, "empty name");

@@ -266,9 +266,28 @@ TEST(Training, ResumeRefusesAnotherProblemOrOptions) {
         run("colocrl", pr.problem(), Budget{.samples = 16, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}, {"lr", "0.01"}});
       },
       ::testing::ThrowsMessage<Error>(::testing::HasSubstr("other options")));
+  // A cluster that differs only in a device's streams simulates otherwise: refused too (the
+  // problem hash did not cover streams; found by a review).
+  std::vector<Device> devices(pr.cluster.devices().begin(), pr.cluster.devices().end());
+  devices[1].streams = 4;
+  const Cluster streams = Cluster::build("test", devices, std::vector<std::string>(pr.cluster.switches().begin(), pr.cluster.switches().end()),
+                                         std::vector<Link>(pr.cluster.links().begin(), pr.cluster.links().end()));
+  const Problem more_streams{pr.graph, streams, pr.costs, {}};
+  EXPECT_THAT([&] { run("colocrl", more_streams, Budget{.samples = 16, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("devices' streams or the links")));
   const PlacementResult same =
       run("colocrl", pr.problem(), Budget{.samples = 16, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}});
   EXPECT_TRUE(same.sim.fits);
+}
+
+// Options far out of range make the policy NaN: an error naming the update, not a result drawn
+// from a NaN policy (found by a review: entropy=1e300 sampled the last device forever, rc 0).
+TEST(Training, ADivergingPolicyIsAnError) {
+  Priced pr = skip_chain(6, 2);
+  EXPECT_THAT([&] { run("colocrl", pr.problem(), Budget{.samples = 32}, {{"hidden", "16"}, {"entropy", "1e300"}}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("training diverged at update")));
+  EXPECT_THAT([&] { (void)make_placer("colocrl", PlacerOptions(std::map<std::string, std::string>{{"lr", "1e39"}})); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("option lr must be positive, at most 3.4e38")));
 }
 
 // Found by fuzzing: --samples near 2^63 overflowed the count of updates (it trained none and said

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "placer/cli/common.hpp"
 #include "placer/sim/placement.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 
 namespace placer::cli {
 namespace {
@@ -142,14 +144,27 @@ void run_place(const PlaceArgs& args) {
     throw Error("--curve and --checkpoint are for the learned placers (" + learned + "): " + args.algo + " writes neither");
   }
   // One file for two outputs: the last written wins (the checkpoint was lost under the placement).
+  // Compared as absolute, normalised paths (./a and a are one file), each also against the other's
+  // `.tmp`, through which files are written and renamed.
   {
     const std::vector<std::pair<const char*, const std::string*>> files = {
         {"-o", &args.output}, {"--curve", &args.curve}, {"--checkpoint", &args.checkpoint}};
+    auto normal = [](const std::string& path) {
+      std::error_code ec;
+      const std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+      return (ec ? std::filesystem::path(path) : p).lexically_normal().string();
+    };
     for (std::size_t i = 0; i < files.size(); ++i)
-      for (std::size_t j = i + 1; j < files.size(); ++j)
-        if (!files[i].second->empty() && *files[i].second == *files[j].second)
-          throw Error(std::string(files[i].first) + " and " + files[j].first + " name the same file '" + *files[i].second + "'");
+      for (std::size_t j = i + 1; j < files.size(); ++j) {
+        if (files[i].second->empty() || files[j].second->empty()) continue;
+        const std::string a = normal(*files[i].second), b = normal(*files[j].second);
+        if (a == b || a == b + ".tmp" || b == a + ".tmp")
+          throw Error(std::string(files[i].first) + " '" + *files[i].second + "' and " + files[j].first + " '" + *files[j].second +
+                      "' " + (a == b ? "name the same file" : "collide (a file is written through NAME.tmp)"));
+      }
   }
+  // The placement file too is checked before a search that may run for hours.
+  if (!args.output.empty()) check_writable(args.output, "placement file");
   LoadedProblem p = load_problem(args.problem);
   const Problem problem{p.graph, p.cluster, p.costs, p.sim};
   Row row = run_algorithm(problem, args.algo, parse_opts(args.opts), args);

@@ -79,6 +79,7 @@ void write_curve(const std::string& path, const std::vector<std::array<double, 4
 struct Fingerprint {
   std::int64_t forward_ops, devices, batch, parameters;
   std::int64_t problem;  // hash of what the simulator sees (see problem_hash)
+  std::int64_t links;    // and of the devices' streams and the links routes share (see links_hash)
   std::string config;    // TrainOptions::config
   std::string config_as_given;  // TrainOptions::config_as_given (what older checkpoints hold)
 };
@@ -108,11 +109,30 @@ std::int64_t problem_hash(const Problem& p) {
   return static_cast<std::int64_t>(h);
 }
 
+// FNV-1a over what else the simulator sees of the cluster: each device's streams and every route's
+// channels (which links two routes share decides their contention). Written since 2026-11-28 beside
+// `problem`, which did not cover them: an older checkpoint, without it, is checked on `problem` alone.
+std::int64_t links_hash(const Problem& p) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
+  };
+  const Cluster& c = p.cluster;
+  const std::size_t nd = c.num_devices();
+  for (DeviceId d = 0; d < nd; ++d) mix(static_cast<std::uint64_t>(std::max(1, c.device(d).streams)));
+  for (DeviceId a = 0; a < nd; ++a)
+    for (DeviceId b = 0; b < nd; ++b) {
+      mix(c.route(a, b).size());
+      for (ChannelId ch : c.route(a, b)) mix(ch);
+    }
+  return static_cast<std::int64_t>(h);
+}
+
 Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, torch::nn::Module& m) {
   std::int64_t params = 0;
   for (const auto& p : m.parameters()) params += p.numel();
   return {static_cast<std::int64_t>(problem.graph.num_forward_ops()), static_cast<std::int64_t>(problem.cluster.num_devices()),
-          static_cast<std::int64_t>(o.batch), params, problem_hash(problem), o.config, o.config_as_given};
+          static_cast<std::int64_t>(o.batch), params, problem_hash(problem), links_hash(problem), o.config, o.config_as_given};
 }
 
 // FNV-1a over the checkpoint's contents as the search uses them: its state, the random
@@ -167,6 +187,7 @@ void save_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   ar.write("batch", c10::IValue(fp.batch));
   ar.write("parameters", c10::IValue(fp.parameters));
   ar.write("problem", c10::IValue(fp.problem));
+  ar.write("links", c10::IValue(fp.links));
   ar.write("config", c10::IValue(fp.config));
   ar.write("updates", c10::IValue(s.updates));
   ar.write("samples", c10::IValue(s.samples));
@@ -237,6 +258,8 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   expect("parameters", fp.parameters);
   if (read_value<std::int64_t>(ar, path, "problem") != fp.problem)
     throw Error("checkpoint '" + path + "' was written for another problem (model, cluster, profile, memory limits or mode)");
+  if (c10::IValue links; ar.try_read("links", links) && (!links.isInt() || links.toInt() != fp.links))
+    throw Error("checkpoint '" + path + "' was written for another cluster (its devices' streams or the links its routes share differ)");
   const std::string config = read_value<std::string>(ar, path, "config");
   if (config != fp.config && config != fp.config_as_given)
     throw Error("checkpoint '" + path + "' was written with other options (" + (config.empty() ? "none" : config) + ") than these (" +
@@ -369,6 +392,13 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     if (trace)
       std::fprintf(stderr, "update %lld: entropy %.4f, gradient norm %.3g, mean step time %.2f ms\n", static_cast<long long>(s.updates + 1),
                    lp.entropy.item<double>(), grad_norm, mean_time * 1e3);
+    // Options far out of range (an entropy weight or a tanh constant of 1e300, a temperature of
+    // 1e-300) turn the policy into NaN, which then samples the last device forever: an error, not
+    // a result.
+    if (!std::isfinite(loss.item<double>()) || !std::isfinite(grad_norm))
+      throw Error(fmt::format("{}: training diverged at update {} (the policy's loss is not a number): lower lr, entropy, tanh or "
+                              "penalty, or raise temperature",
+                              o.algo, s.updates + 1));
     optimizer.step();
     g_update_s += since(t2);
     s.baseline = o.baseline_decay * s.baseline + (1.0 - o.baseline_decay) * mean_reward;
@@ -441,7 +471,8 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d, cons
   if (batch < 1 || batch > 4096) throw Error("option batch must be from 1 to 4096");
   d.batch = static_cast<std::size_t>(batch);
   d.learning_rate = opts.get_double("lr", d.learning_rate);
-  if (d.learning_rate <= 0) throw Error("option lr must be positive");
+  // The policy computes in float: beyond float's range a value overflows there.
+  if (d.learning_rate <= 0 || d.learning_rate > std::numeric_limits<float>::max()) throw Error("option lr must be positive, at most 3.4e38");
   d.entropy_weight = opts.get_double("entropy", d.entropy_weight);
   if (d.entropy_weight < 0) throw Error("option entropy must be >= 0");
   d.baseline_decay = opts.get_double("baseline-decay", d.baseline_decay);
