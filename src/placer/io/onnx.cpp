@@ -587,7 +587,11 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     builder.op(a).module = builder.op(it->second).module;
     builder.op(a).call = builder.op(it->second).call;
   }
-  return std::move(builder).build();
+  try {
+    return std::move(builder).build();
+  } catch (const Error& e) {
+    throw Error("'" + path + "': " + e.what());  // a graph-level check (a tensor's type, a cycle): name the file
+  }
 }
 
 }  // namespace placer
