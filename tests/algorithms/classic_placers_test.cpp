@@ -365,6 +365,16 @@ Sketch two_chains() {
 
 class Partitioner : public ::testing::TestWithParam<const char*> {};
 
+// With fewer groups than devices, each group is a part of its own, as the note says (METIS left a
+// part empty: two groups of RNNLM on k80x4 both went to one GPU).
+TEST_P(Partitioner, FewerGroupsThanDevicesGivesEachGroupItsOwnDevice) {
+  Priced p(two_chains(), cpu_and_gpus(3, 1'000'000'000));
+  const PlacementResult r = run(GetParam(), p.problem(), {{"groups", "op"}, {"max-groups", "2"}});
+  std::set<DeviceId> used(r.forward_devices.begin(), r.forward_devices.end());
+  EXPECT_EQ(used.size(), 2u);
+  EXPECT_THAT(r.note, ::testing::HasSubstr("one part per group"));
+}
+
 TEST_P(Partitioner, SplitsTwoIndependentHeavyChainsOntoTwoGpus) {
   for (const char* groups : {"op", "colocation"}) {
     Priced p(two_chains(), cpu_and_gpus(2, 1'000'000'000));

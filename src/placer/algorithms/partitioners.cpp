@@ -230,8 +230,13 @@ class PartitionPlacer final : public Placer {
     for (DeviceId d : targets) w.part_share.push_back(p.cluster.device(d).peak_flops / flops);
 
     std::vector<std::uint32_t> part(gg.num_groups, 0);
-    if (k > 1 && gg.num_groups > 1)
+    if (gg.num_groups <= k) {
+      // One part per group, as the note says: METIS may leave a part empty on a graph this small
+      // (two groups on k80x4 both went to one GPU).
+      for (std::size_t grp = 0; grp < gg.num_groups; ++grp) part[grp] = static_cast<std::uint32_t>(grp);
+    } else if (k > 1) {
       part = scotch_ ? partition_scotch(w, seed, imbalance_) : partition_metis(w, seed, method_ == "recursive", imbalance_);
+    }
     std::vector<DeviceId> group_device(gg.num_groups);
     for (std::size_t grp = 0; grp < gg.num_groups; ++grp) group_device[grp] = targets[part[grp]];
 
