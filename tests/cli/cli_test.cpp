@@ -285,7 +285,12 @@ TEST(InspectSaveGraph, WritesTheGraphOfTheModeThatSimulatesLikeTheModel) {
   EXPECT_THAT(inference.err, HasSubstr("holds a training step"));
   Outcome resave = placer({"inspect", step, "--mode", "inference", "--save-graph", temp_path("forward-of-step.json")});
   EXPECT_EQ(resave.exit_code, 1);
-  EXPECT_THAT(resave.err, HasSubstr("holds a training step: --mode inference --save-graph needs the model it came from"));
+  EXPECT_THAT(resave.err, HasSubstr("holds a training step ("));
+  EXPECT_THAT(resave.err, HasSubstr("inference mode needs a forward graph"));
+  // inspect --mode inference refuses such a file too (it printed the step's forward part, exit 0).
+  Outcome summary = placer({"inspect", step, "--mode", "inference"});
+  EXPECT_EQ(summary.exit_code, 1);
+  EXPECT_THAT(summary.err, HasSubstr("inference mode needs a forward graph"));
   std::remove(step.c_str());
   std::remove(forward.c_str());
 }

@@ -373,7 +373,9 @@ TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
   // Found by InputMutation (tests/sim): a format or version of another type was a JSON library
   // exception, not a placer error.
   EXPECT_THAT(message(R"({"format": 3, "version": 1})"), ::testing::HasSubstr("p.json: not a placer profile"));
-  EXPECT_THAT(message(R"({"format": "placer-profile", "version": ""})"), ::testing::HasSubstr("p.json: profile version \"\" is not supported"));
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": ""})"), ::testing::HasSubstr("p.json: field 'version' must be an integer, got \"\""));
+  // As in every placer JSON file, an integer field takes integers only (1.0 was read as 1).
+  EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1.0})"), ::testing::HasSubstr("field 'version' must be an integer, got 1.0"));
   EXPECT_THAT(message(R"({"format": "placer-profile"})"), ::testing::HasSubstr("missing field 'version'"));
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 2})"),
               ::testing::HasSubstr("profile version 2 is not supported (this placer reads 1)"));

@@ -304,6 +304,19 @@ TEST(GraphValidation, RejectsAModulePathDeeperThanTheLimit) {
   }
 }
 
+// A backward op runs where its forward op runs: without one it silently followed the graph's first
+// op, wherever the placement put its own (found by a review).
+TEST(GraphValidation, ABackwardOpMustNameItsForwardOp) {
+  GraphBuilder b;
+  const TensorId x = b.add_tensor("x", {4}, DType::f32, TensorKind::data), y = b.add_tensor("y", {4}, DType::f32, TensorKind::activation);
+  const TensorId g = b.add_tensor("g", {4}, DType::f32, TensorKind::gradient);
+  b.add_op({.name = "f", .type = "Relu", .inputs = {x}, .outputs = {y}});
+  b.add_op({.name = "loss", .type = "Loss", .inputs = {y}, .outputs = {g}, .role = OpRole::backward});
+  b.set_num_forward_ops(1);
+  EXPECT_THAT([&] { (void)std::move(b).build(); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("op 'loss': a backward op must name the forward op it differentiates")));
+}
+
 TEST(GraphValidation, RejectsTensorProducedTwice) {
   GraphBuilder b;
   TensorId t = b.add_tensor("t", {1}, DType::f32, TensorKind::activation);

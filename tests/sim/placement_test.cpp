@@ -110,6 +110,9 @@ TEST(PlacementFile, MalformedFilesAreErrors) {
               ::testing::ThrowsMessage<Error>(HasSubstr("'default' must be a device name")));
   EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"devices": {"fc": 1}})"), "t"), Error);
   EXPECT_THROW(parse_placement_json(nlohmann::json::parse(R"({"defualt": "gpu:0"})"), "t"), Error);
+  // An integer field takes integers only, as in every placer JSON file (1.0 was read as 1).
+  EXPECT_THAT([] { parse_placement_json(nlohmann::json::parse(R"({"version": 1.0, "default": "gpu:0"})"), "t"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("field 'version' must be an integer, got 1.0")));
   EXPECT_THROW(load_placement_file("/nonexistent/placement.json"), Error);
 }
 

@@ -37,16 +37,21 @@ void run_inspect(const InspectArgs& args) {
   std::unique_ptr<Graph> derived;
   const Graph* step = nullptr;
   if (options.mode == Mode::training) {
-    if (forward.num_forward_ops() == forward.num_ops()) derived = std::make_unique<Graph>(derive_training_step(forward, options.optimizer));
+    if (forward.num_forward_ops() == forward.num_ops()) {
+      try {
+        derived = std::make_unique<Graph>(derive_training_step(forward, options.optimizer));
+      } catch (const Error& e) {
+        throw Error("'" + args.model + "': deriving the training step: " + e.what());
+      }
+    }
     step = derived ? derived.get() : &forward;
+  } else if (forward.num_forward_ops() != forward.num_ops()) {
+    // As every other command: a file that holds a training step is never taken for a forward pass.
+    throw Error("'" + args.model + "' holds a training step (" + std::to_string(forward.num_ops() - forward.num_forward_ops()) +
+                " backward and update ops): inference mode needs a forward graph (the model it came from)");
   }
   const std::size_t num_fwd = forward.num_forward_ops();
-  if (!args.save_graph.empty()) {
-    // A graph JSON that holds a training step has no forward graph of its own to write.
-    if (!step && forward.num_forward_ops() != forward.num_ops())
-      throw Error("'" + args.model + "' holds a training step: --mode inference --save-graph needs the model it came from");
-    save_graph_json(step ? *step : forward, args.save_graph);
-  }
+  if (!args.save_graph.empty()) save_graph_json(step ? *step : forward, args.save_graph);
 
   GraphTotals totals{};
   double forward_flops = 0.0;

@@ -131,6 +131,12 @@ Graph GraphBuilder::build() && {
       throw Error("graph '" + g.name_ + "' declares " + std::to_string(g.num_forward_ops_) + " forward ops (listed first), but op '" +
                   ops_[o].name + "' (number " + std::to_string(o) + ") has role '" + std::string(op_role_name(ops_[o].role)) + "'");
     const OpId f = ops_[o].forward_op;
+    // A backward op runs where its forward op runs, an update where its parameter lives: without
+    // either it had no place of its own and silently followed the graph's first op.
+    if (ops_[o].role == OpRole::backward && f == kNoId)
+      throw Error("op '" + ops_[o].name + "': a backward op must name the forward op it differentiates (forward_op): it runs where that op runs");
+    if (ops_[o].role == OpRole::update && f == kNoId && ops_[o].param == kNoId)
+      throw Error("op '" + ops_[o].name + "': an update op must name the parameter it updates (param) or a forward op (forward_op)");
     if (f != kNoId && (f >= g.num_forward_ops_ || forward))
       throw Error("op '" + ops_[o].name + "': its forward_op must be a forward op, and only backward and update ops name one" +
                   (f < num_ops ? " (it names '" + ops_[f].name + "')" : std::string()));

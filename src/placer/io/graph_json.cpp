@@ -173,15 +173,18 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     auto name = field_as<std::string>(t, "name", where);
     where += " '" + name + "'";
     check_known_fields(t, {"name", "shape", "dtype", "kind"}, where);
+    // Fields read with `where` name it in their errors; the checks after them are prefixed here.
+    auto shape = field_as<std::vector<std::int64_t>>(t, "shape", where);
+    const std::string dtype_name = optional_as<std::string>(t, "dtype", "float32", where);
+    const std::string kind_name = optional_as<std::string>(t, "kind", "activation", where);
     try {
-      const std::string dtype_name = optional_as<std::string>(t, "dtype", "float32", where);
       const DType dtype = parse_dtype(dtype_name);
       if (dtype == DType::unknown || dtype == DType::string) throw Error("dtype '" + dtype_name + "' is not supported");
-      const TensorKind kind = parse_tensor_kind(optional_as<std::string>(t, "kind", "activation", where));
+      const TensorKind kind = parse_tensor_kind(kind_name);
       if (kind == TensorKind::parameter && !is_floating(dtype))
         throw Error("a parameter must be floating-point, not " + dtype_name +
                     " (integer tensors carry no gradient: kind 'buffer' or 'constant' holds one that is not trained)");
-      b.add_tensor(name, field_as<std::vector<std::int64_t>>(t, "shape", where), dtype, kind);
+      b.add_tensor(name, std::move(shape), dtype, kind);
     } catch (const Error& e) {
       throw Error(where + ": " + e.what());
     }
@@ -213,7 +216,12 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     for (const json& out : list_field(op, "outputs", where)) spec.outputs.push_back(tensor_id(out, where));
     spec.module = optional_as<std::string>(op, "module", "", where);
     spec.call = optional_as<std::uint32_t>(op, "call", 0, where);
-    spec.role = parse_op_role(optional_as<std::string>(op, "role", "forward", where));
+    const std::string role = optional_as<std::string>(op, "role", "forward", where);
+    try {
+      spec.role = parse_op_role(role);
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
     if (auto it = op.find("param"); it != op.end()) spec.param = tensor_id(*it, where);
     if (auto it = op.find("attrs"); it != op.end()) {
       if (!it->is_object()) throw Error(where + ": field 'attrs' must be an object");
@@ -223,7 +231,12 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       spec.work.flops = field_as<double>(op, "flops", where);
       spec.work.bytes_read = optional_as<double>(op, "bytes_read", 0.0, where);
       spec.work.bytes_written = optional_as<double>(op, "bytes_written", 0.0, where);
-      spec.work.op_class = parse_op_class(optional_as<std::string>(op, "class", "elementwise", where));
+      const std::string op_class = optional_as<std::string>(op, "class", "elementwise", where);
+      try {
+        spec.work.op_class = parse_op_class(op_class);
+      } catch (const Error& e) {
+        throw Error(where + ": " + e.what());
+      }
       if (spec.work.flops < 0 || spec.work.bytes_read < 0 || spec.work.bytes_written < 0)
         throw Error(where + ": flops and bytes must not be negative");
     } else {

@@ -26,6 +26,7 @@ PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& s
     } else if (key == "format") {
       if (value != "placer-placement") throw Error(source + ": 'format' must be \"placer-placement\"");
     } else if (key == "version") {
+      if (!value.is_number_integer()) throw Error(source + ": field 'version' must be an integer, got " + value.dump());
       if (value != 1) throw Error(source + ": placement version " + value.dump() + " is not supported (this placer reads 1)");
     } else if (key != "comment" && key != "meta") {
       throw Error(source + ": unknown field '" + key + "' (known: default, devices, format, version, comment, meta)");
