@@ -71,6 +71,12 @@ TEST(FitCli, AProfileOfAnotherModelIsRefused) {
   const std::string unsigned_ = write("unsigned.profile.json", R"({"format": "placer-profile", "version": 1, )" + times + "}");
   run = placer({"fit", "--cluster", "local", "--models", model, "--profiles", unsigned_});
   EXPECT_EQ(run.exit_code, 0) << run.err;
+  // A profile that times nothing, pooled with one that does, was silently fitted on the other
+  // alone (found by a review).
+  const std::string empty = write("empty.profile.json", R"({"format": "placer-profile", "version": 1, "times_s": {}})");
+  run = placer({"fit", "--cluster", "local", "--models", model + "," + model, "--profiles", unsigned_ + "," + empty});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("times no op at all"));
 }
 
 // Found by fuzzing: times that fit an absurd per-op overhead (every op 1e308 s) wrote a cluster

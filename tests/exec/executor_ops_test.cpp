@@ -34,6 +34,7 @@ struct In {
   std::vector<double> values;
   int type = onnx::TensorProto::FLOAT;
   bool constant = false;  // read as the Constant itself (a setting the output's shape depends on)
+  bool raw = false;       // values stored as raw_data at the type's width (uint16 and uint32 only), as exporters write them
 };
 struct Out {
   std::vector<std::int64_t> dims;
@@ -83,7 +84,15 @@ std::vector<std::vector<float>> run_op(const std::string& op, const std::vector<
     onnx::TensorProto* t = value->mutable_t();
     t->set_data_type(in.type);
     for (auto d : in.dims) t->add_dims(d);
-    for (double v : in.values) {
+    if (in.raw) {
+      std::string bytes;
+      for (double v : in.values) {
+        const auto u = static_cast<std::uint32_t>(v);
+        bytes.append(reinterpret_cast<const char*>(&u), in.type == onnx::TensorProto::UINT16 ? 2 : 4);  // little-endian host
+      }
+      t->set_raw_data(bytes);
+    }
+    for (double v : in.raw ? std::vector<double>{} : in.values) {
       if (in.type == onnx::TensorProto::FLOAT) t->add_float_data(static_cast<float>(v));
       else if (in.type == onnx::TensorProto::INT64) t->add_int64_data(static_cast<std::int64_t>(v));
       else if (in.type == onnx::TensorProto::UINT32 || in.type == onnx::TensorProto::UINT64) t->add_uint64_data(static_cast<std::uint64_t>(v));
@@ -560,6 +569,34 @@ TEST(ExecutorOps, RandomOpsDrawTheirShapes) {
   for (float v : uniform.at(0)) EXPECT_TRUE(v >= 2.0f && v <= 3.0f) << v;
   const auto coins = run_op("Bernoulli", {In{{4}, {0, 1, 0, 1}}}, {Out{{4}}});
   EXPECT_THAT(coins.at(0), ElementsAreArray(floats({0, 1, 0, 1})));
+}
+
+// Found by a review of the executor, each against the ONNX specification.
+TEST(ExecutorOps, OldOpsetFormsAndEdgeCasesFoundByReview) {
+  const int f = onnx::TensorProto::FLOAT, u16 = onnx::TensorProto::UINT16, u32 = onnx::TensorProto::UINT32;
+  // Pad-2 (opset 9) fills with its `value` attribute (it padded with 0).
+  EXPECT_THAT(run_op("Pad", {In{{1, 2}, {1, 1}}}, {Out{{1, 4}}}, [](onnx::NodeProto& n) {
+                set_string(n, "mode", "constant"), set_ints(n, "pads", {0, 1, 0, 1}), set_float(n, "value", 7.0f);
+              }, 9).at(0),
+              ElementsAreArray({7.0f, 1.0f, 1.0f, 7.0f}));
+  // Resize-10 takes (X, scales): nearest at 0.7 picks inputs 0, 1, 2 (the executor read no scales
+  // and used 3/5, which picks input 3).
+  EXPECT_THAT(run_op("Resize", {In{{1, 1, 1, 5}, {1, 2, 3, 4, 5}}, In{{4}, {1, 1, 1, 0.7}, f, true}}, {Out{{1, 1, 1, 3}}},
+                     [](onnx::NodeProto& n) { set_string(n, "mode", "nearest"); }, 10).at(0),
+              ElementsAreArray({1.0f, 2.0f, 3.0f}));
+  // reflect and edge on ranks libtorch does not pad itself ([2, 3] on both axes, [3]).
+  EXPECT_THAT(run_op("Pad", {In{{2, 3}, {1, 2, 3, 4, 5, 6}}, In{{4}, {1, 1, 1, 1}, onnx::TensorProto::INT64, true}}, {Out{{4, 5}}},
+                     [](onnx::NodeProto& n) { set_string(n, "mode", "reflect"); }).at(0),
+              ElementsAreArray({5.0f, 4.0f, 5.0f, 6.0f, 5.0f, 2.0f, 1.0f, 2.0f, 3.0f, 2.0f, 5.0f, 4.0f, 5.0f, 6.0f, 5.0f, 2.0f, 1.0f, 2.0f, 3.0f, 2.0f}));
+  EXPECT_THAT(run_op("Pad", {In{{3}, {1, 2, 3}}, In{{2}, {2, 1}, onnx::TensorProto::INT64, true}}, {Out{{6}}},
+                     [](onnx::NodeProto& n) { set_string(n, "mode", "edge"); }).at(0),
+              ElementsAreArray({1.0f, 1.0f, 1.0f, 2.0f, 3.0f, 3.0f}));
+  // uint16 and uint32 constants in raw_data, at their own width (refused: "4 bytes does not match").
+  EXPECT_THAT(run_op("Add", {In{{2}, {1, 65535}, u16, false, true}, In{{2}, {0, 0}, u16}}, {Out{{2}, u16}}).at(0),
+              ElementsAreArray({1.0f, 65535.0f}));
+  EXPECT_THAT(run_op("BitShift", {In{{1}, {3}, u32}, In{{1}, {4}, u32, false, true}}, {Out{{1}, u32}},
+                     [](onnx::NodeProto& n) { set_string(n, "direction", "LEFT"); }).at(0),
+              ElementsAreArray({48.0f}));
 }
 
 }  // namespace

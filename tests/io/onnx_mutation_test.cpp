@@ -361,6 +361,24 @@ struct TinyOnnx {
   }
 };
 
+// A graph output declared with symbolic sizes (what ONNX's own inference writes after an Einsum:
+// "unk__0", "unk__1") overwrote the shape placer learnt every round, and the import never ended
+// (found by a review).
+TEST(OnnxMutation, AnOutputDeclaredWithSymbolicSizesAfterAnEinsumImports) {
+  TinyOnnx t(13);
+  t.input("x", {2, 3}).input("w", {3, 4});
+  auto* y = t.model.mutable_graph()->add_output();
+  y->set_name("y");
+  auto* tt = y->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("unk__0");
+  tt->mutable_shape()->add_dim()->set_dim_param("unk__1");
+  onnx::NodeProto& e = t.node("Einsum", {"x", "w"}, {"y"});
+  auto* eq = e.add_attribute();
+  eq->set_name("equation"), eq->set_type(onnx::AttributeProto::STRING), eq->set_s("ij,jk->ik");
+  EXPECT_EQ(import_error(t.model), "");
+}
+
 // The checks against the ONNX rules must not refuse valid models, where libonnx 1.12's rules
 // disagree with what exporters write (found by review): opset 18's Split into uneven parts by
 // num_outputs, read through opset 13's rule, which refuses uneven parts; a pool with ceil_mode,

@@ -49,7 +49,9 @@ void run_fit(const FitArgs& args) {
       for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
         any = any || profiles.back().find(kind, step.op_name(op), op_signature(step, op)).has_value();
     }
-    if (!any && profiles.back().size() > 0)
+    if (!any && profiles.back().size() == 0)
+      throw Error(fmt::format("profile '{}' times no op at all: it adds nothing to the fit for '{}'", args.profiles[i], args.models[i]));
+    if (!any)
       throw Error(fmt::format("profile '{}' times none of the forward or backward ops of '{}' (by name and signature, or by "
                               "signature): a profile of another model?",
                               args.profiles[i], args.models[i]));

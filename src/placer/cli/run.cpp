@@ -16,6 +16,7 @@
 #include "placer/exec/exec.hpp"
 #include "placer/sim/placement.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 
 namespace placer::cli {
 namespace {
@@ -102,6 +103,7 @@ void run_profile(const ProfileArgs& args) {
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Cluster cluster = resolve_cluster(args.cluster);
+  check_writable(args.output, "profile file");  // before the measurement, not after it
   exec::ProfileOptions po{.mode = options.mode, .optimizer = options.optimizer, .repeats = args.repeats, .steps = args.steps,
                           .warmup = args.warmup, .seed = args.seed, .fit = !args.no_fit};
   const exec::ProfileReport report = exec::profile_model(args.model, options, cluster, po);

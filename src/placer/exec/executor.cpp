@@ -54,9 +54,21 @@ torch::Tensor tensor_from_proto(const onnx::TensorProto& t, const std::string& w
   torch::Tensor out = torch::empty(dims, torch::TensorOptions().dtype(st));
   if (t.has_raw_data()) {
     const std::string& raw = t.raw_data();
-    if (raw.size() != static_cast<std::size_t>(n) * out.element_size())
+    // uint16, uint32 and uint64 have no torch type of their own: held as int64, they are read at
+    // their own width (little-endian, as ONNX stores raw data) and widened.
+    const std::size_t width = dtype == DType::u16 ? 2 : dtype == DType::u32 ? 4 : static_cast<std::size_t>(out.element_size());
+    if (raw.size() != static_cast<std::size_t>(n) * width)
       throw Error(what + ": constant tensor of " + std::to_string(raw.size()) + " bytes does not match its shape");
-    if (n > 0) std::memcpy(out.data_ptr(), raw.data(), raw.size());
+    if (n > 0 && width == static_cast<std::size_t>(out.element_size())) {
+      std::memcpy(out.data_ptr(), raw.data(), raw.size());
+    } else if (n > 0) {
+      auto* dst = out.data_ptr<std::int64_t>();
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::uint64_t v = 0;
+        std::memcpy(&v, raw.data() + static_cast<std::size_t>(i) * width, width);  // little-endian host
+        dst[i] = static_cast<std::int64_t>(v);
+      }
+    }
     return out;
   }
   auto fill = [&](const auto& field, auto cast) {
@@ -236,7 +248,14 @@ Tensors op_div(const OpCall& c) {
   return {torch::div(c.in[0], c.in[1])};
 }
 Tensors op_pow(const OpCall& c) {
-  if (c.value[1].defined() && c.value[1].numel() == 1) return {torch::pow(c.in[0], c.value[1].item<double>())};
+  if (c.value[1].defined() && c.value[1].numel() == 1) {
+    // An integer base to a whole exponent stays in integers (through a double, 4097^2 came out
+    // as 16785408).
+    const double e = c.value[1].item<double>();
+    if (!c.in[0].is_floating_point() && e == std::floor(e) && std::fabs(e) < 0x1p62)
+      return {torch::pow(c.in[0], static_cast<std::int64_t>(e))};
+    return {torch::pow(c.in[0], e)};
+  }
   return {torch::pow(c.in[0], c.in[1])};
 }
 Tensors op_mod(const OpCall& c) {
@@ -461,12 +480,18 @@ Tensors op_pad(const OpCall& c) {
   if (pads.size() != 2 * rank) throw Error(op_label(c.g, c.op) + ": pads do not match the input's rank");
   const std::string mode = c.g.op_attrs(c.op).get_string("mode", "constant");
   if (mode == "constant") {
-    const double value = c.has(2) ? c.scalar(2).value_or(0.0) : 0.0;
+    // The fill value: input 2 (opset 11 on), or the attribute of opsets 2-10.
+    const double value = c.has(2) ? c.scalar(2).value_or(0.0) : c.g.op_attrs(c.op).get_float("value", 0.0);
     return {torch::constant_pad_nd(x, torch_pads(pads, rank), value)};
   }
-  // reflect / edge: torch pads trailing dims only; leading dims must be unpadded.
+  // reflect / edge: torch pads the 1 to 3 trailing dims of a batch of channels, so the unpadded
+  // leading dims are folded into a batch, under one channel, and unfolded after (a [4, 5] or [5]
+  // tensor was refused by libtorch at the first step).
   std::size_t first = 0;
   while (first < rank && pads[first] == 0 && pads[first + rank] == 0) ++first;
+  if (first == rank) return {x.clone()};
+  if (rank - first > 3)
+    throw Error(op_label(c.g, c.op) + ": Pad mode '" + mode + "' pads " + std::to_string(rank - first) + " axes; at most the last 3 are supported");
   std::vector<std::int64_t> tp;
   for (std::size_t i = rank; i-- > first;) tp.push_back(pads[i]), tp.push_back(pads[i + rank]);
   namespace F = torch::nn::functional;
@@ -474,7 +499,15 @@ Tensors op_pad(const OpCall& c) {
   if (mode == "reflect") options.mode(torch::kReflect);
   else if (mode == "edge") options.mode(torch::kReplicate);
   else throw Error(op_label(c.g, c.op) + ": Pad mode '" + mode + "' is not supported");
-  return {F::pad(x, options)};
+  const auto sizes = x.sizes();
+  std::int64_t batch = 1;
+  for (std::size_t i = 0; i < first; ++i) batch *= sizes[i];
+  std::vector<std::int64_t> folded{batch, 1};
+  folded.insert(folded.end(), sizes.begin() + static_cast<std::ptrdiff_t>(first), sizes.end());
+  const torch::Tensor y = F::pad(x.reshape(folded), options);
+  std::vector<std::int64_t> shape(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(first));
+  shape.insert(shape.end(), y.sizes().begin() + 2, y.sizes().end());
+  return {y.reshape(shape)};
 }
 
 // ---- Preparation checks (OpCheck) ----
@@ -919,7 +952,8 @@ Tensors op_resize(const OpCall& c) {
   // output size over the input's.
   std::vector<double> scales;
   const bool upsample = c.g.op_type(c.op) == "Upsample";
-  const std::size_t scales_slot = upsample ? 1 : 2;
+  // Resize-10 takes (X, scales); from opset 11, (X, roi, scales, sizes).
+  const std::size_t scales_slot = upsample || c.g.op_inputs(c.op).size() == 2 ? 1 : 2;
   if (c.has(scales_slot)) {
     torch::Tensor v = (c.value[scales_slot].defined() ? c.value[scales_slot] : c.in[scales_slot]).to(torch::kCPU).to(torch::kDouble);
     if (v.numel() == y.dim()) scales.assign(v.data_ptr<double>(), v.data_ptr<double>() + v.numel());

@@ -1135,8 +1135,12 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       types[init.name()] = t;
     }
     for (const auto& vi : graph->value_info()) types[vi.name()] = vi.type();
+    // A graph output's declared type, unless a fully known one is there already: exporters and
+    // ONNX's own inference declare outputs with symbolic sizes (Einsum's "unk__0"), which overwrote
+    // the shape placer had learnt every round, so that the rounds never ended.
     for (const auto& vi : graph->output())
-      if (vi.type().has_tensor_type() && (vi.type().tensor_type().has_shape() || !types.count(vi.name()))) types[vi.name()] = vi.type();
+      if (vi.type().has_tensor_type() && (!types.count(vi.name()) || (vi.type().tensor_type().has_shape() && !fully_known(types.at(vi.name())))))
+        types[vi.name()] = vi.type();
     return types;
   };
   auto count_unknown = [&](const std::map<std::string, onnx::TypeProto>& types) {
@@ -1287,7 +1291,10 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
     run_onnx_inference(model);
     ++*onnx_passes;
     types = collect();
+    // A round that folded nothing and left as many shapes unknown would repeat itself forever.
+    const std::size_t before = unknown;
     unknown = count_unknown(types);
+    if (!folded && unknown >= before) break;
   }
   check_types_against_rules(model, types, opset);
   return types;
