@@ -346,6 +346,9 @@ TEST(ClusterJson, DeviceEfficienciesRoundTripAndAreChecked) {
               AllOf(HasSubstr("conv"), HasSubstr("positive")));
   EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"conv", {{"speed", 1.0}}}}), "x.json"); }), HasSubstr("speed"));
   EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"conv", 2.0}}), "x.json"); }), HasSubstr("efficiency.conv"));
+  // Aliases cost nothing: an efficiency for them was accepted and ignored (found by a review).
+  EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"alias", {{"compute", 1.0}}}}), "x.json"); }),
+              HasSubstr("class 'alias' takes no efficiency"));
 }
 
 TEST(ClusterPresets, UnknownPresetListsThePresets) {

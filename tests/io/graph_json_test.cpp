@@ -205,6 +205,9 @@ TEST(GraphJsonBadInput, DuplicatesAndUnsupportedTypesNameTheFileAndPlace) {
                "bad.json': tensors[1] 'x': tensor 'x' is defined twice");
   expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "s", "shape": [4], "dtype": "string", "kind": "data"}], "ops": []})",
                "bad.json': tensors[0] 's': dtype 'string' is not supported");
+  // The types listed as known are those a tensor may have (not "unknown" or "string").
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "s", "shape": [4], "dtype": "float8", "kind": "data"}], "ops": []})",
+               "unknown dtype 'float8' (known: float32, float16, bfloat16, float64, int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool)");
   expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4]}],
     "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}, {"name": "b", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}]})",
                "bad.json': ops[1] 'b': tensor 'y' is produced twice");

@@ -101,6 +101,7 @@ Device parse_device(const json& j, const std::string& where) {
       } catch (const Error& e) {
         throw Error(at + ": " + e.what());
       }
+      if (c == OpClass::alias) throw Error(at + ": class 'alias' takes no efficiency (an alias runs no kernel and costs nothing)");
       const std::string at_class = at + "." + class_name;
       require_object(value, at_class);
       check_known_fields(value, {"compute", "memory"}, at_class);

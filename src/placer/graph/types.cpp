@@ -41,7 +41,15 @@ std::uint32_t dtype_size(DType t) {
 }
 
 std::string_view dtype_name(DType t) { return kDTypeNames[static_cast<std::size_t>(t)]; }
-DType parse_dtype(std::string_view name) { return parse_enum<DType>(name, kDTypeNames, "dtype"); }
+DType parse_dtype(std::string_view name) {
+  for (std::size_t i = 0; i < kDTypeNames.size(); ++i)
+    if (kDTypeNames[i] == name) return static_cast<DType>(i);
+  // The types a tensor may have: "unknown" and "string" have names but are refused.
+  std::string known;
+  for (auto n : kDTypeNames)
+    if (n != "unknown" && n != "string") known += (known.empty() ? "" : ", ") + std::string(n);
+  throw Error("unknown dtype '" + std::string(name) + "' (known: " + known + ")");
+}
 
 DType dtype_from_onnx(int e) {
   // onnx::TensorProto_DataType numbering.
