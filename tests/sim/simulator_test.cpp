@@ -264,28 +264,25 @@ TEST(SimulatorMemory, AViewThatIsAnOutputKeepsItsInput) {
 // A graph output stays to the end on the device that made it; its copy on another device is freed
 // after its last reader there, like any copy.
 TEST(SimulatorMemory, AnOutputsCopyIsFreedAfterItsReaders) {
-  Sketch s;
-  TensorId x = s.tensor("x", 100, TensorKind::data), r1 = s.tensor("r1", 400), r2 = s.tensor("r2", 200), r3 = s.tensor("r3", 50);
-  s.op("a", {x}, {r1}, 1.0);
-  s.op("b", {r1}, {r2}, 1.0);
-  s.op("c", {r2}, {r3}, 1.0);
-  s.b.mark_output(r1);
-  s.b.mark_output(r3);
-  Priced r(std::move(s), two_gpus());
-  const SimResult& res = r.on({0, 1, 1});
-  EXPECT_EQ(res.devices[0].peak_memory_bytes, 500u);  // x + r1, which stays there
+  // x -> a -> r1 -> b -> r2 -> c -> r3, outputs r1 and r3; a on gpu:0, b and c on gpu:1.
+  auto peaks = [](std::int64_t r3_bytes) {
+    Sketch s;
+    TensorId x = s.tensor("x", 100, TensorKind::data), r1 = s.tensor("r1", 400), r2 = s.tensor("r2", 200), r3 = s.tensor("r3", r3_bytes);
+    s.op("a", {x}, {r1}, 1.0);
+    s.op("b", {r1}, {r2}, 1.0);
+    s.op("c", {r2}, {r3}, 1.0);
+    s.b.mark_output(r1);
+    s.b.mark_output(r3);
+    Priced r(std::move(s), two_gpus());
+    const SimResult& res = r.on({0, 1, 1});
+    return std::pair{res.devices[0].peak_memory_bytes, res.devices[1].peak_memory_bytes};
+  };
+  const auto [gpu0, gpu1] = peaks(50);
+  EXPECT_EQ(gpu0, 500u);  // x + r1, which stays there
   // The copy of r1 + r2 while b runs; while c runs, r2 + r3 only (the copy of r1 is gone).
-  EXPECT_EQ(res.devices[1].peak_memory_bytes, 600u);
-  // Kept on gpu:1 too, the copy would have made c's peak 400 + 200 + 50.
-  Sketch t;
-  TensorId y = t.tensor("x", 100, TensorKind::data), s1 = t.tensor("r1", 400), s2 = t.tensor("r2", 200), s3 = t.tensor("r3", 500);
-  t.op("a", {y}, {s1}, 1.0);
-  t.op("b", {s1}, {s2}, 1.0);
-  t.op("c", {s2}, {s3}, 1.0);
-  t.b.mark_output(s1);
-  t.b.mark_output(s3);
-  Priced q(std::move(t), two_gpus());
-  EXPECT_EQ(q.on({0, 1, 1}).devices[1].peak_memory_bytes, 700u);  // r2 + r3, not 1100 with the copy of r1
+  EXPECT_EQ(gpu1, 600u);
+  // Kept on gpu:1 too, the copy would have made c's peak 400 + 200 + r3.
+  EXPECT_EQ(peaks(500).second, 700u);  // r2 + r3, not 1100 with the copy of r1
 }
 
 TEST(SimulatorMemory, OutOfMemoryIsReportedWithTheShortfall) {

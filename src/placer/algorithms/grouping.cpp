@@ -268,6 +268,18 @@ bool is_zero_cost(const Graph& g, OpId o) {
   return w.op_class == OpClass::alias || (w.flops == 0.0 && w.bytes_read == 0.0 && w.bytes_written == 0.0);
 }
 
+// The first forward op (by `rank`) that reads the parameter an alias op stands for (its
+// "alias" attribute), or kNone: an edge-less alias runs, and groups, with that op.
+OpId first_alias_reader(const Graph& g, OpId alias_op, std::span<const std::uint32_t> rank) {
+  const std::string alias = g.op_attrs(alias_op).get_string("alias", "");
+  const TensorId t = alias.empty() ? kNoId : g.find_tensor(alias);
+  OpId first = kNone;
+  if (t != kNoId)
+    for (OpId c : g.consumers(t))
+      if (c < g.num_forward_ops() && c != alias_op && (first == kNone || rank[c] < rank[first])) first = c;
+  return first;
+}
+
 }  // namespace
 
 Grouping singleton_groups(const Graph& g) {
@@ -286,11 +298,7 @@ std::vector<std::uint32_t> execution_ranks(const Graph& g) {
   std::vector<OpId> unread;
   for (OpId o : topo) {
     if (!inert(o)) continue;
-    OpId first = kNone;
-    const std::string alias = g.op_attrs(o).get_string("alias", "");
-    if (const TensorId t = alias.empty() ? kNoId : g.find_tensor(alias); t != kNoId)
-      for (OpId c : g.consumers(t))
-        if (!inert(c) && (first == kNone || rank[c] < rank[first])) first = c;
+    const OpId first = first_alias_reader(g, o, rank);  // never inert: an inert op reads nothing
     (first == kNone ? unread : before[first]).push_back(o);
   }
   std::vector<std::uint32_t> out(n);
@@ -319,16 +327,8 @@ Grouping colocation_groups(const Graph& g) {
     if (count == 1) uf.unite(o, only);
   }
   // An alias of a parameter (an edge-less Identity) stays with the first op that reads the alias.
-  for (OpId o = 0; o < nf; ++o) {
-    const std::string alias = g.op_attrs(o).get_string("alias", "");
-    if (alias.empty()) continue;
-    const TensorId t = g.find_tensor(alias);
-    if (t == kNoId) continue;
-    OpId first = kNone;
-    for (OpId c : g.consumers(t))
-      if (c < nf && c != o && (first == kNone || rank[c] < rank[first])) first = c;
-    if (first != kNone) uf.unite(o, first);
-  }
+  for (OpId o = 0; o < nf; ++o)
+    if (const OpId first = first_alias_reader(g, o, rank); first != kNone) uf.unite(o, first);
   std::vector<std::uint32_t> label(nf);
   for (OpId o = 0; o < nf; ++o) label[o] = uf.find(o);
   Grouping base = relabel(g, label);

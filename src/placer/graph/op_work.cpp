@@ -571,9 +571,6 @@ Rule rule_for(std::string_view type, std::optional<OpClass> unknown_default, con
               "and validate cannot execute it)");
 }
 
-}  // namespace
-
-namespace {
 // Work from a rule is counted from attributes and shapes: absurd attributes (an LRN size or a
 // pooling kernel below zero) gave negative FLOPs, which every later sum and cost then carried.
 OpWork checked(std::string_view op_type, const OpWork& w) {
@@ -584,6 +581,7 @@ OpWork checked(std::string_view op_type, const OpWork& w) {
                   " bytes): check its attributes");
   return w;
 }
+
 }  // namespace
 
 OpWork op_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
