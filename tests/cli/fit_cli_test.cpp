@@ -49,6 +49,23 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   EXPECT_GT(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(), 0.0);
 }
 
+// A cluster whose CPU gives no per-op overhead: the overhead `profile` fits cannot be a scale of
+// it, so the profile's model carries it in seconds (it was dropped).
+TEST(FitCli, ProfileKeepsTheFittedOverheadOfADeviceWithoutOne) {
+  const std::string cluster = write("no_overhead.cluster.json", R"({"format": "placer-cluster", "version": 1, "name": "bare",
+      "devices": [{"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e10, "op_overhead_s": 0}],
+      "links": []})");
+  const std::string profile = test::temp_path("no_overhead.profile.json");
+  auto prof = placer({"profile", "--model", test::example("cifarnet.onnx"), "--cluster", cluster, "--mode", "inference", "-o", profile,
+                      "--repeats", "1", "--steps", "1", "--warmup", "0"});
+  ASSERT_EQ(prof.exit_code, 0) << prof.err;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(profile));
+  ASSERT_TRUE(j["model"].contains("overheads_s")) << j["model"].dump();
+  // The fitted overhead (cifarnet's eleven ops take milliseconds each, so it may well fit 0).
+  EXPECT_GE(j["model"]["overheads_s"]["cpu"].get<double>(), 0.0);
+  EXPECT_EQ(j["model"]["backward_overheads_s"]["cpu"], j["model"]["overheads_s"]["cpu"]) << "no gradient measured";
+}
+
 // A profile is paired with its model by op name and the signature each name was measured with:
 // one that times none of the model's ops (another model's, whose names the exporter reused) is
 // refused instead of fitted from the wrong samples.

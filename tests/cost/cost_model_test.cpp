@@ -292,6 +292,45 @@ TEST(Profile, AFittedModelPricesOnlyTheKindsItMeasuredWithTheirOwnOverheads) {
   EXPECT_DOUBLE_EQ(scaled.time_s(0, 1), modelled_time_s(g.op_work(0), c.device(1), *back.model(), false));
 }
 
+// A device whose cluster entry gives no per-op overhead (0) cannot be scaled to the fitted one: it
+// pays the kind's fitted overhead in seconds instead (placer profile dropped it). Devices with an
+// overhead of their own keep their scale.
+TEST(Profile, ADeviceWithoutOverheadPaysTheKindsFittedOverheadInSeconds) {
+  const Cluster c = one_gpu();
+  Device no_overhead = c.device(0);  // the CPU
+  no_overhead.op_overhead_s = 0;
+  CostModel m = CostModel::defaults();
+  m.kind_overhead_scale = {2.0, 0.5};
+  m.kind_overhead_s = {7e-6, 30e-6};
+  m.kind_backward_overhead_s = {9e-6, 45e-6};
+  const OpWork no_work{0, 0, 0, OpClass::matmul};
+  EXPECT_DOUBLE_EQ(modelled_time_s(no_work, no_overhead, m, false), 7e-6);
+  EXPECT_DOUBLE_EQ(modelled_time_s(no_work, no_overhead, m, false, true), 9e-6);
+  EXPECT_DOUBLE_EQ(modelled_time_s(no_work, c.device(1), m, false), 0.5 * c.device(1).op_overhead_s) << "its own, scaled";
+  // Through the profile file: written and read back; a model without the field adds nothing.
+  Profile p;
+  p.set_by_name(DeviceKind::cpu, "another_op", 1e-3);
+  p.set_model(m);
+  nlohmann::json j = p.to_json();
+  EXPECT_DOUBLE_EQ(j["model"]["overheads_s"]["cpu"].get<double>(), 7e-6);
+  Profile back = Profile::from_json(j, "p.json");
+  EXPECT_EQ(back.to_json(), j);
+  EXPECT_DOUBLE_EQ(modelled_time_s(no_work, no_overhead, *back.model(), false, true), 9e-6);
+  j["model"].erase("backward_overheads_s");
+  back = Profile::from_json(j, "p.json");
+  EXPECT_DOUBLE_EQ(modelled_time_s(no_work, no_overhead, *back.model(), false, true), 7e-6) << "gradients take the forward overhead";
+  j["model"].erase("overheads_s");
+  back = Profile::from_json(j, "p.json");
+  EXPECT_DOUBLE_EQ(modelled_time_s(no_work, no_overhead, *back.model(), false), 0.0);
+  for (const char* bad : {R"(-1e-6)", R"("7us")"}) {
+    j["model"]["overheads_s"] = {{"cpu", nlohmann::json::parse(bad)}};
+    EXPECT_THAT([&] { (void)Profile::from_json(j, "p.json"); },
+                ::testing::ThrowsMessage<Error>(::testing::HasSubstr("model.overheads_s.cpu must be a non-negative number of seconds")));
+  }
+  j["model"]["overheads_s"] = {{"tpu", 1e-6}};
+  EXPECT_THROW((void)Profile::from_json(j, "p.json"), Error);
+}
+
 // Exporters reuse op names across models ('/conv1/Conv' in cifarnet and ResNet-50): a time by name
 // applies to an op of another signature only when the profile did not record the signature.
 TEST(Profile, ATimeByNameIsForTheSignatureItWasMeasuredWith) {

@@ -54,8 +54,15 @@ double modelled_time_s(const OpWork& work, const Device& device, const CostModel
   const double compute = work.flops / (device.peak_flops * (own.compute > 0 ? own.compute : e.compute));
   const double memory = (work.bytes_read + work.bytes_written) /
                         (device.memory_bandwidth_bytes_per_s * (own.memory > 0 ? own.memory : e.memory));
-  const double overhead = (backward ? device.backward_overhead_s() : device.op_overhead_s) * model.overhead_scale_of(device.kind, backward);
-  return overhead + std::max(compute, memory);
+  return model.overhead_s(device, backward) + std::max(compute, memory);
+}
+
+double CostModel::overhead_s(const Device& device, bool backward) const {
+  const double own = backward ? device.backward_overhead_s() : device.op_overhead_s;
+  if (own > 0) return own * overhead_scale_of(device.kind, backward);
+  const auto k = static_cast<std::size_t>(device.kind);
+  const double fitted = backward ? kind_backward_overhead_s[k] : kind_overhead_s[k];
+  return fitted > 0 ? fitted : 0.0;
 }
 
 std::string op_signature(const Graph& g, OpId op) {
@@ -119,7 +126,8 @@ nlohmann::json Profile::to_json() const {
   if (!op_signature_.empty()) j["op_signatures"] = op_signature_;
   if (model_) {
     // The kinds the model prices only: the efficiencies of the others are no fit.
-    json eff[2] = {json::object(), json::object()}, scales[2] = {json::object(), json::object()};
+    json eff[2] = {json::object(), json::object()}, scales[2] = {json::object(), json::object()},
+         overheads[2] = {json::object(), json::object()};
     for (bool backward : {false, true})
       for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
         const auto k = static_cast<std::size_t>(kind);
@@ -131,6 +139,8 @@ nlohmann::json Profile::to_json() const {
         }
         const double scale = backward ? model_->kind_backward_overhead_scale[k] : model_->kind_overhead_scale[k];
         if (scale >= 0) scales[backward][kind_name] = scale;
+        const double overhead = backward ? model_->kind_backward_overhead_s[k] : model_->kind_overhead_s[k];
+        if (overhead >= 0) overheads[backward][kind_name] = overhead;
       }
     j["model"] = {{"efficiency", eff[0]},
                   {"overhead_scale", model_->overhead_scale},
@@ -138,6 +148,8 @@ nlohmann::json Profile::to_json() const {
                   {"backward_overhead_scale", model_->backward_overhead_scale}};
     if (!scales[0].empty()) j["model"]["overhead_scales"] = scales[0];
     if (!scales[1].empty()) j["model"]["backward_overhead_scales"] = scales[1];
+    if (!overheads[0].empty()) j["model"]["overheads_s"] = overheads[0];
+    if (!overheads[1].empty()) j["model"]["backward_overheads_s"] = overheads[1];
     json kinds = json::array();
     for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
       if (model_->prices[static_cast<std::size_t>(kind)]) kinds.push_back(std::string(device_kind_name(kind)));
@@ -215,7 +227,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     if (!it->is_object()) throw Error(where + " must be an object");
     check_known_fields(*it,
                        {"efficiency", "overhead_scale", "backward_efficiency", "backward_overhead_scale", "overhead_scales",
-                        "backward_overhead_scales", "kinds"},
+                        "backward_overhead_scales", "overheads_s", "backward_overheads_s", "kinds"},
                        where);
     for (const char* field : {"overhead_scale", "backward_overhead_scale"}) {
       if (!it->contains(field)) continue;
@@ -240,6 +252,22 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
         named_kind[k] = true;
       }
     }
+    // Fitted overheads in seconds, for devices whose cluster entry gives none. They name no kind
+    // (a kind priced by the cluster's own figures has no use for them).
+    for (const char* field : {"overheads_s", "backward_overheads_s"}) {
+      auto overheads = it->find(field);
+      if (overheads == it->end()) continue;
+      if (!overheads->is_object()) throw Error(where + "." + field + " must be an object keyed by device kind");
+      for (auto& [kind_name, seconds] : overheads->items()) {
+        const std::string here = where + "." + field + "." + kind_name;
+        const auto k = static_cast<std::size_t>(named(here, [&] { return parse_device_kind(kind_name); }));
+        if (!seconds.is_number() || !std::isfinite(seconds.get<double>()) || seconds.get<double>() < 0)
+          throw Error(here + " must be a non-negative number of seconds");
+        (std::string(field) == "overheads_s" ? m.kind_overhead_s : m.kind_backward_overhead_s)[k] = seconds.get<double>();
+      }
+    }
+    for (std::size_t k = 0; k < 2; ++k)
+      if (m.kind_backward_overhead_s[k] < 0 && !it->contains("backward_overheads_s")) m.kind_backward_overhead_s[k] = m.kind_overhead_s[k];
     // Per kind, a backward scale defaults to the kind's forward one, as the common pair does.
     for (std::size_t k = 0; k < 2; ++k)
       if (m.kind_backward_overhead_scale[k] < 0 && m.kind_overhead_scale[k] >= 0 &&

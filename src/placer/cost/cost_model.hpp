@@ -40,6 +40,10 @@ struct CostModel {
   double overhead_scale = 1.0;
   double backward_overhead_scale = 1.0;
   std::array<double, 2> kind_overhead_scale{-1.0, -1.0}, kind_backward_overhead_scale{-1.0, -1.0};
+  // The fitted per-op overhead in seconds of a kind (>= 0; -1 = none), of forward and update ops
+  // and of backward ops: what devices of that kind whose cluster entry gives no overhead (0, which
+  // no scale can raise) pay instead.
+  std::array<double, 2> kind_overhead_s{-1.0, -1.0}, kind_backward_overhead_s{-1.0, -1.0};
   // The kinds this model prices. A profile's fitted model prices the kinds it measured; the
   // CostTable prices other kinds' ops from their devices' own figures, as without a profile.
   std::array<bool, 2> prices{true, true};
@@ -48,6 +52,9 @@ struct CostModel {
     if (backward) return kind_backward_overhead_scale[k] >= 0 ? kind_backward_overhead_scale[k] : backward_overhead_scale;
     return kind_overhead_scale[k] >= 0 ? kind_overhead_scale[k] : overhead_scale;
   }
+  // The per-op overhead of `device` under this model: the device's own times its scale, or where
+  // the device has none, the fitted overhead of its kind (0 without one).
+  double overhead_s(const Device& device, bool backward) const;
   const Efficiency& of(DeviceKind kind, OpClass c, bool backward = false) const {
     return efficiency[backward][static_cast<std::size_t>(kind)][static_cast<std::size_t>(c)];
   }

@@ -208,6 +208,9 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
       const auto k = static_cast<std::size_t>(kind);
       fitted.prices[k] = true;
       if (device.op_overhead_s > 0) fitted.overhead_scale = fitted.kind_overhead_scale[k] = overhead / device.op_overhead_s;
+      // Also in seconds: a device whose cluster entry gives no overhead (0) cannot be scaled to it.
+      fitted.kind_overhead_s[k] = overhead;
+      fitted.kind_backward_overhead_s[k] = fit.backward_samples > 0 ? fit.backward_overhead_s : overhead;
       if (fit.backward_samples > 0) {
         if (device.backward_overhead_s() > 0)
           fitted.backward_overhead_scale = fitted.kind_backward_overhead_scale[k] = fit.backward_overhead_s / device.backward_overhead_s();
