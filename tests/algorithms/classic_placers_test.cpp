@@ -435,6 +435,16 @@ TEST_P(Partitioner, RepairStaysWithinTheSampleBudget) {
   EXPECT_LE(r.samples, 1u);
 }
 
+// A time budget past what the clock counts is no limit (--seconds 1e10 wrapped the deadline into
+// the past, and the repair never ran: found by a review).
+TEST_P(Partitioner, AHugeTimeBudgetStillRepairs) {
+  Priced p = overflowing_partition();
+  NullObserver quiet;
+  const PlacementResult r = make_placer(GetParam(), PlacerOptions(std::map<std::string, std::string>{{"groups", "op"}}))
+                                ->place(p.problem(), Budget{.seconds = 1e10}, quiet, 1);
+  EXPECT_TRUE(r.sim.fits) << r.note;
+}
+
 TEST_P(Partitioner, HonoursTheMemoryFraction) {
   Priced p(module_chain(4, 600), cpu_and_gpus(2, 2000));
   SimOptions sim;

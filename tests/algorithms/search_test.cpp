@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "algorithms/small_problems.hpp"
@@ -365,6 +366,41 @@ TEST(Random, DrawsForTheSamplesOrTheSecondsGiven) {
   // Both: whichever ends first (the samples would take hours).
   EXPECT_LT(run_placer("random", pr.problem(), {.samples = std::size_t{1} << 40, .seconds = 0.05, .threads = 1}, 1).samples,
             std::size_t{1} << 40);
+}
+
+// When nothing fits, random keeps the draw closest to fitting, as every search does (it kept the
+// fastest, usually everything on one device: the furthest from fitting; found by a review).
+TEST(Random, WhenNothingFitsKeepsTheDrawClosestToFitting) {
+  Sketch s;
+  TensorId prev = s.tensor("x", 10, TensorKind::data);
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = std::to_string(i);
+    TensorId w = s.tensor("w" + n, 600, TensorKind::parameter), out = s.tensor("y" + n, 10);
+    s.op("m" + n, {prev, w}, {out}, 1.0);
+    prev = out;
+  }
+  s.b.mark_output(prev);
+  Priced pr(std::move(s), switch_gpus(3, 1000));  // 2400 B of parameters, 3000 B of memory: spread, no device holds two
+  // The smallest total shortfall of any placement, by trying every one (3^4).
+  const Problem p = pr.problem();
+  Evaluator eval(p);
+  std::uint64_t closest = std::numeric_limits<std::uint64_t>::max();
+  std::vector<DeviceId> fwd(4, 0);
+  for (;;) {
+    const SimResult& r = eval.evaluate(fwd);
+    std::uint64_t shortfall = 0;
+    for (const auto& [d, bytes] : r.shortfalls) shortfall += bytes;
+    EXPECT_FALSE(r.fits);
+    closest = std::min(closest, shortfall);
+    std::size_t i = 0;
+    while (i < fwd.size() && ++fwd[i] == 3) fwd[i++] = 0;
+    if (i == fwd.size()) break;
+  }
+  const PlacementResult r = run_placer("random", p, {.samples = 2000, .threads = 1}, 1);
+  ASSERT_FALSE(r.sim.fits);
+  std::uint64_t shortfall = 0;
+  for (const auto& [d, bytes] : r.sim.shortfalls) shortfall += bytes;
+  EXPECT_EQ(shortfall, closest);
 }
 
 // The enumeration stops at a budget (between blocks of placements) with the best found so far.

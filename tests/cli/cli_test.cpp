@@ -447,5 +447,23 @@ TEST(Docs, GraphJsonExampleLoads) {
   EXPECT_THAT(run.out, HasSubstr("training    13 ops (4 forward, 5 backward, 4 update; sgd)"));
 }
 
+// Threads that cannot be started (a limit on processes or on address space) are an error saying
+// so: local-search aborted (a vector of joinable threads destroyed) and the learned placers hung
+// (threads waiting on a condition variable being destroyed); found by a review. Each thread
+// reserves 8 MB of stack, so 4096 of them do not fit in 8 GB of address space.
+TEST(Threads, ThreadsThatCannotStartAreAnErrorNotACrashOrAHang) {
+  const std::string model = test::example("cifarnet.onnx");
+  for (const std::vector<std::string> algo : {std::vector<std::string>{"local-search", "--opt", "chains=4096", "--samples", "20000"},
+                                              std::vector<std::string>{"colocrl", "--opt", "hidden=16", "--samples", "8"}}) {
+    std::vector<std::string> args{"-c", "ulimit -v 8000000 && exec \"$0\" \"$@\"", test::placer_binary(), "place", "--model", model,
+                                  "--cluster", "k80x4", "--threads", "4096", "--quiet", "--algo"};
+    args.insert(args.end(), algo.begin(), algo.end());
+    const auto run = test::placer_at("/bin/sh", args);
+    EXPECT_EQ(run.exit_code, 1) << algo[0] << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr("threads (started ")) << algo[0];
+    EXPECT_THAT(run.err, HasSubstr("ask for fewer with --threads")) << algo[0];
+  }
+}
+
 }  // namespace
 }  // namespace placer

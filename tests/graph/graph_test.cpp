@@ -317,6 +317,76 @@ TEST(GraphValidation, ABackwardOpMustNameItsForwardOp) {
               ::testing::ThrowsMessage<Error>(HasSubstr("op 'loss': a backward op must name the forward op it differentiates")));
 }
 
+// An update runs where its parameter lives (found by a review): a param that is an activation or
+// data has no home, one that no forward op reads has none either, and only update ops name one —
+// each silently ran the update where the graph's first op ran.
+TEST(GraphValidation, AnUpdateOpMustNameAParameterAForwardOpReads) {
+  auto build = [](OpRole role, bool param_is_parameter, bool forward_reads_it) {
+    GraphBuilder b;
+    const TensorId x = b.add_tensor("x", {4}, DType::f32, TensorKind::data), y = b.add_tensor("y", {4}, DType::f32, TensorKind::activation);
+    const TensorId w = b.add_tensor("w", {4}, DType::f32, TensorKind::parameter);
+    b.add_op({.name = "f", .type = "Mul", .inputs = forward_reads_it ? std::vector<TensorId>{x, w} : std::vector<TensorId>{x, x}, .outputs = {y}});
+    b.add_op({.name = "update/w", .type = "SGDUpdate", .inputs = {w}, .outputs = {}, .role = role,
+              .forward_op = role == OpRole::backward ? OpId{0} : kNoId, .param = param_is_parameter ? w : y});
+    b.set_num_forward_ops(1);
+    return std::move(b).build();
+  };
+  const Graph ok = build(OpRole::update, true, true);
+  EXPECT_EQ(ok.updated_param(1), ok.find_tensor("w"));
+  EXPECT_THAT([&] { (void)build(OpRole::update, false, true); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("op 'update/w': its param 'y' is not a parameter (its kind: activation)")));
+  EXPECT_THAT([&] { (void)build(OpRole::backward, true, true); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("op 'update/w': only update ops name the parameter they update")));
+  EXPECT_THAT([&] { (void)build(OpRole::update, true, false); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("the parameter it updates, 'w', is read by no forward op")));
+}
+
+// Optimizer state is kept for the parameters the step updates, not for one that no gradient
+// reaches (PyTorch's optimizers keep none for a parameter without a gradient).
+TEST(Graph, OptimizerStateIsKeptForUpdatedParametersOnly) {
+  GraphBuilder b;
+  const TensorId x = b.add_tensor("x", {4}, DType::f32, TensorKind::data), y = b.add_tensor("y", {4}, DType::f32, TensorKind::activation);
+  const TensorId w = b.add_tensor("w", {4}, DType::f32, TensorKind::parameter), k = b.add_tensor("k", {100}, DType::f32, TensorKind::parameter);
+  const TensorId m = b.add_tensor("m", {100}, DType::boolean, TensorKind::activation);
+  b.add_op({.name = "f", .type = "Mul", .inputs = {x, w}, .outputs = {y}});
+  b.add_op({.name = "cmp", .type = "Greater", .inputs = {k, k}, .outputs = {m}});
+  b.add_op({.name = "update/w", .type = "AdamUpdate", .inputs = {w}, .outputs = {}, .role = OpRole::update, .param = w});
+  b.set_num_forward_ops(2);
+  b.set_optimizer_state_copies(2);
+  const Graph g = std::move(b).build();
+  EXPECT_EQ(g.optimizer_state_bytes(w), 2u * 16u);
+  EXPECT_EQ(g.optimizer_state_bytes(k), 0u);
+  EXPECT_EQ(g.optimizer_state_bytes(x), 0u);
+}
+
+// A parameter no op reads (an initializer read only through an Identity alias, which gets a tensor
+// of its own) is neither trained nor placed: the totals leave it out, as the simulator does.
+TEST(Graph, TotalsCountOnlyParametersSomeOpReads) {
+  GraphBuilder b;
+  const TensorId x = b.add_tensor("x", {8, 4}, DType::f32, TensorKind::data), y = b.add_tensor("y", {8, 2}, DType::f32, TensorKind::activation);
+  const TensorId w = b.add_tensor("w", {4, 2}, DType::f32, TensorKind::parameter);
+  b.add_tensor("w_original", {4, 2}, DType::f32, TensorKind::parameter);
+  b.add_op({.name = "mm", .type = "MatMul", .inputs = {x, w}, .outputs = {y}});
+  b.mark_output(y);
+  const GraphTotals totals = graph_totals(std::move(b).build());
+  EXPECT_EQ(totals.trainable_params, 8u);
+  EXPECT_EQ(totals.param_bytes, 32u);
+}
+
+// An alias op with two outputs (an inference Dropout whose mask is read): the first output is a
+// view of the input, the other a tensor of its own.
+TEST(Graph, AnAliasOpsFirstOutputIsAViewWhateverItsOtherOutputs) {
+  GraphBuilder b;
+  const TensorId x = b.add_tensor("x", {4}, DType::f32, TensorKind::data), t = b.add_tensor("t", {4}, DType::f32, TensorKind::activation);
+  const TensorId d = b.add_tensor("d", {4}, DType::f32, TensorKind::activation), mask = b.add_tensor("mask", {4}, DType::boolean, TensorKind::activation);
+  b.add_op({.name = "A", .type = "Relu", .inputs = {x}, .outputs = {t}, .work = {4, 16, 16, OpClass::elementwise}});
+  b.add_op({.name = "D", .type = "Dropout", .inputs = {t}, .outputs = {d, mask}, .work = {0, 0, 0, OpClass::alias}});
+  b.mark_output(d), b.mark_output(mask);
+  const Graph g = std::move(b).build();
+  EXPECT_TRUE(g.op_is_view(1));
+  EXPECT_FALSE(g.op_is_view(0));
+}
+
 TEST(GraphValidation, RejectsTensorProducedTwice) {
   GraphBuilder b;
   TensorId t = b.add_tensor("t", {1}, DType::f32, TensorKind::activation);

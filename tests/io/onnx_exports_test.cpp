@@ -213,6 +213,19 @@ TEST(OnnxExports, SmallConstantsInAnExternalFileAreReadForShapeInference) {
   e->set_key("offset"), e->set_value("0x10");
   EXPECT_THAT([&] { load_onnx(m.save("external_shapes.onnx", dir.string()), {}); },
               ThrowsMessage<Error>(HasSubstr("external data offset '0x10' is not a number of bytes")));
+  // A weight (over 4,096 elements: never read here) must name a file inside the directory too
+  // (its location went unchecked; found by a review).
+  target->clear_external_data();
+  external(target, "all.bin", 64 * 32 * 4, 24);
+  for (const char* location : {"../all.bin", "/etc/passwd"}) {
+    external(m.m.mutable_graph()->mutable_initializer(0), location, 0, 64 * 32 * 4);
+    m.m.mutable_graph()->mutable_initializer(0)->mutable_external_data()->DeleteSubrange(0, 3);
+    EXPECT_THAT([&] { load_onnx(m.save("external_shapes.onnx", dir.string()), {}); },
+                ThrowsMessage<Error>(AllOf(HasSubstr("initializer 'w'"), HasSubstr("is not a file inside the model's directory"))))
+        << location;
+  }
+  external(m.m.mutable_graph()->mutable_initializer(0), "all.bin", 0, 64 * 32 * 4);
+  m.m.mutable_graph()->mutable_initializer(0)->mutable_external_data()->DeleteSubrange(0, 3);
   // A Constant node's value stored apart (onnx's convert_attribute=True) is read too.
   target->clear_external_data();
   external(target, "all.bin", 64 * 32 * 4, 24);

@@ -335,15 +335,18 @@ struct TinyOnnx {
     model.add_opset_import()->set_version(opset);
     model.mutable_graph()->set_name("tiny");
   }
-  static void shape(onnx::ValueInfoProto* vi, const std::string& name, const std::vector<std::int64_t>& dims) {
+  static void shape(onnx::ValueInfoProto* vi, const std::string& name, const std::vector<std::int64_t>& dims,
+                    int elem_type = onnx::TensorProto::FLOAT) {
     vi->set_name(name);
     auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->set_elem_type(elem_type);
     for (std::int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
   }
   TinyOnnx& input(const std::string& name, const std::vector<std::int64_t>& dims) { return shape(model.mutable_graph()->add_input(), name, dims), *this; }
   TinyOnnx& output(const std::string& name, const std::vector<std::int64_t>& dims) { return shape(model.mutable_graph()->add_output(), name, dims), *this; }
-  TinyOnnx& declared(const std::string& name, const std::vector<std::int64_t>& dims) { return shape(model.mutable_graph()->add_value_info(), name, dims), *this; }
+  TinyOnnx& declared(const std::string& name, const std::vector<std::int64_t>& dims, int elem_type = onnx::TensorProto::FLOAT) {
+    return shape(model.mutable_graph()->add_value_info(), name, dims, elem_type), *this;
+  }
   onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out) {
     onnx::NodeProto* n = model.mutable_graph()->add_node();
     n->set_op_type(op), n->set_name("/" + op + std::to_string(model.graph().node_size()));
@@ -401,7 +404,7 @@ TEST(OnnxMutation, ValidModelsWhoseDeclaredShapesOldRulesDisputeImport) {
 
   TinyOnnx depthwise(13);  // group = channels, Conv1d, Gemm with a bias of [N], Reshape with 0 and -1
   depthwise.input("x", {4, 32, 50}).input("w", {32, 1, 3}).input("w2", {10, 1600}).input("c", {10}).output("z", {4, 10});
-  depthwise.declared("y", {4, 32, 50}).declared("f", {4, 1600}).declared("shape", {2});
+  depthwise.declared("y", {4, 32, 50}).declared("f", {4, 1600}).declared("shape", {2}, onnx::TensorProto::INT64);
   onnx::NodeProto& conv = depthwise.node("Conv", {"x", "w"}, {"y"});
   TinyOnnx::ints(conv, "group", {32}), TinyOnnx::ints(conv, "pads", {1, 1}), TinyOnnx::ints(conv, "kernel_shape", {3});
   onnx::NodeProto& target = depthwise.node("Constant", {}, {"shape"});
@@ -412,6 +415,21 @@ TEST(OnnxMutation, ValidModelsWhoseDeclaredShapesOldRulesDisputeImport) {
   depthwise.node("Reshape", {"y", "shape"}, {"f"});
   TinyOnnx::ints(depthwise.node("Gemm", {"f", "w2", "c"}, {"z"}), "transB", {1});
   EXPECT_EQ(import_error(depthwise.model), "");
+}
+
+// A sparse initializer (which the checker accepts) is refused saying so: the op reading it was
+// said to read a tensor that nothing produces (found by a review).
+TEST(OnnxMutation, ASparseInitializerIsRefusedSayingSo) {
+  TinyOnnx t(13);
+  t.input("x", {8, 64}).output("y", {8, 32});
+  t.node("MatMul", {"x", "w"}, {"y"});
+  auto* sparse = t.model.mutable_graph()->add_sparse_initializer();
+  sparse->add_dims(64), sparse->add_dims(32);
+  sparse->mutable_values()->set_name("w"), sparse->mutable_values()->set_data_type(onnx::TensorProto::FLOAT);
+  sparse->mutable_values()->add_dims(1), sparse->mutable_values()->add_float_data(1.0f);
+  sparse->mutable_indices()->set_data_type(onnx::TensorProto::INT64);
+  sparse->mutable_indices()->add_dims(1), sparse->mutable_indices()->add_int64_data(5);
+  EXPECT_THAT(import_error(t.model), ::testing::HasSubstr("1 sparse initializer(s) ('w'), which placer does not read"));
 }
 
 // Found by fuzzing: ONNX's inference expands model-local functions without a depth limit, and a

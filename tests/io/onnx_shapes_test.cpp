@@ -349,5 +349,78 @@ TEST(OnnxShapes, CompressWithAConstantConditionKeepsTheSlicesItSelects) {
               ThrowsMessage<Error>(AllOf(HasSubstr("(Compress)"), HasSubstr("the condition selects entry 5 of 5"))));
 }
 
+// Found by review: the folding read variadic Max and Min from their first two inputs, ignored
+// Clip's bounds when they were attributes (opsets 6-10), evaluated a custom domain's op as the ONNX
+// op of the same name, and took an optional input that the node names but whose value is only
+// known at run time (Slice's steps, Unsqueeze's axes) as absent.
+TEST(OnnxShapes, FoldingReadsEveryInputAndAttributeAndOnlyOnnxsOwnOps) {
+  onnx::GraphProto g;
+  add_int64_initializer(&g, "a", {8, 64});
+  add_int64_initializer(&g, "b", {1, 1});
+  add_int64_initializer(&g, "c", {100, 100});
+  add_node(&g, "Max", {"a", "b", "c"}, {"max3"});
+  add_node(&g, "Min", {"a", "b", "c"}, {"min3"});
+  add_node(&g, "Max", {"a"}, {"max1"});
+  auto* clip = add_node(&g, "Clip", {"a"}, {"clipped"});
+  for (auto [name, v] : {std::pair{"min", 10.0f}, std::pair{"max", 20.0f}}) {
+    auto* attr = clip->add_attribute();
+    attr->set_name(name), attr->set_type(onnx::AttributeProto::FLOAT), attr->set_f(v);
+  }
+  add_node(&g, "Mul", {"a", "b"}, {"custom"})->set_domain("com.example");
+  add_int64_initializer(&g, "st0", {0});
+  add_int64_initializer(&g, "en", {1});
+  add_int64_initializer(&g, "ax", {0});
+  add_node(&g, "Slice", {"a", "st0", "en", "ax", "runtime_step"}, {"sliced"});
+  add_node(&g, "Slice", {"a", "st0", "en", "ax"}, {"sliced_known"});
+  add_node(&g, "Unsqueeze", {"a", "runtime_axes"}, {"unsqueezed"});
+  const auto values = folded_values(g, {});
+  ASSERT_TRUE(values.count("max3") && values.count("min3") && values.count("max1") && values.count("clipped"));
+  EXPECT_EQ(values.at("max3"), (std::vector<double>{100, 100}));
+  EXPECT_EQ(values.at("min3"), (std::vector<double>{1, 1}));
+  EXPECT_EQ(values.at("max1"), (std::vector<double>{8, 64}));
+  EXPECT_EQ(values.at("clipped"), (std::vector<double>{10, 20}));
+  EXPECT_FALSE(values.count("custom")) << "com.example's Mul may compute anything";
+  EXPECT_FALSE(values.count("sliced")) << "its steps are known only at run time";
+  ASSERT_TRUE(values.count("sliced_known"));
+  EXPECT_EQ(values.at("sliced_known"), (std::vector<double>{8}));
+  EXPECT_FALSE(values.count("unsqueezed")) << "its axes are known only at run time";
+}
+
+// A model whose every type is declared skips ONNX's inference: a declared type that contradicts the
+// value an initializer or a Constant stores was priced while the tensor had the stored dims.
+TEST(OnnxShapes, ADeclaredTypeThatContradictsAStoredValueIsAnError) {
+  auto model = [](bool constant) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* g = m.mutable_graph();
+    g->set_name("declared");
+    add_float_value(g->mutable_input(), "x", {8, 4});
+    onnx::TensorProto w;
+    w.set_name("w"), w.set_data_type(onnx::TensorProto::FLOAT), w.add_dims(4), w.add_dims(2);
+    for (int i = 0; i < 8; ++i) w.add_float_data(1.0f);
+    if (constant) {
+      auto* c = add_node(g, "Constant", {}, {"w"});
+      c->set_name("wc");
+      auto* attr = c->add_attribute();
+      attr->set_name("value"), attr->set_type(onnx::AttributeProto::TENSOR), *attr->mutable_t() = w;
+    } else {
+      *g->add_initializer() = w;
+    }
+    add_node(g, "MatMul", {"x", "w"}, {"y"});
+    add_float_value(g->mutable_value_info(), "w", {4, 1000});
+    add_float_value(g->mutable_output(), "y", {8, 1000});
+    return m;
+  };
+  EXPECT_THAT([&] { infer_all_shapes(model(false)); },
+              ThrowsMessage<Error>(HasSubstr("tensor 'w' is declared float[4,1000] but its initializer is float[4,2]")));
+  EXPECT_THAT([&] { infer_all_shapes(model(true)); },
+              ThrowsMessage<Error>(HasSubstr("tensor 'w' is declared float[4,1000] but its value of node 'wc' (Constant) is float[4,2]")));
+  onnx::ModelProto agreeing = model(false);
+  agreeing.mutable_graph()->mutable_value_info(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(2);
+  agreeing.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(2);
+  EXPECT_EQ(dims(infer_all_shapes(agreeing).at("y")), (std::vector<std::int64_t>{8, 2}));
+}
+
 }  // namespace
 }  // namespace placer

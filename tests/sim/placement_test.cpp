@@ -89,6 +89,22 @@ TEST(PlacementFile, KeyMatchingNothingIsAnError) {
   }
 }
 
+// Keys place forward ops: a key naming a module that holds only backward or update ops placed
+// nothing, silently (found by a review).
+TEST(PlacementFile, AKeyNamingAModuleWithoutForwardOpsIsAnError) {
+  GraphBuilder b("opt");
+  const TensorId x = b.add_tensor("x", {4}, DType::f32, TensorKind::data), y = b.add_tensor("y", {4}, DType::f32, TensorKind::activation);
+  const TensorId w = b.add_tensor("w", {4}, DType::f32, TensorKind::parameter);
+  b.add_op({.name = "f", .type = "Mul", .inputs = {x, w}, .outputs = {y}, .module = "net.layer"});
+  b.add_op({.name = "update/w", .type = "SGDUpdate", .inputs = {w}, .outputs = {}, .module = "optimizer.sgd", .role = OpRole::update,
+            .param = w});
+  b.set_num_forward_ops(1);
+  const Graph g = std::move(b).build();
+  EXPECT_THAT(resolve(R"({"default": "gpu:0", "devices": {"net": "gpu:1"}})", g), ElementsAre(2u));
+  EXPECT_THAT([&] { resolve(R"({"default": "gpu:0", "devices": {"optimizer": "gpu:1"}})", g); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("key 'optimizer' names a module that holds no forward op")));
+}
+
 TEST(PlacementFile, MissingDeviceIsAnErrorNamingIt) {
   try {
     resolve(R"({"default": "gpu:7"})", modular_graph());

@@ -50,7 +50,6 @@ struct RefResult {
 
 inline RefResult reference_simulate(const Graph& g, const Cluster& c, const CostTable& costs, const std::vector<DeviceId>& dev) {
   const std::size_t n = g.num_ops(), nd = c.num_devices(), nt = g.num_tensors();
-  const bool training = g.num_forward_ops() != n;
   RefResult r;
   r.busy_s.assign(nd, 0.0);
   r.ops.assign(nd, 0);
@@ -106,7 +105,12 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
   for (TensorId t = 0; t < nt; ++t) {
     if (!is_source(t) || g.param_home(t) == kNoId || g.tensor_folded(t)) continue;
     std::uint64_t bytes = g.tensor_bytes(t);
-    if (training && g.tensor_kind(t) == TensorKind::parameter) bytes += std::uint64_t{g.optimizer_state_copies()} * g.tensor_bytes(t);
+    // Optimizer state: of the parameters an update op of the step updates.
+    for (OpId o = 0; o < g.num_ops(); ++o)
+      if (g.op_role(o) == OpRole::update && g.updated_param(o) == t) {
+        bytes += std::uint64_t{g.optimizer_state_copies()} * g.tensor_bytes(t);
+        break;
+      }
     r.static_bytes[where[t]] += bytes;
   }
   for (const auto& [t, d] : setup_values) r.static_bytes[d] += g.tensor_bytes(t);

@@ -248,6 +248,43 @@ TEST(SimulatorMemory, AViewSharesItsInputsStorage) {
   EXPECT_EQ(moved.devices[1].peak_memory_bytes, 250u);
 }
 
+// An alias op with a second output (an inference Dropout whose mask is read): its first output is
+// a view, its mask memory of its own (both took memory before; found by a review).
+TEST(SimulatorMemory, AnAliasOpsSecondOutputIsATensorOfItsOwn) {
+  Sketch s;
+  TensorId x = s.tensor("x", 1, TensorKind::data), t = s.tensor("t", 1000), d = s.tensor("d", 1000), mask = s.tensor("mask", 250);
+  TensorId b = s.tensor("b", 1000);
+  s.op("A", {x}, {t}, 1.0);
+  s.profile.set_by_name(DeviceKind::gpu, "D", 0.0);
+  OpSpec dropout{.name = "D", .type = "Dropout", .inputs = {t}, .outputs = {d, mask}};
+  dropout.work.op_class = OpClass::alias;
+  s.b.add_op(std::move(dropout));
+  s.op("B", {d}, {b}, 1.0);
+  s.b.mark_output(b);
+  s.b.mark_output(mask);
+  Priced r(std::move(s), two_gpus(1'000'000));
+  // While B runs: x + t (viewed by d) + mask + b.
+  EXPECT_EQ(r.on({0, 0, 0}).devices[0].peak_memory_bytes, 1u + 1000u + 250u + 1000u);
+}
+
+// Optimizer state is kept for the parameters the step updates: none for one no gradient reaches.
+TEST(SimulatorMemory, OptimizerStateOnlyForUpdatedParameters) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), w = s.tensor("w", 100, TensorKind::parameter);
+  TensorId k = s.tensor("k", 1000, TensorKind::parameter), y = s.tensor("y", 10), m = s.tensor("m", 10);
+  s.op("f", {x, w}, {y}, 1.0);
+  s.op("cmp", {k}, {m}, 1.0);
+  s.profile.set_by_name(DeviceKind::gpu, "update/w", 1.0);
+  s.b.add_op({.name = "update/w", .type = "AdamUpdate", .inputs = {w}, .outputs = {}, .role = OpRole::update, .param = w,
+              .work = {1, 1, 1, OpClass::optimizer}});
+  s.b.set_num_forward_ops(2);
+  s.b.set_optimizer_state_copies(2);
+  s.b.mark_output(y);
+  s.b.mark_output(m);
+  Priced r(std::move(s), two_gpus(1'000'000));
+  EXPECT_EQ(r.on({0, 0, 0}).devices[0].static_memory_bytes, 10u + 100u + 2u * 100u + 1000u);
+}
+
 // A view that is a graph output keeps the storage it views to the end of the step.
 TEST(SimulatorMemory, AViewThatIsAnOutputKeepsItsInput) {
   Sketch s;

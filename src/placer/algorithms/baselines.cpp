@@ -78,12 +78,18 @@ class RandomPlacer final : public Placer {
     std::vector<DeviceId> fwd(p.graph.num_forward_ops()), best;
     double best_time = 0.0;
     bool best_fits = false;
+    std::uint64_t best_shortfall = 0;
     for (std::size_t s = 0; s < samples && (s == 0 || (!observer.stop_requested() && time_left())); ++s) {  // one at least
       for (auto& d : fwd) d = devices[pick(rng)];
       const SimResult& r = eval.evaluate(fwd);
-      // Keep the fastest that fits; until something fits, the fastest overall.
-      const bool better = best.empty() || (r.fits && !best_fits) || (r.fits == best_fits && r.step_time_s < best_time);
-      if (better) best = fwd, best_time = r.step_time_s, best_fits = r.fits;
+      // Keep the fastest that fits; until something fits, the closest to fitting (the smallest
+      // shortfall in bytes over all devices), then the fastest.
+      std::uint64_t shortfall = 0;
+      for (const auto& [device, bytes] : r.shortfalls) shortfall += bytes;
+      const bool better = best.empty() || (r.fits && !best_fits) ||
+                          (r.fits && best_fits && r.step_time_s < best_time) ||
+                          (!r.fits && !best_fits && (shortfall < best_shortfall || (shortfall == best_shortfall && r.step_time_s < best_time)));
+      if (better) best = fwd, best_time = r.step_time_s, best_fits = r.fits, best_shortfall = shortfall;
       observer.on_progress({.samples = s + 1, .samples_total = budget.samples > 0 || !timed ? samples : 0,
                             .best_step_time_s = best_fits ? best_time : 0.0,
                             .last_mean_step_time_s = r.step_time_s});

@@ -244,9 +244,12 @@ class PartitionPlacer final : public Placer {
     // The repair rounds (one simulation each) stay within --samples and --seconds.
     std::size_t rounds = static_cast<std::size_t>(repair_rounds_);
     if (budget.samples > 0) rounds = std::min(rounds, budget.samples);
-    const auto deadline = budget.seconds > 0.0 ? began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                             std::chrono::duration<double>(budget.seconds))
-                                               : std::chrono::steady_clock::time_point::max();
+    // A budget past what the clock counts (about 292 years in nanoseconds) is no limit: converted,
+    // it wrapped into the past and skipped the repair.
+    const bool limited = budget.seconds > 0.0 && budget.seconds < 1e9;
+    const auto deadline = limited ? began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                std::chrono::duration<double>(budget.seconds))
+                                  : std::chrono::steady_clock::time_point::max();
     repair_memory(p, grouping, gg, targets, group_device, rounds, eval, deadline);
     observer.on_progress({.samples = eval.evaluations()});
     PlacementResult r = finish(p, expand_groups(grouping, group_device), eval.evaluations(), note);

@@ -150,9 +150,9 @@ FamilyMemory family_memory(const Problem& problem) {
       const OpId home = g.param_home(t);
       if (home == kNoId) continue;
       std::uint64_t bytes = g.tensor_bytes(t);
-      if (training && g.tensor_kind(t) == TensorKind::parameter) bytes += std::uint64_t{g.optimizer_state_copies()} * bytes;
+      bytes += g.optimizer_state_bytes(t);
       m.static_bytes[anchor[home]] += bytes;
-    } else if (!g.op_is_view(g.producer(t))) {  // a view takes no memory of its own (as in the simulator)
+    } else if (!g.op_is_view(g.producer(t)) || g.op_outputs(g.producer(t))[0] != t) {  // a view takes no memory of its own (as in the simulator)
       m.activation_bytes[anchor[g.producer(t)]] += g.tensor_bytes(t);
     }
   }

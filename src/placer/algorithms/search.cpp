@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include "placer/algorithms/families.hpp"
@@ -111,13 +112,20 @@ void run_workers(unsigned threads, Work&& work, Observer& observer, std::atomic<
   unsigned running = threads;
   std::vector<std::thread> pool;
   pool.reserve(threads);
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      work(t);
-      const std::lock_guard lock(mutex);
-      --running;
-      finished.notify_one();
-    });
+  try {
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        work(t);
+        const std::lock_guard lock(mutex);
+        --running;
+        finished.notify_one();
+      });
+  } catch (const std::system_error& e) {
+    stop = true;  // the threads started end at their next check
+    for (auto& t : pool) t.join();
+    throw Error("cannot start " + std::to_string(threads) + " search threads (started " + std::to_string(pool.size()) + "): " + e.what() +
+                "; ask for fewer with --threads");
+  }
   auto report = [&] {
     const double best = best_time.load();
     observer.on_progress({.samples = samples.load(), .samples_total = samples_total, .best_step_time_s = best == kInf ? 0.0 : best,

@@ -115,13 +115,15 @@ void run_inspect(const InspectArgs& args) {
       mods.push_back({{"module", name}, {"ops", row.ops}, {"params", row.params}, {"flops", row.flops},
                       {"activation_bytes", row.activation_bytes}});
     j["modules"] = mods;
+    std::uint64_t optimizer_state_bytes = 0;  // of the parameters the step updates
+    for (TensorId t = 0; step && t < step->num_tensors(); ++t) optimizer_state_bytes += step->optimizer_state_bytes(t);
     if (step)
       j["training"] = {{"ops", step->num_ops()},
                        {"flops", training_flops},
                        {"backward_ops", backward_ops},
                        {"update_ops", update_ops},
                        {"optimizer", optimizer},
-                       {"optimizer_state_bytes", totals.param_bytes * step->optimizer_state_copies()}};
+                       {"optimizer_state_bytes", optimizer_state_bytes}};
     std::cout << j.dump(2) << "\n";
     return;
   }

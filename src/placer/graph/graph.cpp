@@ -71,7 +71,7 @@ TensorId Graph::find_tensor(std::string_view name) const {
 bool Graph::op_is_view(OpId op) const {
   if (op_folded(op) || op_work_[op].op_class != OpClass::alias) return false;
   const auto ins = op_inputs(op);
-  return op_outputs(op).size() == 1 && !ins.empty() && ins[0] != kNoId && !tensor_folded(ins[0]);
+  return !op_outputs(op).empty() && !ins.empty() && ins[0] != kNoId && !tensor_folded(ins[0]);
 }
 
 GraphBuilder::GraphBuilder(std::string graph_name) : graph_name_(std::move(graph_name)) {}
@@ -137,6 +137,16 @@ Graph GraphBuilder::build() && {
       throw Error("op '" + ops_[o].name + "': a backward op must name the forward op it differentiates (forward_op): it runs where that op runs");
     if (ops_[o].role == OpRole::update && f == kNoId && ops_[o].param == kNoId)
       throw Error("op '" + ops_[o].name + "': an update op must name the parameter it updates (param) or a forward op (forward_op)");
+    // An update runs where its parameter lives: a tensor of another kind (an activation, data) has
+    // no home of its own, and the update silently followed the graph's first op.
+    const TensorId param = ops_[o].param;
+    if (param != kNoId && ops_[o].role != OpRole::update)
+      throw Error("op '" + ops_[o].name + "': only update ops name the parameter they update (param)");
+    if (param != kNoId && (param >= num_tensors || tensors_[param].kind != TensorKind::parameter))
+      throw Error("op '" + ops_[o].name + "': its param " +
+                  (param < num_tensors ? "'" + tensors_[param].name + "' is not a parameter (its kind: " +
+                                             std::string(tensor_kind_name(tensors_[param].kind)) + ")"
+                                       : std::string("is not a tensor of the graph")));
     if (f != kNoId && (f >= g.num_forward_ops_ || forward))
       throw Error("op '" + ops_[o].name + "': its forward_op must be a forward op, and only backward and update ops name one" +
                   (f < num_ops ? " (it names '" + ops_[f].name + "')" : std::string()));
@@ -324,6 +334,9 @@ Graph GraphBuilder::build() && {
     g.op_name_.push_back(std::move(op.name));
   }
   g.outputs_ = std::move(outputs_);
+  g.param_updated_.assign(num_tensors, 0);
+  for (std::size_t o = 0; o < num_ops; ++o)
+    if (g.op_role_[o] == OpRole::update && g.updated_param_[o] != kNoId) g.param_updated_[g.updated_param_[o]] = 1;
 
   // Set-up values (see Graph::op_folded), in topological order.
   g.op_folded_.assign(num_ops, 0);
@@ -357,6 +370,12 @@ Graph GraphBuilder::build() && {
       for (TensorId t : g.op_inputs(o))
         if (t != kNoId && g.producer_[t] == kNoId && g.param_home_[t] == kNoId) g.param_home_[t] = o;
     }
+  // An update placed by its parameter runs where a forward op reads that parameter.
+  for (std::size_t o = 0; o < num_ops; ++o)
+    if (const TensorId p = g.updated_param_[o]; p != kNoId && g.forward_op_[o] == kNoId &&
+                                                 (g.param_home_[p] == kNoId || g.param_home_[p] >= g.num_forward_ops_))
+      throw Error("op '" + g.op_name_[o] + "': the parameter it updates, '" + tensors_[p].name +
+                  "', is read by no forward op, so it has no device to run on (name a forward_op)");
   for (auto& t : tensors_) g.tensor_name_.push_back(std::move(t.name));
 
   for (std::size_t o = 0; o < num_ops; ++o)
@@ -372,6 +391,10 @@ GraphTotals graph_totals(const Graph& g) {
   GraphTotals totals;
   totals.ops = g.num_ops();
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    // A parameter or buffer no op reads (an initializer read only through an Identity alias, which
+    // has a tensor of its own, or one of an If branch not taken) is neither trained nor placed.
+    const bool unread = g.producer(t) == kNoId && g.consumers(t).empty();
+    if (unread && (g.tensor_kind(t) == TensorKind::parameter || g.tensor_kind(t) == TensorKind::buffer)) continue;
     switch (g.tensor_kind(t)) {
       case TensorKind::parameter:
         totals.trainable_params += g.tensor_elements(t);

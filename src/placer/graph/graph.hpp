@@ -70,9 +70,10 @@ class Graph {
   // set-up), so a folded op takes no time in a step and its outputs are on every device that reads
   // them, never sent.
   bool op_folded(OpId op) const { return op_folded_[op] != 0; }
-  // An op of class alias (no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity, their
-  // gradients, or an unknown op priced as an alias) that is not folded, has one output and reads a
-  // tensor of the step first: its output is a view sharing that input's storage.
+  // An op of class alias (no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference
+  // Dropout, their gradients, or an unknown op priced as an alias) that is not folded and reads a
+  // tensor of the step first: its first output is a view sharing that input's storage (any other
+  // output, such as an inference Dropout's mask, is a tensor of its own).
   bool op_is_view(OpId op) const;
   bool tensor_folded(TensorId t) const { return tensor_folded_[t] != 0; }
   std::size_t num_folded_ops() const { return num_folded_ops_; }
@@ -106,6 +107,10 @@ class Graph {
   OpId param_home(TensorId t) const { return param_home_[t]; }
   // Optimizer state kept per parameter element (0 for SGD, 1 for momentum, 2 for Adam).
   std::uint32_t optimizer_state_copies() const { return optimizer_state_copies_; }
+  // Bytes of optimizer state the step keeps for `t`: optimizer_state_copies() x its bytes for a
+  // parameter that an update op of the step updates, else 0 (a frozen parameter, one no gradient
+  // reaches, or the forward graph alone).
+  std::uint64_t optimizer_state_bytes(TensorId t) const { return param_updated_[t] ? optimizer_state_copies_ * tensor_bytes_[t] : 0; }
 
   // Modules: id 0 is the top level (""). Every module's parent has a smaller id.
   const std::string& module_name(ModuleId m) const { return module_names_[m]; }
@@ -147,7 +152,7 @@ class Graph {
   std::vector<TensorId> op_inputs_, op_outputs_;
   std::vector<OpId> succ_, pred_, topo_;
   std::vector<std::uint32_t> topo_rank_;
-  std::vector<std::uint8_t> op_folded_, tensor_folded_;
+  std::vector<std::uint8_t> op_folded_, tensor_folded_, param_updated_;
   std::size_t num_folded_ops_ = 0;
   // Tensors.
   std::vector<std::string> tensor_name_;

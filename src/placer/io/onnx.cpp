@@ -199,6 +199,10 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
   } catch (const std::exception& e) {
     throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + " fails the ONNX checker: " + one_line(e.what()));
   }
+  if (const auto& sparse = model.graph().sparse_initializer(); !sparse.empty())
+    throw Error("model file '" + path + "': its graph holds " + std::to_string(sparse.size()) + " sparse initializer(s) ('" +
+                sparse.Get(0).values().name() + "'" + (sparse.size() > 1 ? ", ..." : "") +
+                "), which placer does not read: store them dense");
   // Checked with its Ifs (both branches, decided or not); then the decided ones give way to their branch.
   try {
     if (std::any_of(model.graph().node().begin(), model.graph().node().end(), [](const onnx::NodeProto& n) { return n.op_type() == "If"; })) {

@@ -56,29 +56,12 @@ void read_small_external_data(onnx::ModelProto& model, const std::filesystem::pa
   std::filesystem::path real_dir;  // resolved on first use
   auto read = [&](onnx::TensorProto& t, const auto& where_of) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
-    const std::uint64_t width = dtype_size(dtype_from_onnx(t.data_type()));
-    std::uint64_t count = 1;
-    for (std::int64_t d : t.dims()) {
-      if (d < 0 || static_cast<std::uint64_t>(d) > kMaxElements) return;
-      count *= static_cast<std::uint64_t>(d);
-      if (count > kMaxElements) return;  // a weight: never read
-    }
-    if (width == 0) return;  // strings, unknown types
+    // Every external location stays inside the model's directory, whether or not it is read here
+    // (a weight's is only named to the checker, but a location out of the directory is no weight file).
     const std::string where = where_of();
     std::string location;
-    std::uint64_t offset = 0, length = count * width;
-    for (const auto& entry : t.external_data()) {
+    for (const auto& entry : t.external_data())
       if (entry.key() == "location") location = entry.value();
-      if (entry.key() != "offset" && entry.key() != "length") continue;
-      std::uint64_t v = 0;
-      const char* end = entry.value().data() + entry.value().size();
-      if (auto [ptr, err] = std::from_chars(entry.value().data(), end, v); err != std::errc() || ptr != end)
-        throw Error(where + ": external data " + entry.key() + " '" + entry.value() + "' is not a number of bytes");
-      (entry.key() == "offset" ? offset : length) = v;
-    }
-    if (length != count * width)
-      throw Error(where + ": its external data is " + std::to_string(length) + " bytes long, a tensor of " + std::to_string(count) +
-                  " element(s) of " + std::to_string(width) + " bytes takes " + std::to_string(count * width));
     const std::filesystem::path relative(location);
     bool outside = location.empty() || relative.is_absolute() || location.find('\0') != std::string::npos;
     for (const auto& part : relative) outside = outside || part == "..";
@@ -97,6 +80,27 @@ void read_small_external_data(onnx::ModelProto& model, const std::filesystem::pa
     if (ec) throw Error(where + ": external data file '" + file.string() + "' cannot be resolved: " + ec.message());
     if (std::mismatch(real_dir.begin(), real_dir.end(), real_file.begin(), real_file.end()).first != real_dir.end())
       throw Error(where + ": external data location '" + location + "' leads out of the model's directory (a symbolic link)");
+
+    const std::uint64_t width = dtype_size(dtype_from_onnx(t.data_type()));
+    std::uint64_t count = 1;
+    for (std::int64_t d : t.dims()) {
+      if (d < 0 || static_cast<std::uint64_t>(d) > kMaxElements) return;
+      count *= static_cast<std::uint64_t>(d);
+      if (count > kMaxElements) return;  // a weight: never read
+    }
+    if (width == 0) return;  // strings, unknown types
+    std::uint64_t offset = 0, length = count * width;
+    for (const auto& entry : t.external_data()) {
+      if (entry.key() != "offset" && entry.key() != "length") continue;
+      std::uint64_t v = 0;
+      const char* end = entry.value().data() + entry.value().size();
+      if (auto [ptr, err] = std::from_chars(entry.value().data(), end, v); err != std::errc() || ptr != end)
+        throw Error(where + ": external data " + entry.key() + " '" + entry.value() + "' is not a number of bytes");
+      (entry.key() == "offset" ? offset : length) = v;
+    }
+    if (length != count * width)
+      throw Error(where + ": its external data is " + std::to_string(length) + " bytes long, a tensor of " + std::to_string(count) +
+                  " element(s) of " + std::to_string(width) + " bytes takes " + std::to_string(count * width));
     std::ifstream in(file, std::ios::binary);
     if (!in) throw Error(where + ": external data file '" + file.string() + "' cannot be opened");
     std::string bytes(length, '\0');

@@ -198,11 +198,12 @@ std::optional<std::vector<std::int64_t>> as_ints(const Value& v) {
   return out;
 }
 
-// The integers of optional input `slot` when the node has it (nullopt when one is NaN), else
-// `fallback`.
-std::optional<std::vector<std::int64_t>> ints_or(const std::vector<const Value*>& in, std::size_t slot,
+// The integers of optional input `slot` when the node has it (nullopt when one is NaN, or when the
+// node names it but its value is not known: a runtime input), else `fallback`.
+std::optional<std::vector<std::int64_t>> ints_or(const onnx::NodeProto& n, const std::vector<const Value*>& in, std::size_t slot,
                                                  std::vector<std::int64_t> fallback) {
   if (in.size() > slot && in[slot]) return as_ints(*in[slot]);
+  if (n.input_size() > static_cast<int>(slot) && !n.input(static_cast<int>(slot)).empty()) return std::nullopt;
   return fallback;
 }
 
@@ -251,6 +252,8 @@ std::optional<Value> broadcast(const Value& a, const Value& b, const std::functi
 // evaluate() without the rounding to the element type (see there).
 std::optional<Value> evaluate_raw(const onnx::NodeProto& n, const std::vector<const Value*>& in,
                                   const std::function<const onnx::TypeProto*(const std::string&)>& type_of) {
+  // Only ONNX's own ops: a custom domain's 'Mul' may compute anything.
+  if (!n.domain().empty() && n.domain() != "ai.onnx") return std::nullopt;
   const std::string& op = n.op_type();
   auto all_known = [&](std::size_t count) {
     if (in.size() < count) return false;
@@ -345,6 +348,13 @@ std::optional<Value> evaluate_raw(const onnx::NodeProto& n, const std::vector<co
       return r;
     }, in[0]->elem_type);
   }
+  if ((op == "Max" || op == "Min") && n.input_size() != 2) {
+    // Variadic (opset 8 on): every input, broadcast together.
+    if (n.input_size() < 1 || !all_known(static_cast<std::size_t>(n.input_size()))) return std::nullopt;
+    std::optional<Value> acc = *in[0];
+    for (int i = 1; i < n.input_size() && acc; ++i) acc = broadcast(*acc, *in[static_cast<std::size_t>(i)], kBinary.at(op), in[0]->elem_type);
+    return acc;
+  }
   if (auto it = kBinary.find(op); it != kBinary.end() && all_known(2)) {
     bool logical = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
                    op == "And" || op == "Or";
@@ -362,14 +372,19 @@ std::optional<Value> evaluate_raw(const onnx::NodeProto& n, const std::vector<co
       if (n.input_size() > static_cast<int>(slot) && !n.input(static_cast<int>(slot)).empty()) return std::nan("");
       return fallback;
     };
+    // Before opset 11 the bounds were attributes.
     double lo = bound(1, -HUGE_VAL), hi = bound(2, HUGE_VAL);
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "min") lo = a.f();
+      if (a.name() == "max") hi = a.f();
+    }
     if (std::isnan(lo) || std::isnan(hi)) return std::nullopt;
     Value v = *in[0];
     for (double& x : v.data) x = std::min(std::max(x, lo), hi);
     return v;
   }
   if ((op == "Unsqueeze" || op == "Squeeze") && all_known(1)) {
-    auto given = ints_or(in, 1, attr_ints(n, "axes").value_or(std::vector<std::int64_t>{}));
+    auto given = ints_or(n, in, 1, attr_ints(n, "axes").value_or(std::vector<std::int64_t>{}));
     if (!given) return std::nullopt;
     std::vector<std::int64_t>& axes = *given;
     Value v = *in[0];
@@ -502,8 +517,8 @@ std::optional<Value> evaluate_raw(const onnx::NodeProto& n, const std::vector<co
     const auto& ends = *ends_in;
     std::vector<std::int64_t> all_axes(starts.size());
     std::iota(all_axes.begin(), all_axes.end(), std::int64_t{0});
-    const auto axes_in = ints_or(in, 3, std::move(all_axes));
-    const auto steps_in = ints_or(in, 4, std::vector<std::int64_t>(starts.size(), 1));
+    const auto axes_in = ints_or(n, in, 3, std::move(all_axes));
+    const auto steps_in = ints_or(n, in, 4, std::vector<std::int64_t>(starts.size(), 1));
     if (!axes_in || !steps_in || axes_in->size() != starts.size() || steps_in->size() != starts.size()) return std::nullopt;
     const auto& axes = *axes_in;
     const auto& steps = *steps_in;
@@ -725,6 +740,67 @@ std::string describe_type(const onnx::TypeProto& t) {
     out += (i ? "," : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("?"));
   }
   return out + "]";
+}
+
+// The type of a value stored in the model: an initializer's, or a Constant node's value attribute's.
+std::optional<onnx::TypeProto> stored_type(const onnx::TensorProto& t) {
+  onnx::TypeProto type;
+  type.mutable_tensor_type()->set_elem_type(t.data_type());
+  auto* shape = type.mutable_tensor_type()->mutable_shape();
+  for (auto d : t.dims()) shape->add_dim()->set_dim_value(d);
+  return type;
+}
+std::optional<onnx::TypeProto> stored_type(const onnx::NodeProto& constant) {
+  for (const auto& a : constant.attribute()) {
+    if (a.name() == "value") return stored_type(a.t());
+    onnx::TypeProto type;
+    auto* shape = type.mutable_tensor_type()->mutable_shape();
+    if (a.name() == "value_int" || a.name() == "value_float" || a.name() == "value_string") {
+      type.mutable_tensor_type()->set_elem_type(a.name() == "value_int"     ? onnx::TensorProto::INT64
+                                                : a.name() == "value_float" ? onnx::TensorProto::FLOAT
+                                                                            : onnx::TensorProto::STRING);
+      return type;
+    }
+    const int count = a.name() == "value_ints" ? a.ints_size() : a.name() == "value_floats" ? a.floats_size()
+                      : a.name() == "value_strings" ? a.strings_size() : -1;
+    if (count < 0) continue;
+    type.mutable_tensor_type()->set_elem_type(a.name() == "value_ints"     ? onnx::TensorProto::INT64
+                                              : a.name() == "value_floats" ? onnx::TensorProto::FLOAT
+                                                                           : onnx::TensorProto::STRING);
+    shape->add_dim()->set_dim_value(count);
+    return type;
+  }
+  return std::nullopt;
+}
+
+// A type the model declares (value_info, graph input or output) for an initializer or a Constant's
+// output must agree with the value it stores: a model whose every shape is declared skips ONNX's
+// inference, and the declared type was priced while the tensor built had the stored dims.
+void check_declared_against_stored(const onnx::GraphProto& graph) {
+  std::map<std::string, std::pair<onnx::TypeProto, std::string>> stored;  // name -> (type, what it is)
+  for (const auto& init : graph.initializer())
+    if (auto t = stored_type(init)) stored[init.name()] = {*t, "initializer"};
+  for (const auto& node : graph.node())
+    if (node.op_type() == "Constant" && (node.domain().empty() || node.domain() == "ai.onnx") && node.output_size() == 1)
+      if (auto t = stored_type(node)) stored[node.output(0)] = {*t, "value of " + node_label(node)};
+  auto check = [&](const onnx::ValueInfoProto& vi) {
+    auto it = stored.find(vi.name());
+    if (it == stored.end() || !vi.type().has_tensor_type()) return;
+    const auto& declared = vi.type().tensor_type();
+    const auto& value = it->second.first.tensor_type();
+    bool differ = declared.elem_type() != 0 && declared.elem_type() != value.elem_type();
+    if (declared.has_shape()) {
+      differ = differ || declared.shape().dim_size() != value.shape().dim_size();
+      for (int k = 0; !differ && k < declared.shape().dim_size(); ++k)
+        differ = declared.shape().dim(k).has_dim_value() && declared.shape().dim(k).dim_value() != value.shape().dim(k).dim_value();
+    }
+    if (differ)
+      throw Error("tensor '" + vi.name() + "' is declared " + describe_type(vi.type()) + " but its " + it->second.second + " is " +
+                  describe_type(it->second.first));
+  };
+  for (const auto& vi : graph.value_info()) check(vi);
+  for (const auto& vi : graph.input()) check(vi);
+  for (const auto& vi : graph.output()) check(vi);
 }
 
 // What ONNX 1.12's shape rules leave unchecked and the cost rules would price regardless: a Conv
@@ -1110,6 +1186,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
   if (!onnx_passes) onnx_passes = &passes;
   *onnx_passes = 0;
   check_inference_inputs(model.graph());  // whether or not ONNX inference runs: the model is invalid
+  check_declared_against_stored(model.graph());
   // Model-local functions: their calls become their bodies (read_onnx_file has done so already for
   // the models it reads; a model built in memory may still hold some).
   inline_local_functions(model);

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <string>
+#include <system_error>
 #include <utility>
+
+#include "placer/util/error.hpp"
 
 namespace placer::rl {
 
@@ -25,7 +29,19 @@ Environment::Environment(const Problem& problem, unsigned threads, double penalt
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   worker_seconds_.assign(threads, 0.0);
   for (unsigned i = 0; i < threads; ++i) evaluators_.push_back(std::make_unique<Evaluator>(problem_));
-  for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+  try {
+    for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+  } catch (const std::system_error& e) {
+    // The threads started wait on members that are about to go: stop and join them first.
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+    throw Error("cannot start " + std::to_string(threads) + " simulation threads (started " + std::to_string(workers_.size()) +
+                "): " + e.what() + "; ask for fewer with --threads");
+  }
 }
 
 Environment::~Environment() {

@@ -64,12 +64,21 @@ std::vector<DeviceId> resolve_forward_placement(const PlacementSpec& spec, const
   constexpr DeviceId kUnset = 0xFFFFFFFFu;
   std::vector<DeviceId> by_op(n, kUnset);
   std::vector<DeviceId> by_module(g.num_modules(), kUnset);
+  // Modules that hold a forward op (themselves or below): a key naming another places nothing.
+  std::vector<bool> has_forward(g.num_modules(), false);
+  for (OpId o = 0; o < n; ++o)
+    for (ModuleId m = g.op_module(o); m != 0 && !has_forward[m]; m = g.module_parent(m)) has_forward[m] = true;
   for (const auto& [key, device] : spec.devices) {
     const DeviceId d = device_of(device, "key '" + key + "'");
     // An exact op name wins: a key that names an op and a module too places the op alone (as
     // describe_placement writes it).
     if (OpId o = g.find_op(key); o != kNoId && o < n) by_op[o] = d;
-    else if (auto m = g.find_module(key); m && *m != 0) by_module[*m] = d;
+    else if (auto m = g.find_module(key); m && *m != 0) {
+      if (!has_forward[*m])
+        throw Error(source + ": key '" + key + "' names a module that holds no forward op (keys place forward ops; the backward " +
+                    "and update ops follow them)");
+      by_module[*m] = d;
+    }
     else throw Error(source + ": key '" + key + "' matches no forward op and no module of the model");
   }
   const DeviceId fallback = spec.default_device.empty() ? kUnset : device_of(spec.default_device, "'default'");

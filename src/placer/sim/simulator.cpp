@@ -111,8 +111,7 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     info.source = g.producer(x) == kNoId;
     info.home = info.source ? g.param_home(x) : g.producer(x);
     if (info.source && info.home != kNoId && !g.tensor_folded(x)) source_tensors_.push_back(x);
-    if (info.source && g.tensor_kind(x) == TensorKind::parameter && g.num_forward_ops() != g.num_ops())
-      static_extra_[x] = std::uint64_t{g.optimizer_state_copies()} * info.bytes;
+    if (info.source) static_extra_[x] = g.optimizer_state_bytes(x);
   }
   // Views: alias ops (no kernel) whose output shares the storage of their first input.
   alloc_bytes_.resize(t);
