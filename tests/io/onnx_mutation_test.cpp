@@ -432,6 +432,24 @@ TEST(OnnxMutation, ASparseInitializerIsRefusedSayingSo) {
   EXPECT_THAT(import_error(t.model), ::testing::HasSubstr("1 sparse initializer(s) ('w'), which placer does not read"));
 }
 
+// A graph input nothing reads still names its symbolic size for --dim (it was "shape unknown after
+// ONNX shape inference" at rank 1, "dimension 0 ... is missing" at rank 2; found by a review).
+TEST(OnnxMutation, AnUnreadInputsSymbolicSizeIsNamedForDim) {
+  for (int rank : {1, 2}) {
+    TinyOnnx t(13);
+    t.input("x", {8, 4}).output("y", {8, 4});
+    auto* u = t.model.mutable_graph()->add_input();
+    u->set_name("u");
+    auto* tt = u->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("B");
+    if (rank == 2) tt->mutable_shape()->add_dim()->set_dim_value(3);
+    t.node("Relu", {"x"}, {"y"});
+    EXPECT_THAT(import_error(t.model), ::testing::HasSubstr("graph input 'u' has the symbolic dimension 'B' (dimension 0): give its value with --dim B=VALUE"))
+        << rank;
+  }
+}
+
 // Found by fuzzing: ONNX's inference expands model-local functions without a depth limit, and a
 // function that calls itself overflowed the stack.
 TEST(OnnxMutation, ARecursiveFunctionIsAnErrorNotACrash) {

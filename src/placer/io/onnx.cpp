@@ -424,7 +424,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       if (!decided[i]) kinds[i] = i < first_param ? TensorKind::data : TensorKind::parameter;
       DType dtype = dtype_from_onnx(inputs[i]->type().tensor_type().elem_type());
       std::vector<std::int64_t> dims = dims_of(inputs[i]->type(), options.dim_values);
-      if (consumers.count(inputs[i]->name()) && inputs[i]->type().tensor_type().has_shape())
+      if (inputs[i]->type().tensor_type().has_shape())  // read or not: a graph input has a shape
         for (int k = 0; k < inputs[i]->type().tensor_type().shape().dim_size(); ++k) {
           const auto& d = inputs[i]->type().tensor_type().shape().dim(k);
           if (dims[static_cast<std::size_t>(k)] >= 0) continue;
