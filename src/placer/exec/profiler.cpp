@@ -151,7 +151,17 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
     const auto ids = cluster.device_ids(kind);
     if (ids.empty()) continue;
     if (kind == DeviceKind::gpu && !torch::cuda::is_available()) continue;  // a CPU-only libtorch: CPU only
-    const DeviceId dev = ids.front();
+    // The first device of the kind this machine has (a cluster may list GPUs it lacks: gpu:3 of a
+    // preset on a one-GPU machine); none: the first, whose error says why.
+    DeviceId dev = ids.front();
+    for (DeviceId id : ids) {
+      try {
+        check_devices_available(cluster, std::span<const DeviceId>(&id, 1));
+        dev = id;
+        break;
+      } catch (const Error&) {
+      }
+    }
     const Device& device = cluster.device(dev);
     machine += (machine.empty() ? "" : "; ") + device.name + ": " + device.model;
 
