@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "support/paths.hpp"
 #include "support/run_placer.hpp"
@@ -54,12 +56,27 @@ TEST(SimulateCli, TraceIsAChromeTrace) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto j = nlohmann::json::parse(test::read_file(trace));
   std::size_t ops = 0, transfers = 0;
+  // Read as Perfetto reads it: ts and dur each rounded to whole nanoseconds. Slices of one track
+  // never overlap (back-to-back ones overlapped by a nanosecond; found by a review).
+  std::map<int, std::vector<std::pair<long long, long long>>> slices;
   for (const auto& e : j["traceEvents"]) {
+    EXPECT_NE(e["pid"], 0) << "Perfetto gives pid 0 special handling";
     if (e["ph"] != "X") continue;
     (e["cat"] == "transfer" ? transfers : ops)++;
+    const long long ts = std::llround(e["ts"].get<double>() * 1e3), dur = std::llround(e["dur"].get<double>() * 1e3);
+    if (dur > 0) slices[e["tid"].get<int>()].push_back({ts, ts + dur});
   }
   EXPECT_EQ(ops, 1257u);  // every op of the training step
   EXPECT_GT(transfers, 0u);
+  std::size_t touching = 0;
+  for (auto& [tid, track] : slices) {
+    std::sort(track.begin(), track.end());
+    for (std::size_t i = 1; i < track.size(); ++i) {
+      EXPECT_LE(track[i - 1].second, track[i].first) << "track " << tid << " slice " << i;
+      touching += track[i - 1].second == track[i].first;
+    }
+  }
+  EXPECT_GT(touching, 100u) << "back-to-back slices, which the check above is about";
   std::remove(trace.c_str());
 }
 
@@ -107,6 +124,23 @@ TEST(SimulateCli, EachStreamHasATrack) {
   EXPECT_THAT(run.out, ::testing::Not(::testing::ContainsRegex("(10[1-9]|1[1-9][0-9]|[2-9][0-9][0-9])%")));  // at most 100%
   std::remove(file.c_str());
   std::remove(trace.c_str());
+}
+
+// A time just under a unit prints in the next unit once rounded: 0.99996 ms as 1.00 ms, not
+// 1000.0 us (found by a review).
+TEST(SimulateCli, TimesRoundedUpToAUnitPrintInThatUnit) {
+  const std::string graph = write("one_op.json", R"({"format": "placer-graph", "version": 1, "name": "one",
+      "tensors": [{"name": "x", "shape": [1], "kind": "data"}, {"name": "y", "shape": [1]}],
+      "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  for (const auto& [overhead, shown, not_shown] : {std::tuple{"0.00099996", "1.00 ms", "1000.0 us"}, std::tuple{"0.9999996", "1.000 s", "1000.00 ms"}}) {
+    const std::string cluster = write("one_cpu.json", std::string(R"({"format": "placer-cluster", "version": 1, "name": "c", "devices":
+        [{"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e10, "op_overhead_s": )") +
+                                                          overhead + "}], \"links\": []}");
+    auto run = placer({"simulate", "--model", graph, "--cluster", cluster, "--mode", "inference", "--on", "cpu:0"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_THAT(run.out, HasSubstr(shown)) << run.out;
+    EXPECT_THAT(run.out, ::testing::Not(HasSubstr(not_shown))) << run.out;
+  }
 }
 
 TEST(SimulateCli, RandomReportsThroughput) {

@@ -450,6 +450,17 @@ TEST(OnnxMutation, AnUnreadInputsSymbolicSizeIsNamedForDim) {
   }
 }
 
+// Names must be UTF-8, as ONNX says: one that is not was accepted and broke every JSON placer
+// writes later, with a message naming nothing (found by a review).
+TEST(OnnxMutation, ANameThatIsNotUtf8IsAnErrorNamingIt) {
+  TinyOnnx t(13);
+  t.input("x", {8, 4}).output("y", {8, 4});
+  t.node("Relu", {"x"}, {"y"}).set_name("/Re\xffu");
+  EXPECT_THAT(import_error(t.model), ::testing::HasSubstr("node name '/Re\\xffu' is not valid UTF-8 (byte 3)"));
+  t.model.mutable_graph()->mutable_node(0)->set_name("/R\xc3\xa9lu");  // é: fine
+  EXPECT_EQ(import_error(t.model), "");
+}
+
 // Found by fuzzing: ONNX's inference expands model-local functions without a depth limit, and a
 // function that calls itself overflowed the stack.
 TEST(OnnxMutation, ARecursiveFunctionIsAnErrorNotACrash) {

@@ -241,6 +241,16 @@ void resume_equals_uninterrupted(const std::string& algo, std::map<std::string, 
   expect_same_policy(whole, parts);
 }
 
+// Ctrl-C before the first placement is sampled says so: it said no sampled placement fits
+// (found by a review).
+TEST(Training, AStopBeforeAnySampleSaysSo) {
+  Priced pr = skip_chain(6, 2);
+  register_learned_placers();
+  StopAfter stop(0);  // Ctrl-C at once
+  EXPECT_THAT([&] { make_placer("colocrl", PlacerOptions(std::map<std::string, std::string>{{"hidden", "16"}}))->place(pr.problem(), Budget{.samples = 16}, stop, 1); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("colocrl: stopped before any placement was sampled")));
+}
+
 TEST(Training, ResumedColocRLEqualsUninterrupted) { resume_equals_uninterrupted("colocrl", {{"hidden", "32"}, {"batch", "8"}}); }
 TEST(Training, ResumedHDPEqualsUninterrupted) { resume_equals_uninterrupted("hdp", {{"hidden", "32"}, {"groups", "6"}}); }
 
@@ -286,8 +296,17 @@ TEST(Training, ADivergingPolicyIsAnError) {
   Priced pr = skip_chain(6, 2);
   EXPECT_THAT([&] { run("colocrl", pr.problem(), Budget{.samples = 32}, {{"hidden", "16"}, {"entropy", "1e300"}}); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("training diverged at update")));
-  EXPECT_THAT([&] { (void)make_placer("colocrl", PlacerOptions(std::map<std::string, std::string>{{"lr", "1e39"}})); },
-              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("option lr must be positive, at most 3.4e38")));
+  EXPECT_THAT([&] { (void)make_placer("colocrl", PlacerOptions(std::map<std::string, std::string>{{"lr", "1e38"}})); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("option lr must be positive, at most 1e37")));
+  EXPECT_THAT([&] { (void)make_placer("hdp", PlacerOptions(std::map<std::string, std::string>{{"clip", "1e39"}})); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("option clip must be from 0 (none) to 1e37")));
+  // The largest values accepted run (into divergence, named as such), never into libtorch's float
+  // overflow ("internal error"; lr=1e38 and clip=1e39 did so, found by a review).
+  try {
+    run("colocrl", pr.problem(), Budget{.samples = 32}, {{"hidden", "16"}, {"lr", "1e37"}, {"clip", "1e37"}});
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("training diverged at update"));
+  }
 }
 
 // Found by fuzzing: --samples near 2^63 overflowed the count of updates (it trained none and said
@@ -312,6 +331,9 @@ TEST(Training, ResumeComparesOptionsByValue) {
   EXPECT_TRUE(run("colocrl", pr.problem(), Budget{.samples = 16, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}, {"lr", "0.10"}})
                   .sim.fits);
   EXPECT_TRUE(run("colocrl", pr.problem(), Budget{.samples = 24, .checkpoint_path = path, .resume = true}, {{"hidden", "016"}, {"lr", "1e-1"}})
+                  .sim.fits);
+  // ".1" too (std::stoll refused it, and the double was never read; found by a review).
+  EXPECT_TRUE(run("colocrl", pr.problem(), Budget{.samples = 28, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}, {"lr", ".1"}})
                   .sim.fits);
   EXPECT_THAT(
       [&] {

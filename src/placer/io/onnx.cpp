@@ -179,8 +179,43 @@ struct ModelFile {
   std::optional<onnx::ModelProto> compatible;
 };
 
+// Names (and string attributes) must be UTF-8, as ONNX says: every JSON placer writes carries them,
+// and protobuf does not check proto2 strings.
+void check_utf8(const onnx::GraphProto& graph, const std::string& path) {
+  auto check = [&](const std::string& text, const std::string& what) {
+    if (const std::size_t at = invalid_utf8_at(text); at != std::string::npos)
+      throw Error("model file '" + path + "': " + what + " '" + printable(text) + "' is not valid UTF-8 (byte " + std::to_string(at) +
+                  ")");
+  };
+  check(graph.name(), "the graph name");
+  for (const auto& vi : graph.input()) check(vi.name(), "graph input");
+  for (const auto& vi : graph.output()) check(vi.name(), "graph output");
+  for (const auto& vi : graph.value_info()) check(vi.name(), "tensor");
+  for (const auto& t : graph.initializer()) check(t.name(), "initializer");
+  for (const auto& node : graph.node()) {
+    check(node.name(), "node name");
+    check(node.op_type(), "op type");
+    check(node.domain(), "domain");
+    for (const auto& x : node.input()) check(x, "input of node '" + printable(node.name()) + "'");
+    for (const auto& y : node.output()) check(y, "output of node '" + printable(node.name()) + "'");
+    for (const auto& a : node.attribute()) {
+      check(a.name(), "attribute of node '" + printable(node.name()) + "'");
+      if (a.type() == onnx::AttributeProto::STRING) check(a.s(), "attribute '" + printable(a.name()) + "' of node '" + printable(node.name()) + "'");
+      if (a.has_g()) check_utf8(a.g(), path);
+      for (const auto& g : a.graphs()) check_utf8(g, path);
+    }
+  }
+}
+
 ModelFile read_model(const std::string& path, const std::map<std::string, std::int64_t>& dim_values) {
   onnx::ModelProto model = read_onnx_file(path);
+  check_utf8(model.graph(), path);
+  for (const auto& f : model.functions()) {
+    onnx::GraphProto body;  // a function's nodes become the graph's when inlined
+    body.set_name(f.name());
+    *body.mutable_node() = f.node();
+    check_utf8(body, path);
+  }
   // Initializers stored in external files are named relative to the model's directory, which only
   // the checker's file entry point knows (placer reads no weights, but the checker wants them there).
   const bool external = std::any_of(model.graph().initializer().begin(), model.graph().initializer().end(),

@@ -307,6 +307,7 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   const auto start = Clock::now();
   single_threaded_math();
   g_stats = {};
+  g_sample_s = g_logp_s = g_update_s = 0;  // per run (a compare runs several)
   if (o.batch == 0) throw Error("option batch must be at least 1");
   if (budget.resume && budget.checkpoint_path.empty()) throw Error("--resume needs --checkpoint FILE");
   Environment env(problem, budget.threads, o.penalty);
@@ -428,6 +429,7 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   g_stats.updates = static_cast<std::size_t>(s.updates);
   g_stats.wall_s = since(start);
   g_stats.simulation_s = env.simulation_seconds();
+  if (s.best.empty() && s.samples == 0) throw Error(o.algo + ": stopped before any placement was sampled");
   if (s.best.empty())
     throw Error(fmt::format("{}: no sampled placement fits in memory after {} samples{}", o.algo, s.samples, stopped ? " (stopped)" : ""));
   std::string note = fmt::format("{} updates of {} samples; policy {:.1f} s, simulation {:.1f} s on {} threads (waited {:.1f} s)", s.updates, k,
@@ -472,13 +474,14 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d, cons
   d.batch = static_cast<std::size_t>(batch);
   d.learning_rate = opts.get_double("lr", d.learning_rate);
   // The policy computes in float: beyond float's range a value overflows there.
-  if (d.learning_rate <= 0 || d.learning_rate > std::numeric_limits<float>::max()) throw Error("option lr must be positive, at most 3.4e38");
+  // Adam's first step divides it by 1 - 0.9: that too must stay a float.
+  if (!(d.learning_rate > 0) || d.learning_rate > 1e37) throw Error("option lr must be positive, at most 1e37");
   d.entropy_weight = opts.get_double("entropy", d.entropy_weight);
   if (d.entropy_weight < 0) throw Error("option entropy must be >= 0");
   d.baseline_decay = opts.get_double("baseline-decay", d.baseline_decay);
   if (d.baseline_decay < 0 || d.baseline_decay >= 1) throw Error("option baseline-decay must be in [0, 1)");
   d.clip_norm = opts.get_double("clip", d.clip_norm);
-  if (d.clip_norm < 0) throw Error("option clip must be >= 0 (0: none)");
+  if (!(d.clip_norm >= 0) || d.clip_norm > 1e37) throw Error("option clip must be from 0 (none) to 1e37");
   d.penalty = opts.get_double("penalty", d.penalty);
   if (d.penalty < 1) throw Error("option penalty must be at least 1");
   const std::int64_t every = opts.get_int("checkpoint-every", static_cast<std::int64_t>(d.checkpoint_every));
@@ -487,12 +490,15 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d, cons
   // A number in its shortest spelling ("0.10", "1e-1" -> "0.1", "016" -> "16"; integers as
   // integers, exact beyond 2^53); other text as it is.
   auto canonical = [](const std::string& text) {
+    std::size_t used = 0;
     try {
-      std::size_t used = 0;
       const long long i = std::stoll(text, &used);
       if (used == text.size()) return std::to_string(i);
+    } catch (const std::exception&) {  // ".1", or past 64 bits: read as a double below
+    }
+    try {
       const double v = std::stod(text, &used);
-      if (used == text.size() && std::isfinite(v)) return fmt::format("{}", v);
+      if (used == text.size() && std::isfinite(v)) return fmt::format("{}", v == 0 ? 0.0 : v);  // -0 is 0
     } catch (const std::exception&) {
     }
     return text;

@@ -1,6 +1,9 @@
 #include "placer/sim/trace.hpp"
 
+#include <cmath>
 #include <fstream>
+#include <string>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "placer/util/error.hpp"
@@ -11,11 +14,11 @@ namespace placer {
 void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& c, const std::vector<TraceEvent>& trace) {
   using nlohmann::json;
   const auto nd = static_cast<std::uint32_t>(c.num_devices());
-  json events = json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "placer: " + c.name()}}}});
+  json events = json::array();  // all in process 1 (Perfetto gives pid 0 special handling)
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "placer: " + c.name()}}}});
   for (std::uint32_t d = 0; d < nd; ++d) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", d}, {"args", {{"name", c.device(d).name}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", d}, {"args", {{"sort_index", d}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", d}, {"args", {{"name", c.device(d).name}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", d}, {"args", {{"sort_index", d}}}});
   }
   std::vector<bool> channel_used(c.num_channels(), false);
   // Slices on one track must nest, so a device that runs several ops at once (streams > 1) gets a
@@ -35,25 +38,35 @@ void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& 
     lanes.push_back({e.device, tid, e.end_s});
     std::size_t stream = 0;
     for (const Lane& l : lanes) stream += l.device == e.device;
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid},
                       {"args", {{"name", c.device(e.device).name + " stream " + std::to_string(stream)}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", tid}, {"args", {{"sort_index", e.device}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", tid}, {"args", {{"sort_index", e.device}}}});
     return tid;
   };
+  // Times in whole nanoseconds, written as microseconds: a slice that starts where another ends
+  // then starts exactly there once a viewer rounds to nanoseconds (Perfetto does), where start x
+  // 1e6 and (end - start) x 1e6, rounded apart, overlapped by a nanosecond.
+  auto nanoseconds = [](double s) {
+    if (!(s * 1e9 < 9e18))
+      throw Error("the schedule lasts past " + fmt::format("{:g}", s) +
+                  " s, longer than a trace counts in nanoseconds (about 285 years): check the cluster's and the profile's figures");
+    return std::llround(s * 1e9);
+  };
   for (const TraceEvent& e : trace) {
-    const double ts = e.start_s * 1e6, dur = (e.end_s - e.start_s) * 1e6;
+    const long long start_ns = nanoseconds(e.start_s), end_ns = nanoseconds(e.end_s);
+    const double ts = static_cast<double>(start_ns) / 1e3, dur = static_cast<double>(end_ns - start_ns) / 1e3;
     if (e.kind == TraceEvent::Kind::op) {
       const std::string& module = g.module_name(g.op_module(e.id));
       events.push_back({{"name", g.op_name(e.id)},
                         {"cat", std::string(op_role_name(g.op_role(e.id)))},
-                        {"ph", "X"}, {"pid", 0}, {"tid", lane_for(e)}, {"ts", ts}, {"dur", dur},
+                        {"ph", "X"}, {"pid", 1}, {"tid", lane_for(e)}, {"ts", ts}, {"dur", dur},
                         {"args", {{"type", g.op_type(e.id)}, {"module", module}, {"call", g.op_call(e.id)}}}});
     } else {
       for (ChannelId ch : c.route(e.device, e.to)) {
         channel_used[ch] = true;
         events.push_back({{"name", g.tensor_name(e.id)},
                           {"cat", "transfer"},
-                          {"ph", "X"}, {"pid", 0}, {"tid", nd + ch}, {"ts", ts}, {"dur", dur},
+                          {"ph", "X"}, {"pid", 1}, {"tid", nd + ch}, {"ts", ts}, {"dur", dur},
                           {"args", {{"bytes", g.tensor_bytes(e.id)},
                                     {"from", c.device(e.device).name},
                                     {"to", c.device(e.to).name}}}});
@@ -62,7 +75,7 @@ void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& 
   }
   for (ChannelId ch = 0; ch < c.num_channels(); ++ch)
     if (channel_used[ch])
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", nd + ch}, {"args", {{"name", c.channel_name(ch)}}}});
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", nd + ch}, {"args", {{"name", c.channel_name(ch)}}}});
   write_json_file(path, json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}, "trace", -1);
 }
 

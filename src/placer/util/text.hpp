@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "placer/util/error.hpp"
+
 namespace placer {
 
 // 'name' — how messages quote a name from the user's input.
@@ -25,6 +27,16 @@ inline std::string one_line(std::string_view s) {
   }
   while (!line.empty() && line.back() == ' ') line.pop_back();
   return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+}
+
+// Where `s` stops being valid UTF-8 (see utf8_length_at), or npos when it is valid throughout.
+inline std::size_t invalid_utf8_at(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t len = utf8_length_at(s, i);
+    if (len == 0) return i;
+    i += len;
+  }
+  return std::string_view::npos;
 }
 
 }  // namespace placer
