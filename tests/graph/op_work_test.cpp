@@ -372,7 +372,7 @@ TEST_F(OpWorkTest, GemmBackwardAddsTheBiasReduction) {
 
 TEST_F(OpWorkTest, ReluBackwardMasksTheGradientWithTheSavedOutput) {
   TensorDesc x = t({1000}), y = t({1000});
-  EXPECT_TRUE(backward_rule("Relu").saves_outputs);
+  EXPECT_EQ(backward_rule("Relu").saved_outputs, 1u);
   EXPECT_FALSE(backward_rule("Relu").saves_inputs);
   // Reads dY and Y, writes dX; one select per element.
   EXPECT_EQ(bwd("Relu", attrs(), Ts{x}, Ts{y}, {true}), (OpWork{1000, 2000 * kF32, 1000 * kF32, OpClass::elementwise}));
@@ -387,8 +387,8 @@ TEST_F(OpWorkTest, DropoutIsAnAliasForInferenceAndAKernelInTraining) {
   EXPECT_EQ(fwd("Dropout", training, Ts{x}, Ts{y}).flops, 3000.0);
   EXPECT_EQ(fwd("Dropout", training, Ts{x}, Ts{y}).op_class, OpClass::elementwise);
   EXPECT_EQ(bwd("Dropout", training, Ts{x}, Ts{y}, {true}).flops, 2000.0);
-  EXPECT_TRUE(backward_rule("Dropout", training).saves_outputs);
-  EXPECT_FALSE(backward_rule("Dropout").saves_outputs);
+  EXPECT_EQ(backward_rule("Dropout", training).saved_outputs, 2u) << "the mask";
+  EXPECT_EQ(backward_rule("Dropout").saved_outputs, 0u);
 }
 
 TEST_F(OpWorkTest, SmoothActivationsCostTwiceTheirForwardBackwards) {
@@ -418,7 +418,7 @@ TEST_F(OpWorkTest, NormalizationBackwardIsTwiceItsForward) {
 TEST_F(OpWorkTest, SoftmaxBackwardIsFourFlopsPerOutputElementFromTheSavedOutput) {
   TensorDesc x = t({8, 12, 128, 128}), y = t({8, 12, 128, 128});
   EXPECT_EQ(bwd("Softmax", attrs(), Ts{x}, Ts{y}, {true}).flops, 4 * 8.0 * 12 * 128 * 128);
-  EXPECT_TRUE(backward_rule("Softmax").saves_outputs);
+  EXPECT_EQ(backward_rule("Softmax").saved_outputs, 1u);
 }
 
 TEST_F(OpWorkTest, MaxPoolBackwardRoutesEachOutputGradientOnceAverageSpreadsItOverTheWindow) {

@@ -185,6 +185,91 @@ TEST(TrainingStep, SavedActivationsFeedTheirGradient) {
   EXPECT_THAT(readers, ::testing::Contains("/fc2/MatMul/grad"));
 }
 
+// Found by a review of the rules against op-rules.md:
+// - Div's gradient reads A and B whichever needs the gradient (dB = -dY·A/B² needs B);
+// - an op reading one tensor twice (Mul(x, x)) reads it once and writes one gradient;
+// - TopK's gradient reads its Indices, not its Values; training Dropout's its mask, not Y;
+// - summing the partial gradients of an alias's output (a Reshape read twice) is a kernel.
+namespace {
+struct StepOf {
+  GraphBuilder b{"g"};
+  TensorId tensor(const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation,
+                  DType dtype = DType::f32) {
+    return b.add_tensor(name, std::move(shape), dtype, kind);
+  }
+  void op(const std::string& name, const std::string& type, std::vector<TensorId> in, std::vector<TensorId> out, Attributes attrs = {}) {
+    std::vector<TensorDesc> ins, outs;
+    for (TensorId t : in) ins.push_back({b.tensor_shape(t), b.tensor_dtype(t), true});
+    for (TensorId t : out) outs.push_back({b.tensor_shape(t), b.tensor_dtype(t), true});
+    OpSpec spec{.name = name, .type = type, .inputs = in, .outputs = out, .attrs = attrs};
+    spec.work = op_work(type, attrs, ins, outs);
+    b.add_op(std::move(spec));
+  }
+  Graph step(std::vector<TensorId> outputs) {
+    for (TensorId t : outputs) b.mark_output(t);
+    return derive_training_step(std::move(b).build(), Optimizer::sgd);
+  }
+};
+const OpWork& work_of(const Graph& g, const std::string& op) { return g.op_work(g.find_op(op)); }
+}  // namespace
+
+TEST(TrainingStep, GradientsReadAndWriteWhatTheRulesSay) {
+  {
+    StepOf s;  // y = a / b, only b trained: dY, A and B read
+    const TensorId a = s.tensor("a", {4, 8}, TensorKind::data), b = s.tensor("b", {4, 8}, TensorKind::parameter), y = s.tensor("y", {4, 8});
+    s.op("div", "Div", {a, b}, {y});
+    const Graph g = s.step({y});
+    EXPECT_EQ(work_of(g, "div/grad").bytes_read, 3 * 128.0);
+    EXPECT_EQ(work_of(g, "div/grad").bytes_written, 128.0);
+  }
+  {
+    StepOf s;  // y = x * x: x read once, one gradient written
+    const TensorId w = s.tensor("w", {4, 8}, TensorKind::parameter), y = s.tensor("y", {4, 8});
+    s.op("sq", "Mul", {w, w}, {y});
+    const Graph g = s.step({y});
+    EXPECT_EQ(work_of(g, "sq/grad").bytes_written, 128.0);
+    EXPECT_EQ(work_of(g, "sq/grad").bytes_read, 2 * 128.0);  // dY and x
+  }
+  {
+    StepOf s;  // TopK: dY of Values and the Indices
+    Attributes k;
+    k.set(Attribute{.name = "axis", .kind = Attribute::Kind::integer, .i = 1});
+    const TensorId w = s.tensor("w", {4, 8}, TensorKind::parameter), kk = s.tensor("k", {1}, TensorKind::constant, DType::i64);
+    const TensorId v = s.tensor("v", {4, 3}), i = s.tensor("i", {4, 3}, TensorKind::activation, DType::i64);
+    s.op("topk", "TopK", {w, kk}, {v, i}, k);
+    const Graph g = s.step({v});
+    EXPECT_EQ(work_of(g, "topk/grad").bytes_read, 48.0 + 96.0);
+  }
+  {
+    StepOf s;  // training Dropout: dY and the mask
+    Attributes train;
+    train.set(Attribute{.name = "training_mode", .kind = Attribute::Kind::integer, .i = 1});
+    const TensorId w = s.tensor("w", {4, 8}, TensorKind::parameter), y = s.tensor("y", {4, 8});
+    const TensorId mask = s.tensor("mask", {4, 8}, TensorKind::activation, DType::boolean);
+    s.op("drop", "Dropout", {w}, {y, mask}, train);
+    const Graph g = s.step({y});
+    EXPECT_EQ(work_of(g, "drop/grad").bytes_read, 128.0 + 32.0);
+  }
+  {
+    StepOf s;  // r = Reshape(x * w) read by two Exps: the Reshape's gradient sums two partials
+    const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), w = s.tensor("w", {4, 8}, TensorKind::parameter);
+    const TensorId xs = s.tensor("xs", {4, 8}), shape = s.tensor("shape", {2}, TensorKind::constant, DType::i64), r = s.tensor("r", {8, 4});
+    const TensorId e1 = s.tensor("e1", {8, 4}), e2 = s.tensor("e2", {8, 4}), y = s.tensor("y", {8, 4});
+    s.op("mul", "Mul", {x, w}, {xs});
+    s.op("reshape", "Reshape", {xs, shape}, {r});
+    s.op("exp1", "Exp", {r}, {e1});
+    s.op("exp2", "Exp", {r}, {e2});
+    s.op("add", "Add", {e1, e2}, {y});
+    const Graph g = s.step({y});
+    const OpWork& sum = work_of(g, "reshape/grad");
+    EXPECT_EQ(sum.op_class, OpClass::elementwise);
+    EXPECT_EQ(sum.flops, 32.0);
+    EXPECT_EQ(sum.bytes_read, 2 * 128.0);
+    EXPECT_EQ(sum.bytes_written, 128.0);
+    EXPECT_FALSE(g.op_is_view(g.find_op("reshape/grad")));
+  }
+}
+
 TEST(TrainingStep, RejectsAGraphThatIsAlreadyATrainingStep) {
   Graph step = derive_training_step(tiny_mlp(), Optimizer::sgd);
   EXPECT_THROW(derive_training_step(step, Optimizer::sgd), Error);

@@ -68,7 +68,8 @@ struct Rule {
   // of a product: operand j is read only when another operand needs a gradient (dA = dY·B needs B).
   std::uint32_t saved_inputs = 0;
   bool cross = false;
-  bool saves_outputs = false;
+  // Forward outputs the gradient reads (bit i = slot i; a rule's `true` is the first output).
+  std::uint32_t saved_outputs = 0;
   // Outputs that carry a gradient (0: all floating outputs). BatchNorm's running statistics and
   // LayerNorm's Mean/InvStdDev are side outputs that never receive one.
   std::uint8_t grad_outputs = 0;
@@ -358,14 +359,14 @@ constexpr Rule alias_op(std::string_view t, bool differentiable) {
 }
 // Unary elementwise: k FLOPs per element; gradient `bk` x forward.
 constexpr Rule unary(std::string_view t, double k, double bk, std::uint32_t saved, bool saves_out) {
-  return {t, elementwise, f_pointwise, k, 0, b_times_forward, bk, saved, false, saves_out};
+  return {t, elementwise, f_pointwise, k, 0, b_times_forward, bk, saved, false, saves_out ? 1u : 0u};
 }
 // Binary (broadcasting) elementwise: gradient `bk` per output element per operand needing one.
 constexpr Rule binary(std::string_view t, double k, double bk, std::uint32_t saved, bool cross, bool saves_out) {
-  return {t, elementwise, f_pointwise, k, 0, b_per_operand, bk, saved, cross, saves_out};
+  return {t, elementwise, f_pointwise, k, 0, b_per_operand, bk, saved, cross, saves_out ? 1u : 0u};
 }
 constexpr Rule variadic(std::string_view t, double k2, std::uint32_t saved, bool saves_out) {
-  return {t, elementwise, f_variadic, 1, k2, b_per_operand, 1, saved, false, saves_out};
+  return {t, elementwise, f_variadic, 1, k2, b_per_operand, 1, saved, false, saves_out ? 1u : 0u};
 }
 // Elementwise ops without a gradient: comparisons, logic, rounding (zero derivative a.e.), bits.
 constexpr Rule no_grad(std::string_view t, OpClass cls, ForwardFn f, double k = 1) { return {t, cls, f, k}; }
@@ -377,7 +378,7 @@ constexpr Rule norm(std::string_view t, ForwardFn f, double k, std::uint32_t sav
   return {t, normalization, f, k, 0, b_times_forward, 2, saved, false, false, 1};
 }
 constexpr Rule reduce(std::string_view t, double k1, double k2, double bk, std::uint32_t saved, bool saves_out) {
-  return {t, reduction, f_reduce, k1, k2, b_times_forward, bk, saved, false, saves_out};
+  return {t, reduction, f_reduce, k1, k2, b_times_forward, bk, saved, false, saves_out ? 1u : 0u};
 }
 
 // Sorted by type (checked below) for binary search. FLOP constants: see docs/op-rules.md.
@@ -418,7 +419,8 @@ constexpr auto kRules = std::to_array<Rule>({
     unary("Cosh", 1, 2, kAll, false),
     {"CumSum", reduction, f_reduce, 1, 0, b_times_forward, 1},
     copy_op("DepthToSpace"),
-    binary("Div", 1, 2, slots({0, 1}), true, false),
+    // dA = dY / B, dB = -dA·Y (= -dY·A / B²): B for either gradient, A with it (op-rules.md).
+    binary("Div", 1, 2, slots({0, 1}), false, false),
     alias_op("Dropout", true),
     {"Einsum", matmul, f_einsum, 0, 0, b_einsum, 0, kAll, true},
     unary("Elu", 4, 2, 0, true),
@@ -430,7 +432,7 @@ constexpr auto kRules = std::to_array<Rule>({
     no_grad("EyeLike", data_movement, f_copy),
     alias_op("Flatten", true),
     no_grad("Floor", elementwise, f_pointwise),
-    {"GRU", matmul, f_recurrent, 3, 15, b_recurrent, 0, kAll, false, true},
+    {"GRU", matmul, f_recurrent, 3, 15, b_recurrent, 0, kAll, false, kAll},
     // Gathers' gradient scatter-adds dY into a zeroed data-shaped tensor.
     {"Gather", data_movement, f_gather, 0, 0, b_per_operand, 1, slots({1})},
     {"GatherElements", data_movement, f_gather, 0, 0, b_per_operand, 1, slots({1})},
@@ -438,8 +440,8 @@ constexpr auto kRules = std::to_array<Rule>({
     {"Gelu", elementwise, f_gelu, 0, 0, b_times_forward, 2, kAll},
     {"Gemm", matmul, f_gemm, 0, 0, b_gemm, 0, slots({0, 1}), true},
     {"GlobalAveragePool", pooling, f_global_pool, 1, 0, b_times_forward, 1},
-    {"GlobalLpPool", pooling, f_global_pool, 2, 0, b_times_forward, 1, kAll, false, true},
-    {"GlobalMaxPool", pooling, f_global_pool, 1, 0, b_times_forward, 1, kAll, false, true},
+    {"GlobalLpPool", pooling, f_global_pool, 2, 0, b_times_forward, 1, kAll, false, slots({0})},
+    {"GlobalMaxPool", pooling, f_global_pool, 1, 0, b_times_forward, 1, kAll, false, slots({0})},
     no_grad("Greater", elementwise, f_pointwise),
     no_grad("GreaterOrEqual", elementwise, f_pointwise),
     {"GridSample", data_movement, f_grid_sample, 0, 0, b_times_forward, 2, slots({0, 1})},
@@ -452,20 +454,20 @@ constexpr auto kRules = std::to_array<Rule>({
     no_grad("IsInf", elementwise, f_pointwise),
     no_grad("IsNaN", elementwise, f_pointwise),
     {"LRN", normalization, f_lrn, 0, 0, b_times_forward, 2, kAll, false, true},
-    {"LSTM", matmul, f_recurrent, 4, 19, b_recurrent, 0, kAll, false, true},
+    {"LSTM", matmul, f_recurrent, 4, 19, b_recurrent, 0, kAll, false, kAll},
     norm("LayerNormalization", f_layernorm, 0, slots({0, 1})),
     unary("LeakyRelu", 2, 1, kAll, false),
     no_grad("Less", elementwise, f_pointwise),
     no_grad("LessOrEqual", elementwise, f_pointwise),
     unary("Log", 1, 2, kAll, false),
     // dX = dY - exp(Y) * sum(dY): exp, sum, multiply, subtract = 4 per element.
-    {"LogSoftmax", reduction, f_pointwise, 5, 0, b_times_output, 4, 0, false, true},
+    {"LogSoftmax", reduction, f_pointwise, 5, 0, b_times_output, 4, 0, false, slots({0})},
     norm("LpNormalization", f_pointwise, 3, kAll),
-    {"LpPool", pooling, f_pool, 2, 0, b_times_forward, 1, kAll, false, true},
+    {"LpPool", pooling, f_pool, 2, 0, b_times_forward, 1, kAll, false, slots({0})},
     {"MatMul", matmul, f_matmul, 0, 0, b_matmul, 0, slots({0, 1}), true},
     variadic("Max", 0, kAll, true),
     // dX routes each dY to its window's argmax (found by comparing X with Y, or kept as indices).
-    {"MaxPool", pooling, f_pool, 1, 0, b_times_output, 1, slots({0}), false, true, 1},
+    {"MaxPool", pooling, f_pool, 1, 0, b_times_output, 1, slots({0}), false, slots({0}), 1},
     variadic("Mean", 1, 0, false),
     norm("MeanVarianceNormalization", f_pointwise, 6, kAll),
     variadic("Min", 0, kAll, true),
@@ -482,7 +484,7 @@ constexpr auto kRules = std::to_array<Rule>({
     copy_op("Pad"),
     // dA = dY*B*A^(B-1), dB = dY*Y*ln A: 3 per element per operand.
     binary("Pow", 1, 3, kAll, false, true),
-    {"RNN", matmul, f_recurrent, 1, 2, b_recurrent, 0, kAll, false, true},
+    {"RNN", matmul, f_recurrent, 1, 2, b_recurrent, 0, kAll, false, kAll},
     no_grad("RandomNormal", data_movement, f_copy),
     no_grad("RandomNormalLike", data_movement, f_copy),
     no_grad("RandomUniform", data_movement, f_copy),
@@ -517,7 +519,7 @@ constexpr auto kRules = std::to_array<Rule>({
     alias_op("Size", false),
     copy_op("Slice", f_slice),
     // max, subtract, exp, sum, divide = 5; dX = Y * (dY - sum(dY * Y)) = 4 per element.
-    {"Softmax", reduction, f_pointwise, 5, 0, b_times_output, 4, 0, false, true},
+    {"Softmax", reduction, f_pointwise, 5, 0, b_times_output, 4, 0, false, slots({0})},
     unary("Softplus", 3, 2, kAll, false),
     unary("Softsign", 3, 2, kAll, false),
     copy_op("SpaceToDepth"),
@@ -531,7 +533,7 @@ constexpr auto kRules = std::to_array<Rule>({
     unary("ThresholdedRelu", 2, 1, kAll, false),
     {"Tile", data_movement, f_copy, 0, 0, b_per_operand, 1},
     // The gradient scatters dY back to the K positions kept in the Indices output.
-    {"TopK", reduction, f_topk, 0, 0, b_times_output, 1, 0, false, true, 1},
+    {"TopK", reduction, f_topk, 0, 0, b_times_output, 1, 0, false, slots({1}), 1},
     copy_op("Transpose"),
     copy_op("Trilu"),
     alias_op("Unsqueeze", true),
@@ -560,7 +562,7 @@ Rule unknown_rule(std::string_view type, OpClass cls) {
 // of that name) draws a mask, keeps the elements it keeps scaled by 1/(1-ratio) and writes the
 // mask as a second output: a kernel, not the pass-through it is for inference. Its gradient
 // multiplies dY by the saved mask and the scale (2 of the forward's 3 FLOPs per element).
-constexpr Rule kTrainingDropout = unary("Dropout", 3, 2.0 / 3.0, 0, true);
+constexpr Rule kTrainingDropout = {"Dropout", elementwise, f_pointwise, 3, 0, b_times_forward, 2.0 / 3.0, 0, false, slots({1})};
 
 Rule rule_for(std::string_view type, std::optional<OpClass> unknown_default, const Attributes* attrs = nullptr) {
   if (type == "Dropout" && attrs && attrs->get_int("training_mode", 0) != 0) return kTrainingDropout;
@@ -597,12 +599,12 @@ BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs) {
   if (!r) return {true, true, false};
   if (!r->backward) return {false, false, false};
   if (r->op_class == alias) return {true, false, false};
-  return {true, r->saved_inputs != 0, r->saves_outputs, r->grad_outputs};
+  return {true, r->saved_inputs != 0, r->saved_outputs, r->grad_outputs};
 }
 
 OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                      std::span<const TensorDesc> outputs, std::span<const bool> needs_grad,
-                     std::optional<OpClass> unknown_default) {
+                     std::optional<OpClass> unknown_default, std::span<const bool> repeated) {
   Rule rule = rule_for(op_type, unknown_default, &attrs);
   if (!rule.backward || rule.op_class == alias) return {};
 
@@ -640,11 +642,18 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
     if (rule.cross && operands_needing - int{g[j]} == 0) continue;
     saved += static_cast<double>(inputs[j].bytes());
   }
-  if (rule.saves_outputs) saved += sum_bytes(outputs);
+  for (std::size_t j = 0; j < outputs.size() && j < 32; ++j)
+    if ((rule.saved_outputs >> j & 1u) && outputs[j].present) saved += static_cast<double>(outputs[j].bytes());
+  // A training Dropout whose mask is no output of the graph still keeps one (a byte per element).
+  if (op_type == "Dropout" && !slot(outputs, 1)) saved += elems(outputs, 0);
 
+  // A tensor read in several slots (Mul(x, x)) is read once and gets one gradient.
+  auto repeated_slot = [&](std::size_t i) { return i < repeated.size() && repeated[i]; };
+  for (std::size_t j = 0; j < inputs.size(); ++j)
+    if (repeated_slot(j) && saved_slot(j) && !(rule.cross && operands_needing - int{g[j]} == 0)) saved -= static_cast<double>(inputs[j].bytes());
   w.bytes_read = incoming + saved;
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (g[i]) w.bytes_written += static_cast<double>(inputs[i].bytes());
+    if (g[i] && !repeated_slot(i)) w.bytes_written += static_cast<double>(inputs[i].bytes());
   return checked(op_type, w);
 }
 

@@ -53,7 +53,7 @@ bool is_known_op_type(std::string_view op_type);
 struct BackwardRule {
   bool differentiable = true;  // false: gradients stop here (Shape, comparisons, ArgMax, integer ops, ...)
   bool saves_inputs = false;   // the gradient reads the forward inputs (MatMul, Conv, Mul, Sigmoid via input, ...)
-  bool saves_outputs = false;  // the gradient reads the forward outputs (Relu, Sigmoid, Tanh, Softmax, ...)
+  std::uint32_t saved_outputs = 0;  // outputs the gradient reads, bit i = slot i (Relu, Sigmoid, Softmax: Y; TopK: Indices; Dropout: mask)
   // Outputs that carry a gradient, from the first (0: every floating output). BatchNorm's running
   // statistics and LayerNorm's Mean/InvStdDev never receive one.
   std::uint32_t grad_outputs = 0;
@@ -71,8 +71,9 @@ BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs = A
 // Only floating inputs get a gradient and only floating outputs carry one: all zeros (OpClass::alias)
 // when none does (an integer Cast), for non-differentiable ops and for aliases (a gradient passes
 // through a Reshape unchanged). Unknown types are handled as in op_work.
+// `repeated[i]`: input i is the tensor of an earlier slot (Mul(x, x)), read once and given one gradient.
 OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                      std::span<const TensorDesc> outputs, std::span<const bool> needs_grad,
-                     std::optional<OpClass> unknown_default = std::nullopt);
+                     std::optional<OpClass> unknown_default = std::nullopt, std::span<const bool> repeated = {});
 
 }  // namespace placer

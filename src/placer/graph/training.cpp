@@ -191,17 +191,30 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     if (rule.saves_inputs)
       for (TensorId t : ins)
         if (t != kNoId && fwd.tensor_kind(t) != TensorKind::constant) spec.inputs.push_back(t);
-    if (rule.saves_outputs) spec.inputs.insert(spec.inputs.end(), outs.begin(), outs.end());
+    for (std::size_t j = 0; j < outs.size() && j < 32; ++j)
+      if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId) spec.inputs.push_back(outs[j]);
 
     std::vector<TensorDesc> in_desc, out_desc;
     for (TensorId t : ins) in_desc.push_back(fwd.tensor_desc(t));
     for (TensorId t : outs) out_desc.push_back(fwd.tensor_desc(t));
-    auto needs_flags = std::make_unique<bool[]>(needs.size());
+    auto needs_flags = std::make_unique<bool[]>(needs.size()), repeated = std::make_unique<bool[]>(ins.size());
     for (std::size_t i = 0; i < needs.size(); ++i) needs_flags[i] = needs[i];
+    for (std::size_t i = 0; i < ins.size(); ++i)
+      repeated[i] = ins[i] != kNoId && std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) != ins.begin() + static_cast<std::ptrdiff_t>(i);
     spec.work = backward_work(fwd.op_type(o), fwd.op_attrs(o), in_desc, out_desc, {needs_flags.get(), needs.size()},
-                              OpClass::elementwise);
+                              OpClass::elementwise, {repeated.get(), ins.size()});
     spec.work.flops += accumulate_flops;
     spec.work.bytes_read += accumulate_bytes;
+    if (spec.work.op_class == OpClass::alias && accumulate_flops > 0) {
+      // An alias passes its gradient through for free, but autograd first adds the partials of an
+      // output read several times: a kernel that reads all k and writes their sum.
+      double incoming = 0.0;
+      for (TensorId t : outs)
+        if (!partials[t].empty()) incoming += static_cast<double>(fwd.tensor_bytes(t));
+      spec.work.op_class = OpClass::elementwise;
+      spec.work.bytes_read = accumulate_bytes + incoming;
+      spec.work.bytes_written = incoming;
+    }
     for (std::size_t i = 0; i < ins.size(); ++i)
       if (needs[i] && std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) ==
                           ins.begin() + static_cast<std::ptrdiff_t>(i))
