@@ -240,32 +240,26 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     // The kinds the model names (efficiencies or scales of their own) are the kinds it prices; a
     // model that names none prices every kind.
     std::array<bool, 2> named_kind{false, false};
-    for (const char* field : {"overhead_scales", "backward_overhead_scales"}) {
-      auto scales = it->find(field);
-      if (scales == it->end()) continue;
-      if (!scales->is_object()) throw Error(where + "." + field + " must be an object keyed by device kind");
-      for (auto& [kind_name, scale] : scales->items()) {
+    // An object keyed by device kind of non-negative numbers (`seconds`: finite ones), into `into`.
+    auto per_kind = [&](const char* field, std::array<double, 2>& into, bool seconds) {
+      auto values = it->find(field);
+      if (values == it->end()) return;
+      if (!values->is_object()) throw Error(where + "." + field + " must be an object keyed by device kind");
+      for (auto& [kind_name, value] : values->items()) {
         const std::string here = where + "." + field + "." + kind_name;
         const auto k = static_cast<std::size_t>(named(here, [&] { return parse_device_kind(kind_name); }));
-        if (!scale.is_number() || scale.get<double>() < 0) throw Error(here + " must be a non-negative number");
-        (std::string(field) == "overhead_scales" ? m.kind_overhead_scale : m.kind_backward_overhead_scale)[k] = scale.get<double>();
-        named_kind[k] = true;
+        if (!value.is_number() || value.get<double>() < 0 || (seconds && !std::isfinite(value.get<double>())))
+          throw Error(here + (seconds ? " must be a non-negative number of seconds" : " must be a non-negative number"));
+        into[k] = value.get<double>();
+        if (!seconds) named_kind[k] = true;
       }
-    }
+    };
+    per_kind("overhead_scales", m.kind_overhead_scale, false);
+    per_kind("backward_overhead_scales", m.kind_backward_overhead_scale, false);
     // Fitted overheads in seconds, for devices whose cluster entry gives none. They name no kind
     // (a kind priced by the cluster's own figures has no use for them).
-    for (const char* field : {"overheads_s", "backward_overheads_s"}) {
-      auto overheads = it->find(field);
-      if (overheads == it->end()) continue;
-      if (!overheads->is_object()) throw Error(where + "." + field + " must be an object keyed by device kind");
-      for (auto& [kind_name, seconds] : overheads->items()) {
-        const std::string here = where + "." + field + "." + kind_name;
-        const auto k = static_cast<std::size_t>(named(here, [&] { return parse_device_kind(kind_name); }));
-        if (!seconds.is_number() || !std::isfinite(seconds.get<double>()) || seconds.get<double>() < 0)
-          throw Error(here + " must be a non-negative number of seconds");
-        (std::string(field) == "overheads_s" ? m.kind_overhead_s : m.kind_backward_overhead_s)[k] = seconds.get<double>();
-      }
-    }
+    per_kind("overheads_s", m.kind_overhead_s, true);
+    per_kind("backward_overheads_s", m.kind_backward_overhead_s, true);
     for (std::size_t k = 0; k < 2; ++k)
       if (m.kind_backward_overhead_s[k] < 0 && !it->contains("backward_overheads_s")) m.kind_backward_overhead_s[k] = m.kind_overhead_s[k];
     // Per kind, a backward scale defaults to the kind's forward one, as the common pair does.

@@ -216,9 +216,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       spec.work.bytes_written = incoming;
     }
     for (std::size_t i = 0; i < ins.size(); ++i)
-      if (needs[i] && std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) ==
-                          ins.begin() + static_cast<std::ptrdiff_t>(i))
-        spec.outputs.push_back(grad_tensor(ins[i], fwd.op_name(o)));
+      if (needs[i] && !repeated[i]) spec.outputs.push_back(grad_tensor(ins[i], fwd.op_name(o)));
     b.add_op(std::move(spec));
   }
 
