@@ -144,7 +144,48 @@ TEST_P(SchedTimeAware, SplitsTwoChainsOfATrainingStepWithTheirGradientsAndUpdate
   EXPECT_THAT(r.sim.step_time_s, DoubleNear(4.5, 1e-9));
 }
 
+TEST_P(SchedTimeAware, DoesNotPlaceAReaderOfAParameterBeforeTheParametersHome) {
+  // A(x) -> H(a, w) and P(x2, w): w (5 MB, over 1 MB/s links: 5 s) lives where its home H runs.
+  // At time 0 only A and P are ready. Scheduled before H has a device, P once took the idle GPU as
+  // if w cost nothing to reach it, H then went after A, and w crossed the switch: 7 s, where one
+  // GPU takes 4 s. P now waits until H's family has a device (not until H finishes).
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), x2 = s.tensor("x2", 10, TensorKind::data);
+  TensorId w = s.tensor("w", 5'000'000, TensorKind::parameter), a = s.tensor("a", 10);
+  s.op("A", {x}, {a}, 1.0);
+  s.op("H", {a, w}, {s.tensor("h", 10)}, 1.0);
+  s.op("P", {x2, w}, {s.tensor("p", 10)}, 2.0);
+  Priced pr(std::move(s), switch_gpus(2, 1'000'000'000'000, 1e6, 0.0));
+  const PlacementResult r = run_placer(GetParam(), pr.problem());
+  ASSERT_EQ(r.forward_devices.size(), 3u);
+  EXPECT_EQ(r.forward_devices[1], r.forward_devices[2]) << "P must run where w is";
+  EXPECT_LE(r.sim.step_time_s, 4.0 + 1e-9);
+  // The same holds with uncontended transfers: the wait is the schedulers', not the channels'.
+  EXPECT_LE(run_placer(GetParam(), pr.problem(), {}, 1, {{"contention", "0"}}).sim.step_time_s, 4.0 + 1e-9);
+}
+
 INSTANTIATE_TEST_SUITE_P(Sched, SchedTimeAware, ::testing::ValuesIn(kTimeAware), [](const auto& info) { return test_name(info.param); });
+
+TEST(SchedHeft, PutsATransferIntoAnIdleGapOfItsLinks) {
+  // o0(x) -> t1 (5 MB) read by o2 (8 s) and o3 (6 s); o1(x) 4 s; o4(t3) 4 s; links of 1 MB/s, 5 s
+  // for t1. HEFT's rank order schedules o0, o2, o3, o1, o4: o3 goes to gpu:1, reserving the links
+  // for t1 over [1, 6] s, and o1 then fits into gpu:1's idle start [0, 4] s, its 10-byte input x
+  // crossing the links at time 0, before t1. A single "busy until" per channel put x behind t1
+  // (at 6 s), so o1 went after o2 on gpu:0 and the step took 19 s instead of 13.
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data);
+  TensorId t1 = s.tensor("t1", 5'000'000), t2 = s.tensor("t2", 3'000'000), t3 = s.tensor("t3", 2'000'000),
+           t4 = s.tensor("t4", 5'000'000), t5 = s.tensor("t5", 1'000'000);
+  s.op("o0", {x}, {t1}, 1.0);
+  s.op("o1", {x}, {t2}, 4.0);
+  s.op("o2", {t1}, {t3}, 8.0);
+  s.op("o3", {t1}, {t4}, 6.0);
+  s.op("o4", {t3}, {t5}, 4.0);
+  Priced pr(std::move(s), switch_gpus(2, 1'000'000'000'000, 1e6, 0.0));
+  const PlacementResult r = run_placer("heft", pr.problem());
+  EXPECT_EQ(r.forward_devices, (std::vector<DeviceId>{0, 1, 0, 1, 0}));
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(13.0, 1e-9));
+}
 
 class SchedEvery : public ::testing::TestWithParam<std::string> {};
 
