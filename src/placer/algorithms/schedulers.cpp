@@ -20,7 +20,7 @@
 //   busy intervals and a transfer takes the first gap, from when its tensor is there, that is long
 //   enough on every channel of its route: behind a single "busy until" it would wait for every
 //   transfer reserved before it, even ones that start much later. (Measured on 2026-11-28 over
-//   the training steps of eleven shared models on k80x2, k80x4 and p100x4: with gaps, HEFT's
+//   the training steps of ten shared models on k80x2, k80x4 and p100x4: with gaps, HEFT's
 //   placements ran 0.8% faster in geometric mean, m-ETF's, m-SCT's and critical-path's 0.4-1.6%
 //   slower.)
 // - a tensor without a producer (a parameter, a data input) lives on its home op's device (the
