@@ -315,6 +315,30 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
   EXPECT_EQ(shape_of(gu, "m"), (std::vector<std::int64_t>{2}));
   EXPECT_EQ(shape_of(gu, "same"), (std::vector<std::int64_t>{2, 10}));
 
+  // Before opset 18 a Split without sizes makes equal parts: into parts its dimension does not
+  // divide it is invalid, not opset 18's rule (the two looked the same once read through opset 17),
+  // whether the file leaves the outputs' shapes to inference or declares them.
+  for (const bool declared : {false, true}) {
+    Model v(13, 8);
+    v.input("x", {std::int64_t{2}, std::int64_t{10}});
+    Model::attr(v.node("Split", {"x"}, {"s0", "s1", "s2"}), "axis", 1);
+    v.output("s2", 2);
+    if (declared)
+      for (const char* name : {"s0", "s1", "s2"}) {
+        auto* vi = v.m.mutable_graph()->add_value_info();
+        vi->set_name(name);
+        vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+        for (std::int64_t d : {2, name[1] == '2' ? 2 : 4})
+          vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+      }
+    EXPECT_THAT([&] { load_onnx(v.save("opset13_uneven_split.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("Split"))) << declared;
+    if (!declared) {
+      EXPECT_THAT([&] { load_onnx(v.save("opset13_uneven_split.onnx"), {}); },
+                  ThrowsMessage<Error>(AllOf(HasSubstr("splits a dimension of 10 into 3 outputs without sizes"),
+                                             HasSubstr("before opset 18 (the model's is 13)"))));
+    }
+  }
+
   // Ops new in opset 18: Mish (elementwise), the Bitwise ops (integer, broadcast).
   Model b(18, 8);
   b.input("x", {std::int64_t{4}, std::int64_t{8}});

@@ -1087,12 +1087,14 @@ bool contradicts(const onnx::NodeProto& node, const onnx::TypeProto& declared_ty
 void check_types_against_rules(const onnx::ModelProto& model, const std::map<std::string, onnx::TypeProto>& types, std::int64_t opset) {
   const onnx::GraphProto& graph = model.graph();
   const auto data = constant_data(graph);
+  const std::int64_t source = source_opset(model);
   for (const auto& node : graph.node()) {
     if (node.op_type() == "Constant") continue;
     // A Split without sizes: opset 18's num_outputs, read through opset 13 (onnx_compat), whose
     // rule refuses uneven parts; the folding gives such a node explicit sizes only when its
-    // outputs' shapes are unknown.
-    if (node.op_type() == "Split" && !attr_ints(node, "split") && (node.input_size() < 2 || node.input(1).empty())) continue;
+    // outputs' shapes are unknown. (Written for opsets 13-17, the node gets their rule.)
+    if (node.op_type() == "Split" && source >= 18 && !attr_ints(node, "split") && (node.input_size() < 2 || node.input(1).empty()))
+      continue;
     const std::string where = node_label(node);
     std::optional<std::vector<onnx::TypeProto>> rule;
     try {
@@ -1345,6 +1347,10 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       const std::int64_t dim = shape.dim(static_cast<int>(axis)).dim_value(), n = node.output_size();
       const std::int64_t each = dim > 0 ? (dim + n - 1) / n : 0;
       if (each <= 0 || dim % n == 0 || dim - (n - 1) * each <= 0) continue;  // even (ONNX's own rule) or impossible
+      if (const std::int64_t source = source_opset(model); source < 18)
+        throw Error(node_label(node) + ": splits a dimension of " + std::to_string(dim) + " into " + std::to_string(n) +
+                    " outputs without sizes, but before opset 18 (the model's is " + std::to_string(source) +
+                    ") such a Split makes equal parts: give its sizes (input 'split'), or write the model for opset 18");
       onnx::TensorProto* sizes = graph->add_initializer();
       sizes->set_name(node.output(0) + "/placer_split_sizes");
       sizes->set_data_type(onnx::TensorProto::INT64);
