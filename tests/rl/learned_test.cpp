@@ -191,6 +191,23 @@ TEST(ColocRL, LearnsThatOneDeviceIsBestForASkipChain) {
   EXPECT_LT(last_mean, 0.6 * random_mean(p, 400)) << last;
 }
 
+TEST(ColocRL, SplitsByOpsWhatCoLocationFoldsIntoOneGroup) {
+  // x -> a -> c and x -> b -> c: a and b (1 s each) feed only c, so co-location makes one group of
+  // all three, which one device runs in 2 s. With fewer groups than devices ColocRL places ops
+  // instead, and a and b on two GPUs take about 1 s.
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), ta = s.tensor("ta", 10), tb = s.tensor("tb", 10), tc = s.tensor("tc", 10);
+  s.op("a", {x}, {ta}, 1.0);
+  s.op("b", {x}, {tb}, 1.0);
+  s.op("c", {ta, tb}, {tc}, 1e-3);
+  s.b.mark_output(tc);
+  Priced pr(std::move(s), test::switch_gpus(2));
+  const PlacementResult r = run("colocrl", pr.problem(), Budget{.samples = 64}, {{"hidden", "16"}});
+  EXPECT_LT(r.sim.step_time_s, 1.1);
+  EXPECT_NE(r.forward_devices[0], r.forward_devices[1]);
+  EXPECT_THAT(r.note, ::testing::HasSubstr("'colocation' grouping too coarse (fewer than 2 groups); used op groups"));
+}
+
 TEST(HDP, LearnsThatOneDeviceIsBestForASkipChain) {
   Priced pr = skip_chain(16, 4);
   const Problem p = pr.problem();

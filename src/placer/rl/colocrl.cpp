@@ -1,5 +1,8 @@
 // ColocRL (Mirhoseini et al., ICML 2017): the forward ops' co-location groups, coarsened to at most
-// 256, are read by a seq2seq LSTM with additive attention that emits one device per group.
+// 256, are read by a seq2seq LSTM with additive attention that emits one device per group. Where
+// co-location leaves fewer groups than the cluster has devices (a chain folds into one group), the
+// groups are the ops themselves (coarsened likewise), as for local-search and optimal: one group
+// would leave nothing to learn.
 // Hyper-parameters and their sources: docs/learned-placers.md#colocrl.
 #include "placer/algorithms/grouping.hpp"
 #include "placer/rl/trainer.hpp"
@@ -11,7 +14,7 @@ namespace {
 class ColocAgent final : public Agent {
  public:
   ColocAgent(const Problem& problem, Seq2SeqOptions so, std::size_t max_groups)
-      : grouping_(make_grouping(problem, "colocation", max_groups)) {
+      : grouping_(make_grouping_at_least(problem, "colocation", max_groups, problem.cluster.num_devices(), note_)) {
     const FeatureBuilder features(problem);
     x_ = to_tensors(features.groups(grouping_.group_of, grouping_.num_groups));
     so.types = static_cast<std::int64_t>(features.num_types());
@@ -33,8 +36,10 @@ class ColocAgent final : public Agent {
     return out;
   }
   LogProbs log_probs() override { return net_->log_probs(encoded_, actions_); }
+  std::string note() const override { return note_; }
 
  private:
+  std::string note_;  // before grouping_: its initialiser writes it
   Grouping grouping_;
   FeatureTensors x_;
   Seq2SeqPlacer net_{nullptr};

@@ -437,6 +437,7 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   if (std::getenv("PLACER_RL_TIMING"))
     std::fprintf(stderr, "timing: sample %.2f s, log-probs %.2f s, update %.2f s\n", g_sample_s, g_logp_s, g_update_s);
   if (stopped) note += ", stopped early";
+  if (const std::string said = agent.note(); !said.empty()) note += "; " + said;
   PlacementResult result = finish(problem, s.best, static_cast<std::size_t>(s.samples), note);
   if (!result.sim.fits) throw Error(o.algo + ": internal error: the best placement kept does not fit");
   return result;

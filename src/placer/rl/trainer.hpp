@@ -32,6 +32,8 @@ class Agent {
   // that decides at two levels (HDP: a group per op, then a device per group) returns the sum of
   // each level's mean.
   virtual LogProbs log_probs() = 0;
+  // What the result's note should say about how the agent sees the problem ("" for nothing).
+  virtual std::string note() const { return {}; }
 };
 
 struct TrainOptions {
