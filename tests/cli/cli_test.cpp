@@ -453,7 +453,7 @@ TEST(Docs, GraphJsonExampleLoads) {
 // reserves 8 MB of stack, so 4096 of them do not fit in 8 GB of address space.
 TEST(Threads, ThreadsThatCannotStartAreAnErrorNotACrashOrAHang) {
   const std::string model = test::example("cifarnet.onnx");
-  for (const std::vector<std::string> algo : {std::vector<std::string>{"local-search", "--opt", "chains=4096", "--samples", "20000"},
+  for (const std::vector<std::string>& algo : {std::vector<std::string>{"local-search", "--opt", "chains=4096", "--samples", "20000"},
                                               std::vector<std::string>{"colocrl", "--opt", "hidden=16", "--samples", "8"}}) {
     std::vector<std::string> args{"-c", "ulimit -v 8000000 && exec \"$0\" \"$@\"", test::placer_binary(), "place", "--model", model,
                                   "--cluster", "k80x4", "--threads", "4096", "--quiet", "--algo"};
