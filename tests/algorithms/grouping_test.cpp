@@ -254,6 +254,24 @@ TEST(MakeGrouping, KnowsItsKindsAndRejectsOthers) {
   EXPECT_THROW(make_grouping(p.problem, "module:x", 0), Error);
 }
 
+TEST(MakeGrouping, FallsBackToOpGroupsWhereTheKindFoldsTooMuchButNotUnderACap) {
+  Priced p(unrolled());  // 5 ops, one chain: one co-location group
+  std::string note;
+  EXPECT_EQ(make_grouping_at_least(p.problem, "colocation", 0, 3, note).num_groups, 5u);
+  EXPECT_EQ(note, "'colocation' grouping too coarse (fewer than 3 groups); used op groups");
+  note.clear();
+  EXPECT_EQ(make_grouping_at_least(p.problem, "colocation", 4, 3, note).num_groups, 4u);  // op groups, coarsened to 4
+  EXPECT_FALSE(note.empty());
+  note.clear();
+  // A cap below min_groups: op groups would be capped the same, so nothing to gain and no note
+  // blaming the kind.
+  EXPECT_EQ(make_grouping_at_least(p.problem, "op", 2, 3, note).num_groups, 2u);
+  EXPECT_EQ(make_grouping_at_least(p.problem, "module", 2, 3, note).num_groups, 2u);
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(make_grouping_at_least(p.problem, "colocation", 1, 3, note).num_groups, 1u);
+  EXPECT_EQ(note, "");
+}
+
 TEST(ExpandGroups, GivesEachOpItsGroupsDevice) {
   Grouping grouping{.group_of = {0, 1, 1, 0, 2}, .num_groups = 3};
   const std::vector<DeviceId> devices = {2, 1, 0};

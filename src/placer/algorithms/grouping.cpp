@@ -468,7 +468,9 @@ Grouping make_grouping(const Problem& problem, const std::string& kind, std::siz
 Grouping make_grouping_at_least(const Problem& problem, const std::string& kind, std::size_t max_groups, std::size_t min_groups,
                                 std::string& note) {
   Grouping grouping = make_grouping(problem, kind, max_groups);
-  if (grouping.num_groups < min_groups && kind != "op" && problem.graph.num_forward_ops() > grouping.num_groups) {
+  // Op groups only where they give more groups: not when max_groups is what holds the count down.
+  const bool capped = max_groups > 0 && max_groups <= grouping.num_groups;
+  if (grouping.num_groups < min_groups && kind != "op" && !capped && problem.graph.num_forward_ops() > grouping.num_groups) {
     grouping = make_grouping(problem, "op", max_groups);
     note = "'" + kind + "' grouping too coarse (fewer than " + std::to_string(min_groups) + " groups); used op groups";
   }

@@ -32,7 +32,8 @@ Grouping coarsen(const Problem& problem, const Grouping& initial, std::size_t ma
 Grouping make_grouping(const Problem& problem, const std::string& kind, std::size_t max_groups);
 // make_grouping, unless `kind` folds the graph into fewer than `min_groups` groups while it has
 // more forward ops (co-location folds a chain, VGG or an MLP, into one or a few groups): then the
-// ops themselves, coarsened to at most max_groups, and `note` says so (it is left alone otherwise).
+// ops themselves, coarsened to at most max_groups, and `note` says so (it is left alone otherwise;
+// also when max_groups itself is what keeps the count down).
 Grouping make_grouping_at_least(const Problem& problem, const std::string& kind, std::size_t max_groups, std::size_t min_groups,
                                 std::string& note);
 

@@ -339,7 +339,7 @@ class Partial {
       for (ChannelId ch : route) {
         const auto& busy = channel_busy_[ch];
         auto it = std::upper_bound(busy.begin(), busy.end(), next, [](double x, const Busy& b) { return x < b.end; });
-        for (; it != busy.end() && it->start < next + length; ++it) next = it->end;
+        for (; it != busy.end() && it->start < next + length; ++it) next = std::max(next, it->end);
         for (const auto& [channel, b] : pending_)
           if (channel == ch && b.start < next + length && b.end > next) next = b.end;
       }
@@ -383,8 +383,12 @@ class Partial {
           pending_.push_back({ch, {start, end}});
         } else if (s_.channel_gaps) {
           auto& busy = channel_busy_[ch];
-          busy.insert(std::upper_bound(busy.begin(), busy.end(), start, [](double x, const Busy& b) { return x < b.start; }),
-                      Busy{start, end});
+          // By start, then end: a transfer too short to move a double (start + length == start)
+          // goes before a reservation that starts with it, so the list stays sorted by end too.
+          const Busy b{start, end};
+          busy.insert(std::upper_bound(busy.begin(), busy.end(), b,
+                                       [](const Busy& x, const Busy& y) { return x.start != y.start ? x.start < y.start : x.end < y.end; }),
+                      b);
         } else {
           channel_free_[ch] = end;
         }

@@ -307,7 +307,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   std::map<std::string, onnx::TypeProto> types;
   try {
     // Inference works on a copy of its own: the compatible copy is handed over, the file copied.
-    types = file.compatible ? infer_all_shapes(std::move(*file.compatible)) : infer_all_shapes(model);
+    types = file.compatible ? infer_all_shapes(std::move(*file.compatible), nullptr, default_opset(model)) : infer_all_shapes(model);
     file.compatible.reset();
   } catch (const Error& e) {
     const std::string newer = newer_than_library(model);

@@ -3,7 +3,6 @@
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
-#include <charconv>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -11,10 +10,6 @@
 #include "placer/io/onnx_shapes.hpp"
 
 namespace placer {
-namespace {
-constexpr const char* kSourceOpsetKey = "placer.source_opset";
-}  // namespace
-
 namespace {
 
 void remove_attribute(onnx::NodeProto& node, const std::string& name) {
@@ -58,14 +53,6 @@ std::int64_t default_opset(const onnx::ModelProto& model) {
   return 1;
 }
 
-std::int64_t source_opset(const onnx::ModelProto& model) {
-  for (const auto& p : model.metadata_props())
-    if (std::int64_t v = 0; p.key() == kSourceOpsetKey &&
-                            std::from_chars(p.value().data(), p.value().data() + p.value().size(), v).ec == std::errc())
-      return v;
-  return default_opset(model);
-}
-
 std::string newer_than_library(const onnx::ModelProto& model) {
   const std::int64_t ir = model.ir_version(), opset = default_opset(model);
   const bool newer_ir = ir > onnx_library_ir_version(), newer_opset = opset > onnx_library_opset();
@@ -85,8 +72,6 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
   if (opset <= onnx_library_opset()) return copy;
   for (auto& o : *copy.mutable_opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(onnx_library_opset());
-  auto* source = copy.add_metadata_props();  // the checker ignores metadata; source_opset() reads it
-  source->set_key(kSourceOpsetKey), source->set_value(std::to_string(opset));
 
   // Constant int64 values by name (a Reduce's axes, a DFT's axis).
   onnx::GraphProto* graph = copy.mutable_graph();

@@ -23,10 +23,6 @@ std::int64_t onnx_library_opset();
 // The model's opset of the default domain (1 when it imports none).
 std::int64_t default_opset(const onnx::ModelProto& model);
 
-// The default opset the model was written for: default_opset() of a model, or of the model a
-// library_compatible_copy() was made from (the copy records it).
-std::int64_t source_opset(const onnx::ModelProto& model);
-
 // A copy of `model` the library can check and infer: IR version and default opset lowered to the
 // library's, and the nodes whose newer forms it cannot read rewritten (see the header comment).
 // std::nullopt when the model is not newer than the library. Nodes it cannot rewrite are left as

@@ -34,7 +34,7 @@ void inline_ifs_decided_by_shapes(onnx::ModelProto& model, const std::map<std::s
     // decided in the same round when both branches give one shape.
     std::map<std::string, onnx::TypeProto> types;
     try {
-      types = infer_all_shapes(copy);
+      types = infer_all_shapes(copy, nullptr, default_opset(model));
     } catch (const Error&) {
       return;
     }

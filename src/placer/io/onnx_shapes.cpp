@@ -1084,10 +1084,10 @@ bool contradicts(const onnx::NodeProto& node, const onnx::TypeProto& declared_ty
 // contradicts it, and a model whose every shape is declared skips inference altogether. Without
 // this, a declared batch of 7 where the input says 128, a Conv weight of 7 channels on 64, a
 // MatMul of [128,384] by [128,384] or a Flatten axis of 5 on a rank-4 tensor were priced as given.
-void check_types_against_rules(const onnx::ModelProto& model, const std::map<std::string, onnx::TypeProto>& types, std::int64_t opset) {
+void check_types_against_rules(const onnx::ModelProto& model, const std::map<std::string, onnx::TypeProto>& types, std::int64_t opset,
+                               std::int64_t source) {
   const onnx::GraphProto& graph = model.graph();
   const auto data = constant_data(graph);
-  const std::int64_t source = source_opset(model);
   for (const auto& node : graph.node()) {
     if (node.op_type() == "Constant") continue;
     // A Split without sizes: opset 18's num_outputs, read through opset 13 (onnx_compat), whose
@@ -1183,7 +1183,7 @@ std::unordered_map<std::string, std::vector<double>> folded_values(const onnx::G
   return out;
 }
 
-std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes) {
+std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes, std::int64_t written_opset) {
   std::size_t passes = 0;
   if (!onnx_passes) onnx_passes = &passes;
   *onnx_passes = 0;
@@ -1198,7 +1198,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       if (const auto& d = in.type().tensor_type().shape().dim(k); d.has_dim_value() && d.dim_value() < 0)
         throw Error("graph input '" + in.name() + "': dimension " + std::to_string(k) + " has the negative size " +
                     std::to_string(d.dim_value()) + " (a dimension left open? give it a name and bind it with --dim, or a size)");
-  const std::int64_t opset = default_opset(model);
+  const std::int64_t opset = default_opset(model), source = written_opset > 0 ? written_opset : opset;
   onnx::GraphProto* graph = model.mutable_graph();
   std::unordered_set<std::string> graph_outputs;
   for (const auto& o : graph->output()) graph_outputs.insert(o.name());
@@ -1233,7 +1233,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
   std::map<std::string, onnx::TypeProto> types = collect();
   std::size_t unknown = count_unknown(types);
   if (unknown == 0) {
-    check_types_against_rules(model, types, opset);
+    check_types_against_rules(model, types, opset, source);
     return types;
   }
   run_onnx_inference(model);
@@ -1347,7 +1347,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       const std::int64_t dim = shape.dim(static_cast<int>(axis)).dim_value(), n = node.output_size();
       const std::int64_t each = dim > 0 ? (dim + n - 1) / n : 0;
       if (each <= 0 || dim % n == 0 || dim - (n - 1) * each <= 0) continue;  // even (ONNX's own rule) or impossible
-      if (const std::int64_t source = source_opset(model); source < 18)
+      if (source < 18)
         throw Error(node_label(node) + ": splits a dimension of " + std::to_string(dim) + " into " + std::to_string(n) +
                     " outputs without sizes, but before opset 18 (the model's is " + std::to_string(source) +
                     ") such a Split makes equal parts: give its sizes (input 'split'), or write the model for opset 18");
@@ -1379,7 +1379,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
     unknown = count_unknown(types);
     if (!folded && unknown >= before) break;
   }
-  check_types_against_rules(model, types, opset);
+  check_types_against_rules(model, types, opset, source);
   return types;
 }
 

@@ -28,7 +28,11 @@ namespace placer {
 // `model` is taken by value: the folding rewrites it (pass a temporary to spare a copy).
 // `onnx_passes`, when given, receives how many times ONNX's inference ran over the whole model
 // (a few, whatever the depth: nodes that cannot be folded are inferred one by one in between).
-std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes = nullptr);
+// `written_opset`: the default opset of the file `model` was made from, when `model` is its
+// library_compatible_copy() (which lowers the opset); 0 for `model`'s own. A Split without sizes
+// into uneven parts is opset 18's num_outputs when written for 18 on, an error before.
+std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, std::size_t* onnx_passes = nullptr,
+                                                        std::int64_t written_opset = 0);
 
 // The values of `graph`'s small constants (initializers and Constant nodes of at most 4,096
 // elements) and of every node computed from them alone, Shape and Size reading `types`, as the
