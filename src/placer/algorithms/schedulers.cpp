@@ -241,6 +241,22 @@ std::vector<double> top_levels(const StepGraph& s) {
   return level;
 }
 
+// After `o` is scheduled: calls `ready` for each op that may now be scheduled (its last
+// predecessor was `o`, or the family it waited for got its device with `o`: `committed`).
+template <typename F>
+void release_after(const StepGraph& s, OpId o, bool committed, std::vector<std::uint32_t>& pending, F&& ready) {
+  for (const auto& e : s.succ(o))
+    if (--pending[e.op] == 0) ready(e.op);
+  if (committed)
+    for (OpId w : s.waiting_for(s.anchor[o]))
+      if (--pending[w] == 0) ready(w);
+}
+
+void check_all_scheduled(const StepGraph& s, std::size_t scheduled) {
+  if (scheduled != s.num_ops)
+    throw Error("a list scheduler left " + std::to_string(s.num_ops - scheduled) + " ops unscheduled (internal error)");
+}
+
 // A schedule being built: devices of families, finish times of ops, memory committed per device
 // and, with contention, when each channel is next free and when tensors reached other devices.
 class Partial {
@@ -534,11 +550,7 @@ std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, con
     const bool committed = st.place(o, best_device, best_start);
     state[o] = kDone;
     last_op[best_device] = o;
-    for (const auto& e : s.succ(o))
-      if (--pending[e.op] == 0) make_ready(e.op);
-    if (committed)
-      for (OpId w : s.waiting_for(s.anchor[o]))
-        if (--pending[w] == 0) make_ready(w);
+    release_after(s, o, committed, pending, make_ready);
   }
   return st.forward_devices();
 }
@@ -605,15 +617,10 @@ std::optional<std::vector<DeviceId>> critical_path_first(const StepGraph& s, con
       });
     }
     if (best == kUnplaced) return std::nullopt;
-    const bool committed = st.place(o, best, best_start);
-    for (const auto& e : s.succ(o))
-      if (--pending[e.op] == 0) ready.push(e.op);
-    if (committed)
-      for (OpId w : s.waiting_for(s.anchor[o]))
-        if (--pending[w] == 0) ready.push(w);
+    release_after(s, o, st.place(o, best, best_start), pending, [&](OpId r) { ready.push(r); });
     ++scheduled;
   }
-  if (scheduled != s.num_ops) throw Error("a list scheduler left " + std::to_string(s.num_ops - scheduled) + " ops unscheduled (internal error)");
+  check_all_scheduled(s, scheduled);
   return st.forward_devices();
 }
 
@@ -664,14 +671,10 @@ std::optional<std::vector<DeviceId>> heft(const StepGraph& s, const std::vector<
     if (best == kUnplaced) return std::nullopt;
     const bool committed = st.place(o, best, best_start);
     timeline[best].insert(timeline[best].begin() + static_cast<std::ptrdiff_t>(best_slot), Busy{best_start, best_finish});
-    for (const auto& e : s.succ(o))
-      if (--pending[e.op] == 0) ready.push(e.op);
-    if (committed)
-      for (OpId w : s.waiting_for(s.anchor[o]))
-        if (--pending[w] == 0) ready.push(w);
+    release_after(s, o, committed, pending, [&](OpId r) { ready.push(r); });
     ++scheduled;
   }
-  if (scheduled != s.num_ops) throw Error("a list scheduler left " + std::to_string(s.num_ops - scheduled) + " ops unscheduled (internal error)");
+  check_all_scheduled(s, scheduled);
   return st.forward_devices();
 }
 
