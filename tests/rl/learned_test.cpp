@@ -17,6 +17,7 @@
 #include "placer/rl/environment.hpp"
 #include "placer/rl/features.hpp"
 #include "placer/rl/learned.hpp"
+#include "placer/rl/trainer.hpp"
 #include "placer/util/error.hpp"
 #include "support/paths.hpp"
 
@@ -270,6 +271,59 @@ TEST(Training, AStopBeforeAnySampleSaysSo) {
 
 TEST(Training, ResumedColocRLEqualsUninterrupted) { resume_equals_uninterrupted("colocrl", {{"hidden", "32"}, {"batch", "8"}}); }
 TEST(Training, ResumedHDPEqualsUninterrupted) { resume_equals_uninterrupted("hdp", {{"hidden", "32"}, {"groups", "6"}}); }
+
+// An agent with one trainable logit per device, the same for every op, and a signature the test
+// chooses: what a checkpoint records of how decisions map to ops.
+class UniformAgent final : public Agent {
+ public:
+  UniformAgent(const Problem& p, std::string signature) : ops_(p.graph.num_forward_ops()), signature_(std::move(signature)) {
+    logits_ = module_.register_parameter("logits", torch::zeros({static_cast<std::int64_t>(p.cluster.num_devices())}));
+  }
+  torch::nn::Module& module() override { return module_; }
+  std::vector<std::vector<DeviceId>> sample(std::size_t k, std::mt19937_64& rng) override {
+    std::vector<std::vector<DeviceId>> out(k, std::vector<DeviceId>(ops_));
+    for (auto& placement : out)
+      for (auto& d : placement) d = static_cast<DeviceId>(rng() % static_cast<std::uint64_t>(logits_.size(0)));
+    samples_ = out;
+    return out;
+  }
+  LogProbs log_probs() override {
+    const torch::Tensor logp = torch::log_softmax(logits_, 0);
+    std::vector<torch::Tensor> per;
+    for (const auto& placement : samples_) {
+      torch::Tensor sum = torch::zeros({});
+      for (DeviceId d : placement) sum = sum + logp[d];
+      per.push_back(sum);
+    }
+    return {torch::stack(per), -(logp.exp() * logp).sum()};
+  }
+  std::string signature() const override { return signature_; }
+
+ private:
+  torch::nn::Module module_;
+  torch::Tensor logits_;
+  std::size_t ops_;
+  std::string signature_;
+  std::vector<std::vector<DeviceId>> samples_;
+};
+
+TEST(Training, ResumeRefusesACheckpointOfAnotherAgentSignature) {
+  // ColocRL's signature is its groups: a checkpoint written under other groups (another version
+  // of placer's grouping) must not resume as if its decisions meant the same.
+  Priced pr = skip_chain(6, 2);
+  const std::string path = temp("signature.ckpt");
+  NullObserver quiet;
+  auto placer_with = [](const std::string& signature) {
+    TrainOptions o = paper_train_options("uniform-test", 4);
+    return make_learned_placer(o, [signature](const Problem& p) { return std::make_unique<UniformAgent>(p, signature); });
+  };
+  placer_with("3 groups, a")->place(pr.problem(), Budget{.samples = 8, .checkpoint_path = path}, quiet, 1);
+  const Budget resume{.samples = 16, .checkpoint_path = path, .resume = true};
+  EXPECT_EQ(placer_with("3 groups, a")->place(pr.problem(), resume, quiet, 1).samples, 16u);
+  EXPECT_THAT([&] { placer_with("4 groups, b")->place(pr.problem(), resume, quiet, 1); },
+              ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("another mapping of the policy's decisions to ops (3 groups, a)"),
+                                                               ::testing::HasSubstr("than this run's (4 groups, b)"))));
+}
 
 TEST(Training, ResumeRefusesAnotherAlgorithmsCheckpoint) {
   Priced pr = skip_chain(6, 2);

@@ -4,6 +4,8 @@
 // groups are the ops themselves (coarsened likewise), as for local-search and optimal: one group
 // would leave nothing to learn.
 // Hyper-parameters and their sources: docs/learned-placers.md#colocrl.
+#include <fmt/format.h>
+
 #include "placer/algorithms/grouping.hpp"
 #include "placer/rl/trainer.hpp"
 #include "placer/util/error.hpp"
@@ -37,6 +39,14 @@ class ColocAgent final : public Agent {
   }
   LogProbs log_probs() override { return net_->log_probs(encoded_, actions_); }
   std::string note() const override { return note_; }
+  // The groups (how many, and an FNV-1a hash of each op's group): a checkpoint's decisions mean
+  // nothing under another grouping.
+  std::string signature() const override {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::uint32_t g : grouping_.group_of)
+      for (int i = 0; i < 4; ++i) h = (h ^ ((g >> (8 * i)) & 0xFF)) * 1099511628211ull;
+    return fmt::format("{} groups, {:016x}", grouping_.num_groups, h);
+  }
 
  private:
   std::string note_;  // before grouping_: its initialiser writes it

@@ -82,6 +82,7 @@ struct Fingerprint {
   std::int64_t links;    // and of the devices' streams and the links routes share (see links_hash)
   std::string config;    // TrainOptions::config
   std::string config_as_given;  // TrainOptions::config_as_given (what older checkpoints hold)
+  std::string agent;            // Agent::signature()
 };
 
 // FNV-1a over what decides every simulated step time and fit: the graph's ops and tensors, every
@@ -128,11 +129,12 @@ std::int64_t links_hash(const Problem& p) {
   return static_cast<std::int64_t>(h);
 }
 
-Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, torch::nn::Module& m) {
+Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, Agent& agent) {
   std::int64_t params = 0;
-  for (const auto& p : m.parameters()) params += p.numel();
+  for (const auto& p : agent.module().parameters()) params += p.numel();
   return {static_cast<std::int64_t>(problem.graph.num_forward_ops()), static_cast<std::int64_t>(problem.cluster.num_devices()),
-          static_cast<std::int64_t>(o.batch), params, problem_hash(problem), links_hash(problem), o.config, o.config_as_given};
+          static_cast<std::int64_t>(o.batch), params, problem_hash(problem), links_hash(problem), o.config, o.config_as_given,
+          agent.signature()};
 }
 
 // FNV-1a over the checkpoint's contents as the search uses them: its state, the random
@@ -189,6 +191,7 @@ void save_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   ar.write("problem", c10::IValue(fp.problem));
   ar.write("links", c10::IValue(fp.links));
   ar.write("config", c10::IValue(fp.config));
+  ar.write("agent", c10::IValue(fp.agent));
   ar.write("updates", c10::IValue(s.updates));
   ar.write("samples", c10::IValue(s.samples));
   ar.write("baseline", c10::IValue(s.baseline));
@@ -264,6 +267,11 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   if (config != fp.config && config != fp.config_as_given)
     throw Error("checkpoint '" + path + "' was written with other options (" + (config.empty() ? "none" : config) + ") than these (" +
                 (fp.config.empty() ? "none" : fp.config) + ")");
+  // Written since 2026-11-28: an older checkpoint, without it, is not checked on it.
+  if (c10::IValue agent; ar.try_read("agent", agent) && (!agent.isString() || agent.toStringRef() != fp.agent))
+    throw Error("checkpoint '" + path + "' was written for another mapping of the policy's decisions to ops (" +
+                (agent.isString() && !agent.toStringRef().empty() ? agent.toStringRef() : std::string("none")) + ") than this run's (" +
+                (fp.agent.empty() ? "none" : fp.agent) + "): a version of placer that groups ops otherwise?");
   s.updates = read_value<std::int64_t>(ar, path, "updates");
   s.samples = read_value<std::int64_t>(ar, path, "samples");
   s.baseline = read_value<double>(ar, path, "baseline");
@@ -315,7 +323,7 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   torch::optim::Adam optimizer(module.parameters(), torch::optim::AdamOptions(o.learning_rate));
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 0x51ACE5ull);
   State s;
-  const Fingerprint fp = fingerprint_of(problem, o, module);
+  const Fingerprint fp = fingerprint_of(problem, o, agent);
   if (budget.resume) load_checkpoint(budget.checkpoint_path, o, fp, s, rng, module, optimizer);
   if (!budget.checkpoint_path.empty()) check_writable(budget.checkpoint_path, "the checkpoint");
   if (!budget.curve_path.empty()) check_writable(budget.curve_path, "the learning curve");

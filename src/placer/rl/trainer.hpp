@@ -34,6 +34,10 @@ class Agent {
   virtual LogProbs log_probs() = 0;
   // What the result's note should say about how the agent sees the problem ("" for nothing).
   virtual std::string note() const { return {}; }
+  // What a checkpoint must match besides the policy's parameters and the options: how the agent
+  // maps its decisions to ops where code, not an option, decides it (ColocRL: its groups). A
+  // resume under another signature is refused. "" for nothing to match.
+  virtual std::string signature() const { return {}; }
 };
 
 struct TrainOptions {
