@@ -327,9 +327,7 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
       for (const char* name : {"s0", "s1", "s2"}) {
         auto* vi = v.m.mutable_graph()->add_value_info();
         vi->set_name(name);
-        vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-        for (std::int64_t d : {2, name[1] == '2' ? 2 : 4})
-          vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+        Model::type(vi, {std::int64_t{2}, std::int64_t{name[1] == '2' ? 2 : 4}});
       }
     EXPECT_THAT([&] { load_onnx(v.save("opset13_uneven_split.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("Split"))) << declared;
     if (!declared) {

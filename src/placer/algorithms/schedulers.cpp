@@ -51,7 +51,6 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <queue>
 
 #include "placer/algorithms/families.hpp"
 #include "placer/util/error.hpp"
@@ -254,10 +253,51 @@ void release_after(const StepGraph& s, OpId o, bool committed, std::vector<std::
       if (--pending[w] == 0) ready(w);
 }
 
-void check_all_scheduled(const StepGraph& s, std::size_t scheduled) {
-  if (scheduled != s.num_ops)
-    throw Error("a list scheduler left " + std::to_string(s.num_ops - scheduled) + " ops unscheduled (internal error)");
-}
+// The ops whose prerequisites are scheduled (StepGraph::prerequisites), the highest `level` first,
+// ties by topological position: critical-path's and HEFT's order.
+class ReadyByLevel {
+ public:
+  ReadyByLevel(const StepGraph& s, const std::vector<double>& level) : s_(s), level_(level), pending_(s.num_ops) {
+    for (OpId o = 0; o < s.num_ops; ++o) {
+      pending_[o] = s.prerequisites(o);
+      if (pending_[o] == 0) push(o);
+    }
+  }
+  bool empty() const { return heap_.empty(); }
+  OpId pop() {
+    std::pop_heap(heap_.begin(), heap_.end(), later());
+    const OpId o = heap_.back();
+    heap_.pop_back();
+    return o;
+  }
+  // `o` is scheduled; `committed`: its family got its device with it.
+  void done(OpId o, bool committed) {
+    release_after(s_, o, committed, pending_, [&](OpId r) { push(r); });
+    ++scheduled_;
+  }
+  void check_all_scheduled() const {
+    if (scheduled_ != s_.num_ops)
+      throw Error("a list scheduler left " + std::to_string(s_.num_ops - scheduled_) + " ops unscheduled (internal error)");
+  }
+
+ private:
+  struct Later {
+    const ReadyByLevel* q;
+    bool operator()(OpId a, OpId b) const {
+      return q->level_[a] != q->level_[b] ? q->level_[a] < q->level_[b] : q->s_.rank[a] > q->s_.rank[b];
+    }
+  };
+  Later later() const { return Later{this}; }
+  void push(OpId o) {
+    heap_.push_back(o);
+    std::push_heap(heap_.begin(), heap_.end(), later());
+  }
+  const StepGraph& s_;
+  const std::vector<double>& level_;
+  std::vector<std::uint32_t> pending_;
+  std::vector<OpId> heap_;
+  std::size_t scheduled_ = 0;
+};
 
 // A schedule being built: devices of families, finish times of ops, memory committed per device
 // and, with contention, when each channel is next free and when tensors reached other devices.
@@ -595,17 +635,9 @@ std::optional<std::vector<DeviceId>> critical_path_first(const StepGraph& s, con
       if (path_device == kUnplaced || path_time[d] < path_time[path_device]) path_device = d;
   }
   Partial st(s, footprint, budget);
-  auto later = [&](OpId a, OpId b) { return bottom[a] != bottom[b] ? bottom[a] < bottom[b] : s.rank[a] > s.rank[b]; };
-  std::priority_queue<OpId, std::vector<OpId>, decltype(later)> ready(later);
-  std::vector<std::uint32_t> pending(s.num_ops);
-  for (OpId o = 0; o < s.num_ops; ++o) {
-    pending[o] = s.prerequisites(o);
-    if (pending[o] == 0) ready.push(o);
-  }
-  std::size_t scheduled = 0;
+  ReadyByLevel ready(s, bottom);
   while (!ready.empty()) {
-    const OpId o = ready.top();
-    ready.pop();
+    const OpId o = ready.pop();
     DeviceId best = kUnplaced;
     double best_finish = kInf, best_start = 0.0;
     if (on_path[o] && st.family_device(o) == kUnplaced && st.allowed(o, path_device)) {
@@ -619,10 +651,9 @@ std::optional<std::vector<DeviceId>> critical_path_first(const StepGraph& s, con
       });
     }
     if (best == kUnplaced) return std::nullopt;
-    release_after(s, o, st.place(o, best, best_start), pending, [&](OpId r) { ready.push(r); });
-    ++scheduled;
+    ready.done(o, st.place(o, best, best_start));
   }
-  check_all_scheduled(s, scheduled);
+  ready.check_all_scheduled();
   return st.forward_devices();
 }
 
@@ -636,13 +667,6 @@ std::optional<std::vector<DeviceId>> critical_path_first(const StepGraph& s, con
 std::optional<std::vector<DeviceId>> heft(const StepGraph& s, const std::vector<double>& footprint,
                                           const std::vector<double>& budget) {
   const std::vector<double> rank_up = bottom_levels(s);
-  auto later = [&](OpId a, OpId b) { return rank_up[a] != rank_up[b] ? rank_up[a] < rank_up[b] : s.rank[a] > s.rank[b]; };
-  std::priority_queue<OpId, std::vector<OpId>, decltype(later)> ready(later);
-  std::vector<std::uint32_t> pending(s.num_ops);
-  for (OpId o = 0; o < s.num_ops; ++o) {
-    pending[o] = s.prerequisites(o);
-    if (pending[o] == 0) ready.push(o);
-  }
   struct Busy {
     double start, end;
   };
@@ -659,10 +683,9 @@ std::optional<std::vector<DeviceId>> heft(const StepGraph& s, const std::vector<
     return std::pair{t, static_cast<std::size_t>(it - busy.begin())};
   };
   Partial st(s, footprint, budget);
-  std::size_t scheduled = 0;
+  ReadyByLevel ready(s, rank_up);
   while (!ready.empty()) {
-    const OpId o = ready.top();
-    ready.pop();
+    const OpId o = ready.pop();
     DeviceId best = kUnplaced;
     double best_finish = kInf, best_start = 0.0;
     std::size_t best_slot = 0;
@@ -673,10 +696,9 @@ std::optional<std::vector<DeviceId>> heft(const StepGraph& s, const std::vector<
     if (best == kUnplaced) return std::nullopt;
     const bool committed = st.place(o, best, best_start);
     timeline[best].insert(timeline[best].begin() + static_cast<std::ptrdiff_t>(best_slot), Busy{best_start, best_finish});
-    release_after(s, o, committed, pending, [&](OpId r) { ready.push(r); });
-    ++scheduled;
+    ready.done(o, committed);
   }
-  check_all_scheduled(s, scheduled);
+  ready.check_all_scheduled();
   return st.forward_devices();
 }
 

@@ -9,6 +9,7 @@
 #include "placer/algorithms/grouping.hpp"
 #include "placer/rl/trainer.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/hash.hpp"
 
 namespace placer::rl {
 namespace {
@@ -42,10 +43,9 @@ class ColocAgent final : public Agent {
   // The groups (how many, and an FNV-1a hash of each op's group): a checkpoint's decisions mean
   // nothing under another grouping.
   std::string signature() const override {
-    std::uint64_t h = 1469598103934665603ull;
-    for (std::uint32_t g : grouping_.group_of)
-      for (int i = 0; i < 4; ++i) h = (h ^ ((g >> (8 * i)) & 0xFF)) * 1099511628211ull;
-    return fmt::format("{} groups, {:016x}", grouping_.num_groups, h);
+    Fnv1a h;
+    for (std::uint32_t g : grouping_.group_of) h.u64(g);
+    return fmt::format("{} groups, {:016x}", grouping_.num_groups, h.value());
   }
 
  private:

@@ -19,6 +19,7 @@
 
 #include "placer/rl/environment.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/hash.hpp"
 #include "placer/util/json_fields.hpp"
 
 namespace placer::rl {
@@ -89,11 +90,9 @@ struct Fingerprint {
 // op time on every device, the routes between devices and each device's memory limit. Another
 // model, cluster, profile, --dim, --memory-fraction or --optimizer changes it.
 std::int64_t problem_hash(const Problem& p) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
-  };
-  auto mix_double = [&](double d) { mix(std::bit_cast<std::uint64_t>(d)); };
+  Fnv1a h;
+  auto mix = [&](std::uint64_t v) { h.u64(v); };
+  auto mix_double = [&](double d) { h.f64(d); };
   const Graph& g = p.graph;
   mix(g.num_ops()), mix(g.num_tensors()), mix(g.num_forward_ops());
   for (OpId o = 0; o < g.num_ops(); ++o) {
@@ -107,17 +106,15 @@ std::int64_t problem_hash(const Problem& p) {
     for (DeviceId b = 0; b < nd; ++b)
       if (a != b) mix_double(p.cluster.route_latency_s(a, b)), mix_double(p.cluster.route_bandwidth(a, b));
   for (std::uint64_t limit : memory_limits(p)) mix(limit);
-  return static_cast<std::int64_t>(h);
+  return static_cast<std::int64_t>(h.value());
 }
 
 // FNV-1a over what else the simulator sees of the cluster: each device's streams and every route's
 // channels (which links two routes share decides their contention). Written since 2026-11-28 beside
 // `problem`, which did not cover them: an older checkpoint, without it, is checked on `problem` alone.
 std::int64_t links_hash(const Problem& p) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
-  };
+  Fnv1a h;
+  auto mix = [&](std::uint64_t v) { h.u64(v); };
   const Cluster& c = p.cluster;
   const std::size_t nd = c.num_devices();
   for (DeviceId d = 0; d < nd; ++d) mix(static_cast<std::uint64_t>(std::max(1, c.device(d).streams)));
@@ -126,7 +123,7 @@ std::int64_t links_hash(const Problem& p) {
       mix(c.route(a, b).size());
       for (ChannelId ch : c.route(a, b)) mix(ch);
     }
-  return static_cast<std::int64_t>(h);
+  return static_cast<std::int64_t>(h.value());
 }
 
 Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, Agent& agent) {
@@ -144,11 +141,8 @@ Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, Agent&
 // would otherwise resume with wrong values (a flipped curve, a damaged weight).
 std::int64_t content_checksum(const State& s, const std::string& rng_state, torch::nn::Module& module,
                               torch::optim::Optimizer& optimizer) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto bytes = [&](const void* data, std::size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  };
+  Fnv1a h;
+  auto bytes = [&](const void* data, std::size_t n) { h.bytes(data, n); };
   auto value = [&](auto v) { bytes(&v, sizeof v); };
   auto tensor = [&](const torch::Tensor& t) {
     if (!t.defined()) return value(std::int64_t{-1});
@@ -175,7 +169,7 @@ std::int64_t content_checksum(const State& s, const std::string& rng_state, torc
         tensor(adam->exp_avg()), tensor(adam->exp_avg_sq()), tensor(adam->max_exp_avg_sq());
       }
     }
-  return static_cast<std::int64_t>(h);
+  return static_cast<std::int64_t>(h.value());
 }
 
 void save_checkpoint(const std::string& path, const TrainOptions& o, const Fingerprint& fp, const State& s, const std::mt19937_64& rng,
