@@ -436,6 +436,52 @@ TEST(OptimalIp, OutOfTimeFallsBackToTheBestSingleDevice) {
   EXPECT_THAT(r.note, ::testing::AnyOf(HasSubstr("no solution within its time limit"), HasSubstr("the simulator kept")));
 }
 
+// init=best (the default) starts from the fastest of the constructive placers, ties to the one
+// tried first; one that cannot place the problem is passed over.
+TEST(LocalSearch, StartsFromTheBestConstructivePlacer) {
+  for (int gpus : {2, 3}) {
+    Priced pr = uneven_graph(gpus);
+    std::string expected;
+    double fastest = std::numeric_limits<double>::infinity();
+    for (const char* name : {"m-sct", "heft", "m-etf", "critical-path", "scotch", "metis", "expert", "single"}) {
+      try {
+        const PlacementResult r = run_placer(name, pr.problem());
+        if (r.sim.fits && r.sim.step_time_s < fastest) fastest = r.sim.step_time_s, expected = name;
+      } catch (const Error&) {
+      }
+    }
+    ASSERT_FALSE(expected.empty());
+    const PlacementResult r = run_placer("local-search", pr.problem(), {.samples = 400, .threads = 1}, 1);
+    EXPECT_THAT(r.note, ::testing::StartsWith("from " + expected + " (")) << gpus << " GPUs";
+    EXPECT_LE(r.sim.step_time_s, fastest);
+  }
+}
+
+// Several groupings are searched in turn, each from the best placement the one before found: a
+// search that starts on co-location groups ({p, q, r} and {s}: p and q, each read by r alone,
+// move with it, so they cannot run on two GPUs) ends on single ops at the optimum.
+TEST(LocalSearch, SearchesGroupingsInTurn) {
+  Sketch sk;
+  const TensorId x = sk.tensor("x", 10, TensorKind::data), tp = sk.tensor("tp", 10), tq = sk.tensor("tq", 10),
+                 tr = sk.tensor("tr", 10), ts = sk.tensor("ts", 10);
+  sk.op("p", {x}, {tp}, 2.0);
+  sk.op("q", {x}, {tq}, 2.0);
+  sk.op("r", {tp, tq}, {tr}, 0.1);
+  sk.op("s", {x}, {ts}, 0.1);
+  Priced pr(std::move(sk), switch_gpus(2));
+  ASSERT_EQ(make_grouping(pr.problem(), "colocation", 0).num_groups, 2u);
+  const PlacementResult r =
+      run_placer("local-search", pr.problem(), {.samples = 2000, .threads = 2}, 3, {{"groups", "colocation,op"}, {"init", "single"}});
+  EXPECT_THAT(r.note, HasSubstr("(colocation) -> "));
+  EXPECT_THAT(r.note, HasSubstr("(op), 8 chains"));
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(test::brute_force(pr.problem()).step_time_s, 1e-12));
+  EXPECT_LE(r.samples, 2000u);
+  EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"groups", "op,,colocation"}})), Error);
+  EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"groups", "op,"}})), Error);
+  EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"groups", "op,op,op,op,op,op,op,op,op"}})), Error);
+  EXPECT_THROW(run_placer("local-search", pr.problem(), {.samples = 10}, 1, {{"groups", "op,no-such-grouping"}}), Error);
+}
+
 TEST(LocalSearch, RejectsBadOptions) {
   EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"chains", "0"}})), Error);
   EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"init", "local-search"}})), Error);

@@ -1,6 +1,8 @@
 // Search placers with the simulator as the objective:
-// - local-search: simulated annealing over groups of ops (ColocRL's co-location groups by default),
-//   started from another algorithm's placement, in independent chains run on every core;
+// - local-search: simulated annealing over groups of ops, started from the best of the constructive
+//   placers (or another algorithm's placement), in independent chains run on every core; by
+//   default it searches modules, then co-location groups, then single ops, each level from the
+//   best placement the one before found;
 // - optimal: the optimum over groups for small problems, by exhaustive enumeration (simulating
 //   every placement) or, when that is too large, an integer program solved with CBC over a
 //   load + communication model whose solution is then simulated.
@@ -254,11 +256,26 @@ Candidate anneal(const Problem& p, const std::vector<std::vector<OpId>>& members
   return best;
 }
 
+// init=best: the constructive placers a search may start from, best first (a tie keeps the
+// earlier); those not registered are skipped.
+constexpr const char* kBestStarts[] = {"m-sct", "heft", "m-etf", "critical-path", "scotch", "metis", "expert", "single"};
+constexpr const char* kDefaultLevels = "module,colocation,op";
+
 class LocalSearchPlacer final : public Placer {
  public:
   explicit LocalSearchPlacer(const PlacerOptions& o)
-      : init_(o.get("init", "")), groups_(o.get("groups", "colocation")), max_groups_(o.get_int("max-groups", 0)),
-        devices_(o.get("devices", "gpus")), chains_(o.get_int("chains", 8)) {
+      : init_(o.get("init", "best")), max_groups_(o.get_int("max-groups", 0)), devices_(o.get("devices", "gpus")),
+        chains_(o.get_int("chains", 8)) {
+    // Levels: groupings separated by commas, searched in turn.
+    const std::string groups = o.get("groups", kDefaultLevels);
+    for (std::size_t begin = 0;;) {
+      const std::size_t comma = groups.find(',', begin);
+      levels_.push_back(groups.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+      if (levels_.back().empty()) throw Error("local-search: option 'groups' has an empty grouping in '" + groups + "'");
+      if (comma == std::string::npos) break;
+      begin = comma + 1;
+    }
+    if (levels_.size() > 8) throw Error("local-search: option 'groups' gives more than 8 groupings");
     settings_.t_start = o.get_double("t-start", settings_.t_start);
     settings_.t_end = o.get_double("t-end", settings_.t_end);
     settings_.swap_share = o.get_double("swap", settings_.swap_share);
@@ -276,94 +293,141 @@ class LocalSearchPlacer final : public Placer {
     if (p.graph.num_forward_ops() == 0) throw Error("local-search: the graph has no forward op to place");
     const Clock::time_point start = Clock::now();
     const std::vector<DeviceId> candidates = devices_of(p.cluster, devices_, "local-search");
+    auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
-    // The start: another algorithm's placement.
-    std::string init = init_;
-    if (init.empty()) {
-      init = "m-etf";
-      try {
-        find_placer(init);
-      } catch (const Error&) {
-        init = "single";
-      }
-    }
-    Inner inner(observer);
+    // The start: another algorithm's placement, or (best) the best of the constructive placers.
     // The start spends from the same budget, at most half of it, so that the chains keep the
     // rest: a learned start trains for what it is given (2000 samples by default), optimal
     // enumerates up to it. Random draws once, as without a budget (given one, it would draw until
     // the budget ends). A start that takes no budget (m-etf, ...) evaluates a few placements.
+    std::vector<std::string> inits;
+    if (init_ == "best") {
+      for (const char* name : kBestStarts) {
+        try {
+          find_placer(name);
+          inits.emplace_back(name);
+        } catch (const Error&) {
+        }
+      }
+    } else {
+      inits.push_back(init_);
+    }
+    Inner inner(observer);
     Budget start_budget{.threads = budget.threads};
-    if (init != "random") {
+    if (inits.size() != 1 || inits.front() != "random") {
       start_budget.samples = budget.samples > 0 ? std::max<std::size_t>(1, budget.samples / 2) : 0;
       start_budget.seconds = budget.seconds / 2;
     }
-    const PlacementResult first = make_placer(init, {})->place(p, start_budget, inner, seed);
-
-    // Fewer groups than devices leave nothing to search (co-location folds a chain into one).
-    std::string grouping_note;
-    const Grouping grouping =
-        make_grouping_at_least(p, groups_, static_cast<std::size_t>(max_groups_), candidates.size(), grouping_note);
-    const std::vector<std::vector<OpId>> members = members_of(grouping);
-    const GroupGraph neighbours = group_graph(p, grouping);
-
-    // Samples: what the start left of the budget's (8000 by default), shared by the chains; none
-    // when only seconds bound it.
-    // A chain spends its first sample on the start, so a chain needs two to try one move: a
-    // small budget runs fewer chains (as many as it gives two samples each), never chains that
-    // only re-simulate the start.
-    const bool out_of_samples = budget.samples > 0 && first.samples >= budget.samples;
-    const std::size_t total = budget.samples > 0 ? (out_of_samples ? 0 : budget.samples - first.samples) : budget.seconds > 0.0 ? 0 : 8000;
-    const std::size_t chains =
-        total > 0 ? std::clamp<std::size_t>(total / 2, 1, static_cast<std::size_t>(chains_)) : static_cast<std::size_t>(chains_);
-    const bool too_few_samples = total == 1;
-    std::vector<std::size_t> per_chain(chains, 0);
-    if (total > 0)
-      for (std::size_t c = 0; c < chains; ++c) per_chain[c] = total / chains + (c < total % chains ? 1 : 0);
-    // A time budget the start already spent leaves the chains nothing (0 seconds would mean no limit).
-    const double spent_s = std::chrono::duration<double>(Clock::now() - start).count();
-    const bool out_of_time = budget.seconds > 0.0 && spent_s >= budget.seconds;
-    const double seconds = budget.seconds > 0.0 ? budget.seconds - spent_s : 0.0;
-
-    std::vector<Candidate> results(chains);
-    std::atomic<std::size_t> next{0}, samples{first.samples};  // progress counts the start's too
-    std::atomic<bool> stop{false};
-    std::atomic<double> best_time{first.sim.fits ? first.sim.step_time_s : kInf};
-    const unsigned threads = static_cast<unsigned>(std::min<std::size_t>(thread_count(budget), chains));
-    run_workers(
-        threads,
-        [&](unsigned) {
-          for (std::size_t c = next++; c < chains; c = next++) {
-            if ((total > 0 && per_chain[c] == 0) || out_of_time || out_of_samples || too_few_samples) continue;
-            // The chains share the time budget (with or without a sample budget beside it): a
-            // thread runs up to ceil(chains / threads) of them in turn, each for its slice, so
-            // that they end within --seconds whatever the threads (each took the whole of it,
-            // and a search ran chains / threads times too long).
-            const double slice = seconds > 0.0 ? seconds / static_cast<double>((chains + threads - 1) / threads) : 0.0;
-            results[c] = anneal(p, members, neighbours, candidates, first.forward_devices, per_chain[c], slice, settings_,
-                                derive_seed(seed, c), stop, samples, best_time);
-          }
-        },
-        observer, stop, samples, budget.samples > 0 ? std::max(budget.samples, first.samples) : total > 0 ? first.samples + total : 0,
-        best_time, start);
-
     Candidate best;
-    best.devices = first.forward_devices, best.fits = first.sim.fits, best.step_time_s = first.sim.step_time_s;
-    best.shortfall_bytes = total_shortfall(first.sim);
-    for (const Candidate& c : results)  // chain order: ties go to the lower chain
-      if (!c.devices.empty() && c.better_than(best)) best = c;
-    std::string note = "from " + init + " (" + std::to_string(first.sim.step_time_s) + " s" + (first.sim.fits ? "" : ", does not fit") +
-                       "), " + std::to_string(grouping.num_groups) + " groups, " + std::to_string(chains) + " chains";
-    if (!grouping_note.empty()) note += "; " + grouping_note;
+    std::string from;
+    double from_time_s = 0.0;
+    std::size_t start_samples = 0;
+    std::vector<std::string> failed;
+    for (const std::string& name : inits) {
+      // After the first start, more are tried while the start's half of the budget lasts.
+      if (!best.devices.empty() && (observer.stop_requested() || (budget.samples > 0 && start_samples >= start_budget.samples) ||
+                                    (budget.seconds > 0.0 && elapsed() >= start_budget.seconds)))
+        break;
+      PlacementResult r;
+      try {
+        r = make_placer(name, {})->place(p, start_budget, inner, seed);
+      } catch (const Error& e) {
+        if (inits.size() == 1) throw;
+        failed.push_back(name);  // e.g. expert without a map for this model
+        continue;
+      }
+      start_samples += r.samples;
+      Candidate c;
+      c.take(r.forward_devices, r.sim);
+      if (best.devices.empty() || c.better_than(best)) best = std::move(c), from = name, from_time_s = r.sim.step_time_s;
+    }
+    if (best.devices.empty()) throw Error("local-search: no start placement: every start algorithm failed");
+
+    // The levels: each grouping in turn anneals from the best placement so far, with an equal
+    // share of what the start left of the budget (samples: 8000 by default, none when only
+    // seconds bound it).
+    const bool out_of_samples = budget.samples > 0 && start_samples >= budget.samples;
+    const std::size_t total = budget.samples > 0 ? (out_of_samples ? 0 : budget.samples - start_samples) : budget.seconds > 0.0 ? 0 : 8000;
+    const bool out_of_time = budget.seconds > 0.0 && elapsed() >= budget.seconds;
+    std::atomic<std::size_t> samples{start_samples};  // progress counts the start's too
+    std::atomic<bool> stop{false};
+    std::atomic<double> best_time{best.fits ? best.step_time_s : kInf};
+    const std::size_t levels = levels_.size();
+    std::string note = "from " + from + " (" + std::to_string(from_time_s) + " s" +
+                       (best.fits ? "" : ", does not fit") + ")";
+    bool too_few_samples = false, searched = false;
+    if (observer.stop_requested()) stop = true;
+    for (std::size_t level = 0; level < levels && !out_of_samples && !out_of_time && !stop.load(); ++level) {
+      // Fewer groups than devices leave nothing to search (co-location folds a chain into one).
+      std::string grouping_note;
+      const Grouping grouping =
+          make_grouping_at_least(p, levels_[level], static_cast<std::size_t>(max_groups_), candidates.size(), grouping_note);
+      const std::vector<std::vector<OpId>> members = members_of(grouping);
+      const GroupGraph neighbours = group_graph(p, grouping);
+      note += (level == 0 ? ", " : " -> ") + std::to_string(grouping.num_groups) + " groups";
+      if (levels > 1) note += " (" + levels_[level] + ")";
+      if (!grouping_note.empty()) note += " [" + grouping_note + "]";
+
+      // This level's samples, shared by its chains. A chain spends its first sample on the
+      // start, so a chain needs two to try one move: a small budget runs fewer chains (as many as
+      // it gives two samples each), never chains that only re-simulate the start.
+      const std::size_t level_total = total / levels + (level < total % levels ? 1 : 0);
+      const std::size_t chains = level_total > 0 ? std::clamp<std::size_t>(level_total / 2, 1, static_cast<std::size_t>(chains_))
+                                                 : static_cast<std::size_t>(chains_);
+      if (level + 1 == levels) note += ", " + std::to_string(chains) + " chains";
+      if (total > 0 && level_total < 2) {
+        too_few_samples = too_few_samples || level_total == 1;
+        continue;
+      }
+      std::vector<std::size_t> per_chain(chains, 0);
+      if (level_total > 0)
+        for (std::size_t c = 0; c < chains; ++c) per_chain[c] = level_total / chains + (c < level_total % chains ? 1 : 0);
+      // A time budget the start (and the levels before) already spent leaves nothing (0 seconds
+      // would mean no limit); what is left is shared by the levels still to run.
+      const double spent_s = elapsed();
+      if (budget.seconds > 0.0 && spent_s >= budget.seconds) break;
+      const double seconds = budget.seconds > 0.0 ? (budget.seconds - spent_s) / static_cast<double>(levels - level) : 0.0;
+
+      std::vector<Candidate> results(chains);
+      std::atomic<std::size_t> next{0};
+      const std::vector<DeviceId> from_devices = best.devices;
+      const unsigned threads = static_cast<unsigned>(std::min<std::size_t>(thread_count(budget), chains));
+      run_workers(
+          threads,
+          [&](unsigned) {
+            for (std::size_t c = next++; c < chains; c = next++) {
+              if (level_total > 0 && per_chain[c] == 0) continue;
+              // The chains share the time budget (with or without a sample budget beside it): a
+              // thread runs up to ceil(chains / threads) of them in turn, each for its slice, so
+              // that they end within --seconds whatever the threads (each took the whole of it,
+              // and a search ran chains / threads times too long).
+              const double slice = seconds > 0.0 ? seconds / static_cast<double>((chains + threads - 1) / threads) : 0.0;
+              results[c] = anneal(p, members, neighbours, candidates, from_devices, per_chain[c], slice, settings_,
+                                  derive_seed(seed, level * 4096 + c), stop, samples, best_time);
+            }
+          },
+          observer, stop, samples, budget.samples > 0 ? std::max(budget.samples, start_samples) : total > 0 ? start_samples + total : 0,
+          best_time, start);
+      searched = true;
+      for (const Candidate& c : results)  // chain order: ties go to the lower chain
+        if (!c.devices.empty() && c.better_than(best)) best = c;
+    }
+    if (!failed.empty()) {
+      note += "; not started from";
+      for (const std::string& name : failed) note += " " + name;
+      note += " (failed)";
+    }
     if (!best.fits) note += "; no placement found that fits, the one closest to fitting is shown";
     if (out_of_time) note += "; the time budget was spent on the start, no search";
     else if (out_of_samples) note += "; the sample budget was spent on the start, no search";
-    else if (too_few_samples) note += "; one sample left after the start, too few to try a move: no search";
+    else if (too_few_samples && !searched) note += "; one sample left after the start, too few to try a move: no search";
     if (stop.load()) note += "; stopped early";
     return finish(p, std::move(best.devices), samples.load(), note);
   }
 
  private:
-  std::string init_, groups_;
+  std::string init_;
+  std::vector<std::string> levels_;
   std::int64_t max_groups_;
   std::string devices_;
   std::int64_t chains_;
@@ -795,11 +859,14 @@ class OptimalPlacer final : public Placer {
 
 void register_search(std::vector<PlacerInfo>& r) {
   r.push_back({"local-search", "search",
-               "simulated annealing over groups with the simulator, from another algorithm's placement, in chains on every core",
-               {{"init", "m-etf",
-                 "the algorithm whose placement the search starts from ('single' when m-etf is not registered); it spends at most "
+               "simulated annealing over groups with the simulator, from the best constructive placement, in chains on every core",
+               {{"init", "best",
+                 "where the search starts: an algorithm's placement, or 'best', the fastest of m-sct, heft, m-etf, critical-path, "
+                 "scotch, metis, expert and single (tried in that order while the start's budget lasts); the start spends at most "
                  "half of --samples and --seconds, random draws once"},
-                {"groups", "colocation", "what moves together: colocation, module[:DEPTH], module-call[:DEPTH] or op"},
+                {"groups", kDefaultLevels,
+                 "what moves together: colocation, module[:DEPTH], module-call[:DEPTH] or op; several, separated by commas, are "
+                 "searched in turn (coarse to fine), each from the best placement so far with an equal share of the budget"},
                 {"max-groups", "0", "coarsen the groups to at most this many (0: no limit)"},
                 {"devices", "gpus", "devices groups move to: 'gpus' (every device when there are fewer than two) or 'all'"},
                 {"chains", "8",
