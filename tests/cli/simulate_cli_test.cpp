@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -287,6 +288,38 @@ TEST(PlaceCliBadInput, BudgetsOutOfRange) {
   for (const char* seconds : {"-1", "nan", "1e400"})
     expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "random", "--seconds", seconds},
                           "--seconds: a number of seconds");
+}
+
+// Found by a bad-input sweep: a checkpoint is written to NAME.tmp and renamed, which replaced a
+// device or a pipe named as the checkpoint with a regular file, without a word.
+TEST(PlaceCliBadInput, ACheckpointThatIsNotARegularFileIsRefused) {
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "8", "--checkpoint", "/dev/null"},
+                        "--checkpoint '/dev/null' is not a regular file");
+  EXPECT_FALSE(std::filesystem::is_regular_file("/dev/null"));
+}
+
+// CLI11's range check let "nan" through (bounds then ran with it) and called "abc" out of range.
+TEST(PlaceCliBadInput, AMemoryFractionMustBeANumberInRange) {
+  for (const char* command : {"bounds", "simulate"}) {
+    std::vector<std::string> args = {command, "--model", kModel, "--cluster", "k80x4"};
+    if (std::string(command) == "simulate") args.insert(args.end(), {"--on", "gpu:0"});
+    auto with = [&](const char* value) {
+      std::vector<std::string> a = args;
+      a.insert(a.end(), {"--memory-fraction", value});
+      return a;
+    };
+    expect_one_line_error(with("nan"), "--memory-fraction: must be from 0.01 to 1, got nan");
+    expect_one_line_error(with("abc"), "--memory-fraction: 'abc' is not a number");
+    expect_one_line_error(with("0"), "must be from 0.01 to 1");
+    EXPECT_EQ(placer(with("0.5")).exit_code, 0);
+  }
+}
+
+TEST(SimulateCliBadInput, OnAMissingDeviceNamesIt) {
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:9"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("--on: device 'gpu:9', which cluster 'k80x4' does not have"));
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("default")));
 }
 
 TEST(PlaceCliBadInput, LearnedPlacersFilesForAnotherAlgorithm) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 namespace {
@@ -58,6 +59,49 @@ TEST(CheckWritable, RemovesTheFileItCreatedAndNamesAPathItCannotWrite) {
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_THAT([] { check_writable("/nonexistent-dir/x.json", "the checkpoint"); },
               ThrowsMessage<Error>(HasSubstr("cannot write the checkpoint '/nonexistent-dir/x.json'")));
+}
+
+// Found by a bad-input sweep: a value nested 60,000 deep crashed every reader (the message that
+// named the wrong type printed it, recursing once per level), and a huge value became a message
+// of half a megabyte.
+TEST(ReadJsonFile, RefusesDeepNestingAndKeepsMessagesShort) {
+  const std::string path = temp_path("deep.json");
+  {
+    std::ofstream out(path);
+    out << "{\"format\": " << std::string(60'000, '[') << std::string(60'000, ']') << "}";
+  }
+  EXPECT_THAT([&] { (void)read_json_file(path, "graph"); }, ThrowsMessage<Error>(HasSubstr("nested deeper than 256 levels")));
+  {
+    std::ofstream out(path);
+    out << "{\"a\": " << std::string(256, '[') << std::string(256, ']') << "}";  // 257 levels, the object's included
+  }
+  EXPECT_THROW((void)read_json_file(path, "graph"), Error);
+  {
+    std::ofstream out(path);
+    out << "{\"a\": " << std::string(255, '[') << std::string(255, ']') << "}";
+  }
+  EXPECT_NO_THROW((void)read_json_file(path, "graph"));
+  std::filesystem::remove(path);
+
+  EXPECT_EQ(json_excerpt(nlohmann::json::parse("[2, 3.5]")), "[2,3.5]");
+  EXPECT_EQ(json_excerpt(nlohmann::json::parse("{}")), "{}");
+  EXPECT_EQ(json_excerpt(nlohmann::json::parse("\"\"")), "\"\"");
+  EXPECT_EQ(json_excerpt(nlohmann::json::parse("[[1], 2]")), "a list of 2 items");
+  EXPECT_EQ(json_excerpt(nlohmann::json::parse(R"({"a": {"b": 1}})")), "an object of 1 field");
+  nlohmann::json big = nlohmann::json::array();
+  for (int i = 0; i < 100'000; ++i) big.push_back(i);
+  EXPECT_EQ(json_excerpt(big), "a list of 100000 items");
+  const std::string excerpt = json_excerpt(std::string(10'000, 'x'));
+  EXPECT_EQ(excerpt.size(), 83u);  // 80 characters and "..."
+}
+
+TEST(InQuotes, CutsALongNameAtACharacterBoundary) {
+  EXPECT_EQ(in_quotes("conv1"), "'conv1'");
+  EXPECT_EQ(in_quotes(std::string(200, 'a')), "'" + std::string(200, 'a') + "'");
+  EXPECT_EQ(in_quotes(std::string(1'000'000, 'a')), "'" + std::string(200, 'a') + "...' (1000000 bytes)");
+  // 199 bytes, then a two-byte character across the cut: cut before it.
+  const std::string name = std::string(199, 'a') + "\xc3\xa9" + std::string(10, 'b');
+  EXPECT_EQ(in_quotes(name), "'" + std::string(199, 'a') + "...' (211 bytes)");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <optional>
 
@@ -53,7 +54,17 @@ void add_problem_options(CLI::App* cmd, ProblemArgs& args) {
   cmd->add_option("--cluster", args.cluster, "cluster preset name (see `placer clusters`) or cluster JSON file")->required();
   cmd->add_option("--profile", args.profile, "measured op times (placer profile JSON) overriding the cost model");
   cmd->add_option("--memory-fraction", args.memory_fraction, "fraction of each device's memory a placement may use")
-      ->check(CLI::Range(0.01, 1.0))
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            // CLI::Range lets "nan" through (no comparison holds) and calls "abc" out of range.
+            double v = 0.0;
+            const char* end = value.data() + value.size();
+            const auto [ptr, ec] = std::from_chars(value.data(), end, v);
+            if (ec != std::errc() || ptr != end) return "'" + value + "' is not a number";
+            if (!(v >= 0.01 && v <= 1.0)) return "must be from 0.01 to 1, got " + value;
+            return {};
+          },
+          "FLOAT in [0.01, 1]"))
       ->capture_default_str();
   add_model_options(cmd, args.model_args);
 }

@@ -143,6 +143,14 @@ void run_place(const PlaceArgs& args) {
       if (info.family == "learned") learned += (learned.empty() ? "" : ", ") + info.name;
     throw Error("--curve and --checkpoint are for the learned placers (" + learned + "): " + args.algo + " writes neither");
   }
+  // A checkpoint is a file of its own, written through NAME.tmp and renamed: a device or a pipe
+  // in its place would be replaced by it.
+  if (!args.checkpoint.empty()) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(args.checkpoint, ec);
+    if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+      throw Error("--checkpoint '" + args.checkpoint + "' is not a regular file (a checkpoint is written to NAME.tmp and renamed over it)");
+  }
   // One file for two outputs: the last written wins (the checkpoint was lost under the placement).
   // Compared as absolute, normalised paths (./a and a are one file), each also against the other's
   // `.tmp`, through which files are written and renamed.

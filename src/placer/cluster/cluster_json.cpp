@@ -34,13 +34,13 @@ const json& field(const json& j, std::string_view key, const std::string& where)
 
 std::string get_string(const json& j, std::string_view key, const std::string& where) {
   const json& v = field(j, key, where);
-  if (!v.is_string()) throw Error(where + ": field " + in_quotes(key) + " must be a string, got " + v.dump());
+  if (!v.is_string()) throw Error(where + ": field " + in_quotes(key) + " must be a string, got " + json_excerpt(v));
   return v.get<std::string>();
 }
 
 double get_number(const json& j, std::string_view key, const std::string& where) {
   const json& v = field(j, key, where);
-  if (!v.is_number()) throw Error(where + ": field " + in_quotes(key) + " must be a number, got " + v.dump());
+  if (!v.is_number()) throw Error(where + ": field " + in_quotes(key) + " must be a number, got " + json_excerpt(v));
   return v.get<double>();
 }
 
@@ -52,9 +52,9 @@ std::uint64_t get_count(const json& j, std::string_view key, const std::string& 
   if (v.is_number_float()) {
     const double d = v.get<double>();
     if (d >= 0 && d < 0x1p64 && std::floor(d) == d) return static_cast<std::uint64_t>(d);
-    if (d >= 0x1p64) throw Error(where + ": field " + in_quotes(key) + " must be below 2^64, got " + v.dump());
+    if (d >= 0x1p64) throw Error(where + ": field " + in_quotes(key) + " must be below 2^64, got " + json_excerpt(v));
   }
-  throw Error(where + ": field " + in_quotes(key) + " must be a non-negative whole number, got " + v.dump());
+  throw Error(where + ": field " + in_quotes(key) + " must be a non-negative whole number, got " + json_excerpt(v));
 }
 
 Device parse_device(const json& j, const std::string& where) {
@@ -110,7 +110,7 @@ Device parse_device(const json& j, const std::string& where) {
         if (!value.contains(key)) continue;
         *slot = get_number(value, key, at_class);
         if (!(*slot > 0) || !std::isfinite(*slot))
-          throw Error(at_class + ": field " + in_quotes(key) + " must be a positive number, got " + value[key].dump());
+          throw Error(at_class + ": field " + in_quotes(key) + " must be a positive number, got " + json_excerpt(value[key]));
       }
     }
   }
@@ -151,7 +151,7 @@ Cluster parse_cluster_json(const json& j, const std::string& source) {
                 (format ? format->dump() : std::string("missing")) + ", expected \"" + std::string(kFormat) + "\"");
   const json& version = field(j, "version", source);
   if (!version.is_number_integer())
-    throw Error(source + ": field 'version' must be an integer, got " + version.dump());
+    throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(version));
   const auto v = version.get<std::int64_t>();
   if (v > kVersion)
     throw Error(source + ": cluster format version " + std::to_string(v) + " is newer than this placer reads (" +
@@ -174,7 +174,7 @@ Cluster parse_cluster_json(const json& j, const std::string& source) {
     if (!js.is_array()) throw Error(source + ": field 'switches' must be an array of names");
     for (std::size_t i = 0; i < js.size(); ++i) {
       if (!js[i].is_string())
-        throw Error(source + ": switches[" + std::to_string(i) + "] must be a string, got " + js[i].dump());
+        throw Error(source + ": switches[" + std::to_string(i) + "] must be a string, got " + json_excerpt(js[i]));
       switches.push_back(js[i].get<std::string>());
     }
   }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 namespace {
@@ -283,10 +284,20 @@ Graph GraphBuilder::build() && {
           if (missing[p] != 0) { next = p; break; }
         if (seen_at[next] >= 0) {
           // path[i + 1] feeds path[i], and next (= path[seen_at[next]]) feeds path.back().
-          std::string msg = "the graph has a cycle: ";
-          for (std::size_t i = path.size(); i-- > static_cast<std::size_t>(seen_at[next]);)
-            msg += "'" + ops_[path[i]].name + "' -> ";
-          throw Error(msg + "'" + ops_[path.back()].name + "'");
+          // A long cycle shows its first and last five ops.
+          std::vector<OpId> cycle(path.rbegin(), path.rend() - seen_at[next]);
+          cycle.push_back(path.back());
+          std::string msg = "the graph has a cycle";
+          if (cycle.size() > 12) msg += " of " + std::to_string(cycle.size() - 1) + " ops";
+          msg += ": ";
+          for (std::size_t i = 0; i < cycle.size(); ++i) {
+            if (cycle.size() > 12 && i == 5) {
+              msg += "... -> ";
+              i = cycle.size() - 6;
+            }
+            msg += in_quotes(ops_[cycle[i]].name) + (i + 1 < cycle.size() ? " -> " : "");
+          }
+          throw Error(msg);
         }
         seen_at[next] = static_cast<std::int64_t>(path.size());
         path.push_back(next);

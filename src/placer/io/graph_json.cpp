@@ -85,7 +85,7 @@ T get_strict(const json& v, const char* name, const std::string& where) {
   } else if constexpr (std::is_same_v<T, std::string>) {
     ok = v.is_string();
   }
-  if (!ok) throw Error(where + ": field '" + name + "' must be " + expected_type<T>() + ", got " + v.dump().substr(0, 80));
+  if (!ok) throw Error(where + ": field '" + name + "' must be " + expected_type<T>() + ", got " + json_excerpt(v));
   return v.get<T>();
 }
 
@@ -104,7 +104,7 @@ T optional_as(const json& obj, const char* name, T fallback, const std::string& 
 // A field that must be a list (of tensor names): an object would be iterated as its values.
 const json& list_field(const json& obj, const char* name, const std::string& where) {
   const json& v = field(obj, name, where);
-  if (!v.is_array()) throw Error(where + ": field '" + name + "' must be a list, got " + v.dump().substr(0, 80));
+  if (!v.is_array()) throw Error(where + ": field '" + name + "' must be a list, got " + json_excerpt(v));
   return v;
 }
 
@@ -190,7 +190,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     }
   }
   auto tensor_id = [&](const json& name_json, const std::string& where) {
-    if (!name_json.is_string()) throw Error(where + ": tensor names must be strings, got " + name_json.dump());
+    if (!name_json.is_string()) throw Error(where + ": tensor names must be strings, got " + json_excerpt(name_json));
     const std::string name = name_json.get<std::string>();
     TensorId id = b.find_tensor(name);
     if (id == kNoId) throw Error(where + ": tensor '" + name + "' is not in 'tensors'");

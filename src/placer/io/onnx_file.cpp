@@ -136,9 +136,22 @@ onnx::ModelProto read_onnx_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) throw Error("model file '" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open model file '" + path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
+  // Protobuf reads at most 2 GB in one message (larger models keep their weights in external
+  // data): a larger file, or an endless one (/dev/zero), is refused, not read until memory ends.
+  constexpr std::size_t kMaxBytes = std::size_t{1} << 31;
+  const std::string too_large = "model file '" + path + "' is larger than 2 GB, the most an ONNX file can hold (weights beyond it go in external data files)";
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) > kMaxBytes && !ec) throw Error(too_large);
+  std::string bytes;
+  for (std::size_t chunk = std::size_t{1} << 20;;) {
+    const std::size_t at = bytes.size();
+    if (at > kMaxBytes) throw Error(too_large);
+    bytes.resize(at + chunk);
+    in.read(bytes.data() + at, static_cast<std::streamsize>(chunk));
+    bytes.resize(at + static_cast<std::size_t>(in.gcount()));
+    if (!in) break;
+    chunk = std::min<std::size_t>(chunk * 2, std::size_t{64} << 20);
+  }
+  if (in.bad()) throw Error("cannot read model file '" + path + "'");
   if (bytes.empty()) throw Error("model file '" + path + "' is empty");
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes))

@@ -521,8 +521,8 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d, cons
 
 std::vector<OptionDoc> seq2seq_option_docs(const Seq2SeqOptions& d) {
   return {
-      {"hidden", std::to_string(d.hidden), "LSTM hidden size of the seq2seq placer, even, up to 8192 (encoder: half per direction)"},
-      {"attention", std::to_string(d.attention), "size of the additive attention (1 to 8192)"},
+      {"hidden", std::to_string(d.hidden), "LSTM hidden size of the seq2seq placer, even, up to 2048 (encoder: half per direction)"},
+      {"attention", std::to_string(d.attention), "size of the additive attention (1 to 2048)"},
       {"tanh", fmt::format("{}", d.tanh_constant), "tanh constant C on the logits (C * tanh(z / T); 0: none)"},
       {"temperature", fmt::format("{}", d.temperature), "softmax temperature T on the logits"},
   };
@@ -532,9 +532,9 @@ Seq2SeqOptions read_seq2seq_options(const PlacerOptions& opts, Seq2SeqOptions d)
   d.hidden = opts.get_int("hidden", d.hidden);
   // Upper limits far beyond the papers' sizes (256 hidden units, a batch of tens) but below what
   // exhausts memory with a libtorch allocator error (hidden=100000 asked for 80 GB).
-  if (d.hidden < 2 || d.hidden % 2 || d.hidden > 8192) throw Error("option hidden must be an even number from 2 to 8192");
+  if (d.hidden < 2 || d.hidden % 2 || d.hidden > 2048) throw Error("option hidden must be an even number from 2 to 2048");
   d.attention = opts.get_int("attention", d.attention);
-  if (d.attention < 1 || d.attention > 8192) throw Error("option attention must be from 1 to 8192");
+  if (d.attention < 1 || d.attention > 2048) throw Error("option attention must be from 1 to 2048");
   d.tanh_constant = opts.get_double("tanh", d.tanh_constant);
   if (d.tanh_constant < 0) throw Error("option tanh must be >= 0 (0: none)");
   d.temperature = opts.get_double("temperature", d.temperature);

@@ -26,8 +26,8 @@ PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& s
     } else if (key == "format") {
       if (value != "placer-placement") throw Error(source + ": 'format' must be \"placer-placement\"");
     } else if (key == "version") {
-      if (!value.is_number_integer()) throw Error(source + ": field 'version' must be an integer, got " + value.dump());
-      if (value != 1) throw Error(source + ": placement version " + value.dump() + " is not supported (this placer reads 1)");
+      if (!value.is_number_integer()) throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(value));
+      if (value != 1) throw Error(source + ": placement version " + json_excerpt(value) + " is not supported (this placer reads 1)");
     } else if (key != "comment" && key != "meta") {
       throw Error(source + ": unknown field '" + key + "' (known: default, devices, format, version, comment, meta)");
     }
@@ -57,8 +57,9 @@ std::vector<DeviceId> resolve_forward_placement(const PlacementSpec& spec, const
     if (auto d = c.find_device(name)) return *d;
     std::string known;
     for (const auto& dev : c.devices()) known += (known.empty() ? "" : ", ") + dev.name;
-    throw Error(source + ": " + what + " names device '" + name + "', which cluster '" + c.name() + "' does not have (devices: " +
-                known + ")");
+    // (--on gives the default alone: no 'default' to blame.)
+    throw Error(source + ": " + (what.empty() ? std::string() : what + " names ") + "device '" + name + "', which cluster '" + c.name() +
+                "' does not have (devices: " + known + ")");
   };
   const std::size_t n = g.num_forward_ops();
   constexpr DeviceId kUnset = 0xFFFFFFFFu;
@@ -81,7 +82,8 @@ std::vector<DeviceId> resolve_forward_placement(const PlacementSpec& spec, const
     }
     else throw Error(source + ": key '" + key + "' matches no forward op and no module of the model");
   }
-  const DeviceId fallback = spec.default_device.empty() ? kUnset : device_of(spec.default_device, "'default'");
+  const DeviceId fallback =
+      spec.default_device.empty() ? kUnset : device_of(spec.default_device, spec.devices.empty() && source == "--on" ? "" : "'default'");
   std::vector<DeviceId> out(n);
   for (OpId o = 0; o < n; ++o) {
     DeviceId d = by_op[o];

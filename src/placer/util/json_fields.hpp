@@ -35,6 +35,24 @@ inline void check_known_fields(const nlohmann::json& j, std::initializer_list<st
   }
 }
 
+// A JSON value as an error message shows it: scalars and small flat lists or objects as written,
+// cut to `max_chars`; anything nested or longer described ("a list of 3 items"). Bounded whatever
+// the value (a file's deeply nested or huge value never becomes the message).
+inline std::string json_excerpt(const nlohmann::json& v, std::size_t max_chars = 80) {
+  auto cut = [max_chars](std::string s) { return s.size() > max_chars ? s.substr(0, max_chars) + "..." : s; };
+  if (v.is_array() || v.is_object()) {
+    bool flat = v.size() <= 16;
+    for (auto it = v.begin(); flat && it != v.end(); ++it) flat = it->is_primitive() && !(it->is_string() && it->get_ref<const std::string&>().size() > 32);
+    if (flat) return cut(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    const std::string n = std::to_string(v.size());
+    return v.is_array() ? "a list of " + n + (v.size() == 1 ? " item" : " items") : "an object of " + n + (v.size() == 1 ? " field" : " fields");
+  }
+  return cut(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+// Deepest nesting of lists and objects a placer file may have (its formats need a handful).
+inline constexpr std::size_t kMaxJsonNesting = 256;
+
 namespace detail {
 
 // nlohmann's DOM builder behind a SAX filter that stops at an object's second use of a key
@@ -46,6 +64,7 @@ class DuplicateKeyParser {
   using json = nlohmann::json;
   explicit DuplicateKeyParser(json& result) : dom_(result, /*allow_exceptions=*/true) {}
   std::string duplicate;
+  bool too_deep = false;  // nested deeper than kMaxJsonNesting
 
   bool null() { return dom_.null(); }
   bool boolean(bool v) { return dom_.boolean(v); }
@@ -55,6 +74,7 @@ class DuplicateKeyParser {
   bool string(json::string_t& v) { return dom_.string(v); }
   bool binary(json::binary_t& v) { return dom_.binary(v); }
   bool start_object(std::size_t n) {
+    if (++nesting_ > kMaxJsonNesting) return too_deep = true, false;
     if (levels_.size() <= depth_) levels_.emplace_back();
     Level& l = levels_[depth_++];
     l.few.clear(), l.many.clear();
@@ -73,9 +93,12 @@ class DuplicateKeyParser {
     if (seen) return duplicate = k, false;
     return dom_.key(k);
   }
-  bool end_object() { return --depth_, dom_.end_object(); }
-  bool start_array(std::size_t n) { return dom_.start_array(n); }
-  bool end_array() { return dom_.end_array(); }
+  bool end_object() { return --depth_, --nesting_, dom_.end_object(); }
+  bool start_array(std::size_t n) {
+    if (++nesting_ > kMaxJsonNesting) return too_deep = true, false;
+    return dom_.start_array(n);
+  }
+  bool end_array() { return --nesting_, dom_.end_array(); }
   template <class Exception>
   bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
     return dom_.parse_error(position, token, e);  // throws it
@@ -88,7 +111,8 @@ class DuplicateKeyParser {
   };
   nlohmann::detail::json_sax_dom_parser<json> dom_;
   std::vector<Level> levels_;  // one per object open, reused
-  std::size_t depth_ = 0;
+  std::size_t depth_ = 0;    // objects open
+  std::size_t nesting_ = 0;  // objects and lists open
 };
 
 }  // namespace detail
@@ -108,6 +132,8 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
     nlohmann::json j;
     detail::DuplicateKeyParser parser(j);
     nlohmann::json::sax_parse(in, &parser);
+    if (parser.too_deep)
+      throw Error(name + ": lists and objects nested deeper than " + std::to_string(kMaxJsonNesting) + " levels (not a placer file)");
     if (!parser.duplicate.empty()) throw Error(name + ": key " + in_quotes(parser.duplicate) + " appears twice in one object");
     return j;
   } catch (const nlohmann::json::parse_error& e) {

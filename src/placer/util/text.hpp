@@ -8,11 +8,19 @@
 
 namespace placer {
 
-// 'name' — how messages quote a name from the user's input.
+// 'name' — how messages quote a name from the user's input. A name longer than 200 bytes is cut
+// (at a character boundary) and its length given, so that a message stays readable.
 inline std::string in_quotes(std::string_view s) {
+  constexpr std::size_t kMax = 200;
   std::string out;
-  out.reserve(s.size() + 2);
-  out.append(1, '\'').append(s).append(1, '\'');
+  if (s.size() <= kMax) {
+    out.reserve(s.size() + 2);
+    out.append(1, '\'').append(s).append(1, '\'');
+    return out;
+  }
+  std::size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+  out.append(1, '\'').append(s.substr(0, cut)).append("...' (").append(std::to_string(s.size())).append(" bytes)");
   return out;
 }
 
