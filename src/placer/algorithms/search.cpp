@@ -29,6 +29,7 @@
 #include "placer/algorithms/families.hpp"
 #include "placer/algorithms/grouping.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 namespace {
@@ -268,13 +269,9 @@ class LocalSearchPlacer final : public Placer {
         chains_(o.get_int("chains", 8)) {
     // Levels: groupings separated by commas, searched in turn.
     const std::string groups = o.get("groups", kDefaultLevels);
-    for (std::size_t begin = 0;;) {
-      const std::size_t comma = groups.find(',', begin);
-      levels_.push_back(groups.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
-      if (levels_.back().empty()) throw Error("local-search: option 'groups' has an empty grouping in '" + groups + "'");
-      if (comma == std::string::npos) break;
-      begin = comma + 1;
-    }
+    levels_ = split_commas(groups);
+    for (const std::string& level : levels_)
+      if (level.empty()) throw Error("local-search: option 'groups' has an empty grouping in '" + groups + "'");
     if (levels_.size() > 8) throw Error("local-search: option 'groups' gives more than 8 groupings");
     settings_.t_start = o.get_double("t-start", settings_.t_start);
     settings_.t_end = o.get_double("t-end", settings_.t_end);
@@ -320,7 +317,6 @@ class LocalSearchPlacer final : public Placer {
     }
     Candidate best;
     std::string from;
-    double from_time_s = 0.0;
     std::size_t start_samples = 0;
     std::vector<std::string> failed;
     for (const std::string& name : inits) {
@@ -331,7 +327,7 @@ class LocalSearchPlacer final : public Placer {
       PlacementResult r;
       try {
         r = make_placer(name, {})->place(p, start_budget, inner, seed);
-      } catch (const Error& e) {
+      } catch (const Error&) {
         if (inits.size() == 1) throw;
         failed.push_back(name);  // e.g. expert without a map for this model
         continue;
@@ -339,7 +335,7 @@ class LocalSearchPlacer final : public Placer {
       start_samples += r.samples;
       Candidate c;
       c.take(r.forward_devices, r.sim);
-      if (best.devices.empty() || c.better_than(best)) best = std::move(c), from = name, from_time_s = r.sim.step_time_s;
+      if (best.devices.empty() || c.better_than(best)) best = std::move(c), from = name;
     }
     if (best.devices.empty()) throw Error("local-search: no start placement: every start algorithm failed");
 
@@ -353,7 +349,7 @@ class LocalSearchPlacer final : public Placer {
     std::atomic<bool> stop{false};
     std::atomic<double> best_time{best.fits ? best.step_time_s : kInf};
     const std::size_t levels = levels_.size();
-    std::string note = "from " + from + " (" + std::to_string(from_time_s) + " s" +
+    std::string note = "from " + from + " (" + std::to_string(best.step_time_s) + " s" +
                        (best.fits ? "" : ", does not fit") + ")";
     bool too_few_samples = false, searched = false;
     if (observer.stop_requested()) stop = true;

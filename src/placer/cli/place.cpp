@@ -18,6 +18,7 @@
 #include "placer/sim/placement.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/json_fields.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer::cli {
 namespace {
@@ -216,12 +217,7 @@ void run_compare(const PlaceArgs& args) {
   // take the next argument as the list.
   std::vector<std::string> algos;
   for (const std::string& list : args.algos)
-    for (std::size_t from = 0;;) {
-      const std::size_t comma = list.find(',', from);
-      algos.push_back(list.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
-      if (comma == std::string::npos) break;
-      from = comma + 1;
-    }
+    for (std::string& name : split_commas(list)) algos.push_back(std::move(name));
   for (const auto& a : algos) {
     if (a.empty()) throw Error("--algos holds an empty name (two commas in a row?)");
     if (a == "all" && algos.size() > 1) throw Error("--algos: 'all' stands alone (it means every non-learned algorithm)");

@@ -148,7 +148,7 @@ Cluster parse_cluster_json(const json& j, const std::string& source) {
   const json* format = j.contains("format") ? &j["format"] : nullptr;
   if (format == nullptr || !format->is_string() || format->get<std::string>() != kFormat)
     throw Error(source + ": not a placer cluster file: field 'format' is " +
-                (format ? format->dump() : std::string("missing")) + ", expected \"" + std::string(kFormat) + "\"");
+                (format ? json_excerpt(*format) : std::string("missing")) + ", expected \"" + std::string(kFormat) + "\"");
   const json& version = field(j, "version", source);
   if (!version.is_number_integer())
     throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(version));

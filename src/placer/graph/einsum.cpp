@@ -5,6 +5,7 @@
 #include <string>
 
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 namespace {
@@ -54,12 +55,7 @@ EinsumLabels parse_einsum(std::string_view equation, std::span<const std::size_t
     if (rhs.find("->") != std::string_view::npos) throw Error(quoted(equation) + ": \"->\" twice");
   }
   std::vector<std::vector<int>> terms;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = lhs.find(',', start);
-    terms.push_back(read_term(equation, lhs.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
+  for (const std::string& term : split_commas(lhs)) terms.push_back(read_term(equation, term));
   if (terms.size() != ranks.size())
     throw Error(quoted(equation) + " has " + std::to_string(terms.size()) + " operand(s), the node has " + std::to_string(ranks.size()) +
                 " input(s)");

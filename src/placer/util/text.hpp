@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "placer/util/error.hpp"
 
@@ -22,6 +23,18 @@ inline std::string in_quotes(std::string_view s) {
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
   out.append(1, '\'').append(s.substr(0, cut)).append("...' (").append(std::to_string(s.size())).append(" bytes)");
   return out;
+}
+
+// The parts of `s` between commas, empty ones kept ("a,,b" gives three; "" gives one, empty), so
+// that a caller can refuse an empty name rather than skip it.
+inline std::vector<std::string> split_commas(std::string_view s) {
+  std::vector<std::string> parts;
+  for (std::size_t from = 0;;) {
+    const std::size_t comma = s.find(',', from);
+    parts.emplace_back(s.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from));
+    if (comma == std::string_view::npos) return parts;
+    from = comma + 1;
+  }
 }
 
 // A library's message on one line: its lines joined, runs of white space collapsed, at most 300
