@@ -176,6 +176,13 @@ TEST(Help, NoSubcommandIsAnError) {
   EXPECT_LT(run.exit_code, 124);
 }
 
+// A first word that names no command was answered "A subcommand is required".
+TEST(Help, AnUnknownCommandIsNamed) {
+  Outcome run = placer({"simulte", "--model", "m.onnx"});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("unknown command 'simulte' (commands: inspect, clusters, simulate, bounds"));
+}
+
 // ---- inspect --json on the bundled Inception-V3 ----------------------------------------------------
 
 class InspectInceptionJson : public ::testing::Test {
@@ -275,7 +282,13 @@ TEST(InspectSaveGraph, WritesTheGraphOfTheModeThatSimulatesLikeTheModel) {
   const double from_onnx = step_time({"--model", onnx, "--optimizer", "adam"});
   EXPECT_GT(from_onnx, 0.0);
   EXPECT_EQ(step_time({"--model", step}), from_onnx);
-  EXPECT_EQ(step_time({"--model", step, "--optimizer", "sgd"}), from_onnx);
+  // --optimizer naming the step's own updates is harmless; naming another was ignored without a
+  // word (the user believed the step took SGD updates): now an error naming an update op.
+  EXPECT_EQ(step_time({"--model", step, "--optimizer", "adam"}), from_onnx);
+  Outcome other = placer({"simulate", "--model", step, "--optimizer", "sgd", "--cluster", "k80x4", "--on", "gpu:0"});
+  expect_clean_failure(other);
+  EXPECT_THAT(other.err, HasSubstr("--optimizer sgd does not apply to '" + step + "': it holds a training step whose updates are its own"));
+  EXPECT_THAT(other.err, HasSubstr("is of type AdamUpdate"));
   // The forward graph: the same inference step, and the same training step derived from it.
   EXPECT_EQ(step_time({"--model", forward, "--mode", "inference"}), step_time({"--model", onnx, "--mode", "inference"}));
   EXPECT_EQ(step_time({"--model", forward, "--optimizer", "adam"}), from_onnx);
@@ -424,6 +437,13 @@ TEST(BadInput, DimWithoutAValue) {
   EXPECT_THAT(run.err, HasSubstr("NAME=VALUE"));
 }
 
+// The same name twice took the last value without a word.
+TEST(BadInput, DimGivenTwoValues) {
+  Outcome run = placer({"inspect", test::example("inception_v3.onnx"), "--dim", "batch=4", "--dim", "batch=5"});
+  expect_clean_failure(run);
+  EXPECT_THAT(run.err, HasSubstr("--dim gives 'batch' two values (4 and 5)"));
+}
+
 // ---- the documentation's examples ----------------------------------------------------------------
 
 // The first ```json block after `heading` in a file of docs/.
@@ -445,6 +465,11 @@ TEST(Docs, GraphJsonExampleLoads) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("forward     4 ops, 6.51M FLOPs"));
   EXPECT_THAT(run.out, HasSubstr("training    13 ops (4 forward, 5 backward, 4 update; sgd)"));
+  // A graph JSON under another name is known by its first character (it was read as ONNX:
+  // "protobuf parse failed").
+  Outcome unnamed = placer({"inspect", write_file("mlp-graph.txt", "\n  " + example)});
+  EXPECT_EQ(unnamed.exit_code, 0) << unnamed.err;
+  EXPECT_THAT(unnamed.out, HasSubstr("forward     4 ops, 6.51M FLOPs"));
 }
 
 // Threads that cannot be started (a limit on processes or on address space) are an error saying

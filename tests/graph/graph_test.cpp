@@ -343,6 +343,20 @@ TEST(GraphValidation, AnUpdateOpMustNameAParameterAForwardOpReads) {
               ::testing::ThrowsMessage<Error>(HasSubstr("the parameter it updates, 'w', is read by no forward op")));
 }
 
+// Two update ops of one parameter applied the optimizer twice per step (found by a sweep of graph
+// JSON files, 2026-11-28): an error naming both.
+TEST(GraphValidation, AParameterHasOneUpdateOp) {
+  GraphBuilder b;
+  const TensorId x = b.add_tensor("x", {4}, DType::f32, TensorKind::data), y = b.add_tensor("y", {4}, DType::f32, TensorKind::activation);
+  const TensorId w = b.add_tensor("w", {4}, DType::f32, TensorKind::parameter);
+  b.add_op({.name = "f", .type = "Mul", .inputs = {x, w}, .outputs = {y}});
+  b.add_op({.name = "update/w", .type = "SGDUpdate", .inputs = {w}, .outputs = {}, .role = OpRole::update, .param = w});
+  b.add_op({.name = "update/w.again", .type = "SGDUpdate", .inputs = {w}, .outputs = {}, .role = OpRole::update, .param = w});
+  b.set_num_forward_ops(1);
+  EXPECT_THAT([&] { (void)std::move(b).build(); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("ops 'update/w' and 'update/w.again' both update parameter 'w'")));
+}
+
 // Optimizer state is kept for the parameters the step updates, not for one that no gradient
 // reaches (PyTorch's optimizers keep none for a parameter without a gradient).
 TEST(Graph, OptimizerStateIsKeptForUpdatedParametersOnly) {

@@ -417,6 +417,63 @@ TEST(OnnxMutation, ValidModelsWhoseDeclaredShapesOldRulesDisputeImport) {
   EXPECT_EQ(import_error(depthwise.model), "");
 }
 
+// Parameters of the wrong shape for their op (found by a sweep, 2026-11-28): ONNX's rules take the
+// outputs of normalizations and recurrent ops from X and hidden_size alone, so a BatchNorm scale
+// of 7 on 3 channels or an LSTM W for another hidden size was imported, priced and placed. Each is
+// now an error naming the node and the parameter; the valid forms (both directions, batch first,
+// initial states, a LayerNorm scale that broadcasts) still import.
+TEST(OnnxMutation, ParametersOfTheWrongShapeForTheirOpAreErrors) {
+  auto bn = [](std::vector<std::int64_t> scale) {
+    TinyOnnx t(13);
+    t.input("x", {2, 3, 8, 8}).input("s", scale).input("b", {3}).input("m", {3}).input("v", {3}).output("y", {2, 3, 8, 8});
+    t.node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"});
+    return import_error(t.model);
+  };
+  EXPECT_EQ(bn({3}), "");
+  EXPECT_THAT(bn({7}), ::testing::HasSubstr("(BatchNormalization): scale 's' is [7], but input [2,3,8,8] has 3 channels"));
+  TinyOnnx in(13);
+  in.input("x", {2, 3, 8}).input("s", {3}).input("b", {4}).output("y", {2, 3, 8});
+  in.node("InstanceNormalization", {"x", "s", "b"}, {"y"});
+  EXPECT_THAT(import_error(in.model), ::testing::HasSubstr("(InstanceNormalization): B 'b' is [4], but input [2,3,8] has 3 channels"));
+
+  auto ln = [](std::vector<std::int64_t> scale) {
+    TinyOnnx t(17);
+    t.input("x", {2, 5, 16}).input("s", scale).output("y", {2, 5, 16});
+    t.node("LayerNormalization", {"x", "s"}, {"y"});
+    return import_error(t.model);
+  };
+  EXPECT_EQ(ln({16}), "");
+  EXPECT_EQ(ln({1, 16}), "");
+  EXPECT_THAT(ln({12}), ::testing::HasSubstr("(LayerNormalization): Scale 's' is [12], which does not broadcast to input [2,5,16]"));
+
+  // X [seq 7, batch 2, input 10], hidden 4; `w` and `r` as given, optionally bidirectional and
+  // batch first (X [2, 7, 10], initial_h [2, directions, 4]).
+  auto rnn = [](const std::string& op, std::int64_t gates, std::vector<std::int64_t> w, bool bidirectional, bool batch_first) {
+    const std::int64_t dirs = bidirectional ? 2 : 1;
+    TinyOnnx t(14);
+    t.input("x", batch_first ? std::vector<std::int64_t>{2, 7, 10} : std::vector<std::int64_t>{7, 2, 10});
+    t.input("w", w).input("r", {dirs, gates * 4, 4}).input("b", {dirs, 2 * gates * 4});
+    t.input("h0", batch_first ? std::vector<std::int64_t>{2, dirs, 4} : std::vector<std::int64_t>{dirs, 2, 4});
+    t.output("y", batch_first ? std::vector<std::int64_t>{2, 7, dirs, 4} : std::vector<std::int64_t>{7, dirs, 2, 4});
+    onnx::NodeProto& n = t.node(op, {"x", "w", "r", "b", "", "h0"}, {"y"});
+    TinyOnnx::ints(n, "hidden_size", {4});
+    if (batch_first) TinyOnnx::ints(n, "layout", {1});
+    if (bidirectional) {
+      auto* a = n.add_attribute();
+      a->set_name("direction"), a->set_type(onnx::AttributeProto::STRING), a->set_s("bidirectional");
+    }
+    return import_error(t.model);
+  };
+  EXPECT_EQ(rnn("LSTM", 4, {1, 16, 10}, false, false), "");
+  EXPECT_EQ(rnn("LSTM", 4, {2, 16, 10}, true, true), "");
+  EXPECT_EQ(rnn("GRU", 3, {1, 12, 10}, false, true), "");
+  EXPECT_EQ(rnn("RNN", 1, {2, 4, 10}, true, false), "");
+  EXPECT_THAT(rnn("LSTM", 4, {1, 7, 4}, false, false),
+              ::testing::HasSubstr("(LSTM): W 'w' is [1,7,4], but should be [1,16,10] [directions, gates x hidden, input size]"));
+  EXPECT_THAT(rnn("GRU", 3, {1, 12, 9}, false, false), ::testing::HasSubstr("(GRU): W 'w' is [1,12,9], but should be [1,12,10]"));
+  EXPECT_THAT(rnn("LSTM", 4, {1, 16, 10}, true, false), ::testing::HasSubstr("(LSTM): W 'w' is [1,16,10], but should be [2,16,10]"));
+}
+
 // A sparse initializer (which the checker accepts) is refused saying so: the op reading it was
 // said to read a tensor that nothing produces (found by a review).
 TEST(OnnxMutation, ASparseInitializerIsRefusedSayingSo) {

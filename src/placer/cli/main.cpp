@@ -111,6 +111,18 @@ int main(int argc, char** argv) {
     placer::cli::register_compare(app);
     if (torch_commands) torch_commands(app);  // run, profile, validate
     placer::cli::register_fit(app);
+    // A first word that names no command: CLI11 says only "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      bool known = false;
+      for (const CLI::App* cmd : app.get_subcommands([](CLI::App*) { return true; })) {
+        known = known || cmd->get_name() == argv[1];
+        names += (names.empty() ? "" : ", ") + cmd->get_name();
+      }
+      if (!known)
+        throw placer::Error("unknown command '" + std::string(argv[1]).substr(0, 200) + "' (commands: " + names +
+                            "; see --help)");
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

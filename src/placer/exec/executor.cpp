@@ -1486,7 +1486,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
                std::span<const DeviceId> forward_devices, const ExecOptions& options)
     : options_(options) {
   ensure_threads();
-  if (model_path.size() >= 5 && model_path.compare(model_path.size() - 5, 5, ".json") == 0)
+  if (is_graph_json_file(model_path))
     throw Error("the executor runs ONNX models (it needs the constants graph JSON does not keep): '" + model_path + "'");
   ModelOptions forward_options = model;
   forward_options.mode = Mode::inference;

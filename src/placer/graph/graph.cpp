@@ -126,6 +126,7 @@ Graph GraphBuilder::build() && {
   g.optimizer_state_copies_ = optimizer_state_copies_;
   // The forward ops come first, then the backward and update ops of a training step; a gradient
   // op names the forward op it differentiates.
+  std::vector<OpId> updater(num_tensors, kNoId);  // the update op of each parameter, to refuse a second
   for (std::size_t o = 0; o < num_ops; ++o) {
     const bool forward = ops_[o].role == OpRole::forward;
     if (forward != (o < g.num_forward_ops_))
@@ -148,6 +149,13 @@ Graph GraphBuilder::build() && {
                   (param < num_tensors ? "'" + tensors_[param].name + "' is not a parameter (its kind: " +
                                              std::string(tensor_kind_name(tensors_[param].kind)) + ")"
                                        : std::string("is not a tensor of the graph")));
+    // Two updates of one parameter would apply the optimizer twice per step (and count its work twice).
+    if (param != kNoId) {
+      if (updater[param] != kNoId)
+        throw Error("ops '" + ops_[updater[param]].name + "' and '" + ops_[o].name + "' both update parameter '" + tensors_[param].name +
+                    "': a parameter has one update op per step");
+      updater[param] = static_cast<OpId>(o);
+    }
     if (f != kNoId && (f >= g.num_forward_ops_ || forward))
       throw Error("op '" + ops_[o].name + "': its forward_op must be a forward op, and only backward and update ops name one" +
                   (f < num_ops ? " (it names '" + ops_[f].name + "')" : std::string()));

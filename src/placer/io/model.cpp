@@ -1,13 +1,24 @@
 #include "placer/io/model.hpp"
 
+#include <fstream>
+
 #include "placer/io/graph_json.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
 
+bool is_graph_json_file(const std::string& path) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) return true;
+  std::ifstream in(path, std::ios::binary);
+  char c = 0;
+  // Up to 4 KiB of leading white space: a graph JSON that starts with blank lines.
+  for (int i = 0; i < 4096 && in.get(c); ++i)
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return c == '{';
+  return false;  // unreadable, empty or all blank: the ONNX reader says what is wrong
+}
+
 Graph load_forward_graph(const std::string& path, const ModelOptions& options) {
-  const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-  if (!json) return load_onnx(path, options.onnx);
+  if (!is_graph_json_file(path)) return load_onnx(path, options.onnx);
   // A graph JSON gives every shape and every tensor's kind: options that would change them are not
   // silently ignored (a user would believe the batch size or the data inputs changed).
   if (!options.onnx.names_for_several_models && (!options.onnx.dim_values.empty() || !options.onnx.data_inputs.empty()))
@@ -28,7 +39,16 @@ Graph load_model(const std::string& path, const ModelOptions& options) {
                   "--save-graph FILE writes one)");
     return forward;
   }
-  if (step) return forward;
+  if (step) {
+    if (options.optimizer_given)
+      for (OpId o = forward.num_forward_ops(); o < forward.num_ops(); ++o)
+        if (forward.op_role(o) == OpRole::update && forward.op_type(o) != update_op_type(options.optimizer))
+          throw Error("--optimizer " + std::string(optimizer_name(options.optimizer)) + " does not apply to '" + path +
+                      "': it holds a training step whose updates are its own (op '" + forward.op_name(o) + "' is of type " +
+                      std::string(forward.op_type(o)) + "); leave --optimizer out, or derive a new step from its forward graph (placer "
+                      "inspect MODEL --mode inference --save-graph FILE)");
+    return forward;
+  }
   try {
     return derive_training_step(forward, options.optimizer);
   } catch (const Error& e) {

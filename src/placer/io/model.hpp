@@ -13,7 +13,14 @@ struct ModelOptions {
   OnnxImportOptions onnx;
   Mode mode = Mode::training;
   Optimizer optimizer = Optimizer::sgd;
+  // The user chose `optimizer` (not the default): a graph JSON holding a training step whose updates
+  // are of another optimizer is then an Error rather than placed with updates the user did not ask for.
+  bool optimizer_given = false;
 };
+
+// Whether `path` is read as placer's graph JSON: its name ends in ".json", or its first byte that is
+// not white space is '{' (an ONNX file, a protobuf message, never starts so). Anything else is ONNX.
+bool is_graph_json_file(const std::string& path);
 
 // The forward graph of a model file.
 Graph load_forward_graph(const std::string& path, const ModelOptions& options);

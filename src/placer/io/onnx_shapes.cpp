@@ -857,6 +857,62 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
         throw Error(where + ": A " + list(a) + (trans_a ? " (transposed)" : "") + " and B " + list(b) + (trans_b ? " (transposed)" : "") + " do not share an inner dimension (" + std::to_string(k_a) + " and " +
                     std::to_string(k_b) + ")");
     }
+  } else if (op == "BatchNormalization" || op == "InstanceNormalization") {
+    // scale, B (and BatchNorm's running mean and variance): one value per channel. ONNX's rules
+    // take the output from X alone, so a scale of 7 on 3 channels was priced and placed as given.
+    const std::vector<std::int64_t> x = dims_of(0);
+    if (x.size() < 2) return;  // ONNX's rule refuses it
+    const int per_channel = op == "BatchNormalization" ? 5 : 3;
+    static const char* const kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
+    for (int i = 1; i < per_channel && i < node.input_size(); ++i)
+      if (!node.input(i).empty() && dims_of(i) != std::vector<std::int64_t>{x[1]})
+        throw Error(where + ": " + kNames[i] + " '" + node.input(i) + "' is " + list(dims_of(i)) + ", but input " + list(x) + " has " +
+                    std::to_string(x[1]) + " channels (one value per channel: [" + std::to_string(x[1]) + "])");
+  } else if (op == "LayerNormalization") {
+    // Scale and B multiply and add to the normalized X (ONNX's function body): they must broadcast
+    // to X's shape, usually as its last dimensions ([D] on [batch, seq, D]).
+    const std::vector<std::int64_t> x = dims_of(0);
+    for (int i = 1; i < 3 && i < node.input_size(); ++i) {
+      if (node.input(i).empty()) continue;
+      const std::vector<std::int64_t> p = dims_of(i);
+      bool fits = p.size() <= x.size();
+      for (std::size_t k = 0; fits && k < p.size(); ++k) fits = p[k] == x[x.size() - p.size() + k] || p[k] == 1;
+      if (!fits)
+        throw Error(where + ": " + (i == 1 ? "Scale '" : "B '") + node.input(i) + "' is " + list(p) + ", which does not broadcast to input " +
+                    list(x));
+    }
+  } else if (op == "LSTM" || op == "GRU" || op == "RNN") {
+    // W [directions, gates x hidden, input], R [directions, gates x hidden, hidden], B [directions,
+    // 2 x gates x hidden], initial states [directions, batch, hidden], LSTM's P [directions, 3 x
+    // hidden]: ONNX's rule reads hidden_size and X alone, and the cost rules price the products
+    // from W and R.
+    const std::vector<std::int64_t> x = dims_of(0);
+    if (x.size() != 3) return;  // ONNX's rule refuses it
+    const std::int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
+    std::string direction = "forward";
+    for (const auto& a : node.attribute())
+      if (a.name() == "direction") direction = a.s();
+    const std::int64_t dirs = direction == "bidirectional" ? 2 : 1;
+    const bool batch_first = attr_int(node, "layout", 0) != 0;
+    const std::int64_t batch = batch_first ? x[0] : x[1], input = x[2];
+    const std::vector<std::int64_t> r = dims_of(2);
+    const std::int64_t hidden = attr_int(node, "hidden_size", r.size() == 3 ? r[2] : -1);
+    auto expect = [&](int i, const char* name, std::vector<std::int64_t> want, const char* layout) {
+      if (i >= node.input_size() || node.input(i).empty()) return;
+      if (batch_first && (i == 5 || i == 6)) std::swap(want[0], want[1]);  // layout 1: [batch, directions, hidden]
+      if (dims_of(i) != want)
+        throw Error(where + ": " + name + " '" + node.input(i) + "' is " + list(dims_of(i)) + ", but should be " + list(want) + " " +
+                    layout + " for " + std::to_string(dirs) + " direction(s), hidden size " + std::to_string(hidden) +
+                    " and input " + list(x));
+    };
+    expect(1, "W", {dirs, gates * hidden, input}, "[directions, gates x hidden, input size]");
+    expect(2, "R", {dirs, gates * hidden, hidden}, "[directions, gates x hidden, hidden]");
+    expect(3, "B", {dirs, 2 * gates * hidden}, "[directions, 2 x gates x hidden]");
+    expect(5, "initial_h", {dirs, batch, hidden}, "[directions, batch, hidden]");
+    if (op == "LSTM") {
+      expect(6, "initial_c", {dirs, batch, hidden}, "[directions, batch, hidden]");
+      expect(7, "P", {dirs, 3 * hidden}, "[directions, 3 x hidden]");
+    }
   } else if (op == "Reshape" && node.output_size() == 1) {
     auto it = types.find(node.output(0));
     if (it != types.end() && fully_known(it->second)) {
@@ -1122,7 +1178,10 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
       for (const auto& d : given.tensor_type().shape().dim())
         if (d.has_dim_value() && d.dim_value() < 0)
           throw Error(where + ": its inputs give output '" + node.output(i) + "' the shape " + describe_type(given) +
-                      " by ONNX's shape rule (a window larger than its padded input?)");
+                      " by ONNX's shape rule" +
+                      (node.op_type().find("Conv") != std::string::npos || node.op_type().find("Pool") != std::string::npos
+                           ? " (a window larger than its padded input?)"
+                           : " (a negative size: check the values that give it, such as scales, repeats or pads)"));
       auto it = types.find(node.output(i));
       if (it == types.end() || !given.has_tensor_type() || !it->second.has_tensor_type()) continue;
       if (contradicts(node, it->second, given))
