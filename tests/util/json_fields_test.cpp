@@ -14,6 +14,7 @@
 namespace placer {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
@@ -59,6 +60,19 @@ TEST(CheckWritable, RemovesTheFileItCreatedAndNamesAPathItCannotWrite) {
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_THAT([] { check_writable("/nonexistent-dir/x.json", "the checkpoint"); },
               ThrowsMessage<Error>(HasSubstr("cannot write the checkpoint '/nonexistent-dir/x.json'")));
+}
+
+// A number too large for a double is placed like a syntax error (the parser's message for it
+// gave no line or column).
+TEST(ReadJsonFile, ANumberOutOfRangeIsPlaced) {
+  const std::string path = temp_path("overflow.json");
+  {
+    std::ofstream out(path);
+    out << "{\n  \"format\": \"placer-cluster\",\n  \"x\": 1e999\n}\n";
+  }
+  EXPECT_THAT([&] { (void)read_json_file(path, "cluster"); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("cluster file '" + path + "' at line 3, column 12: "), HasSubstr("1e999"))));
+  std::filesystem::remove(path);
 }
 
 // Found by a bad-input sweep: a value nested 60,000 deep crashed every reader (the message that

@@ -1,7 +1,11 @@
 #include "placer/io/onnx_file.hpp"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -153,8 +157,18 @@ onnx::ModelProto read_onnx_file(const std::string& path) {
   if (in.bad()) throw Error("cannot read model file '" + path + "'");
   if (bytes.empty()) throw Error("model file '" + path + "' is empty");
   onnx::ModelProto model;
-  if (!model.ParseFromString(bytes))
+  if (!model.ParseFromString(bytes)) {
+    // Protobuf refuses messages nested deeper than 100 levels (subgraphs of Ifs and Loops within
+    // each other): said so when the file parses with a limit of 2,000 (still bounded: each level
+    // takes stack).
+    google::protobuf::io::ArrayInputStream stream(bytes.data(), static_cast<int>(std::min<std::size_t>(bytes.size(), INT_MAX)));
+    google::protobuf::io::CodedInputStream coded(&stream);
+    coded.SetRecursionLimit(2000);
+    onnx::ModelProto deep;
+    if (bytes.size() <= INT_MAX && deep.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage())
+      throw Error("model file '" + path + "' nests messages deeper than protobuf's limit of 100 levels (subgraphs within subgraphs)");
     throw Error("model file '" + path + "' is not a valid ONNX model (protobuf parse failed: truncated or corrupt?)");
+  }
   if (!model.has_graph() || model.graph().node_size() == 0)
     throw Error("model file '" + path + "' is not a valid ONNX model (no graph or no nodes)");
   if (model.ir_version() <= 0) throw Error("model file '" + path + "' is not a valid ONNX model (missing IR version)");

@@ -101,8 +101,10 @@ class DuplicateKeyParser {
   bool end_array() { return --nesting_, dom_.end_array(); }
   template <class Exception>
   bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    error_position = position;  // the parser's own messages give line and column, a number out of range does not
     return dom_.parse_error(position, token, e);  // throws it
   }
+  std::size_t error_position = 0;  // characters read when the parser gave up
 
  private:
   struct Level {
@@ -128,9 +130,9 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open " + name);
   auto message = [](const std::string& m) { return m.substr(m.find(']') == std::string::npos ? 0 : m.find(']') + 2); };
+  nlohmann::json j;
+  detail::DuplicateKeyParser parser(j);
   try {
-    nlohmann::json j;
-    detail::DuplicateKeyParser parser(j);
     nlohmann::json::sax_parse(in, &parser);
     if (parser.too_deep)
       throw Error(name + ": lists and objects nested deeper than " + std::to_string(kMaxJsonNesting) + " levels (not a placer file)");
@@ -139,7 +141,16 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(name + " is not valid JSON: " + message(e.what()));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(name + ": " + message(e.what()));
+    // A number out of range (1e999): its place, as the parser gives it for syntax errors.
+    std::string place;
+    if (parser.error_position > 0) {
+      std::ifstream again(path, std::ios::binary);
+      std::size_t line = 1, column = 0;
+      char c;
+      for (std::size_t i = 0; i < parser.error_position && again.get(c); ++i) c == '\n' ? (++line, column = 0) : ++column;
+      place = " at line " + std::to_string(line) + ", column " + std::to_string(column);
+    }
+    throw Error(name + place + ": " + message(e.what()));
   }
 }
 
