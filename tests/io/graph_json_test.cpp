@@ -129,6 +129,50 @@ TEST(GraphJsonBadInput, UnknownOpTypeWithoutWork) {
                "Frobnicate");
 }
 
+// Shapes that contradict their op were priced from the output alone (a sweep, 2026-11-28): for the
+// ops whose work reads several tensors, an op priced by the rules must have tensors that agree; an op
+// that gives its own 'flops' is taken as written.
+TEST(GraphJsonBadInput, OperandShapesThatContradictTheirOpAreNamed) {
+  auto one_op = [](const std::string& type, const std::vector<std::vector<int>>& ins, const std::vector<int>& out,
+                   const nlohmann::json& attrs, bool flops) {
+    nlohmann::json tensors = nlohmann::json::array(), inputs = nlohmann::json::array();
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      tensors.push_back({{"name", "in" + std::to_string(i)}, {"shape", ins[i]}, {"kind", i == 0 ? "data" : "parameter"}});
+      inputs.push_back("in" + std::to_string(i));
+    }
+    tensors.push_back({{"name", "y"}, {"shape", out}});
+    nlohmann::json op = {{"name", "op"}, {"type", type}, {"inputs", inputs}, {"outputs", {"y"}}, {"attrs", attrs}};
+    if (flops) op["flops"] = 1.0;
+    nlohmann::json j = {{"format", "placer-graph"}, {"version", 1}, {"tensors", tensors}, {"ops", {op}}, {"outputs", {"y"}}};
+    try {
+      (void)graph_from_json(j, "test");
+      return std::string();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  const nlohmann::json none = nlohmann::json::object();
+  EXPECT_EQ(one_op("MatMul", {{32, 784}, {784, 128}}, {32, 128}, none, false), "");
+  EXPECT_EQ(one_op("MatMul", {{4, 1, 8, 16}, {3, 16, 2}}, {4, 3, 8, 2}, none, false), "");  // batch dimensions broadcast
+  EXPECT_EQ(one_op("MatMul", {{16}, {5, 16, 2}}, {5, 2}, none, false), "");                  // a 1-D A
+  EXPECT_THAT(one_op("MatMul", {{32, 784}, {100, 128}}, {32, 128}, none, false),
+              HasSubstr("ops[0] 'op' (MatMul): A [32,784] and B [100,128] do not share an inner dimension (784 and 100)"));
+  EXPECT_THAT(one_op("MatMul", {{32, 784}, {784, 128}}, {32, 64}, none, false), HasSubstr("gives [32,128], not [32,64]"));
+  EXPECT_EQ(one_op("MatMul", {{32, 784}, {100, 128}}, {32, 128}, none, true), "");  // its own work: taken as written
+  EXPECT_EQ(one_op("Gemm", {{32, 784}, {128, 784}, {128}}, {32, 128}, {{"transB", 1}}, false), "");
+  EXPECT_THAT(one_op("Gemm", {{32, 784}, {128, 784}}, {32, 128}, none, false), HasSubstr("do not share an inner dimension (784 and 128)"));
+  EXPECT_EQ(one_op("Conv", {{8, 3, 32, 32}, {16, 3, 3, 3}, {16}}, {8, 16, 30, 30}, none, false), "");
+  EXPECT_EQ(one_op("Conv", {{8, 32, 32, 32}, {32, 1, 3, 3}}, {8, 32, 30, 30}, {{"group", 32}}, false), "");
+  EXPECT_THAT(one_op("Conv", {{8, 3, 32, 32}, {16, 4, 3, 3}}, {8, 16, 30, 30}, none, false),
+              HasSubstr("input [8,3,32,32] has 3 channels, but weight [16,4,3,3] in 1 group(s) takes 4"));
+  EXPECT_THAT(one_op("Conv", {{8, 3, 32, 32}, {16, 3, 3, 3}}, {8, 12, 30, 30}, none, false),
+              HasSubstr("should have the input's batch 8 and the weight's 16 output channels"));
+  EXPECT_EQ(one_op("Add", {{32, 128}, {128}}, {32, 128}, none, false), "");
+  EXPECT_THAT(one_op("Add", {{32, 128}, {64}}, {32, 128}, none, false), HasSubstr("its inputs [32,128] and [64] do not broadcast together"));
+  EXPECT_THAT(one_op("Relu", {{32, 128}}, {32, 64}, none, false), HasSubstr("(Relu): its inputs [32,128] give an output of [32,128], not [32,64]"));
+  EXPECT_EQ(one_op("Softmax", {{4, 10}}, {4, 10}, none, false), "");
+}
+
 TEST(GraphJsonBadInput, MisspeltFieldsAreNamed) {
   // At the top, in a tensor and in an op: an unknown field is an error naming it, never ignored.
   expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [], "ops": [], "ouputs": []})", "unknown field 'ouputs'");

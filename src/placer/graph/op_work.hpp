@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -44,6 +45,15 @@ struct OpWork {
 // empty; with a default, an unknown op is priced as that class with one FLOP per output element.
 OpWork op_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                std::span<const TensorDesc> outputs, std::optional<OpClass> unknown_default = std::nullopt);
+
+// What contradicts the ONNX shape rule among an op's tensors, for the ops whose work op_work reads
+// from more than one of them: elementwise ops and Softmax (the output is the inputs broadcast
+// together), MatMul (numpy's rule), Gemm (inner dimensions, output [M, N]) and Conv (channels
+// against the weight and `group`, output batch and channels). "" when they agree, or for any other
+// op (ONNX models are checked against ONNX's own rules on import; this serves graph JSON, whose
+// shapes are written by hand or by generators).
+std::string operand_shape_mismatch(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
+                                   std::span<const TensorDesc> outputs);
 
 // True when the rules know `op_type` (forward and backward).
 // The rules, their formulas and the reasoning behind them: docs/op-rules.md.

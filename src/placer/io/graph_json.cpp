@@ -249,6 +249,10 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       } catch (const Error& e) {
         throw Error(where + ": " + e.what());
       }
+      // Priced from its shapes: they must agree with each other (a MatMul of [32,784] by [100,128]
+      // was priced from its output alone).
+      if (const std::string wrong = operand_shape_mismatch(spec.type, spec.attrs, ins, outs); !wrong.empty())
+        throw Error(where + " (" + spec.type + "): " + wrong + " (give 'flops' to price an op by your own figures)");
     }
     if (auto it = op.find("forward_op"); it != op.end()) {
       if (!it->is_string()) throw Error(where + ": field 'forward_op' must be an op name");
