@@ -181,6 +181,7 @@ TEST(Help, AnUnknownCommandIsNamed) {
   Outcome run = placer({"simulte", "--model", "m.onnx"});
   expect_clean_failure(run);
   EXPECT_THAT(run.err, HasSubstr("unknown command 'simulte' (commands: inspect, clusters, simulate, bounds"));
+  EXPECT_THAT(run.err, HasSubstr(", run, profile, validate; see --help)"));  // the module's, although not loaded
 }
 
 // ---- inspect --json on the bundled Inception-V3 ----------------------------------------------------
@@ -289,6 +290,9 @@ TEST(InspectSaveGraph, WritesTheGraphOfTheModeThatSimulatesLikeTheModel) {
   expect_clean_failure(other);
   EXPECT_THAT(other.err, HasSubstr("--optimizer sgd does not apply to '" + step + "': it holds a training step whose updates are its own"));
   EXPECT_THAT(other.err, HasSubstr("is of type AdamUpdate"));
+  Outcome inspected = placer({"inspect", step, "--optimizer", "momentum"});  // inspect too (found by a review)
+  expect_clean_failure(inspected);
+  EXPECT_THAT(inspected.err, HasSubstr("--optimizer momentum does not apply"));
   // The forward graph: the same inference step, and the same training step derived from it.
   EXPECT_EQ(step_time({"--model", forward, "--mode", "inference"}), step_time({"--model", onnx, "--mode", "inference"}));
   EXPECT_EQ(step_time({"--model", forward, "--optimizer", "adam"}), from_onnx);

@@ -471,8 +471,9 @@ Grouping make_grouping_at_least(const Problem& problem, const std::string& kind,
   // Op groups only where they give more groups: not when max_groups is what holds the count down.
   const bool capped = max_groups > 0 && max_groups <= grouping.num_groups;
   if (grouping.num_groups < min_groups && kind != "op" && !capped && problem.graph.num_forward_ops() > grouping.num_groups) {
+    note = "'" + kind + "' grouping too coarse (" + std::to_string(grouping.num_groups) + " group" + (grouping.num_groups == 1 ? "" : "s") +
+           " for " + std::to_string(min_groups) + " devices); used op groups";
     grouping = make_grouping(problem, "op", max_groups);
-    note = "'" + kind + "' grouping too coarse (fewer than " + std::to_string(min_groups) + " groups); used op groups";
   }
   return grouping;
 }

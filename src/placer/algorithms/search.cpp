@@ -13,6 +13,7 @@
 #include <coin/CbcModel.hpp>
 #include <coin/CoinPackedMatrix.hpp>
 #include <coin/OsiClpSolverInterface.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -349,7 +350,7 @@ class LocalSearchPlacer final : public Placer {
     std::atomic<bool> stop{false};
     std::atomic<double> best_time{best.fits ? best.step_time_s : kInf};
     const std::size_t levels = levels_.size();
-    std::string note = "from " + from + " (" + std::to_string(best.step_time_s) + " s" +
+    std::string note = "from " + from + " (" + fmt::format("{:.2f} ms", best.step_time_s * 1e3) +
                        (best.fits ? "" : ", does not fit") + ")";
     bool too_few_samples = false, searched = false;
     if (observer.stop_requested()) stop = true;

@@ -12,7 +12,7 @@ namespace placer::cli {
 
 void register_clusters(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand("clusters", "List the built-in cluster presets (devices, memory, links)");
+  CLI::App* cmd = app.add_subcommand("clusters", "List the built-in cluster presets (devices, peak FLOP/s, memory, links by bandwidth per direction)");
   cmd->add_flag("--json", *json, "print every preset as placer cluster JSON");
   cmd->callback([json] {
     if (*json) {
@@ -33,8 +33,22 @@ void register_clusters(CLI::App& app) {
       }
       std::string what;
       for (const auto& [d, count] : groups)
-        what += fmt::format("{}{} x {} ({:.2f} TFLOP/s, {})", what.empty() ? "" : "; ", count, d->model, d->peak_flops / 1e12,
+        what += fmt::format("{}{} x {} ({}, {})", what.empty() ? "" : "; ", count, d->model,
+                            d->peak_flops >= 1e12 ? fmt::format("{:.2f} TFLOP/s", d->peak_flops / 1e12)
+                                                  : fmt::format("{:.1f} GFLOP/s", d->peak_flops / 1e9),
                             human_bytes(static_cast<double>(d->memory_bytes)));
+      // Links grouped by bandwidth per direction: "links: 4 x 12.0 GB/s, 2 x 16.0 GB/s".
+      std::vector<std::pair<std::string, int>> kinds;
+      for (const Link& l : c.links()) {
+        std::string bw = fmt::format("{:.1f} GB/s", l.bandwidth_ab_bytes_per_s / 1e9);
+        if (l.bandwidth_ba_bytes_per_s != l.bandwidth_ab_bytes_per_s) bw += fmt::format(" / {:.1f} GB/s", l.bandwidth_ba_bytes_per_s / 1e9);
+        auto it = std::find_if(kinds.begin(), kinds.end(), [&](auto& k) { return k.first == bw; });
+        if (it == kinds.end()) kinds.push_back({bw, 1});
+        else ++it->second;
+      }
+      std::string links;
+      for (const auto& [bw, count] : kinds) links += fmt::format("{}{} x {}", links.empty() ? "" : ", ", count, bw);
+      if (!links.empty()) what += "; links: " + links;
       fmt::print("{:<10} {:>7}  {}\n", name, c.num_devices(), what);
     }
   });

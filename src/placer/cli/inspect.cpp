@@ -45,6 +45,7 @@ void run_inspect(const InspectArgs& args) {
       }
     }
     step = derived ? derived.get() : &forward;
+    if (!derived) check_saved_step_optimizer(forward, args.model, options);
   } else if (forward.num_forward_ops() != forward.num_ops()) {
     // As every other command: a file that holds a training step is never taken for a forward pass.
     throw Error("'" + args.model + "' holds a training step (" + std::to_string(forward.num_ops() - forward.num_forward_ops()) +

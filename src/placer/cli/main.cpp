@@ -25,6 +25,7 @@ namespace {
 // `local`). inspect, simulate, bounds and fit on other clusters, `--version` and unknown
 // subcommands never load it.
 enum class TorchNeed { none, optional, required };
+constexpr std::string_view kModuleCommands[] = {"run", "profile", "validate"};  // what the module registers
 TorchNeed torch_need(int argc, char** argv) {
   std::string_view command;
   bool version = false;
@@ -35,7 +36,8 @@ TorchNeed torch_need(int argc, char** argv) {
   }
   for (int i = 1; i < argc; ++i)
     if (std::string_view(argv[i]) == "local" || std::string_view(argv[i]) == "--cluster=local") return TorchNeed::required;
-  if (command == "run" || command == "profile" || command == "validate") return TorchNeed::required;
+  for (std::string_view c : kModuleCommands)
+    if (command == c) return TorchNeed::required;
   if (command.empty() && !version) return TorchNeed::optional;
   if (command == "place" || command == "compare" || command == "clusters") return TorchNeed::optional;
   return TorchNeed::none;
@@ -119,6 +121,8 @@ int main(int argc, char** argv) {
         known = known || cmd->get_name() == argv[1];
         names += (names.empty() ? "" : ", ") + cmd->get_name();
       }
+      if (!torch_commands)  // not loaded for a word that names no command: its commands exist all the same
+        for (std::string_view c : kModuleCommands) names += ", " + std::string(c);
       if (!known)
         throw placer::Error("unknown command '" + std::string(argv[1]).substr(0, 200) + "' (commands: " + names +
                             "; see --help)");

@@ -136,6 +136,7 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
 }
 
 void run_place(const PlaceArgs& args) {
+  (void)find_placer(args.algo);  // an unknown name: its own error, before the model loads (not "NAME: unknown ... 'NAME'")
   // Files of searches that learn: refused for an algorithm that writes none (they were ignored).
   if (args.resume && args.checkpoint.empty()) throw Error("--resume needs --checkpoint FILE (the search to continue)");
   if ((!args.curve.empty() || !args.checkpoint.empty()) && find_placer(args.algo).family != "learned") {
@@ -195,14 +196,16 @@ void run_place(const PlaceArgs& args) {
               << "\n";
     return;
   }
-  fmt::print("{} on {}: step {}{}, {} samples in {:.2f} s{}\n", args.algo, p.cluster.name(), human_seconds(r.sim.step_time_s),
-             r.sim.fits ? "" : " (DOES NOT FIT)", r.samples, row.wall_s, r.note.empty() ? "" : " — " + r.note);
+  fmt::print("{} on {}: step {}{}, {} sample{} in {:.2f} s{}\n", args.algo, p.cluster.name(), human_seconds(r.sim.step_time_s),
+             r.sim.fits ? "" : " (DOES NOT FIT)", r.samples, r.samples == 1 ? "" : "s", row.wall_s, r.note.empty() ? "" : " — " + r.note);
   for (DeviceId d = 0; d < r.sim.devices.size(); ++d)
     if (r.sim.devices[d].ops > 0)
       fmt::print("  {:<8} {:>6} ops  busy {:>10}  peak {:>10} of {}\n", p.cluster.device(d).name, r.sim.devices[d].ops,
                  human_seconds(r.sim.devices[d].busy_s), human_bytes(static_cast<double>(r.sim.devices[d].peak_memory_bytes)),
                  human_bytes(static_cast<double>(r.sim.devices[d].capacity_bytes)));
-  if (!args.output.empty()) fmt::print("wrote {} ({} keys)\n", args.output, spec.devices.size());
+  if (!args.output.empty())
+    fmt::print("wrote {} (default {}{})\n", args.output, spec.default_device.empty() ? "none" : spec.default_device,
+               spec.devices.empty() ? "" : fmt::format(", {} other key{}", spec.devices.size(), spec.devices.size() == 1 ? "" : "s"));
 }
 
 void run_compare(const PlaceArgs& args) {
@@ -297,7 +300,7 @@ void run_compare(const PlaceArgs& args) {
   }
   fmt::print("{} ({} ops, {}) on {}: lower bound {}, best single device {}\n\n", args.problem.model, p.graph.num_ops(),
              args.problem.model_args.mode, p.cluster.name(), human_seconds(bounds.best()),
-             single ? human_seconds(*single) : "none fits");
+             single ? human_seconds(*single) : "(none fits)");
   fmt::print("{:<14} {:>11} {:>8} {:>9} {:>5} {:>9}  {}\n", "algorithm", "step", "speedup", "vs bound", "fits", "wall", "peak memory per device");
   for (const auto& row : rows) {
     if (!row.error.empty()) {

@@ -27,6 +27,16 @@ Graph load_forward_graph(const std::string& path, const ModelOptions& options) {
   return load_graph_json(path, options.onnx.unknown_op_default);
 }
 
+void check_saved_step_optimizer(const Graph& step, const std::string& path, const ModelOptions& options) {
+  if (!options.optimizer_given) return;
+  for (OpId o = step.num_forward_ops(); o < step.num_ops(); ++o)
+    if (step.op_role(o) == OpRole::update && step.op_type(o) != update_op_type(options.optimizer))
+      throw Error("--optimizer " + std::string(optimizer_name(options.optimizer)) + " does not apply to '" + path +
+                  "': it holds a training step whose updates are its own (op '" + step.op_name(o) + "' is of type " + step.op_type(o) +
+                  "); leave --optimizer out, or derive a new step from its forward graph (placer inspect MODEL --mode inference "
+                  "--save-graph FILE)");
+}
+
 Graph load_model(const std::string& path, const ModelOptions& options) {
   Graph forward = load_forward_graph(path, options);
   // A graph JSON may already hold a training step: placed as it is in training mode, never taken
@@ -40,13 +50,7 @@ Graph load_model(const std::string& path, const ModelOptions& options) {
     return forward;
   }
   if (step) {
-    if (options.optimizer_given)
-      for (OpId o = forward.num_forward_ops(); o < forward.num_ops(); ++o)
-        if (forward.op_role(o) == OpRole::update && forward.op_type(o) != update_op_type(options.optimizer))
-          throw Error("--optimizer " + std::string(optimizer_name(options.optimizer)) + " does not apply to '" + path +
-                      "': it holds a training step whose updates are its own (op '" + forward.op_name(o) + "' is of type " +
-                      std::string(forward.op_type(o)) + "); leave --optimizer out, or derive a new step from its forward graph (placer "
-                      "inspect MODEL --mode inference --save-graph FILE)");
+    check_saved_step_optimizer(forward, path, options);
     return forward;
   }
   try {

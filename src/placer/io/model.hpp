@@ -24,6 +24,10 @@ bool is_graph_json_file(const std::string& path);
 
 // The forward graph of a model file.
 Graph load_forward_graph(const std::string& path, const ModelOptions& options);
+// Throws when `options` names an optimizer (optimizer_given) other than the one whose update ops
+// `step`, a training step read from graph JSON, holds: those updates are placed as saved.
+void check_saved_step_optimizer(const Graph& step, const std::string& path, const ModelOptions& options);
+
 // The graph placer places: the forward graph in inference mode, the training step otherwise. A
 // graph JSON that already holds a training step is that step in training mode (with its own update
 // ops) and an Error in inference mode.

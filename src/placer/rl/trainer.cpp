@@ -319,6 +319,7 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   State s;
   const Fingerprint fp = fingerprint_of(problem, o, agent);
   if (budget.resume) load_checkpoint(budget.checkpoint_path, o, fp, s, rng, module, optimizer);
+  const std::int64_t samples_before = s.samples, updates_before = s.updates;  // of the runs resumed
   if (!budget.checkpoint_path.empty()) check_writable(budget.checkpoint_path, "the checkpoint");
   if (!budget.curve_path.empty()) check_writable(budget.curve_path, "the learning curve");
   if (!s.best.empty()) {  // the saved best must still be what it was
@@ -438,6 +439,9 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
                                  g_stats.policy_s, g_stats.simulation_s, env.threads(), g_stats.simulation_wait_s);
   if (std::getenv("PLACER_RL_TIMING"))
     std::fprintf(stderr, "timing: sample %.2f s, log-probs %.2f s, update %.2f s\n", g_sample_s, g_logp_s, g_update_s);
+  if (samples_before > 0)
+    note += fmt::format("; resumed after {} updates ({} samples, {:.1f} s): {} updates and {} samples in this run", updates_before,
+                        samples_before, s.elapsed_before_s, s.updates - updates_before, s.samples - samples_before);
   if (stopped) note += ", stopped early";
   if (const std::string said = agent.note(); !said.empty()) note += "; " + said;
   PlacementResult result = finish(problem, s.best, static_cast<std::size_t>(s.samples), note);
