@@ -258,7 +258,7 @@ TEST(MakeGrouping, FallsBackToOpGroupsWhereTheKindFoldsTooMuchButNotUnderACap) {
   Priced p(unrolled());  // 5 ops, one chain: one co-location group
   std::string note;
   EXPECT_EQ(make_grouping_at_least(p.problem, "colocation", 0, 3, note).num_groups, 5u);
-  EXPECT_EQ(note, "'colocation' grouping too coarse (1 group for 3 devices); used op groups");
+  EXPECT_EQ(note, "'colocation' grouping too coarse (1 group, at least 3 needed); used op groups");
   note.clear();
   EXPECT_EQ(make_grouping_at_least(p.problem, "colocation", 4, 3, note).num_groups, 4u);  // op groups, coarsened to 4
   EXPECT_FALSE(note.empty());

@@ -164,13 +164,24 @@ TEST(GraphJsonBadInput, OperandShapesThatContradictTheirOpAreNamed) {
   EXPECT_EQ(one_op("Conv", {{8, 3, 32, 32}, {16, 3, 3, 3}, {16}}, {8, 16, 30, 30}, none, false), "");
   EXPECT_EQ(one_op("Conv", {{8, 32, 32, 32}, {32, 1, 3, 3}}, {8, 32, 30, 30}, {{"group", 32}}, false), "");
   EXPECT_THAT(one_op("Conv", {{8, 3, 32, 32}, {16, 4, 3, 3}}, {8, 16, 30, 30}, none, false),
-              HasSubstr("input [8,3,32,32] has 3 channels, but weight [16,4,3,3] in 1 group(s) takes 4"));
+              HasSubstr("input [8,3,32,32] has 3 channels, but weight [16,4,3,3] takes 4 per group in 1 group(s)"));
   EXPECT_THAT(one_op("Conv", {{8, 3, 32, 32}, {16, 3, 3, 3}}, {8, 12, 30, 30}, none, false),
               HasSubstr("should have the input's batch 8 and the weight's 16 output channels"));
   EXPECT_EQ(one_op("Add", {{32, 128}, {128}}, {32, 128}, none, false), "");
   EXPECT_THAT(one_op("Add", {{32, 128}, {64}}, {32, 128}, none, false), HasSubstr("its inputs [32,128] and [64] do not broadcast together"));
   EXPECT_THAT(one_op("Relu", {{32, 128}}, {32, 64}, none, false), HasSubstr("(Relu): its inputs [32,128] give an output of [32,128], not [32,64]"));
   EXPECT_EQ(one_op("Softmax", {{4, 10}}, {4, 10}, none, false), "");
+  // Valid forms whose operands differ (a review's list): scalars, broadcast slopes, conditions.
+  EXPECT_EQ(one_op("Clip", {{4, 10}, {}, {}}, {4, 10}, none, false), "");
+  EXPECT_EQ(one_op("PRelu", {{2, 8, 5, 5}, {8, 1, 1}}, {2, 8, 5, 5}, none, false), "");
+  EXPECT_EQ(one_op("Where", {{4, 1}, {4, 10}, {}}, {4, 10}, none, false), "");
+  EXPECT_EQ(one_op("Pow", {{4, 10}, {}}, {4, 10}, none, false), "");
+  EXPECT_EQ(one_op("Sum", {{4, 10}, {10}, {4, 1}}, {4, 10}, none, false), "");
+  EXPECT_EQ(one_op("MatMul", {{16}, {16}}, {}, none, false), "");  // two vectors: a scalar
+  EXPECT_EQ(one_op("Gemm", {{32, 16}, {16, 8}, {32, 1}}, {32, 8}, none, false), "");
+  // A group count past what a product of dimensions holds: refused without overflowing.
+  EXPECT_THAT(one_op("Conv", {{8, 4, 32, 32}, {4, 4, 3, 3}}, {8, 4, 30, 30}, {{"group", 4611686018427387904LL}}, false),
+              HasSubstr("takes 4 per group in 4611686018427387904 group(s)"));
 }
 
 TEST(GraphJsonBadInput, MisspeltFieldsAreNamed) {

@@ -253,7 +253,7 @@ TEST(OnnxMutation, ShapesThatContradictTheirOpsAreErrorsNamingTheNode) {
     std::function<void(onnx::ModelProto&)> mutate;
   };
   const std::vector<Case> cases = {
-      {"a weight of 4 input channels on 3", "(Conv): input [32,3,299,299] has 3 channels, but weight [32,4,3,3] in 1 group(s) takes 4",
+      {"a weight of 4 input channels on 3", "(Conv): input [32,3,299,299] has 3 channels, but weight [32,4,3,3] takes 4 per group in 1 group(s)",
        [&](onnx::ModelProto& m) { set_input_dims(m, "Conv2d_1a_3x3.conv.weight", {32, 4, 3, 3}); }},
       {"a kernel_shape that is not the weight's", "(Conv): attribute 'kernel_shape' [5,5] differs from the weight's window [3,3]",
        [&](onnx::ModelProto& m) {
@@ -431,6 +431,12 @@ TEST(OnnxMutation, ParametersOfTheWrongShapeForTheirOpAreErrors) {
   };
   EXPECT_EQ(bn({3}), "");
   EXPECT_THAT(bn({7}), ::testing::HasSubstr("(BatchNormalization): scale 's' is [7], but input [2,3,8,8] has 3 channels"));
+  {  // opset 7's spatial=0: one value per element of [C, H, W] (found by a review: was refused)
+    TinyOnnx t(7);
+    t.input("x", {2, 3, 4, 4}).input("s", {3, 4, 4}).input("b", {3, 4, 4}).input("m", {3, 4, 4}).input("v", {3, 4, 4}).output("y", {2, 3, 4, 4});
+    TinyOnnx::ints(t.node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"}), "spatial", {0});
+    EXPECT_EQ(import_error(t.model), "");
+  }
   TinyOnnx in(13);
   in.input("x", {2, 3, 8}).input("s", {3}).input("b", {4}).output("y", {2, 3, 8});
   in.node("InstanceNormalization", {"x", "s", "b"}, {"y"});
@@ -446,16 +452,28 @@ TEST(OnnxMutation, ParametersOfTheWrongShapeForTheirOpAreErrors) {
   EXPECT_EQ(ln({1, 16}), "");
   EXPECT_THAT(ln({12}), ::testing::HasSubstr("(LayerNormalization): Scale 's' is [12], which does not broadcast to input [2,5,16]"));
 
-  // X [seq 7, batch 2, input 10], hidden 4; `w` and `r` as given, optionally bidirectional and
-  // batch first (X [2, 7, 10], initial_h [2, directions, 4]).
-  auto rnn = [](const std::string& op, std::int64_t gates, std::vector<std::int64_t> w, bool bidirectional, bool batch_first) {
+  // X [seq 7, batch 3, input 10], hidden 4; `w` as given, the other parameters right unless
+  // `wrong` names one (then its first dimension is off by one), optionally bidirectional and batch
+  // first (X [3, 7, 10], initial_h [3, directions, 4]).
+  auto rnn = [](const std::string& op, std::int64_t gates, std::vector<std::int64_t> w, bool bidirectional, bool batch_first,
+                const std::string& wrong = "") {
     const std::int64_t dirs = bidirectional ? 2 : 1;
+    auto off = [&](const std::string& name, std::vector<std::int64_t> dims) {
+      if (name == wrong) ++dims[0];
+      return dims;
+    };
     TinyOnnx t(14);
-    t.input("x", batch_first ? std::vector<std::int64_t>{2, 7, 10} : std::vector<std::int64_t>{7, 2, 10});
-    t.input("w", w).input("r", {dirs, gates * 4, 4}).input("b", {dirs, 2 * gates * 4});
-    t.input("h0", batch_first ? std::vector<std::int64_t>{2, dirs, 4} : std::vector<std::int64_t>{dirs, 2, 4});
-    t.output("y", batch_first ? std::vector<std::int64_t>{2, 7, dirs, 4} : std::vector<std::int64_t>{7, dirs, 2, 4});
-    onnx::NodeProto& n = t.node(op, {"x", "w", "r", "b", "", "h0"}, {"y"});
+    t.input("x", batch_first ? std::vector<std::int64_t>{3, 7, 10} : std::vector<std::int64_t>{7, 3, 10});
+    t.input("w", w).input("r", off("r", {dirs, gates * 4, 4})).input("b", off("b", {dirs, 2 * gates * 4}));
+    t.input("h0", off("h0", batch_first ? std::vector<std::int64_t>{3, dirs, 4} : std::vector<std::int64_t>{dirs, 3, 4}));
+    std::vector<std::string> inputs = {"x", "w", "r", "b", "", "h0"};
+    if (op == "LSTM") {
+      t.input("c0", off("c0", batch_first ? std::vector<std::int64_t>{3, dirs, 4} : std::vector<std::int64_t>{dirs, 3, 4}));
+      t.input("p", off("p", {dirs, 12}));
+      inputs.push_back("c0"), inputs.push_back("p");
+    }
+    t.output("y", batch_first ? std::vector<std::int64_t>{3, 7, dirs, 4} : std::vector<std::int64_t>{7, dirs, 3, 4});
+    onnx::NodeProto& n = t.node(op, inputs, {"y"});
     TinyOnnx::ints(n, "hidden_size", {4});
     if (batch_first) TinyOnnx::ints(n, "layout", {1});
     if (bidirectional) {
@@ -472,6 +490,13 @@ TEST(OnnxMutation, ParametersOfTheWrongShapeForTheirOpAreErrors) {
               ::testing::HasSubstr("(LSTM): W 'w' is [1,7,4], but should be [1,16,10] [directions, gates x hidden, input size]"));
   EXPECT_THAT(rnn("GRU", 3, {1, 12, 9}, false, false), ::testing::HasSubstr("(GRU): W 'w' is [1,12,9], but should be [1,12,10]"));
   EXPECT_THAT(rnn("LSTM", 4, {1, 16, 10}, true, false), ::testing::HasSubstr("(LSTM): W 'w' is [1,16,10], but should be [2,16,10]"));
+  EXPECT_THAT(rnn("LSTM", 4, {1, 16, 10}, false, false, "r"), ::testing::HasSubstr("R 'r' is [2,16,4], but should be [1,16,4]"));
+  EXPECT_THAT(rnn("GRU", 3, {1, 12, 10}, false, false, "b"), ::testing::HasSubstr("B 'b' is [2,24], but should be [1,24]"));
+  EXPECT_THAT(rnn("LSTM", 4, {2, 16, 10}, true, true, "h0"),
+              ::testing::HasSubstr("initial_h 'h0' is [4,2,4], but should be [3,2,4] [batch, directions, hidden]"));
+  EXPECT_THAT(rnn("LSTM", 4, {2, 16, 10}, true, false, "c0"),
+              ::testing::HasSubstr("initial_c 'c0' is [3,3,4], but should be [2,3,4] [directions, batch, hidden]"));
+  EXPECT_THAT(rnn("LSTM", 4, {1, 16, 10}, false, true, "p"), ::testing::HasSubstr("P 'p' is [2,12], but should be [1,12]"));
 }
 
 // A sparse initializer (which the checker accepts) is refused saying so: the op reading it was

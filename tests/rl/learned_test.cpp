@@ -206,7 +206,7 @@ TEST(ColocRL, SplitsByOpsWhatCoLocationFoldsIntoOneGroup) {
   const PlacementResult r = run("colocrl", pr.problem(), Budget{.samples = 64}, {{"hidden", "16"}});
   EXPECT_LT(r.sim.step_time_s, 1.1);
   EXPECT_NE(r.forward_devices[0], r.forward_devices[1]);
-  EXPECT_THAT(r.note, ::testing::HasSubstr("'colocation' grouping too coarse (1 group for 2 devices); used op groups"));
+  EXPECT_THAT(r.note, ::testing::HasSubstr("'colocation' grouping too coarse (1 group, at least 2 needed); used op groups"));
 }
 
 TEST(HDP, LearnsThatOneDeviceIsBestForASkipChain) {

@@ -472,7 +472,7 @@ Grouping make_grouping_at_least(const Problem& problem, const std::string& kind,
   const bool capped = max_groups > 0 && max_groups <= grouping.num_groups;
   if (grouping.num_groups < min_groups && kind != "op" && !capped && problem.graph.num_forward_ops() > grouping.num_groups) {
     note = "'" + kind + "' grouping too coarse (" + std::to_string(grouping.num_groups) + " group" + (grouping.num_groups == 1 ? "" : "s") +
-           " for " + std::to_string(min_groups) + " devices); used op groups";
+           ", at least " + std::to_string(min_groups) + " needed); used op groups";
     grouping = make_grouping(problem, "op", max_groups);
   }
   return grouping;

@@ -875,7 +875,8 @@ void register_search(std::vector<PlacerInfo>& r) {
                 {"pull", "0.5", "share of one-group moves that go to the device of a group it exchanges tensors with"}},
                [](const PlacerOptions& o) { return std::make_unique<LocalSearchPlacer>(o); }});
   r.push_back({"optimal", "search",
-               "the optimum over groups for small problems: every placement simulated, or an integer program (CBC) when too many",
+               "the best placement of a few groups (max-groups): every placement simulated, or an integer program (CBC) over a load + "
+               "communication model when too many; optimal for those groups, not over single ops",
                {{"groups", "colocation", "grouping: colocation, module[:DEPTH], module-call[:DEPTH] or op"},
                 {"max-groups", "12", "coarsen the groups to at most this many"},
                 {"max-evaluations", "2000000", "enumerate when devices^groups is at most this; otherwise the integer program"},

@@ -669,9 +669,9 @@ std::string operand_shape_mismatch(std::string_view op_type, const Attributes& a
     if (x.size() < 3 || w.size() != x.size() || y.size() != x.size())
       return "input " + list(x) + ", weight " + list(w) + " and output " + list(y) + " must share one rank of 3 or more";
     const std::int64_t group = attrs.get_int("group", 1);
-    if (group <= 0 || w[1] * group != x[1] || w[0] % group != 0)
-      return "input " + list(x) + " has " + std::to_string(x[1]) + " channels, but weight " + list(w) + " in " + std::to_string(group) +
-             " group(s) takes " + std::to_string(w[1] * group);
+    if (group <= 0 || x[1] % group != 0 || x[1] / group != w[1] || w[0] % group != 0)
+      return "input " + list(x) + " has " + std::to_string(x[1]) + " channels, but weight " + list(w) + " takes " + std::to_string(w[1]) +
+             " per group in " + std::to_string(group) + " group(s)";
     if (y[0] != x[0] || y[1] != w[0])
       return "output " + list(y) + " should have the input's batch " + std::to_string(x[0]) + " and the weight's " + std::to_string(w[0]) +
              " output channels";

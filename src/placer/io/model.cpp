@@ -33,8 +33,8 @@ void check_saved_step_optimizer(const Graph& step, const std::string& path, cons
     if (step.op_role(o) == OpRole::update && step.op_type(o) != update_op_type(options.optimizer))
       throw Error("--optimizer " + std::string(optimizer_name(options.optimizer)) + " does not apply to '" + path +
                   "': it holds a training step whose updates are its own (op '" + step.op_name(o) + "' is of type " + step.op_type(o) +
-                  "); leave --optimizer out, or derive a new step from its forward graph (placer inspect MODEL --mode inference "
-                  "--save-graph FILE)");
+                  "); leave --optimizer out, or derive a new step from the model it was saved from (placer inspect MODEL --optimizer " +
+                  std::string(optimizer_name(options.optimizer)) + " --save-graph FILE)");
 }
 
 Graph load_model(const std::string& path, const ModelOptions& options) {

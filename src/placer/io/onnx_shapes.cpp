@@ -838,9 +838,9 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
       if (w.size() != x.size())
         throw Error(where + ": weight " + list(w) + " is not of its input " + list(x) + "'s rank (out channels, in channels / group, kernel...)");
       if (x.size() < 3) return;  // no window: ONNX's rule refuses it first
-      if (w[1] * group != x[1] || group <= 0 || w[0] % group != 0)
-        throw Error(where + ": input " + list(x) + " has " + std::to_string(x[1]) + " channels, but weight " + list(w) + " in " +
-                    std::to_string(group) + " group(s) takes " + std::to_string(w[1] * group) +
+      if (group <= 0 || x[1] % group != 0 || x[1] / group != w[1] || w[0] % group != 0)
+        throw Error(where + ": input " + list(x) + " has " + std::to_string(x[1]) + " channels, but weight " + list(w) + " takes " +
+                    std::to_string(w[1]) + " per group in " + std::to_string(group) + " group(s)" +
                     (w[0] % group != 0 ? " (and its output channels do not divide into the groups)" : ""));
       if (auto kernel = attr_ints(node, "kernel_shape"); kernel && std::vector<std::int64_t>(w.begin() + 2, w.end()) != *kernel)
         throw Error(where + ": attribute 'kernel_shape' " + list(*kernel) + " differs from the weight's window " +
@@ -862,6 +862,7 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
     // take the output from X alone, so a scale of 7 on 3 channels was priced and placed as given.
     const std::vector<std::int64_t> x = dims_of(0);
     if (x.size() < 2) return;  // ONNX's rule refuses it
+    if (attr_int(node, "spatial", 1) == 0) return;  // opsets up to 8: one value per element of X's [C, D1, ...]
     const int per_channel = op == "BatchNormalization" ? 5 : 3;
     static const char* const kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
     for (int i = 1; i < per_channel && i < node.input_size(); ++i)
@@ -897,9 +898,10 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
     const std::int64_t batch = batch_first ? x[0] : x[1], input = x[2];
     const std::vector<std::int64_t> r = dims_of(2);
     const std::int64_t hidden = attr_int(node, "hidden_size", r.size() == 3 ? r[2] : -1);
-    auto expect = [&](int i, const char* name, std::vector<std::int64_t> want, const char* layout) {
+    if (hidden <= 0 || hidden > (std::int64_t{1} << 40)) return;  // ONNX's rule refuses it (and no product below overflows)
+    auto expect = [&](int i, const char* name, std::vector<std::int64_t> want, std::string layout) {
       if (i >= node.input_size() || node.input(i).empty()) return;
-      if (batch_first && (i == 5 || i == 6)) std::swap(want[0], want[1]);  // layout 1: [batch, directions, hidden]
+      if (batch_first && (i == 5 || i == 6)) std::swap(want[0], want[1]), layout = "[batch, directions, hidden]";  // layout 1
       if (dims_of(i) != want)
         throw Error(where + ": " + name + " '" + node.input(i) + "' is " + list(dims_of(i)) + ", but should be " + list(want) + " " +
                     layout + " for " + std::to_string(dirs) + " direction(s), hidden size " + std::to_string(hidden) +
