@@ -174,6 +174,7 @@ TEST(GraphJsonBadInput, OperandShapesThatContradictTheirOpAreNamed) {
   // Valid forms whose operands differ (a review's list): scalars, broadcast slopes, conditions.
   EXPECT_EQ(one_op("Clip", {{4, 10}, {}, {}}, {4, 10}, none, false), "");
   EXPECT_EQ(one_op("PRelu", {{2, 8, 5, 5}, {8, 1, 1}}, {2, 8, 5, 5}, none, false), "");
+  EXPECT_THAT(one_op("PRelu", {{2, 8, 5, 5}, {8}}, {2, 8, 5, 5}, none, false), HasSubstr("a slope per channel of [N,C,H,W] is [C,1,1]"));
   EXPECT_EQ(one_op("Where", {{4, 1}, {4, 10}, {}}, {4, 10}, none, false), "");
   EXPECT_EQ(one_op("Pow", {{4, 10}, {}}, {4, 10}, none, false), "");
   EXPECT_EQ(one_op("Sum", {{4, 10}, {10}, {4, 1}}, {4, 10}, none, false), "");

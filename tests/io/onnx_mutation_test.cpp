@@ -499,6 +499,26 @@ TEST(OnnxMutation, ParametersOfTheWrongShapeForTheirOpAreErrors) {
   EXPECT_THAT(rnn("LSTM", 4, {1, 16, 10}, false, true, "p"), ::testing::HasSubstr("P 'p' is [2,12], but should be [1,12]"));
 }
 
+// A Range of delta 0 read as an empty tensor, and the error named its reader ("Incompatible
+// dimensions" at an Add, found by a sweep): now the Range itself.
+TEST(OnnxMutation, ARangeOfDeltaZeroIsNamed) {
+  auto range = [](std::int64_t delta) {
+    TinyOnnx t(13);
+    t.input("x", {10}).output("y", {10});
+    for (const auto& [name, value] : std::vector<std::pair<std::string, std::int64_t>>{{"s", 0}, {"l", 10}, {"d", delta}}) {
+      auto* a = t.node("Constant", {}, {name}).add_attribute();
+      a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(onnx::TensorProto::INT64), a->mutable_t()->add_int64_data(value);
+    }
+    t.node("Range", {"s", "l", "d"}, {"r"});
+    TinyOnnx::ints(t.node("Cast", {"r"}, {"rf"}), "to", {onnx::TensorProto::FLOAT});
+    t.node("Add", {"x", "rf"}, {"y"});
+    return import_error(t.model);
+  };
+  EXPECT_EQ(range(1), "");
+  EXPECT_THAT(range(0), ::testing::HasSubstr("(Range): its delta 'd' is 0, a range that never ends"));
+}
+
 // A sparse initializer (which the checker accepts) is refused saying so: the op reading it was
 // said to read a tensor that nothing produces (found by a review).
 TEST(OnnxMutation, ASparseInitializerIsRefusedSayingSo) {

@@ -625,7 +625,9 @@ std::string operand_shape_mismatch(std::string_view op_type, const Attributes& a
       if (all) all = broadcast(*all, t.shape);
     }
     if (operands.empty()) return "";
-    if (!all) return "its inputs " + operands + " do not broadcast together";
+    if (!all)
+      return "its inputs " + operands + " do not broadcast together" +
+             (op_type == "PRelu" ? std::string(" (a slope per channel of [N,C,H,W] is [C,1,1]: shapes align from the last dimension)") : "");
     if (!std::ranges::equal(*all, y)) return "its inputs " + operands + " give an output of " + list(*all) + ", not " + list(y);
     return "";
   }

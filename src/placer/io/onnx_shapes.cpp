@@ -1154,6 +1154,12 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
     if (node.op_type() == "Split" && source >= 18 && !attr_ints(node, "split") && (node.input_size() < 2 || node.input(1).empty()))
       continue;
     const std::string where = node_label(node);
+    // A Range of step 0 never ends; ONNX's rule gives it no elements, and the error came later,
+    // at a reader ("Incompatible dimensions").
+    if (node.op_type() == "Range" && node.input_size() == 3)
+      if (auto it = data.find(node.input(2)); it != data.end())
+        if (auto delta = from_tensor(*it->second); delta && delta->size() == 1 && delta->data[0] == 0)
+          throw Error(where + ": its delta '" + node.input(2) + "' is 0, a range that never ends");
     std::optional<std::vector<onnx::TypeProto>> rule;
     try {
       rule = run_node_rule(node, types, data, opset);  // never for the ops hidden from ONNX (their domain)
