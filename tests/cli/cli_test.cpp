@@ -2,6 +2,8 @@
 // and on stderr. Each test states one promise of the CLI (README.md, "Using it").
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/paths.hpp"
@@ -446,6 +449,36 @@ TEST(BadInput, DimGivenTwoValues) {
   Outcome run = placer({"inspect", test::example("inception_v3.onnx"), "--dim", "batch=4", "--dim", "batch=5"});
   expect_clean_failure(run);
   EXPECT_THAT(run.err, HasSubstr("--dim gives 'batch' two values (4 and 5)"));
+}
+
+// A model read from a pipe (`placer inspect <(cat model.onnx)`): telling graph JSON from ONNX by
+// its first character must not take bytes from a pipe (found by a review of that change).
+TEST(Inspect, ReadsAModelFromAPipe) {
+  const std::string fifo = temp_path("model.fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string bytes = read_file(test::example("cifarnet.onnx"));
+  std::thread writer([&] {
+    // Waits (up to 60 s) for placer to open the pipe, then writes the model into it.
+    int fd = -1;
+    for (int i = 0; i < 6000 && fd < 0; ++i) {
+      fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd < 0) usleep(10'000);
+    }
+    if (fd < 0) return;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    for (std::size_t at = 0; at < bytes.size();) {
+      const ssize_t n = write(fd, bytes.data() + at, bytes.size() - at);
+      if (n <= 0) break;
+      at += static_cast<std::size_t>(n);
+    }
+    close(fd);
+  });
+  Outcome run = placer({"inspect", fifo});
+  writer.join();
+  std::remove(fifo.c_str());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("forward     12 ops"));
 }
 
 // ---- the documentation's examples ----------------------------------------------------------------

@@ -1,5 +1,6 @@
 #include "placer/io/model.hpp"
 
+#include <filesystem>
 #include <fstream>
 
 #include "placer/io/graph_json.hpp"
@@ -9,6 +10,10 @@ namespace placer {
 
 bool is_graph_json_file(const std::string& path) {
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) return true;
+  // Only a regular file is looked into: reading from a pipe (`<(cat model.onnx)`) would take the
+  // bytes away from the reader that follows.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
   std::ifstream in(path, std::ios::binary);
   char c = 0;
   // Up to 4 KiB of leading white space: a graph JSON that starts with blank lines.

@@ -18,8 +18,9 @@ struct ModelOptions {
   bool optimizer_given = false;
 };
 
-// Whether `path` is read as placer's graph JSON: its name ends in ".json", or its first byte that is
-// not white space is '{' (an ONNX file, a protobuf message, never starts so). Anything else is ONNX.
+// Whether `path` is read as placer's graph JSON: its name ends in ".json", or it is a regular file
+// whose first byte that is not white space is '{' (an ONNX file, a protobuf message, never starts
+// so). Anything else is ONNX (a pipe is not looked into: its bytes would be gone).
 bool is_graph_json_file(const std::string& path);
 
 // The forward graph of a model file.
