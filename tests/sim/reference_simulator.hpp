@@ -7,7 +7,8 @@
 // every change made to the fast one for speed.
 //
 // Both follow the documented order of events at equal times (docs/simulator.md, "Order"): ops
-// that take no time finish first, the one made ready last first; then arrivals, by destination
+// that take no time finish first, the one made ready last first, and only then do the devices they
+// or the event before them woke start ops (in device id order); then arrivals, by destination
 // device and tensor id; then op finishes, by op id.
 #pragma once
 
@@ -192,6 +193,8 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
       events.push({now + time, kFinish, o});
     }
   };
+  // Devices to start once the ops that take no time at this moment have finished (in id order).
+  std::set<DeviceId> to_start;
   auto input_here = [&](TensorId t, DeviceId d, double now) {
     for (OpId o : readers[t])
       if (dev[o] == d && --waiting_for[o] == 0) make_ready(o, now);
@@ -203,7 +206,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
       for (DeviceId to : destinations[t]) send(t, to, 0.0);
   for (OpId o : g.topological_order())
     if (!g.op_folded(o) && waiting_for[o] == 0) make_ready(o, 0.0);
-  for (DeviceId d = 0; d < nd; ++d) start_ready(d, 0.0);
+  for (DeviceId d = 0; d < nd; ++d) to_start.insert(d);
 
   double now = 0.0;
   auto finish = [&](OpId o, bool took_device) {
@@ -218,7 +221,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
       for (DeviceId to : destinations[t]) send(t, to, now);
       if (viewed[t] == kNoId && holds[{t, d}] == 0 && !kept.count({t, d})) now_bytes[d] -= g.tensor_bytes(t);  // nobody reads it
     }
-    start_ready(d, now);
+    to_start.insert(d);
   };
   for (;;) {
     if (!no_time.empty()) {
@@ -227,6 +230,8 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
       finish(o, false);
       continue;
     }
+    for (DeviceId d : to_start) start_ready(d, now);
+    to_start.clear();
     if (events.empty()) break;
     const auto [time, dest, id] = events.top();
     events.pop();
@@ -236,7 +241,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     } else {  // tensor `id` arrives on device `dest`
       input_here(id, dest, now);
       release(home_storage(id));
-      start_ready(dest, now);
+      to_start.insert(dest);
     }
   }
   return r;
