@@ -441,17 +441,13 @@ void Simulator::run(std::span<const DeviceId> devices) {
   for (std::uint32_t s : source_tensors_)
     for (std::uint64_t mask = tensors[s].dest_mask; mask; mask &= mask - 1)
       send(s, tensors[s].dev, static_cast<DeviceId>(std::countr_zero(mask)), 0.0);
-  // Devices whose ready ops wait until the ops that take no time at this moment have finished:
-  // an op made ready through an alias then competes in program order with the others (a device
-  // started before them ran a later op first). Started in id order.
-  std::uint64_t to_start = 0;
-  auto start_waiting = [&](double now) {
-    for (; to_start; to_start &= to_start - 1) start_ops(static_cast<DeviceId>(std::countr_zero(to_start)), now);
-  };
   for (OpId o : graph_.topological_order())
     if (remaining[o] == 0 && !graph_.op_folded(o)) make_ready(o, 0.0, kNoCause);
-  to_start = nd == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << nd) - 1;
-  if (zero_finished_.empty()) start_waiting(0.0);
+  // Devices whose ready ops wait until the ops that take no time at this moment have finished:
+  // an op made ready through an alias then competes in program order with the others (a device
+  // started before them ran a later op first). The loop starts them, in id order, once none is
+  // left; at time 0, every device.
+  std::uint64_t to_start = nd == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << nd) - 1;
 
   double now = 0.0, step_end = 0.0;
   std::size_t finished = graph_.num_folded_ops();
@@ -464,6 +460,10 @@ void Simulator::run(std::span<const DeviceId> devices) {
       zero_finished_.pop_back();
       dest = kOpFinish;
       took_device = false;
+    } else if (to_start) {
+      start_ops(static_cast<DeviceId>(std::countr_zero(to_start)), now);
+      to_start &= to_start - 1;
+      continue;
     } else if (!events_.empty()) {
       const unsigned __int128 e = events_.front();
       top_done = true;
@@ -496,14 +496,10 @@ void Simulator::run(std::span<const DeviceId> devices) {
         // Nobody reads it (a view's storage is freed by its own uses; a graph output's is pinned).
         if (uses[std::size_t{x} * nd + d] == 0) mem_now[d] -= alloc_bytes[x];
       }
-      if (!zero_finished_.empty()) {
-        to_start |= std::uint64_t{1} << d;  // after the ops that take no time, now
-      } else if (took_device) {
-        start_ops(d, now);  // nothing else waits (to_start is empty after an event of the heap)
-      } else {
-        to_start |= std::uint64_t{1} << d;
-        start_waiting(now);
-      }
+      // An event of the heap that made no op of no time ready starts its device at once (nothing
+      // else waits then); otherwise the device waits for those ops, and the loop starts it.
+      if (took_device && zero_finished_.empty()) start_ops(d, now);
+      else to_start |= std::uint64_t{1} << d;
     } else {
       // A transfer of tensor x arrives on device dest. (The readers' loop is the finish handler's
       // twin: as a shared helper it made GCC leave start_ops out of line, 2-3% more instructions.)
