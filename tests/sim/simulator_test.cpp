@@ -409,6 +409,31 @@ TEST(Simulator, AnOpThatBecomesReadyLaterStillGoesFirstInProgramOrder) {
   EXPECT_THAT(run_order(std::move(s)), ElementsAre(Start{0, 0.0}, Start{1, 1.0}, Start{2, 2.0}));
 }
 
+// An op whose input comes through an op of no time (a Reshape of a parameter) is ready at the same
+// instant as the others and goes first in program order (found by an audit, 2026-11-28: the device
+// started "third" before the alias had finished, so "second" ran after it), at time 0 and after
+// an op finishes.
+TEST(Simulator, AnOpReadyThroughAnAliasGoesFirstInProgramOrder) {
+  Sketch s;
+  TensorId w = s.tensor("w", 10, TensorKind::parameter), x = s.tensor("x", 10, TensorKind::data);
+  TensorId v = s.tensor("v", 10), b = s.tensor("tb", 10), c = s.tensor("tc", 10);
+  s.op("alias", {w}, {v}, 0.0);
+  s.op("second", {v}, {b}, 1.0);
+  s.op("third", {x}, {c}, 1.0);
+  EXPECT_THAT(run_order(std::move(s)), ElementsAre(Start{0, 0.0}, Start{1, 0.0}, Start{2, 1.0}));
+
+  Sketch later;  // the same after "first" finishes at 1
+  TensorId x2 = later.tensor("x", 10, TensorKind::data), a = later.tensor("ta", 10), a2 = later.tensor("ta2", 10);
+  TensorId b2 = later.tensor("tb", 10), c2 = later.tensor("tc", 10), d2 = later.tensor("td", 10);
+  later.op("first", {x2}, {a}, 1.0);
+  later.op("alias", {a}, {a2}, 0.0);
+  later.op("second", {a2}, {b2}, 1.0);
+  later.op("third", {x2}, {c2}, 1.0);
+  later.op("fourth", {c2}, {d2}, 1.0);
+  EXPECT_THAT(run_order(std::move(later)),
+              ElementsAre(Start{0, 0.0}, Start{1, 1.0}, Start{2, 1.0}, Start{3, 2.0}, Start{4, 3.0}));
+}
+
 TEST(Simulator, CriticalPathFollowsTheTransfer) {
   Sketch s;
   TensorId x = s.tensor("x", 10, TensorKind::data), ta = s.tensor("ta", 1000), tb = s.tensor("tb", 10);
