@@ -14,6 +14,7 @@
 #include "placer/graph/training.hpp"
 #include "placer/io/onnx_file.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer::exec {
 namespace detail {
@@ -37,11 +38,7 @@ namespace {
 
 std::string op_label(const Graph& g, OpId op) { return "op '" + g.op_name(op) + "' (" + g.op_type(op) + ")"; }
 
-std::string shape_text(c10::IntArrayRef s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
+std::string shape_text(c10::IntArrayRef s) { return dims_text(std::span<const std::int64_t>(s.data(), s.size())); }
 
 // An ONNX TensorProto's value as a CPU tensor.
 torch::Tensor tensor_from_proto(const onnx::TensorProto& t, const std::string& what) {

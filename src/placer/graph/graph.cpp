@@ -4,7 +4,6 @@
 #include <functional>
 #include <queue>
 #include <numeric>
-#include <sstream>
 
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
@@ -14,14 +13,6 @@ namespace {
 
 bool is_graph_input_kind(TensorKind k) {
   return k == TensorKind::data || k == TensorKind::parameter || k == TensorKind::buffer || k == TensorKind::constant;
-}
-
-std::string shape_string(std::span<const std::int64_t> shape) {
-  std::ostringstream out;
-  out << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? "," : "") << shape[i];
-  out << ']';
-  return out.str();
 }
 
 // Builds CSR arrays from per-row lists given as (row, value) pairs already grouped by row order.
@@ -175,9 +166,9 @@ Graph GraphBuilder::build() && {
     for (std::size_t i = 0; i < t.shape.size(); ++i) {
       if (t.shape[i] <= 0)
         throw Error("tensor '" + t.name + "'" + where() + ": dimension " + std::to_string(i) + " of shape " +
-                    shape_string(t.shape) + " is missing or not positive");
+                    dims_text(t.shape) + " is missing or not positive");
       if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(t.shape[i]), &elements))
-        throw Error("tensor '" + t.name + "'" + where() + ": shape " + shape_string(t.shape) + " overflows 64 bits");
+        throw Error("tensor '" + t.name + "'" + where() + ": shape " + dims_text(t.shape) + " overflows 64 bits");
     }
     std::uint64_t bytes = 0;
     if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(t.dtype)), &bytes))

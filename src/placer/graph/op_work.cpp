@@ -20,6 +20,7 @@
 
 #include "placer/graph/einsum.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 
@@ -596,11 +597,6 @@ OpWork op_work(std::string_view op_type, const Attributes& attrs, std::span<cons
 std::string operand_shape_mismatch(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                                    std::span<const TensorDesc> outputs) {
   using Dims = std::vector<std::int64_t>;
-  auto list = [](std::span<const std::int64_t> v) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
-    return out + "]";
-  };
   const Rule* rule = find_rule(op_type);
   if (!rule || outputs.empty() || !outputs[0].present) return "";
   const std::span<const std::int64_t> y = outputs[0].shape;
@@ -621,14 +617,14 @@ std::string operand_shape_mismatch(std::string_view op_type, const Attributes& a
     std::string operands;
     for (const TensorDesc& t : inputs) {
       if (!t.present) continue;
-      operands += (operands.empty() ? "" : " and ") + list(t.shape);
+      operands += (operands.empty() ? "" : " and ") + dims_text(t.shape);
       if (all) all = broadcast(*all, t.shape);
     }
     if (operands.empty()) return "";
     if (!all)
       return "its inputs " + operands + " do not broadcast together" +
              (op_type == "PRelu" ? std::string(" (a slope per channel of [N,C,H,W] is [C,1,1]: shapes align from the last dimension)") : "");
-    if (!std::ranges::equal(*all, y)) return "its inputs " + operands + " give an output of " + list(*all) + ", not " + list(y);
+    if (!std::ranges::equal(*all, y)) return "its inputs " + operands + " give an output of " + dims_text(*all) + ", not " + dims_text(y);
     return "";
   }
   const TensorDesc* a = slot(inputs, 0);
@@ -637,48 +633,48 @@ std::string operand_shape_mismatch(std::string_view op_type, const Attributes& a
   if (op_type == "MatMul") {
     // 1-D operands gain a dimension (prepended to A, appended to B) that the output drops.
     Dims ad(a->shape.begin(), a->shape.end()), bd(b->shape.begin(), b->shape.end());
-    if (ad.empty() || bd.empty()) return "MatMul of a scalar " + list(a->shape) + " by " + list(b->shape);
+    if (ad.empty() || bd.empty()) return "MatMul of a scalar " + dims_text(a->shape) + " by " + dims_text(b->shape);
     const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
     if (a1) ad.insert(ad.begin(), 1);
     if (b1) bd.push_back(1);
     if (ad.back() != bd[bd.size() - 2])
-      return "A " + list(a->shape) + " and B " + list(b->shape) + " do not share an inner dimension (" + std::to_string(ad.back()) +
+      return "A " + dims_text(a->shape) + " and B " + dims_text(b->shape) + " do not share an inner dimension (" + std::to_string(ad.back()) +
              " and " + std::to_string(bd[bd.size() - 2]) + ")";
     std::optional<Dims> batch = broadcast(Dims(ad.begin(), ad.end() - 2), std::span(bd).first(bd.size() - 2));
-    if (!batch) return "the batch dimensions of A " + list(a->shape) + " and B " + list(b->shape) + " do not broadcast together";
+    if (!batch) return "the batch dimensions of A " + dims_text(a->shape) + " and B " + dims_text(b->shape) + " do not broadcast together";
     Dims out = *batch;
     if (!a1) out.push_back(ad[ad.size() - 2]);
     if (!b1) out.push_back(bd.back());
-    if (!std::ranges::equal(out, y)) return "A " + list(a->shape) + " by B " + list(b->shape) + " gives " + list(out) + ", not " + list(y);
+    if (!std::ranges::equal(out, y)) return "A " + dims_text(a->shape) + " by B " + dims_text(b->shape) + " gives " + dims_text(out) + ", not " + dims_text(y);
     return "";
   }
   if (op_type == "Gemm") {
-    if (a->shape.size() != 2 || b->shape.size() != 2) return "A " + list(a->shape) + " and B " + list(b->shape) + " must be matrices";
+    if (a->shape.size() != 2 || b->shape.size() != 2) return "A " + dims_text(a->shape) + " and B " + dims_text(b->shape) + " must be matrices";
     const bool ta = attrs.get_int("transA", 0) != 0, tb = attrs.get_int("transB", 0) != 0;
     const std::int64_t m = ta ? a->shape[1] : a->shape[0], k_a = ta ? a->shape[0] : a->shape[1];
     const std::int64_t k_b = tb ? b->shape[1] : b->shape[0], n = tb ? b->shape[0] : b->shape[1];
     if (k_a != k_b)
-      return "A " + list(a->shape) + (ta ? " (transposed)" : "") + " and B " + list(b->shape) + (tb ? " (transposed)" : "") +
+      return "A " + dims_text(a->shape) + (ta ? " (transposed)" : "") + " and B " + dims_text(b->shape) + (tb ? " (transposed)" : "") +
              " do not share an inner dimension (" + std::to_string(k_a) + " and " + std::to_string(k_b) + ")";
     const Dims out{m, n};
-    if (!std::ranges::equal(out, y)) return "A " + list(a->shape) + " by B " + list(b->shape) + " gives " + list(out) + ", not " + list(y);
+    if (!std::ranges::equal(out, y)) return "A " + dims_text(a->shape) + " by B " + dims_text(b->shape) + " gives " + dims_text(out) + ", not " + dims_text(y);
     if (const TensorDesc* c = slot(inputs, 2); c && !broadcast(out, c->shape).has_value())
-      return "C " + list(c->shape) + " does not broadcast to " + list(out);
+      return "C " + dims_text(c->shape) + " does not broadcast to " + dims_text(out);
     return "";
   }
   if (op_type == "Conv") {
     const std::span<const std::int64_t> x = a->shape, w = b->shape;
     if (x.size() < 3 || w.size() != x.size() || y.size() != x.size())
-      return "input " + list(x) + ", weight " + list(w) + " and output " + list(y) + " must share one rank of 3 or more";
+      return "input " + dims_text(x) + ", weight " + dims_text(w) + " and output " + dims_text(y) + " must share one rank of 3 or more";
     const std::int64_t group = attrs.get_int("group", 1);
     if (group <= 0 || x[1] % group != 0 || x[1] / group != w[1] || w[0] % group != 0)
-      return "input " + list(x) + " has " + std::to_string(x[1]) + " channels, but weight " + list(w) + " takes " + std::to_string(w[1]) +
+      return "input " + dims_text(x) + " has " + std::to_string(x[1]) + " channels, but weight " + dims_text(w) + " takes " + std::to_string(w[1]) +
              " per group in " + std::to_string(group) + " group(s)";
     if (y[0] != x[0] || y[1] != w[0])
-      return "output " + list(y) + " should have the input's batch " + std::to_string(x[0]) + " and the weight's " + std::to_string(w[0]) +
+      return "output " + dims_text(y) + " should have the input's batch " + std::to_string(x[0]) + " and the weight's " + std::to_string(w[0]) +
              " output channels";
     if (const TensorDesc* bias = slot(inputs, 2); bias && !std::ranges::equal(bias->shape, Dims{w[0]}))
-      return "bias " + list(bias->shape) + " should be [" + std::to_string(w[0]) + "], one per output channel";
+      return "bias " + dims_text(bias->shape) + " should be [" + std::to_string(w[0]) + "], one per output channel";
     return "";
   }
   return "";

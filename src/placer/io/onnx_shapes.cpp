@@ -813,11 +813,7 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
     for (const auto& d : types.at(node.input(i)).tensor_type().shape().dim()) dims.push_back(d.dim_value());
     return dims;
   };
-  auto list = [](const std::vector<std::int64_t>& v) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
-    return out + "]";
-  };
+  auto list = [](std::span<const std::int64_t> v) { return dims_text(v); };
   const std::string& op = node.op_type();
   const bool conv = op == "Conv", pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool";
   if (conv || pool) {

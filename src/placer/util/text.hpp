@@ -1,6 +1,8 @@
 // Small text helpers for error messages.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +25,13 @@ inline std::string in_quotes(std::string_view s) {
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
   out.append(1, '\'').append(s.substr(0, cut)).append("...' (").append(std::to_string(s.size())).append(" bytes)");
   return out;
+}
+
+// A shape as messages write it: "[32,3,224,224]" ("[]" for a scalar).
+inline std::string dims_text(std::span<const std::int64_t> dims) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) out.append(i ? "," : "").append(std::to_string(dims[i]));
+  return out + "]";
 }
 
 // The parts of `s` between commas, empty ones kept ("a,,b" gives three; "" gives one, empty), so
