@@ -451,13 +451,12 @@ TEST(BadInput, DimGivenTwoValues) {
   EXPECT_THAT(run.err, HasSubstr("--dim gives 'batch' two values (4 and 5)"));
 }
 
-// A model read from a pipe (`placer inspect <(cat model.onnx)`): telling graph JSON from ONNX by
-// its first character must not take bytes from a pipe (found by a review of that change).
-TEST(Inspect, ReadsAModelFromAPipe) {
+// `placer inspect` of a model written into a named pipe by another thread.
+Outcome inspect_through_pipe(const std::string& model) {
   const std::string fifo = temp_path("model.fifo");
   std::remove(fifo.c_str());
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  const std::string bytes = read_file(test::example("cifarnet.onnx"));
+  if (mkfifo(fifo.c_str(), 0600) != 0) return Outcome{-1, "", "mkfifo failed"};
+  const std::string bytes = read_file(model);
   std::thread writer([&] {
     // Waits (up to 60 s) for placer to open the pipe, then writes the model into it.
     int fd = -1;
@@ -477,8 +476,29 @@ TEST(Inspect, ReadsAModelFromAPipe) {
   Outcome run = placer({"inspect", fifo});
   writer.join();
   std::remove(fifo.c_str());
+  return run;
+}
+
+// A model read from a pipe (`placer inspect <(cat model.onnx)`): telling graph JSON from ONNX by
+// its first character must not take bytes from a pipe (found by a review of that change).
+TEST(Inspect, ReadsAModelFromAPipe) {
+  Outcome run = inspect_through_pipe(test::example("cifarnet.onnx"));
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("forward     12 ops"));
+}
+
+// A model of several megabytes spans several of the blocks the reader takes (1 MB first, then
+// doubling) and is parsed across them: the same summary as from the file, pipe or not.
+TEST(Inspect, AModelSpanningSeveralReadBlocksImportsWhole) {
+  if (!test::have_shared_models()) GTEST_SKIP() << "shared models not found";
+  const std::string model = test::shared_model("nmt4");  // about 5 MB
+  ASSERT_GT(std::filesystem::file_size(model), std::uintmax_t{4} << 20);
+  Outcome file = placer({"inspect", model}), pipe = inspect_through_pipe(model);
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  ASSERT_EQ(pipe.exit_code, 0) << pipe.err;
+  EXPECT_THAT(file.out, HasSubstr("forward     4163 ops"));
+  // The first line names the file.
+  EXPECT_EQ(file.out.substr(file.out.find('\n')), pipe.out.substr(pipe.out.find('\n')));
 }
 
 // ---- the documentation's examples ----------------------------------------------------------------

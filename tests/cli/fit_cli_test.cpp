@@ -109,6 +109,10 @@ TEST(FitCli, RefusesWhatCannotBeFittedOrWritten) {
   run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", absurd, "-o", ""});
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.err, HasSubstr("an empty file name"));
+  // An empty --name wrote the input cluster's name, as if none had been given.
+  run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", absurd, "--name", ""});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("an empty cluster name"));
   const std::string zeros =
       write("zeros.profile.json", R"({"format": "placer-profile", "version": 1, "times_s": {"cpu": {"ops": {"/conv1/Conv": 0, "/fc1/Gemm": 0}}}})");
   run = placer({"simulate", "--model", model, "--cluster", "k80x4", "--on", "cpu:0", "--profile", zeros});

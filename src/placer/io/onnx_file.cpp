@@ -1,6 +1,7 @@
 #include "placer/io/onnx_file.hpp"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "placer/graph/types.hpp"
 #include "placer/io/onnx_compat.hpp"
@@ -141,31 +144,47 @@ onnx::ModelProto read_onnx_file(const std::string& path) {
   if (!in) throw Error("cannot open model file '" + path + "'");
   // Protobuf reads at most 2 GB in one message (larger models keep their weights in external
   // data): a larger file, or an endless one (/dev/zero), is refused, not read until memory ends.
-  constexpr std::size_t kMaxBytes = std::size_t{1} << 31;
+  constexpr std::size_t kMaxBytes = INT_MAX;  // protobuf's limit: sizes are ints
   const std::string too_large = "model file '" + path + "' is larger than 2 GB, the most an ONNX file can hold (weights beyond it go in external data files)";
   if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) > kMaxBytes && !ec) throw Error(too_large);
-  std::string bytes;
-  for (std::size_t chunk = std::size_t{1} << 20;;) {
-    const std::size_t at = bytes.size();
-    if (at > kMaxBytes) throw Error(too_large);
-    bytes.resize(at + chunk);
-    in.read(bytes.data() + at, static_cast<std::streamsize>(chunk));
-    bytes.resize(at + static_cast<std::size_t>(in.gcount()));
+  // Read in blocks (a pipe has no size), at most one byte past the limit, and parsed from the
+  // blocks as they are: memory holds the file once (one growing buffer held it twice while it
+  // grew: an endless stream took 4 GB before the refusal).
+  std::vector<std::vector<char>> blocks;
+  std::size_t total = 0;
+  for (;;) {
+    if (total > kMaxBytes) throw Error(too_large);
+    // 1 MB, then as large as what was read so far, up to 64 MB.
+    const std::size_t want = std::min({std::max<std::size_t>(total, std::size_t{1} << 20), std::size_t{64} << 20, kMaxBytes + 1 - total});
+    std::vector<char> block(want);
+    in.read(block.data(), static_cast<std::streamsize>(want));
+    block.resize(static_cast<std::size_t>(in.gcount()));
+    total += block.size();
+    if (!block.empty()) blocks.push_back(std::move(block));
     if (!in) break;
-    chunk = std::min<std::size_t>(chunk * 2, std::size_t{64} << 20);
   }
   if (in.bad()) throw Error("cannot read model file '" + path + "'");
-  if (bytes.empty()) throw Error("model file '" + path + "' is empty");
+  if (total == 0) throw Error("model file '" + path + "' is empty");
+  // A fresh stream over the blocks for each parse.
+  auto parse = [&blocks](onnx::ModelProto& into, int recursion_limit) {
+    std::vector<std::unique_ptr<google::protobuf::io::ArrayInputStream>> arrays;
+    std::vector<google::protobuf::io::ZeroCopyInputStream*> parts;
+    for (const auto& block : blocks) {
+      arrays.push_back(std::make_unique<google::protobuf::io::ArrayInputStream>(block.data(), static_cast<int>(block.size())));
+      parts.push_back(arrays.back().get());
+    }
+    google::protobuf::io::ConcatenatingInputStream stream(parts.data(), static_cast<int>(parts.size()));
+    google::protobuf::io::CodedInputStream coded(&stream);
+    coded.SetRecursionLimit(recursion_limit);
+    return into.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  };
   onnx::ModelProto model;
-  if (!model.ParseFromString(bytes)) {
+  if (!parse(model, 100)) {
     // Protobuf refuses messages nested deeper than 100 levels (subgraphs of Ifs and Loops within
     // each other): said so when the file parses with a limit of 2,000 (still bounded: each level
     // takes stack).
-    google::protobuf::io::ArrayInputStream stream(bytes.data(), static_cast<int>(std::min<std::size_t>(bytes.size(), INT_MAX)));
-    google::protobuf::io::CodedInputStream coded(&stream);
-    coded.SetRecursionLimit(2000);
     onnx::ModelProto deep;
-    if (bytes.size() <= INT_MAX && deep.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage())
+    if (parse(deep, 2000))
       throw Error("model file '" + path + "' nests messages deeper than protobuf's limit of 100 levels (subgraphs within subgraphs)");
     throw Error("model file '" + path + "' is not a valid ONNX model (protobuf parse failed: truncated or corrupt?)");
   }
