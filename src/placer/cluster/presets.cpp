@@ -35,11 +35,11 @@ constexpr double kCpuOpOverheadS = 8e-6;        // measured, PyTorch eager; Tens
 constexpr double kH100Flops = 51.6e12;             // fp32 4096^2 matrix product, TF32 off
 constexpr double kH100Bandwidth = 2.97e12;         // 256 MiB device copy, read + write
 constexpr double kH100OpOverheadS = 5.8e-6;        // fitted per-op cost inside a step (asynchronous launches)
-constexpr double kH100BackwardOpOverheadS = 28.0e-6;  // fitted, per gradient (an autograd node, several kernels)
+constexpr double kH100BackwardOpOverheadS = 27.9e-6;  // fitted, per gradient (an autograd node, several kernels)
 constexpr double kH100BoxCpuFlops = 1.06e12;       // fp32 768^2 matrix product, 15 threads
 constexpr double kH100BoxCpuBandwidth = 142e9;     // 32 MiB copy, read + write
 constexpr double kH100BoxCpuOverheadS = 5.8e-6;    // fitted
-constexpr double kH100BoxCpuBackwardOverheadS = 26.7e-6;  // fitted
+constexpr double kH100BoxCpuBackwardOverheadS = 26.4e-6;  // fitted
 
 struct ClassEfficiency {
   OpClass op_class;
@@ -61,9 +61,9 @@ std::array<Device::Efficiency, kNumOpClasses> h100_efficiency() {
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 3.471, 0.447}, {OpClass::matmul, 1.472, 0.889}, {OpClass::elementwise, 0, 1.908},
-                       {OpClass::normalization, 0, 0.407}, {OpClass::pooling, 0, 0.348}, {OpClass::reduction, 0, 0.861},
-                       {OpClass::data_movement, 0, 1.697}});
+  return efficiencies({{OpClass::conv, 3.471, 0.446}, {OpClass::matmul, 1.472, 0.889}, {OpClass::elementwise, 0, 1.918},
+                       {OpClass::normalization, 0, 0.407}, {OpClass::pooling, 0, 0.348}, {OpClass::reduction, 0, 0.857},
+                       {OpClass::data_movement, 0, 1.696}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
@@ -73,8 +73,8 @@ std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 0.783, 0.100}, {OpClass::matmul, 0.821, 0.081}, {OpClass::elementwise, 0, 3.220},
-                       {OpClass::normalization, 0, 0.458}, {OpClass::pooling, 0, 0.259}, {OpClass::reduction, 0, 1.718},
+  return efficiencies({{OpClass::conv, 0.783, 0.100}, {OpClass::matmul, 0.821, 0.081}, {OpClass::elementwise, 0, 3.211},
+                       {OpClass::normalization, 0, 0.458}, {OpClass::pooling, 0, 0.259}, {OpClass::reduction, 0, 1.711},
                        {OpClass::data_movement, 0, 4.0}});
 }
 
