@@ -30,7 +30,8 @@
 //   dependency on the home's finish;
 // - memory: choosing a device for a family commits the family's resident bytes (parameters,
 //   optimizer state) and its activation bytes (outputs of the op and of its gradient ops) for the
-//   whole step: Baechi's accounting of each op's permanent and output memory. This over-counts
+//   whole step. (Baechi's reference implementation tracks live memory instead: an op's outputs are
+//   allocated when it runs and freed after their last consumer.) This over-counts
 //   what the simulator keeps (it frees activations after their last reader) but leaves out copies
 //   of tensors received from other devices, so every schedule is simulated (schedule_within_memory):
 //   a device found over its limit gets its budget cut by the shortfall (and 2% of its limit) and
@@ -516,10 +517,12 @@ std::optional<std::vector<DeviceId>> m_topo(const StepGraph& s, const std::vecto
 
 // Earliest task first (Hwang et al. 1989) with memory, as Baechi's m-ETF: among every ready op and
 // every device it may take, start the pair that can start earliest (ties: topological position,
-// then device). With `favourite` (m-SCT), a device whose last op's favourite child is ready and
-// starts there no later than anywhere else is kept for that child: it takes another op only when
-// the op is urgent (ready on every device it may take by the time this device is free), and ties
-// go to favourite children.
+// then device). ETF assumes devices alike; on unlike ones each op first takes the device where it
+// would finish first (the same device where they are alike), and the op that starts first there
+// goes. With `favourite` (m-SCT), a device whose last op's favourite child is ready and finishes
+// there no later than anywhere else is kept for that child: it takes another op only when the op
+// is urgent (ready on every device it may take by the time this device is free), and ties go to
+// favourite children.
 std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, const std::vector<double>& footprint,
                                                          const std::vector<double>& budget, const std::vector<OpId>& favourite) {
   const std::size_t n = s.num_ops, nd = s.num_devices;
@@ -554,9 +557,9 @@ std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, con
         const OpId p = last_op[d];
         const OpId c = p == kNoId ? kNoId : favourite[p];
         if (c == kNoId || state[c] != kReady || !st.allowed(c, d)) continue;
-        const double here = start_on(c, d);
+        const double here = start_on(c, d) + s.time(c, d);
         bool earliest = true;
-        st.for_each_allowed(c, [&](DeviceId e) { earliest = earliest && here <= start_on(c, e); });
+        st.for_each_allowed(c, [&](DeviceId e) { earliest = earliest && here <= start_on(c, e) + s.time(c, e); });
         if (earliest) kept_for[d] = c;
       }
     }
@@ -568,21 +571,32 @@ std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, con
       const OpId o = ready[i];
       double latest_ready = 0.0;
       if (sct) st.for_each_allowed(o, [&](DeviceId e) { latest_ready = std::max(latest_ready, ready_at[std::size_t{o} * nd + e]); });
-      st.for_each_allowed(o, [&](DeviceId d) {
-        const bool is_favourite = sct && last_op[d] != kNoId && favourite[last_op[d]] == o;
-        if (sct && kept_for[d] != kNoId && kept_for[d] != o && latest_ready > st.avail(d)) return;  // not urgent
-        const double t = start_on(o, d);
-        bool better = best_index == ready.size() || t < best_start;
-        if (!better && t == best_start) {
-          if (is_favourite != best_favourite)
-            better = is_favourite;
-          else if (s.rank[o] != s.rank[ready[best_index]])
-            better = s.rank[o] < s.rank[ready[best_index]];
-          else
-            better = d < best_device;
-        }
-        if (better) best_index = i, best_device = d, best_start = t, best_favourite = is_favourite;
+      // The op's device: where it finishes first (ties: starts first, a favourite child, then
+      // device). On devices alike that is where it starts first, ETF's rule; on unlike ones (a CPU
+      // among GPUs, which the memory fallback adds) the earliest start took the idle slow device.
+      DeviceId d = kUnplaced;
+      double t = kInf, f = kInf;
+      bool is_favourite = false;
+      st.for_each_allowed(o, [&](DeviceId e) {
+        if (sct && kept_for[e] != kNoId && kept_for[e] != o && latest_ready > st.avail(e)) return;  // not urgent
+        const bool fav = sct && last_op[e] != kNoId && favourite[last_op[e]] == o;
+        const double start = start_on(o, e), finish = start + s.time(o, e);
+        bool better = d == kUnplaced || finish < f;
+        if (!better && finish == f) better = start != t ? start < t : fav != is_favourite ? fav : e < d;
+        if (better) d = e, t = start, f = finish, is_favourite = fav;
       });
+      if (d == kUnplaced) continue;
+      // The ready op that starts first on its device (ties: a favourite child, topological position).
+      bool better = best_index == ready.size() || t < best_start;
+      if (!better && t == best_start) {
+        if (is_favourite != best_favourite)
+          better = is_favourite;
+        else if (s.rank[o] != s.rank[ready[best_index]])
+          better = s.rank[o] < s.rank[ready[best_index]];
+        else
+          better = d < best_device;
+      }
+      if (better) best_index = i, best_device = d, best_start = t, best_favourite = is_favourite;
     }
     if (ready.empty()) throw Error("m-etf: no op is ready with " + std::to_string(n - step) + " left to schedule (internal error)");
     if (best_index == ready.size()) return std::nullopt;  // ready ops whose families fit nowhere
@@ -836,8 +850,10 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
       observer.on_progress({.samples = eval.evaluations(), .best_step_time_s = r.fits ? r.step_time_s : 0.0,
                             .last_mean_step_time_s = r.step_time_s});
       if (r.fits) {
+        // Rounds that found no schedule at all (a family fitting nowhere) were not simulated.
         if (rounds > 1)
-          note += (note.empty() ? "" : "; ") + std::string("rescheduled ") + std::to_string(rounds - 1) + " time(s) to fit in memory";
+          note += (note.empty() ? "" : "; ") + std::string("scheduled ") + std::to_string(rounds) + " times to fit in memory (" +
+                  std::to_string(eval.evaluations()) + " simulated)";
         return finish(p, std::move(*fwd), eval.evaluations(), note);
       }
       double shortfall = 0.0;
