@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <map>
+#include <tuple>
 
 #include "algorithms/small_problems.hpp"
 #include "placer/io/model.hpp"
@@ -24,19 +25,23 @@ using ::testing::HasSubstr;
 const std::vector<std::string> kTimeAware = {"critical-path", "heft", "m-etf", "m-sct"};
 const std::vector<std::string> kAll = {"critical-path", "heft", "m-topo", "m-etf", "m-sct"};
 
-// x -> a1 -> a2 -> a3 and y -> b1 -> b2 -> b3, every op 1 s, small tensors.
-Priced two_chains(int gpus = 2) {
+// x -> a1 -> a2 -> a3 and y -> b1 -> b2 -> b3, every op 1 s on a GPU (and `cpu_seconds` on a CPU
+// when given), small tensors.
+Sketch two_chains_sketch(double cpu_seconds = 0.0) {
   Sketch s;
   TensorId x = s.tensor("x", 10, TensorKind::data), y = s.tensor("y", 10, TensorKind::data);
   TensorId prev_a = x, prev_b = y;
   for (int i = 1; i <= 3; ++i) {
     TensorId ta = s.tensor("ta" + std::to_string(i), 100), tb = s.tensor("tb" + std::to_string(i), 100);
-    s.op("a" + std::to_string(i), {prev_a}, {ta}, 1.0);
-    s.op("b" + std::to_string(i), {prev_b}, {tb}, 1.0);
+    for (const auto& [name, in, out] : {std::tuple{"a" + std::to_string(i), prev_a, ta}, std::tuple{"b" + std::to_string(i), prev_b, tb}}) {
+      s.op(name, {in}, {out}, 1.0);
+      if (cpu_seconds > 0) s.profile.set_by_name(DeviceKind::cpu, name, cpu_seconds);
+    }
     prev_a = ta, prev_b = tb;
   }
-  return Priced(std::move(s), switch_gpus(gpus));
+  return s;
 }
+Priced two_chains(int gpus = 2) { return Priced(two_chains_sketch(), switch_gpus(gpus)); }
 
 // A parameter name gtest accepts: "m-etf" -> "m_etf".
 std::string test_name(const std::string& algo) {
@@ -169,17 +174,7 @@ TEST_P(SchedTimeAware, DoesNotPlaceAReaderOfAParameterBeforeTheParametersHome) {
 // where the GPU runs both chains in 6 s (found by a review: with devices=all, which the memory
 // fallback also uses, Inception-V3 on k80x4 took 1.16 s under m-ETF against 0.41 s on the GPUs).
 TEST_P(SchedTimeAware, LeavesASlowIdleCpuAloneWhenTheGpuFinishesFirst) {
-  Sketch s;
-  TensorId x = s.tensor("x", 10, TensorKind::data), y = s.tensor("y", 10, TensorKind::data);
-  TensorId prev_a = x, prev_b = y;
-  for (int i = 1; i <= 3; ++i) {
-    TensorId ta = s.tensor("ta" + std::to_string(i), 100), tb = s.tensor("tb" + std::to_string(i), 100);
-    s.op("a" + std::to_string(i), {prev_a}, {ta}, 1.0);
-    s.op("b" + std::to_string(i), {prev_b}, {tb}, 1.0);
-    s.profile.set_by_name(DeviceKind::cpu, "a" + std::to_string(i), 10.0);
-    s.profile.set_by_name(DeviceKind::cpu, "b" + std::to_string(i), 10.0);
-    prev_a = ta, prev_b = tb;
-  }
+  Sketch s = two_chains_sketch(10.0);
   std::vector<Device> devices = {
       Device{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "test", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e11,
              .memory_bytes = 1'000'000'000'000, .op_overhead_s = 0.0, .streams = 1},
