@@ -17,15 +17,16 @@ namespace {
 constexpr std::uint64_t kGiB = 1ull << 30;  // vendors' "GB" of memory are binary
 
 // ---- Shared figures -------------------------------------------------------------------------------
-// A small host<->GPU copy costs about 20 us end to end (measured on the h100-box); it is split
-// equally over the two PCIe hops (root complex -> switch, switch -> GPU) of a host-GPU route.
+// A small host<->GPU copy costs about 20 us end to end (the figure for the h100-box; the
+// machines of the papers were not measured); it is split equally over the two PCIe hops (root
+// complex -> switch, switch -> GPU) of a host-GPU route.
 constexpr double kPcieHopLatencyS = 10e-6;
 // A small GPU<->GPU copy over NVLink: about 10 us (estimate: no pageable staging, same call overhead).
 constexpr double kNvlinkLatencyS = 10e-6;       // one direct link
 constexpr double kNvswitchHopLatencyS = 5e-6;   // two hops through an NVSwitch
 constexpr double kPcie3BytesPerS = 12e9;        // x16 gen 3, effective
 constexpr double kTfGpuOpOverheadS = 15e-6;     // TensorFlow 1.x era, per GPU op
-constexpr double kCpuOpOverheadS = 8e-6;        // measured, PyTorch eager; TensorFlow: 5-10 us
+constexpr double kCpuOpOverheadS = 8e-6;        // the figure for PyTorch eager; TensorFlow: 5-10 us
 
 // Measured on a machine with one H100 SXM5 80GB and 16 cores of a Xeon, PyTorch 2.11 (CUDA 13) eager
 // mode, 2026-11-23: the `local` preset's own measurements and `placer fit` over profiles of six
@@ -170,7 +171,7 @@ Cluster p100(int num_gpus) {
 Cluster dgx_h100() {
   Builder b;
   b.name = "dgx-h100";
-  constexpr double kPcie5BytesPerS = 52e9;  // measured pinned copies on the h100-box
+  constexpr double kPcie5BytesPerS = 52e9;  // the figure for pinned copies on the h100-box
   for (int s = 0; s < 2; ++s)
     b.add_device(cpu(s), DeviceKind::cpu, "Intel Xeon Platinum 8480C (56 cores, 2.0 GHz)",
                  7.168e12 /* 56 x 2.0 GHz x 64 */, 307.2e9, 1024 * kGiB, kCpuOpOverheadS);
@@ -202,7 +203,7 @@ Cluster h100_box() {
   b.devices.back().backward_op_overhead_s = kH100BoxCpuBackwardOverheadS;
   b.add_device(gpu(0), DeviceKind::gpu, "NVIDIA H100 SXM5 80GB", kH100Flops, kH100Bandwidth, 80 * kGiB, kH100OpOverheadS);
   set_h100_fit(b.devices.back());
-  b.add_link(cpu(0), gpu(0), 11.0e9, 12.5e9, 11e-6);
+  b.add_link(cpu(0), gpu(0), 11.0e9, 12.5e9, 5.5e-6);
   return b.build();
 }
 
