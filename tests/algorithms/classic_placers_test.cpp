@@ -287,6 +287,12 @@ TEST(Expert, OptionsMoveTheHeadAndTheEmbedding) {
   EXPECT_EQ(p.at("embed/Gather", cpu), kCpu);
   EXPECT_EQ(p.at("cells.0_0/Gemm", cpu), kGpu0);
   EXPECT_THROW(run("expert", p.problem(), {{"head", "gpu:7"}}), Error);
+  // Two layers on two GPUs: no GPU comes after the last layer's. The head took gpu:0 again, beside
+  // the first layer (found by a review); it stays with the last layer, and the note says why.
+  Priced two(tiny_lstm(), cpu_and_gpus(2, 1'000'000));
+  const PlacementResult full = run("expert", two.problem(), {{"head", "next-gpu"}});
+  EXPECT_EQ(two.at("proj_2/Gemm", full), kGpu1);
+  EXPECT_THAT(full.note, ::testing::HasSubstr("each of the 2 GPUs holds a recurrent layer"));
 }
 
 TEST(Expert, DealsLayersToGpusInTurnWhenThereAreMoreLayersThanGpus) {

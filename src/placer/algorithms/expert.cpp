@@ -178,8 +178,7 @@ class ExpertPlacer final : public Placer {
   PlacementResult place_recurrent(const Problem& p, const std::vector<ModuleId>& layers, std::span<const std::uint32_t> rank) {
     const Graph& g = p.graph;
     const std::size_t nf = g.num_forward_ops();
-    std::vector<DeviceId> gpus = p.cluster.device_ids(DeviceKind::gpu);
-    if (gpus.empty()) gpus = expert_gpus(p.cluster);
+    const std::vector<DeviceId> gpus = expert_gpus(p.cluster);
     std::vector<DeviceId> layer_device(g.num_modules(), kNone);
     for (std::size_t i = 0; i < layers.size(); ++i) layer_device[layers[i]] = gpus[i % gpus.size()];
     std::vector<DeviceId> dev(nf, kNone);
@@ -205,7 +204,10 @@ class ExpertPlacer final : public Placer {
     }
     const DeviceId last_layer = layer_device[layers.back()];
     DeviceId head = last_layer;
-    if (head_ == "next-gpu") head = gpus[layers.size() % gpus.size()];
+    // The GPU after the last layer's; when every GPU holds a layer there is none (taking the
+    // first again put the head beside the first layer), and the head stays with the last layer.
+    const bool no_next_gpu = head_ == "next-gpu" && layers.size() >= gpus.size();
+    if (head_ == "next-gpu" && !no_next_gpu) head = gpus[layers.size()];
     if (head_ == "cpu") head = cpu_or(p.cluster, last_layer);
     for (OpId o = 0; o < nf; ++o) {
       if (embedding_ == "cpu" && is_embedding(g, o)) dev[o] = cpu_or(p.cluster, dev[o] == kNone ? head : dev[o]);
@@ -219,7 +221,9 @@ class ExpertPlacer final : public Placer {
       if (t != kNoId && g.param_home(t) != kNoId && g.param_home(t) < nf) dev[o] = dev[g.param_home(t)];
     }
     PlacementResult r = finish(p, std::move(dev), 1);
-    if (!r.sim.fits) r.note = "one recurrent layer per GPU does not fit the memory limits";
+    if (no_next_gpu)
+      r.note = "head=next-gpu: each of the " + std::to_string(gpus.size()) + " GPUs holds a recurrent layer, so the head stays with the last one";
+    if (!r.sim.fits) r.note += (r.note.empty() ? "" : "; ") + std::string("one recurrent layer per GPU does not fit the memory limits");
     return r;
   }
 
