@@ -12,15 +12,19 @@
 //   until the backward pass reads them) and of the partial gradients of the parameters its ops
 //   read (one per read, alive until the parameter's update at the end of the step). On top of what a device holds, room is kept for the largest transient
 //   working set placed there (the rest of an op family's outputs: the gradients of activations;
-//   in inference, the op's outputs), as Accelerate keeps room for its largest layer.
+//   in inference, the op's outputs): our own rule (Accelerate reserves room for the largest layer
+//   still to place on gpu:0 and the CPU only, to load offloaded weights into).
 // - "balanced" caps every GPU but the last at total size / number of GPUs + a buffer of 1.25 x
 //   the mean size of the leaf modules (Accelerate's get_balanced_memory); the last GPU keeps its
 //   whole budget.
 // Our estimate of memory is not the simulator's: when the simulated placement does not fit, the
 // budgets of the devices that overflowed shrink by the shortfall and the map is recomputed (at most
-// a few rounds), so that the result honours the memory limits wherever the model fits at all.
+// a few rounds), so that the result honours the memory limits wherever the model fits at all; when
+// it fits at once, the budgets grow while the simulated map still fits (the estimate is high), so
+// that each device is filled as far as the simulator allows.
 #include <algorithm>
 #include <deque>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -181,27 +185,56 @@ class MemoryMapPlacer final : public Placer {
     const ModuleMap map(p, tree);
     const std::vector<DeviceId> devices = fill_order(p.cluster);
     const std::vector<DeviceId> gpus = p.cluster.device_ids(DeviceKind::gpu);
-    std::vector<std::uint64_t> budget = memory_limits(p);
-    for (auto& b : budget) b = static_cast<std::uint64_t>(static_cast<double>(b) * fraction_);
+    const std::vector<std::uint64_t> limits = memory_limits(p);
+    // get_balanced_memory: total / GPUs, plus 1.25 x the mean leaf module as a buffer; the last
+    // GPU keeps its whole budget in case the buffer is not enough.
+    std::uint64_t per_gpu = std::numeric_limits<std::uint64_t>::max();
     if (balanced_ && gpus.size() > 1) {
-      // get_balanced_memory: total / GPUs, plus 1.25 x the mean leaf module as a buffer; the last
-      // GPU keeps its whole budget in case the buffer is not enough.
       std::uint64_t leaf_total = 0, leaves = 0;
       for (ModuleId m = 1; m < tree.children.size(); ++m)
         if (tree.children[m].empty() && tree.first_rank[m] != kNone) leaf_total += tree.size_bytes[m], ++leaves;
       const std::uint64_t buffer = leaves == 0 ? 0 : static_cast<std::uint64_t>(1.25 * static_cast<double>(leaf_total / leaves));
-      const std::uint64_t per_gpu = tree.size_bytes[0] / gpus.size() + buffer;
-      for (std::size_t i = 0; i + 1 < gpus.size(); ++i) budget[gpus[i]] = std::min(budget[gpus[i]], per_gpu);
+      per_gpu = tree.size_bytes[0] / gpus.size() + buffer;
     }
+    // The budgets of a fill: each device's limit x max-memory-fraction x `grow` (see below), and
+    // balanced's cap on every GPU but the last.
+    auto budgets = [&](double grow) {
+      std::vector<std::uint64_t> b(limits.size());
+      for (std::size_t d = 0; d < b.size(); ++d) {
+        const double scaled = static_cast<double>(limits[d]) * fraction_ * grow;
+        b[d] = scaled >= 0x1p64 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(scaled);
+      }
+      for (std::size_t i = 0; i + 1 < gpus.size(); ++i) b[gpus[i]] = std::min(b[gpus[i]], per_gpu);
+      return b;
+    };
+    // Fits the memory limits and max-memory-fraction, as simulated.
+    auto within = [&](const SimResult& r) {
+      if (!r.fits) return false;
+      for (std::size_t d = 0; d < r.devices.size(); ++d)
+        if (static_cast<double>(r.devices[d].peak_memory_bytes) > static_cast<double>(limits[d]) * fraction_) return false;
+      return true;
+    };
     Evaluator eval(p);
+    std::vector<std::uint64_t> budget = budgets(1.0);
     std::vector<DeviceId> placement = map.fill(devices, budget);
     for (std::int64_t round = 0; round < rounds_ && !observer.stop_requested(); ++round) {
       const SimResult& r = eval.evaluate(placement);
       observer.on_progress({.samples = eval.evaluations(), .best_step_time_s = r.fits ? r.step_time_s : 0.0});
-      if (r.fits) return finish(p, std::move(placement), eval.evaluations());
+      if (r.fits) {
+        // Our estimate counts every forward output as alive until the backward pass (and views as
+        // copies), about twice what the simulator keeps on the shared models: filled to the
+        // estimate, a GPU ends half full and the rest overflows to the next device and the CPU.
+        // When the first fill fits, the budgets grow (up to 4x, by bisection) for as long as the
+        // simulated map still fits, so that each device is filled as the simulator sees it.
+        if (round == 0 && within(r)) {
+          std::vector<DeviceId> filled = grown(map, devices, budgets, within, eval, std::move(placement), observer);
+          return finish(p, std::move(filled), eval.evaluations());
+        }
+        return finish(p, std::move(placement), eval.evaluations());
+      }
       // Our estimate was short by the simulated overflow: shrink those budgets and fill again.
       for (const auto& [d, over] : r.shortfalls) {
-        const std::uint64_t cut = over + memory_limits(p)[d] / 100;
+        const std::uint64_t cut = over + limits[d] / 100;
         budget[d] = budget[d] > cut ? budget[d] - cut : 0;
       }
       try {
@@ -215,6 +248,34 @@ class MemoryMapPlacer final : public Placer {
     if (rounds_ > 0 && !result.sim.fits)
       result.note = "the map still overflows after " + std::to_string(rounds_) + " rounds of budget repair";
     return result;
+  }
+
+ private:
+  // The map filled with budgets grown by the largest factor in [1, 4] (six bisection steps) whose
+  // simulated map stays `within` the limits; `placement` is the map at factor 1, which does.
+  template <typename Budgets, typename Within>
+  std::vector<DeviceId> grown(const ModuleMap& map, const std::vector<DeviceId>& devices, Budgets budgets, Within within,
+                              Evaluator& eval, std::vector<DeviceId> placement, Observer& observer) const {
+    double lo = 1.0, hi = 4.0;
+    for (int step = 0; step < 6 && !observer.stop_requested(); ++step) {
+      const double mid = std::sqrt(lo * hi);
+      std::vector<DeviceId> candidate;
+      try {
+        candidate = map.fill(devices, budgets(mid));
+      } catch (const Error&) {
+        hi = mid;  // cannot happen with larger budgets than a fill that worked; kept safe
+        continue;
+      }
+      if (candidate == placement) {  // the same map: nothing the larger budgets change yet
+        lo = mid;
+        continue;
+      }
+      const SimResult& r = eval.evaluate(candidate);
+      observer.on_progress({.samples = eval.evaluations(), .best_step_time_s = r.fits ? r.step_time_s : 0.0});
+      if (within(r)) lo = mid, placement = std::move(candidate);
+      else hi = mid;
+    }
+    return placement;
   }
 
  private:
