@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <set>
 
+#include "algorithms/small_problems.hpp"
 #include "placer/algorithms/placer.hpp"
 #include "placer/io/model.hpp"
 #include "placer/sim/simulator.hpp"
@@ -225,31 +226,11 @@ TEST(MemoryMaps, HonourMemoryInATrainingStep) {
 
 // The maps' memory estimate counts a view as a copy and every forward output as alive until the
 // backward pass: on GPT-2 (k80x4, --memory-fraction 0.07) about twice the simulated peak, so the
-// GPUs ended half full and 562 ops overflowed to the CPU (found by a review). Here each module's
-// MatMul output is viewed twice (two Reshapes): a step the simulator fits on one GPU with 5% to
-// spare, which the estimate alone spread over several. The budgets now grow while the simulated
-// map fits.
+// GPUs ended half full and 562 ops overflowed to the CPU (found by a review). Here a step the
+// simulator fits on one GPU with 5% to spare, which the estimate alone spread over several. The
+// budgets now grow while the simulated map fits.
 TEST(MemoryMaps, FillAGpuAsFarAsTheSimulatorAllows) {
-  GraphBuilder b("viewed");
-  TensorId x = b.add_tensor("x", {64, 160}, DType::f32, TensorKind::data);
-  for (int i = 0; i < 4; ++i) {
-    const std::string m = name_of("fc", i);
-    TensorId w = b.add_tensor(m + ".w", {160, 160}, DType::f32, TensorKind::parameter);
-    TensorId y = b.add_tensor(m + ".y", {64, 160}, DType::f32, TensorKind::activation);
-    OpSpec spec{.name = m + "/MatMul", .type = "MatMul", .inputs = {x, w}, .outputs = {y}, .module = m};
-    spec.work = OpWork{.flops = 2.0 * 64 * 160 * 160, .bytes_read = 0, .bytes_written = 0, .op_class = OpClass::matmul};
-    b.add_op(std::move(spec));
-    for (int v = 0; v < 2; ++v) {
-      TensorId view = b.add_tensor(m + ".v" + std::to_string(v), {64, 160}, DType::f32, TensorKind::activation);
-      OpSpec reshape{.name = m + "/Reshape_" + std::to_string(v), .type = "Reshape", .inputs = {y}, .outputs = {view}, .module = m};
-      reshape.work.op_class = OpClass::alias;
-      b.add_op(std::move(reshape));
-      y = view;
-    }
-    x = y;
-  }
-  b.mark_output(x);
-  const Graph step = derive_training_step(std::move(b).build(), Optimizer::sgd);
+  const Graph step = test::viewed_chain_step();
   const Cluster roomy = cpu_and_gpus(2, 1'000'000'000);
   const CostTable roomy_costs(step, roomy, CostModel::defaults());
   Simulator sim(step, roomy, roomy_costs);

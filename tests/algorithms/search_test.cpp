@@ -69,8 +69,9 @@ Priced parameter_chain(std::uint64_t gpu_memory) {
   Sketch s;
   TensorId prev = s.tensor("x", 10, TensorKind::data);
   for (int i = 1; i <= 4; ++i) {
-    TensorId w = s.tensor("w" + std::to_string(i), 1'000'000, TensorKind::parameter), out = s.tensor("t" + std::to_string(i), 10);
-    s.op("c" + std::to_string(i), {prev, w}, {out}, 1.0);
+    const std::string n = std::to_string(i);
+    TensorId w = s.tensor("w" + n, 1'000'000, TensorKind::parameter), out = s.tensor("t" + n, 10);
+    s.op("c" + n, {prev, w}, {out}, 1.0);
     prev = out;
   }
   return Priced(std::move(s), switch_gpus(2, gpu_memory));
@@ -314,7 +315,7 @@ TEST(LocalSearch, ASmallBudgetRunsFewerChainsThatEachTryAMove) {
   EXPECT_LE(five.samples, 9u);
   EXPECT_THAT(run_placer("local-search", pr.problem(), {.samples = 100, .threads = 1}, 1, from_random).note, HasSubstr(", 8 chains"));
   const PlacementResult two = run_placer("local-search", pr.problem(), {.samples = 2, .threads = 1}, 1, from_random);
-  EXPECT_THAT(two.note, HasSubstr("too few to try a move"));
+  EXPECT_THAT(two.note, HasSubstr("too few samples left after the start to try a move at any level"));
   EXPECT_EQ(two.samples, 1u);
   EXPECT_THAT(run_placer("local-search", pr.problem(), {.samples = 3, .threads = 1}, 1, from_random).note,
               ::testing::Not(HasSubstr("no search")));
@@ -344,8 +345,9 @@ TEST(SearchGrouping, AChainFoldedIntoOneGroupIsSearchedOpByOp) {
   Sketch s;
   TensorId prev = s.tensor("x", 10, TensorKind::data);
   for (int i = 0; i < 6; ++i) {
-    TensorId w = s.tensor("w" + std::to_string(i), 100, TensorKind::parameter), out = s.tensor("t" + std::to_string(i), 10);
-    s.op("layer" + std::to_string(i), {prev, w}, {out}, 1.0);
+    const std::string n = std::to_string(i);
+    TensorId w = s.tensor("w" + n, 100, TensorKind::parameter), out = s.tensor("t" + n, 10);
+    s.op(std::string("layer").append(n), {prev, w}, {out}, 1.0);
     prev = out;
   }
   Priced pr(std::move(s), switch_gpus(2));
@@ -434,6 +436,29 @@ TEST(OptimalIp, OutOfTimeFallsBackToTheBestSingleDevice) {
                                        {{"max-groups", "24"}, {"method", "ip"}, {"ip-seconds", "0.05"}});
   EXPECT_TRUE(r.sim.fits);
   EXPECT_THAT(r.note, ::testing::AnyOf(HasSubstr("no solution within its time limit"), HasSubstr("the simulator kept")));
+}
+
+// Moves go to the devices the search may use (devices=gpus); a swap sent a group to the other
+// group's device even when that was the CPU, which a start under memory pressure uses (found by a
+// review). Ops may leave the CPU, never arrive there.
+TEST(LocalSearch, SwapsStayOnTheDevicesTheSearchMayUse) {
+  REQUIRE_SHARED_MODELS();
+  const Graph graph = load_model(test::shared_model("gpt2"), ModelOptions{});
+  const Cluster cluster = cluster_preset("k80x4");
+  const CostTable costs(graph, cluster, CostModel::defaults());
+  Problem p{graph, cluster, costs, {}};
+  p.sim.memory_fraction = 0.07;  // the GPUs cannot hold it: the start puts a part on the CPU
+  const PlacementResult start = run_placer("m-etf", p);
+  const PlacementResult r =
+      run_placer("local-search", p, {.samples = 1500, .threads = 1}, 1, {{"init", "m-etf"}, {"groups", "op"}, {"swap", "0.9"}});
+  ASSERT_EQ(r.forward_devices.size(), start.forward_devices.size());
+  std::size_t on_cpu = 0;
+  for (std::size_t o = 0; o < r.forward_devices.size(); ++o) {
+    if (r.forward_devices[o] != 0) continue;
+    ++on_cpu;
+    EXPECT_EQ(start.forward_devices[o], 0u) << graph.op_name(static_cast<OpId>(o)) << " moved onto the CPU";
+  }
+  EXPECT_GT(on_cpu, 0u);
 }
 
 // init=best (the default) starts from the fastest of the constructive placers, ties to the one

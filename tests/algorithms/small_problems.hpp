@@ -8,6 +8,7 @@
 
 #include "placer/algorithms/placer.hpp"
 #include "placer/cost/cost_model.hpp"
+#include "placer/graph/training.hpp"
 
 namespace placer::test {
 
@@ -16,10 +17,11 @@ inline Cluster switch_gpus(int n, std::uint64_t memory_bytes = 1'000'000'000'000
   std::vector<Device> devices;
   std::vector<Link> links;
   for (int i = 0; i < n; ++i) {
-    const std::string name = "gpu:" + std::to_string(i);
+    // (Appended, not "gpu:" + std::to_string(i): GCC 12 warns of an overlap that cannot happen.)
+    const std::string index = std::to_string(i), name = std::string("gpu:").append(index);
     devices.push_back(Device{.name = name, .kind = DeviceKind::gpu, .model = "test", .peak_flops = 1e12,
                              .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = memory_bytes, .op_overhead_s = 0.0, .streams = 1});
-    links.push_back(Link{.name = "l" + std::to_string(i), .a = name, .b = "sw", .bandwidth_ab_bytes_per_s = bandwidth,
+    links.push_back(Link{.name = std::string("l").append(index), .a = name, .b = "sw", .bandwidth_ab_bytes_per_s = bandwidth,
                          .bandwidth_ba_bytes_per_s = bandwidth, .latency_s = latency});
   }
   return Cluster::build("test", std::move(devices), {"sw"}, std::move(links));
@@ -39,6 +41,34 @@ struct Sketch {
     return b.add_op(std::move(spec));
   }
 };
+
+// The training step (SGD) of four modules in a chain, each a MatMul with a [160,160] parameter
+// whose [64,160] output is viewed twice (two Reshapes) before the next module reads it: placers'
+// memory estimates count the views as copies and every output as kept for the backward pass, so
+// they see far more than the simulator keeps.
+inline Graph viewed_chain_step() {
+  GraphBuilder b("viewed");
+  TensorId x = b.add_tensor("x", {64, 160}, DType::f32, TensorKind::data);
+  for (int i = 0; i < 4; ++i) {
+    const std::string m = std::string("fc").append(std::to_string(i));
+    TensorId w = b.add_tensor(m + ".w", {160, 160}, DType::f32, TensorKind::parameter);
+    TensorId y = b.add_tensor(m + ".y", {64, 160}, DType::f32, TensorKind::activation);
+    OpSpec spec{.name = m + "/MatMul", .type = "MatMul", .inputs = {x, w}, .outputs = {y}, .module = m};
+    spec.work = OpWork{.flops = 2.0 * 64 * 160 * 160, .bytes_read = 0, .bytes_written = 0, .op_class = OpClass::matmul};
+    b.add_op(std::move(spec));
+    for (int v = 0; v < 2; ++v) {
+      const std::string index = std::to_string(v);
+      TensorId view = b.add_tensor(m + ".v" + index, {64, 160}, DType::f32, TensorKind::activation);
+      OpSpec reshape{.name = m + "/Reshape_" + index, .type = "Reshape", .inputs = {y}, .outputs = {view}, .module = m};
+      reshape.work.op_class = OpClass::alias;
+      b.add_op(std::move(reshape));
+      y = view;
+    }
+    x = y;
+  }
+  b.mark_output(x);
+  return derive_training_step(std::move(b).build(), Optimizer::sgd);
+}
 
 // A sketch priced on a cluster: owns what a Problem borrows.
 struct Priced {

@@ -223,6 +223,11 @@ Candidate anneal(const Problem& p, const std::vector<std::vector<OpId>>& members
       if (h == g) h = (h + 1) % members.size();
       const DeviceId there = current[members[h].front()];
       if (there == here) continue;  // nothing to swap: the attempt is not simulated
+      // Both groups must land on devices the search may use (a start may have used others: the
+      // CPU under devices=gpus).
+      if (std::find(candidates.begin(), candidates.end(), here) == candidates.end() ||
+          std::find(candidates.begin(), candidates.end(), there) == candidates.end())
+        continue;
       move_group(g, there);
       move_group(h, here);
     } else {
@@ -325,9 +330,14 @@ class LocalSearchPlacer final : public Placer {
       if (!best.devices.empty() && (observer.stop_requested() || (budget.samples > 0 && start_samples >= start_budget.samples) ||
                                     (budget.seconds > 0.0 && elapsed() >= start_budget.seconds)))
         break;
+      // Each start gets what the starts before it left of the start's half (each had all of it:
+      // with --samples 60, m-sct, heft and m-etf took 43), at least a sample and a millisecond.
+      Budget left = start_budget;
+      if (start_budget.samples > 0) left.samples = start_budget.samples > start_samples ? start_budget.samples - start_samples : 1;
+      if (start_budget.seconds > 0.0) left.seconds = std::max(1e-3, start_budget.seconds - elapsed());
       PlacementResult r;
       try {
-        r = make_placer(name, {})->place(p, start_budget, inner, seed);
+        r = make_placer(name, {})->place(p, left, inner, seed);
       } catch (const Error&) {
         if (inits.size() == 1) throw;
         failed.push_back(name);  // e.g. expert without a map for this model
@@ -417,7 +427,7 @@ class LocalSearchPlacer final : public Placer {
     if (!best.fits) note += "; no placement found that fits, the one closest to fitting is shown";
     if (out_of_time) note += "; the time budget was spent on the start, no search";
     else if (out_of_samples) note += "; the sample budget was spent on the start, no search";
-    else if (too_few_samples && !searched) note += "; one sample left after the start, too few to try a move: no search";
+    else if (too_few_samples && !searched) note += "; too few samples left after the start to try a move at any level: no search";
     if (stop.load()) note += "; stopped early";
     return finish(p, std::move(best.devices), samples.load(), note);
   }
@@ -863,7 +873,7 @@ void register_search(std::vector<PlacerInfo>& r) {
                  "half of --samples and --seconds, random draws once"},
                 {"groups", kDefaultLevels,
                  "what moves together: colocation, module[:DEPTH], module-call[:DEPTH] or op; several, separated by commas, are "
-                 "searched in turn (coarse to fine), each from the best placement so far with an equal share of the budget"},
+                 "searched in turn, in the order given, each from the best placement so far with an equal share of the budget"},
                 {"max-groups", "0", "coarsen the groups to at most this many (0: no limit)"},
                 {"devices", "gpus", "devices groups move to: 'gpus' (every device when there are fewer than two) or 'all'"},
                 {"chains", "8",
