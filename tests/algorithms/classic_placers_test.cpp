@@ -247,6 +247,17 @@ TEST(MemoryMaps, FillAGpuAsFarAsTheSimulatorAllows) {
   }
 }
 
+// optimal searches the GPUs by default and says when devices are left out; its hint to add them
+// (devices=all) led to an error on a cluster of more than 4 devices, which it cannot take.
+TEST(Optimal, SaysHowToUseTheDevicesItLeftOut) {
+  Priced three(module_chain(4, 300), cpu_and_gpus(2, 1'000'000));
+  EXPECT_THAT(run("optimal", three.problem()).note, ::testing::HasSubstr("on 2 of the 3 devices (option devices=all adds the others)"));
+  Priced five(module_chain(4, 300), cpu_and_gpus(4, 1'000'000));
+  const PlacementResult r = run("optimal", five.problem());
+  EXPECT_THAT(r.note, ::testing::HasSubstr("on 4 of the 5 devices (optimal takes at most 4"));
+  EXPECT_THROW(run("optimal", five.problem(), {{"devices", "all"}}), Error);
+}
+
 // ---- expert ---------------------------------------------------------------------------------------
 
 // An LSTM language model in miniature, unrolled over 3 steps: an embedding lookup split into

@@ -534,8 +534,10 @@ class OptimalPlacer final : public Placer {
     // Optimal within what it searched (whole groups, the note says how many): say so where that
     // leaves devices out.
     if (candidates.size() < p.cluster.num_devices())
-      r.note += "; on " + std::to_string(candidates.size()) + " of the " + std::to_string(p.cluster.num_devices()) +
-                " devices (option devices=all adds the others)";
+      r.note += "; on " + std::to_string(candidates.size()) + " of the " + std::to_string(p.cluster.num_devices()) + " devices" +
+                (p.cluster.num_devices() <= kMaxDevices ? std::string(" (option devices=all adds the others)")
+                                                        : " (optimal takes at most " + std::to_string(kMaxDevices) +
+                                                              "; the other placers can use them all)");
     return r;
   }
 
