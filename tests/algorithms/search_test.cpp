@@ -321,6 +321,15 @@ TEST(LocalSearch, ASmallBudgetRunsFewerChainsThatEachTryAMove) {
               ::testing::Not(HasSubstr("no search")));
 }
 
+// --samples counts simulated placements: an attempt that changes nothing (a swap of two groups on
+// one device) spent one without a simulation, and 6,000 samples ran 4,759 (found by a review).
+TEST(LocalSearch, SpendsItsWholeSampleBudgetOnSimulations) {
+  Priced pr = uneven_graph(2);
+  const PlacementResult r = run_placer("local-search", pr.problem(), {.samples = 400, .threads = 1}, 1,
+                                       {{"groups", "op"}, {"init", "random"}, {"swap", "0.9"}});
+  EXPECT_EQ(r.samples, 400u) << r.note;
+}
+
 // The chains share --seconds also when --samples bounds them: each took the whole time, and a
 // search of 8 chains on one thread ran 8 times too long.
 TEST(LocalSearch, ChainsShareTheTimeBudgetBesideASampleBudget) {

@@ -206,7 +206,12 @@ Candidate anneal(const Problem& p, const std::vector<std::vector<OpId>>& members
     for (OpId o : members[g])
       if (current[o] != d) undo.push_back({o, current[o]}), current[o] = d;
   };
-  for (std::size_t k = 1; (samples == 0 || k < samples) && !stop.load(); ++k) {
+  // k counts simulated placements (the start is the first): an attempt that changes nothing (a
+  // swap of two groups on one device) is not one, and spent a sample (a fifth of them on
+  // Inception-V3 by ops). A run of attempts that change nothing ends the chain.
+  std::size_t idle = 0;
+  constexpr std::size_t kMaxIdle = 10000;
+  for (std::size_t k = 1; (samples == 0 || k < samples) && !stop.load() && idle < kMaxIdle;) {
     double elapsed_share = 0.0;
     if (seconds > 0.0) {
       elapsed_share = std::chrono::duration<double>(Clock::now() - began).count() / seconds;
@@ -222,12 +227,13 @@ Candidate anneal(const Problem& p, const std::vector<std::vector<OpId>>& members
       std::size_t h = pick_group(rng);
       if (h == g) h = (h + 1) % members.size();
       const DeviceId there = current[members[h].front()];
-      if (there == here) continue;  // nothing to swap: the attempt is not simulated
-      // Both groups must land on devices the search may use (a start may have used others: the
-      // CPU under devices=gpus).
-      if (std::find(candidates.begin(), candidates.end(), here) == candidates.end() ||
-          std::find(candidates.begin(), candidates.end(), there) == candidates.end())
+      // Nothing to swap, or a group would land on a device the search may not use (a start may
+      // have used others: the CPU under devices=gpus): not simulated.
+      if (there == here || std::find(candidates.begin(), candidates.end(), here) == candidates.end() ||
+          std::find(candidates.begin(), candidates.end(), there) == candidates.end()) {
+        ++idle;
         continue;
+      }
       move_group(g, there);
       move_group(h, here);
     } else {
@@ -240,12 +246,20 @@ Candidate anneal(const Problem& p, const std::vector<std::vector<OpId>>& members
         if (std::find(candidates.begin(), candidates.end(), theirs) != candidates.end()) d = theirs;
       }
       if (d == here) {
-        if (candidates.size() < 2) continue;
+        if (candidates.size() < 2) {
+          ++idle;
+          continue;
+        }
         d = candidates[(std::find(candidates.begin(), candidates.end(), d) - candidates.begin() + 1) % candidates.size()];
       }
       move_group(g, d);
     }
-    if (undo.empty()) continue;
+    if (undo.empty()) {
+      ++idle;
+      continue;
+    }
+    idle = 0;
+    ++k;
     const SimResult& r = eval.evaluate(current);
     ++progress;
     const double cost = cost_of(r);
