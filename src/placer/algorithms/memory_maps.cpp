@@ -278,7 +278,6 @@ class MemoryMapPlacer final : public Placer {
     return placement;
   }
 
- private:
   bool balanced_;
   double fraction_;
   std::int64_t rounds_;

@@ -823,12 +823,13 @@ std::string mib(double bytes) {
 // --memory-fraction 0.07: GPUs at 300-560 MiB of 860 MiB, 3.5 GiB on the CPU). So once a schedule
 // fits, the budgets are scaled up (up to 4x, by bisection on the largest scale whose schedule the
 // simulator still fits) and the fastest schedule that fits is kept. Where memory never bound the
-// schedule, the largest scale gives the same schedule and nothing more is simulated.
+// schedule, the largest scale gives the same schedule and nothing more is simulated. `best` is the
+// fitted schedule, replaced by a faster one found so; returns whether one was.
 template <typename Schedule>
-std::vector<DeviceId> grow_budgets(const StepGraph& step, const Schedule& schedule, const std::vector<double>& footprint,
-                                   const std::vector<double>& budget, const std::vector<DeviceId>& devices, Evaluator& eval,
-                                   Observer& observer, std::vector<DeviceId> fitted, double fitted_s) {
-  std::vector<DeviceId> best = fitted;
+bool grow_budgets(const StepGraph& step, const Schedule& schedule, const std::vector<double>& footprint,
+                  const std::vector<double>& budget, const std::vector<DeviceId>& devices, Evaluator& eval, Observer& observer,
+                  std::vector<DeviceId>& best, double fitted_s) {
+  const std::vector<DeviceId> fitted = best;
   double best_s = fitted_s;
   // The schedule under budgets x `scale`: the fitted one again, one that fits, or one that does not.
   enum class Outcome { same, fits, overflows };
@@ -847,13 +848,14 @@ std::vector<DeviceId> grow_budgets(const StepGraph& step, const Schedule& schedu
   };
   constexpr double kMaxScale = 4.0;
   const Outcome widest = try_scale(kMaxScale);
-  if (widest != Outcome::overflows) return best;  // memory did not bind, or the widest budgets fit
-  double lo = 1.0, hi = kMaxScale;
-  for (int i = 0; i < 5 && !observer.stop_requested(); ++i) {
-    const double mid = std::sqrt(lo * hi);
-    (try_scale(mid) == Outcome::overflows ? hi : lo) = mid;
+  if (widest == Outcome::overflows) {  // else memory did not bind, or the widest budgets fit
+    double lo = 1.0, hi = kMaxScale;
+    for (int i = 0; i < 5 && !observer.stop_requested(); ++i) {
+      const double mid = std::sqrt(lo * hi);
+      (try_scale(mid) == Outcome::overflows ? hi : lo) = mid;
+    }
   }
-  return best;
+  return best_s < fitted_s;
 }
 
 // Runs `schedule` until its placement fits in the simulator (see the file comment), and returns
@@ -898,10 +900,8 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
         if (rounds > 1)
           note += (note.empty() ? "" : "; ") + std::string("scheduled ") + std::to_string(rounds) + " times to fit in memory (" +
                   std::to_string(eval.evaluations()) + " simulated)";
-        const double fitted_s = r.step_time_s;
-        const std::size_t before = eval.evaluations();
-        std::vector<DeviceId> best = grow_budgets(step, schedule, footprint, budget, devices, eval, observer, std::move(*fwd), fitted_s);
-        if (eval.evaluations() > before && eval.evaluate(best).step_time_s < fitted_s)
+        std::vector<DeviceId> best = std::move(*fwd);
+        if (grow_budgets(step, schedule, footprint, budget, devices, eval, observer, best, r.step_time_s))
           note += (note.empty() ? "" : "; ") + std::string("memory budgets grown past the estimate, as the simulator allows");
         return finish(p, std::move(best), eval.evaluations(), note);
       }

@@ -79,13 +79,16 @@ inline const CLI::Validator kSeconds(
 // Validator of a count that may be 0 (--threads).
 inline const CLI::Validator kCount = whole_number("an integer from 0 to 65536", "N", 1u << 16);
 
+// Validator of a name that may not be empty ("an empty <what>").
+inline CLI::Validator non_empty(const std::string& what, const std::string& type) {
+  return CLI::Validator([what](const std::string& s) { return s.empty() ? "an empty " + what : std::string(); }, type);
+}
+
 // Validator of an output file: not an empty name (which wrote nothing, without a word).
-inline const CLI::Validator kFileName(
-    [](const std::string& s) { return s.empty() ? std::string("an empty file name") : std::string(); }, "FILE");
+inline const CLI::Validator kFileName = non_empty("file name", "FILE");
 
 // Validator of --on: a device name, not an empty string (which would read as "no default").
-inline const CLI::Validator kDeviceName(
-    [](const std::string& s) { return s.empty() ? std::string("an empty device name") : std::string(); }, "DEVICE");
+inline const CLI::Validator kDeviceName = non_empty("device name", "DEVICE");
 
 // The first line of a library's message (libtorch's go on with a C++ backtrace): errors are one line.
 inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }

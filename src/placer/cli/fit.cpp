@@ -158,7 +158,7 @@ void register_fit(CLI::App& app) {
   add_model_options(cmd, args->model_args, /*with_mode=*/false);  // the models' training steps
   cmd->add_option("-o,--output", args->output, "cluster JSON to write, with the fitted efficiencies and overheads")->check(kFileName);
   cmd->add_option("--name", args->name, "name of the written cluster (default: the input's)")
-      ->check(CLI::Validator([](const std::string& s) { return s.empty() ? std::string("an empty cluster name") : std::string(); }, "NAME"));
+      ->check(non_empty("cluster name", "NAME"));
   cmd->add_flag("--json", args->json, "print the fitted cluster and the fit as JSON");
   cmd->callback([args] { run_fit(*args); });
 }
