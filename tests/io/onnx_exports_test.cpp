@@ -6,12 +6,15 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
+#include "placer/graph/training.hpp"
 #include "placer/io/onnx.hpp"
 #include "placer/util/error.hpp"
 #include "support/paths.hpp"
@@ -413,6 +416,77 @@ TEST(OnnxExports, ADataDependentShapeIsRefusedSayingSo) {
   m.output("idx", 2, onnx::TensorProto::INT64);
   EXPECT_THAT([&] { load_onnx(m.save("nonzero.onnx"), {}); },
               ThrowsMessage<Error>(AllOf(HasSubstr("output of op '/NonZero_nz', NonZero"), HasSubstr("data-dependent shape"))));
+}
+
+// Found by review: kept as one op (--unknown-ops), an If or a Loop read only the inputs its node
+// lists, not what its branches or body read from the main graph: a Loop whose body multiplies by
+// an initializer W had no parameter, and an If whose branches read x neither waited for x nor was
+// trained through it.
+TEST(OnnxExports, SubgraphsReadFromTheMainGraphAreInputsOfTheirNode) {
+  auto graph_attr = [](onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& g) {
+    auto* a = n->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = g;
+  };
+  auto value = [](onnx::ValueInfoProto* vi, const std::string& name, std::vector<Dim> dims, int elem = onnx::TensorProto::FLOAT) {
+    vi->set_name(name);
+    Model::type(vi, std::move(dims), elem);
+  };
+  // Loop: 3 times h = Tanh(h @ W), W an initializer of the main graph.
+  onnx::GraphProto body;
+  body.set_name("body");
+  value(body.add_input(), "i", {}, onnx::TensorProto::INT64);
+  value(body.add_input(), "cond_in", {}, onnx::TensorProto::BOOL);
+  value(body.add_input(), "h_in", {std::int64_t{4}, std::int64_t{16}});
+  for (const auto& [op, in, out] : {std::tuple{"MatMul", std::vector<std::string>{"h_in", "W"}, "hm"},
+                                    std::tuple{"Tanh", std::vector<std::string>{"hm"}, "h_out"},
+                                    std::tuple{"Identity", std::vector<std::string>{"cond_in"}, "cond_out"}}) {
+    auto* n = body.add_node();
+    n->set_op_type(op), n->set_name(std::string("/body/") + op), n->add_output(out);
+    for (const auto& x : in) n->add_input(x);
+  }
+  value(body.add_output(), "cond_out", {}, onnx::TensorProto::BOOL);
+  value(body.add_output(), "h_out", {std::int64_t{4}, std::int64_t{16}});
+  Model loop(13);
+  loop.input("x0", {std::int64_t{4}, std::int64_t{16}});
+  loop.initializer("W", {16, 16});
+  auto* trip = loop.m.mutable_graph()->add_initializer();
+  trip->set_name("trip"), trip->set_data_type(onnx::TensorProto::INT64), trip->add_int64_data(3);
+  graph_attr(loop.node("Loop", {"trip", "", "x0"}, {"y"}), "body", body);
+  value(loop.m.mutable_graph()->add_output(), "y", {std::int64_t{4}, std::int64_t{16}});  // inference does not run the body
+  OnnxImportOptions o;
+  o.unknown_op_default = OpClass::elementwise;
+  const Graph gl = load_onnx(loop.save("loop_outer.onnx"), o);
+  const auto ins = gl.op_inputs(gl.find_op("/Loop_y"));
+  EXPECT_NE(std::find(ins.begin(), ins.end(), gl.find_tensor("W")), ins.end());
+  EXPECT_EQ(parameters(gl), 256u);
+  EXPECT_GT(derive_training_step(gl, Optimizer::sgd).num_ops(), gl.num_ops());  // W is trained through the Loop
+
+  // If on a computed condition, both branches reading x = MatMul(x0, W).
+  Model cond(13);
+  cond.input("x0", {std::int64_t{4}, std::int64_t{16}});
+  cond.initializer("W", {16, 16});
+  cond.node("MatMul", {"x0", "W"}, {"x"});
+  cond.node("ReduceSum", {"x"}, {"s"});
+  cond.initializer("zero", {}, 0.0f);
+  cond.node("Greater", {"s", "zero"}, {"c"});
+  auto branch = [&](const std::string& name, const std::string& op) {
+    onnx::GraphProto g;
+    g.set_name(name);
+    auto* n = g.add_node();
+    n->set_op_type(op), n->set_name("/" + name + "/" + op), n->add_input("x"), n->add_output(name + "_y");
+    value(g.add_output(), name + "_y", {std::int64_t{4}, std::int64_t{16}});
+    return g;
+  };
+  auto* node = cond.node("If", {"c"}, {"y"});
+  graph_attr(node, "then_branch", branch("then", "Relu"));
+  graph_attr(node, "else_branch", branch("else", "Tanh"));
+  cond.output("y", 2);
+  const Graph gi = load_onnx(cond.save("if_outer.onnx"), o);
+  const auto if_ins = gi.op_inputs(gi.find_op("/If_y"));
+  EXPECT_EQ(if_ins.size(), 2u);
+  EXPECT_NE(std::find(if_ins.begin(), if_ins.end(), gi.find_tensor("x")), if_ins.end());
+  EXPECT_NO_THROW(derive_training_step(gi, Optimizer::sgd));  // y depends on W through x
 }
 
 }  // namespace

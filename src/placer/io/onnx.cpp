@@ -250,6 +250,38 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
   return ModelFile{std::move(model), std::move(compatible)};
 }
 
+// The names a subgraph (an If's branch, a Loop's or Scan's body) reads from the scopes around it,
+// which ONNX lets it read without naming them among its node's inputs: appended to `out` in order
+// of first use, each once. `defined`: the names the subgraph's own scopes give.
+void outer_reads(const onnx::GraphProto& g, std::unordered_set<std::string> defined, std::vector<std::string>& out,
+                 std::unordered_set<std::string>& seen) {
+  for (const auto& i : g.input()) defined.insert(i.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input())
+      if (!in.empty() && !defined.count(in) && seen.insert(in).second) out.push_back(in);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) outer_reads(a.g(), defined, out, seen);
+      for (const auto& sub : a.graphs()) outer_reads(sub, defined, out, seen);
+    }
+    for (const auto& o : n.output()) defined.insert(o);
+  }
+}
+
+// What a node of the main graph reads: its inputs, then (for a node with subgraphs) the names its
+// subgraphs read from the main graph, which it waits for as much as for its inputs.
+std::vector<std::string> node_reads(const onnx::NodeProto& node) {
+  std::vector<std::string> reads(node.input().begin(), node.input().end());
+  std::unordered_set<std::string> seen(reads.begin(), reads.end());
+  std::vector<std::string> outer;
+  for (const auto& a : node.attribute()) {
+    if (a.has_g()) outer_reads(a.g(), {}, outer, seen);
+    for (const auto& sub : a.graphs()) outer_reads(sub, {}, outer, seen);
+  }
+  reads.insert(reads.end(), outer.begin(), outer.end());
+  return reads;
+}
+
 }  // namespace
 
 std::string literal_module_path(const std::string& node_name) {
@@ -334,9 +366,9 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   // Consumers of every tensor name: (node index, slot).
   std::unordered_map<std::string, std::vector<std::pair<int, int>>> consumers;
   for (int n = 0; n < graph->node_size(); ++n) {
-    const auto& node = graph->node(n);
-    for (int s = 0; s < node.input_size(); ++s)
-      if (!node.input(s).empty()) consumers[node.input(s)].push_back({n, s});
+    const std::vector<std::string> reads = node_reads(graph->node(n));
+    for (std::size_t s = 0; s < reads.size(); ++s)
+      if (!reads[s].empty()) consumers[reads[s]].push_back({n, static_cast<int>(s)});
   }
   std::unordered_set<std::string> graph_outputs;
   for (const auto& o : graph->output()) graph_outputs.insert(o.name());
@@ -557,7 +589,10 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       }
     }
 
-    for (const auto& in : node.input()) {
+    // An If's branches and a Loop's or Scan's body may read names of the main graph that the node
+    // does not list (kept as one op with --unknown-ops): those are its inputs too.
+    const std::vector<std::string> reads = node_reads(node);
+    for (const auto& in : reads) {
       if (in.empty() || empty_values.count(in)) {
         spec.inputs.push_back(kNoId);
         continue;
@@ -586,7 +621,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     for (std::size_t i = 0; i < ins.size(); ++i)
       for (std::size_t k = 0; k < ins[i].shape.size(); ++k)
         if (ins[i].shape[k] <= 0)
-          throw Error("op '" + spec.name + "': input '" + node.input(static_cast<int>(i)) + "': dimension " + std::to_string(k) +
+          throw Error("op '" + spec.name + "': input '" + reads[i] + "': dimension " + std::to_string(k) +
                       (ins[i].shape[k] == 0 ? " is 0 (an empty tensor: nothing to place)" : " has no known size"));
     for (std::size_t i = 0; i < outs.size(); ++i)
       for (std::size_t k = 0; k < outs[i].shape.size(); ++k) {
