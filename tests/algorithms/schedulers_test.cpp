@@ -209,6 +209,26 @@ TEST_P(SchedTimeAware, KeepsAChainOnOneGpuThatHoldsItInSimulation) {
 
 INSTANTIATE_TEST_SUITE_P(Sched, SchedTimeAware, ::testing::ValuesIn(kTimeAware), [](const auto& info) { return test_name(info.param); });
 
+// Found by review (m-sct on a ViT block put a Squeeze on an idle second GPU: two needless
+// transfers): an op that takes no time does not wait for its device in the simulator, so the
+// schedules' estimate must not make it wait either. p (1 s) -> t; a (1 s) and the view z (0 s) both
+// read t; c reads both. Waiting for gpu:0 (busy with a until 2 s), z looked done sooner on gpu:1.
+TEST_P(SchedTimeAware, KeepsAViewWithItsInputWhileTheDeviceIsBusy) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), t = s.tensor("t", 100'000), ta = s.tensor("ta", 100), z = s.tensor("z", 100'000),
+           y = s.tensor("y", 100);
+  s.op("p", {x}, {t}, 1.0);
+  s.op("a", {t}, {ta}, 1.0);
+  s.op("z", {t}, {z}, 0.0);
+  s.op("c", {ta, z}, {y}, 1.0);
+  s.b.mark_output(y);
+  Priced pr(std::move(s), switch_gpus(2));
+  const PlacementResult r = run_placer(GetParam(), pr.problem());
+  EXPECT_EQ(r.forward_devices, (std::vector<DeviceId>{0, 0, 0, 0}));
+  EXPECT_EQ(r.sim.transfers, 0u);
+  EXPECT_DOUBLE_EQ(r.sim.step_time_s, 3.0);
+}
+
 TEST(SchedHeft, PutsATransferIntoAnIdleGapOfItsLinks) {
   // o0(x) -> t1 (5 MB) read by o2 (8 s) and o3 (6 s); o1(x) 4 s; o4(t3) 4 s; links of 1 MB/s, 5 s
   // for t1. HEFT's rank order schedules o0, o2, o3, o1, o4: o3 goes to gpu:1, reserving the links

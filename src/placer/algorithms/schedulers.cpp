@@ -344,6 +344,9 @@ class Partial {
     return t;
   }
   double avail(DeviceId d) const { return avail_[d]; }
+  // When `o`, ready on `d` at `ready`, can start there: once the device is free, except an op that
+  // takes no time (a view), which does not wait for its device, as in the simulator.
+  double start_time(OpId o, DeviceId d, double ready) const { return s_.time(o, d) == 0.0 ? ready : std::max(ready, avail_[d]); }
   // Transfers committed so far (with contention): a change means ready times may have moved.
   std::size_t transfers() const { return transfers_; }
   double used(DeviceId d) const { return used_[d]; }
@@ -355,7 +358,7 @@ class Partial {
     const bool committed = commit_family(o, d);
     device_[o] = d;
     finish_[o] = start + s_.time(o, d);
-    avail_[d] = std::max(avail_[d], finish_[o]);
+    if (s_.time(o, d) > 0.0) avail_[d] = std::max(avail_[d], finish_[o]);  // a view does not take the device
     return committed;
   }
   bool commit_family(OpId o, DeviceId d) {
@@ -548,7 +551,7 @@ std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, con
   }
   const bool sct = !favourite.empty();
   std::vector<OpId> last_op(nd, kNoId), kept_for(nd, kNoId);
-  auto start_on = [&](OpId o, DeviceId d) { return std::max(ready_at[std::size_t{o} * nd + d], st.avail(d)); };
+  auto start_on = [&](OpId o, DeviceId d) { return st.start_time(o, d, ready_at[std::size_t{o} * nd + d]); };
 
   std::size_t transfers_seen = 0;
   for (std::size_t step = 0; step < n; ++step) {
@@ -583,7 +586,8 @@ std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, con
       double t = kInf, f = kInf;
       bool is_favourite = false;
       st.for_each_allowed(o, [&](DeviceId e) {
-        if (sct && kept_for[e] != kNoId && kept_for[e] != o && latest_ready > st.avail(e)) return;  // not urgent
+        if (sct && kept_for[e] != kNoId && kept_for[e] != o && s.time(o, e) > 0.0 && latest_ready > st.avail(e))
+          return;  // not urgent (a view, which does not take the device, always may)
         const bool fav = sct && last_op[e] != kNoId && favourite[last_op[e]] == o;
         const double start = start_on(o, e), finish = start + s.time(o, e);
         bool better = d == kUnplaced || finish < f;
@@ -661,10 +665,10 @@ std::optional<std::vector<DeviceId>> critical_path_first(const StepGraph& s, con
     double best_finish = kInf, best_start = 0.0;
     if (on_path[o] && st.family_device(o) == kUnplaced && st.allowed(o, path_device)) {
       best = path_device;
-      best_start = std::max(st.ready_time(o, best), st.avail(best));
+      best_start = st.start_time(o, best, st.ready_time(o, best));
     } else {
       st.for_each_allowed(o, [&](DeviceId d) {
-        const double start = std::max(st.ready_time(o, d), st.avail(d));
+        const double start = st.start_time(o, d, st.ready_time(o, d));
         const double end = start + s.time(o, d);
         if (end < best_finish) best = d, best_finish = end, best_start = start;
       });
@@ -691,11 +695,13 @@ std::optional<std::vector<DeviceId>> heft(const StepGraph& s, const std::vector<
   };
   std::vector<std::vector<Busy>> timeline(s.num_devices);  // per device, sorted, disjoint
   // Earliest start of a job of `length` on `d` at or after `ready`, and where it goes in the timeline.
+  // A job of no time (a view) does not take the device, as in the simulator: it starts when ready
+  // and goes into no timeline.
   auto earliest_slot = [&](DeviceId d, double ready, double length) {
     const auto& busy = timeline[d];
     auto it = std::upper_bound(busy.begin(), busy.end(), ready, [](double t, const Busy& b) { return t < b.end; });
     double t = ready;
-    for (; it != busy.end(); ++it) {
+    for (; it != busy.end() && length > 0.0; ++it) {
       if (t + length <= it->start) break;
       t = std::max(t, it->end);
     }
@@ -714,7 +720,8 @@ std::optional<std::vector<DeviceId>> heft(const StepGraph& s, const std::vector<
     });
     if (best == kUnplaced) return std::nullopt;
     const bool committed = st.place(o, best, best_start);
-    timeline[best].insert(timeline[best].begin() + static_cast<std::ptrdiff_t>(best_slot), Busy{best_start, best_finish});
+    if (best_finish > best_start)
+      timeline[best].insert(timeline[best].begin() + static_cast<std::ptrdiff_t>(best_slot), Busy{best_start, best_finish});
     ready.done(o, committed);
   }
   ready.check_all_scheduled();
