@@ -113,8 +113,14 @@ class ModuleMap {
   std::uint64_t reserve(const Item& it) const { return it.module ? t_.reserve_bytes[it.id] : t_.op_reserve[it.id]; }
   bool splittable(const Item& it) const { return it.module && !t_.children[it.id].empty(); }
 
-  // Fills `devices` in order under `budget` (per device id). Throws Error when an item fits nowhere.
-  std::vector<DeviceId> fill(const std::vector<DeviceId>& devices, const std::vector<std::uint64_t>& budget) const {
+  // Fills `devices` in order under `budget` (per device id: what it holds, working set included),
+  // the items' own sizes also under `cap` (balanced's share per GPU) unless the device is still
+  // empty: an item larger than a share takes a GPU of its own. (Both are ours: the working set
+  // counted against the share, and an unsplittable item larger than a share, such as a first
+  // layer with its batch of data or BERT's embedding table, skipped every GPU but the last, and
+  // everything after it followed it there.) Throws Error when an item fits nowhere.
+  std::vector<DeviceId> fill(const std::vector<DeviceId>& devices, const std::vector<std::uint64_t>& budget,
+                             const std::vector<std::uint64_t>& cap) const {
     const Graph& g = p_.graph;
     std::vector<DeviceId> placement(g.num_forward_ops(), devices.front());
     std::deque<Item> todo;
@@ -125,7 +131,7 @@ class ModuleMap {
       const Item it = todo.front();
       const DeviceId d = devices[current];
       const std::uint64_t need = used + size(it) + std::max(reserved, reserve(it));
-      if (need <= budget[d]) {
+      if (need <= budget[d] && (used == 0 || used + size(it) <= cap[d])) {
         todo.pop_front();
         assign(it, d, placement);
         used += size(it);
@@ -196,17 +202,18 @@ class MemoryMapPlacer final : public Placer {
       const std::uint64_t buffer = leaves == 0 ? 0 : static_cast<std::uint64_t>(1.25 * static_cast<double>(leaf_total / leaves));
       per_gpu = tree.size_bytes[0] / gpus.size() + buffer;
     }
-    // The budgets of a fill: each device's limit x max-memory-fraction x `grow` (see below), and
-    // balanced's cap on every GPU but the last.
+    // The budgets of a fill: each device's limit x max-memory-fraction x `grow` (see below); and
+    // balanced's cap on what every GPU but the last holds of the items' sizes.
     auto budgets = [&](double grow) {
       std::vector<std::uint64_t> b(limits.size());
       for (std::size_t d = 0; d < b.size(); ++d) {
         const double scaled = static_cast<double>(limits[d]) * fraction_ * grow;
         b[d] = scaled >= 0x1p64 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(scaled);
       }
-      for (std::size_t i = 0; i + 1 < gpus.size(); ++i) b[gpus[i]] = std::min(b[gpus[i]], per_gpu);
       return b;
     };
+    std::vector<std::uint64_t> cap(limits.size(), std::numeric_limits<std::uint64_t>::max());
+    for (std::size_t i = 0; i + 1 < gpus.size(); ++i) cap[gpus[i]] = per_gpu;
     // Fits the memory limits and max-memory-fraction, as simulated.
     auto within = [&](const SimResult& r) {
       if (!r.fits) return false;
@@ -216,7 +223,7 @@ class MemoryMapPlacer final : public Placer {
     };
     Evaluator eval(p);
     std::vector<std::uint64_t> budget = budgets(1.0);
-    std::vector<DeviceId> placement = map.fill(devices, budget);
+    std::vector<DeviceId> placement = map.fill(devices, budget, cap);
     for (std::int64_t round = 0; round < rounds_ && !observer.stop_requested(); ++round) {
       const SimResult& r = eval.evaluate(placement);
       observer.on_progress({.samples = eval.evaluations(), .best_step_time_s = r.fits ? r.step_time_s : 0.0});
@@ -227,7 +234,7 @@ class MemoryMapPlacer final : public Placer {
         // When the first fill fits, the budgets grow (up to 4x, by bisection) for as long as the
         // simulated map still fits, so that each device is filled as the simulator sees it.
         if (round == 0 && within(r)) {
-          std::vector<DeviceId> filled = grown(map, devices, budgets, within, eval, std::move(placement), observer);
+          std::vector<DeviceId> filled = grown(map, devices, budgets, cap, within, eval, std::move(placement), observer);
           return finish(p, std::move(filled), eval.evaluations());
         }
         return finish(p, std::move(placement), eval.evaluations());
@@ -238,7 +245,7 @@ class MemoryMapPlacer final : public Placer {
         budget[d] = budget[d] > cut ? budget[d] - cut : 0;
       }
       try {
-        placement = map.fill(devices, budget);
+        placement = map.fill(devices, budget, cap);
       } catch (const Error& e) {
         return finish(p, std::move(placement), eval.evaluations(), std::string("the map overflows and no smaller budget fits: ") + e.what());
       }
@@ -254,14 +261,15 @@ class MemoryMapPlacer final : public Placer {
   // The map filled with budgets grown by the largest factor in [1, 4] (six bisection steps) whose
   // simulated map stays `within` the limits; `placement` is the map at factor 1, which does.
   template <typename Budgets, typename Within>
-  std::vector<DeviceId> grown(const ModuleMap& map, const std::vector<DeviceId>& devices, Budgets budgets, Within within,
-                              Evaluator& eval, std::vector<DeviceId> placement, Observer& observer) const {
+  std::vector<DeviceId> grown(const ModuleMap& map, const std::vector<DeviceId>& devices, Budgets budgets,
+                              const std::vector<std::uint64_t>& cap, Within within, Evaluator& eval, std::vector<DeviceId> placement,
+                              Observer& observer) const {
     double lo = 1.0, hi = 4.0;
     for (int step = 0; step < 6 && !observer.stop_requested(); ++step) {
       const double mid = std::sqrt(lo * hi);
       std::vector<DeviceId> candidate;
       try {
-        candidate = map.fill(devices, budgets(mid));
+        candidate = map.fill(devices, budgets(mid), cap);
       } catch (const Error&) {
         hi = mid;  // cannot happen with larger budgets than a fill that worked; kept safe
         continue;
