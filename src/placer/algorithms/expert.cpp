@@ -154,19 +154,18 @@ class ExpertPlacer final : public Placer {
   PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t) override {
     const std::vector<std::uint32_t> rank = execution_ranks(p.graph);  // parameter aliases where they are read
     const std::vector<ModuleId> layers = recurrent_layers(p.graph, rank);
-    std::string why;
     if (!layers.empty()) {
       PlacementResult r = place_recurrent(p, layers, rank);
       if (r.sim.fits) return r;
       // One layer per GPU overflows: split consecutive layers as for other models, if that fits.
-      if (std::optional<PlacementResult> split = place_layered(p, rank, observer, why)) {
-        split->note = "one recurrent layer per GPU does not fit the memory limits; consecutive layers split instead";
-        return *split;
+      PlacementResult split = place_layered(p, rank, observer);
+      if (split.sim.fits) {
+        split.note = "one recurrent layer per GPU does not fit the memory limits; consecutive layers split instead";
+        return split;
       }
       return r;
     }
-    if (std::optional<PlacementResult> r = place_layered(p, rank, observer, why)) return *r;
-    throw Error(why);
+    return place_layered(p, rank, observer);
   }
 
  private:
@@ -227,9 +226,9 @@ class ExpertPlacer final : public Placer {
     return r;
   }
 
-  // Nothing when no split over the GPUs fits; `why` then says so.
-  std::optional<PlacementResult> place_layered(const Problem& p, std::span<const std::uint32_t> rank, Observer& observer,
-                                               std::string& why) {
+  // When no split over the GPUs fits, the one closest to fitting (the least memory over, summed
+  // over the devices), marked as not fitting, with a note saying so.
+  PlacementResult place_layered(const Problem& p, std::span<const std::uint32_t> rank, Observer& observer) {
     const Graph& g = p.graph;
     const std::size_t nf = g.num_forward_ops(), nm = std::max<std::size_t>(g.num_modules(), 1);
     const std::vector<DeviceId> gpus = expert_gpus(p.cluster);
@@ -310,8 +309,9 @@ class ExpertPlacer final : public Placer {
     for (OpId o = 0; o < nf; ++o) unit_time[unit_of[o]] += op_time[o], unit_mem[unit_of[o]] += op_mem[o];
 
     Evaluator eval(p);
-    std::vector<DeviceId> dev(nf);
-    std::string last_overflow;
+    std::vector<DeviceId> dev(nf), closest;
+    double closest_over = 0.0;
+    std::string closest_overflow;
     for (std::size_t k = 1; k <= gpus.size() && !observer.stop_requested(); ++k) {
       for (const std::vector<double>* weights : {&unit_time, &unit_mem}) {
         const std::vector<std::size_t> starts = linear_partition(*weights, k);
@@ -324,14 +324,20 @@ class ExpertPlacer final : public Placer {
         const SimResult& r = eval.evaluate(dev);
         observer.on_progress({.samples = eval.evaluations(), .best_step_time_s = r.fits ? r.step_time_s : 0.0});
         if (r.fits) return finish(p, dev, eval.evaluations());
-        if (!r.shortfalls.empty())
-          last_overflow = p.cluster.device(r.shortfalls.front().first).name + " over by " + std::to_string(r.shortfalls.front().second) + " bytes";
+        double over = 0.0;
+        for (const auto& [d, bytes] : r.shortfalls) over += static_cast<double>(bytes);
+        if ((closest.empty() || over < closest_over) && !r.shortfalls.empty()) {
+          closest = dev, closest_over = over;
+          closest_overflow = p.cluster.device(r.shortfalls.front().first).name + " over by " + std::to_string(r.shortfalls.front().second) +
+                             " bytes" + (r.shortfalls.size() > 1 ? ", ..." : "");
+        }
         if (k == 1) break;  // one GPU: both splits are the same
       }
     }
-    why = "expert: the model does not fit on " + std::to_string(gpus.size()) + " GPU(s) even with its layers split over all of them (" +
-          last_overflow + ")";
-    return std::nullopt;
+    if (closest.empty()) return finish(p, std::vector<DeviceId>(nf, gpus.front()), eval.evaluations(), "stopped before any split was tried");
+    return finish(p, std::move(closest), eval.evaluations(),
+                  "no split of its layers over the " + std::to_string(gpus.size()) +
+                      " GPU(s) fits the memory limits: the one closest to fitting is shown (" + closest_overflow + ")");
   }
 
   std::string embedding_, head_;
