@@ -290,6 +290,18 @@ TEST(Profile, AFittedModelPricesOnlyTheKindsItMeasuredWithTheirOwnOverheads) {
   EXPECT_DOUBLE_EQ(modelled_time_s(no_work, c.device(0), *back.model(), false), 2.0 * c.device(0).op_overhead_s);
   EXPECT_DOUBLE_EQ(modelled_time_s(no_work, c.device(1), *back.model(), false), 0.5 * c.device(1).op_overhead_s);
   EXPECT_DOUBLE_EQ(scaled.time_s(0, 1), modelled_time_s(g.op_work(0), c.device(1), *back.model(), false));
+
+  // A model that names no kind prices the kinds the profile has times for (formats.md said every
+  // kind; found by review): a global overhead scale with GPU times alone leaves the CPU as it was.
+  Profile gpu_only;
+  gpu_only.set_by_signature(DeviceKind::gpu, "Relu(4x4)", 2e-6);
+  gpu_only.set_model(CostModel::defaults());
+  nlohmann::json gpu_times = gpu_only.to_json();
+  gpu_times["model"] = {{"overhead_scale", 2.0}};
+  const Profile unnamed = Profile::from_json(gpu_times, "unnamed.json");
+  EXPECT_FALSE(unnamed.model()->prices[static_cast<std::size_t>(DeviceKind::cpu)]);
+  EXPECT_TRUE(unnamed.model()->prices[static_cast<std::size_t>(DeviceKind::gpu)]);
+  EXPECT_DOUBLE_EQ(CostTable(g, c, CostModel::defaults(), &unnamed).time_s(0, 0), plain.time_s(0, 0));
 }
 
 // A device whose cluster entry gives no per-op overhead (0) cannot be scaled to the fitted one: it

@@ -238,7 +238,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     // A profile written before backward ops had their own model prices them as forward ones.
     m.backward_overhead_scale = it->value("backward_overhead_scale", m.overhead_scale);
     // The kinds the model names (efficiencies or scales of their own) are the kinds it prices; a
-    // model that names none prices every kind.
+    // model that names none prices every kind it has times for (below).
     std::array<bool, 2> named_kind{false, false};
     // An object keyed by device kind of non-negative numbers (`seconds`: finite ones), into `into`.
     auto per_kind = [&](const char* field, std::array<double, 2>& into, bool seconds) {
@@ -292,9 +292,10 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
         }
       }
     }
-    // Which kinds it prices: those it names, among those the profile measured (a profile written
-    // before this rule named both kinds however many it measured); every kind when it names none
-    // or the profile has no times.
+    // Which kinds it prices: those the profile measured, of those only the ones it names when it
+    // names any (a profile written before this rule named both kinds however many it measured);
+    // every kind when the profile has no times. (A global overhead_scale fitted on GPU times alone
+    // scales GPUs only.)
     const bool any_named = named_kind[0] || named_kind[1];
     const bool any_times = p.size() > 0;
     for (std::size_t k = 0; k < 2; ++k) {
