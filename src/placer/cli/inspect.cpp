@@ -167,8 +167,9 @@ void register_inspect(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("inspect", "Summarise a model: ops by type, parameters, FLOPs, modules, training step");
   cmd->add_option("model", args->model, "model file: ONNX (.onnx) or placer graph JSON (.json)")->required();
   add_model_options(cmd, args->model_args);
-  cmd->add_option("--depth", args->depth, "module depth of the per-module summary (1 = top-level modules)")
-      ->capture_default_str();
+  cmd->add_option("--depth", args->depth, "module depth of the per-module summary (1 = top-level modules, 0 = the whole model)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1000u));
   cmd->add_flag("--json", args->json, "print one JSON object for machines to read");
   cmd->add_option("--save-graph", args->save_graph,
                   "also write the graph of --mode (training step or forward graph) as placer graph JSON, with every "

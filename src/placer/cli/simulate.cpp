@@ -116,7 +116,7 @@ void run_random(const SimulateArgs& args, const LoadedProblem& p) {
 
 void run_simulate(const SimulateArgs& args) {
   if (args.random == 0 && args.placements.empty() && args.on.empty())
-    throw Error("give --placement FILE, --on DEVICE or --random N");
+    throw Error("give --placement FILE, --on DEVICE or --random N (N at least 1)");
   // Checked before anything is loaded or simulated.
   if (args.random > 0 && (!args.placements.empty() || !args.on.empty() || !args.trace.empty()))
     throw Error("--random simulates random placements of its own: it takes no --placement, --on or --trace");
