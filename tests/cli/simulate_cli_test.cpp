@@ -354,6 +354,8 @@ TEST(PlaceCliBadInput, AmbiguousOptionsAndFiles) {
                         "cannot write placement file '/nonexistent/p.json'");
   expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", "all,random"}, "'all' stands alone");
   expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", "random,,heft"}, "empty name");
+  // It printed the row twice (found by review).
+  expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", "heft,single,heft"}, "--algos names 'heft' twice");
   expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", ",", "--json"}, "empty name");
 }
 

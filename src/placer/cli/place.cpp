@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -224,6 +225,7 @@ void run_compare(const PlaceArgs& args) {
   for (const auto& a : algos) {
     if (a.empty()) throw Error("--algos holds an empty name (two commas in a row?)");
     if (a == "all" && algos.size() > 1) throw Error("--algos: 'all' stands alone (it means every non-learned algorithm)");
+    if (std::count(algos.begin(), algos.end(), a) > 1) throw Error("--algos names '" + a + "' twice");
   }
   if (algos.empty() || (algos.size() == 1 && algos[0] == "all")) {
     algos.clear();
