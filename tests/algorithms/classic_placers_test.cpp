@@ -224,6 +224,19 @@ TEST(Balanced, AWorkingSetOrAnItemLargerThanAShareDoesNotSkipTheGpus) {
   }
   Priced big(std::move(t), cpu_and_gpus(3, 1'000'000));
   EXPECT_THAT(devices_of(big, run("balanced", big.problem()), 8), ElementsAre(kGpu0, kGpu1, kGpu1, kGpu1, kGpu1, kGpu1, kGpu1, kGpu1));
+  // ... but a module larger than a share that can be split still is (found by review of the rule
+  // above: every module under one wrapper, `model.m0` ... `model.m7`, went whole onto gpu:0).
+  Sketch u;
+  prev = u.tensor("x", 10, TensorKind::data);
+  for (int i = 0; i < 8; ++i) {
+    const std::string m = name_of("m", i);
+    TensorId w = u.tensor(m + ".w", 100, TensorKind::parameter), out = u.tensor(m + ".out", 10);
+    u.op(m + "/MatMul", "MatMul", {prev, w}, {out}, 1.0, "model." + m);
+    prev = out;
+  }
+  Priced wrapped(std::move(u), cpu_and_gpus(2, 1'000'000));
+  EXPECT_THAT(devices_of(wrapped, run("balanced", wrapped.problem()), 8),
+              ElementsAre(kGpu0, kGpu0, kGpu0, kGpu0, kGpu0, kGpu1, kGpu1, kGpu1));
 }
 
 TEST(MemoryMaps, HonourMemoryInATrainingStep) {

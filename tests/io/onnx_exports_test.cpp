@@ -462,6 +462,26 @@ TEST(OnnxExports, SubgraphsReadFromTheMainGraphAreInputsOfTheirNode) {
   EXPECT_EQ(parameters(gl), 256u);
   EXPECT_GT(derive_training_step(gl, Optimizer::sgd).num_ops(), gl.num_ops());  // W is trained through the Loop
 
+  // A body's own sparse initializer is its own name, not one of the main graph (found by review:
+  // it was taken for an outer read, which no node gives).
+  onnx::GraphProto sparse_body = body;
+  auto* sparse = sparse_body.add_sparse_initializer();
+  sparse->add_dims(4), sparse->add_dims(16);
+  sparse->mutable_values()->set_name("S"), sparse->mutable_values()->set_data_type(onnx::TensorProto::FLOAT);
+  sparse->mutable_values()->add_dims(1), sparse->mutable_values()->add_float_data(1.0f);
+  sparse->mutable_indices()->set_name("S_idx"), sparse->mutable_indices()->set_data_type(onnx::TensorProto::INT64);
+  sparse->mutable_indices()->add_dims(1), sparse->mutable_indices()->add_int64_data(0);
+  sparse_body.mutable_node(1)->set_input(0, "hs");  // Tanh(h_in @ W + S)
+  auto* add = sparse_body.add_node();
+  add->set_op_type("Add"), add->set_name("/body/Add"), add->add_input("hm"), add->add_input("S"), add->add_output("hs");
+  sparse_body.mutable_node()->SwapElements(1, 3);  // Add before Tanh
+  sparse_body.mutable_node()->SwapElements(2, 3);
+  Model with_sparse = loop;
+  graph_attr(with_sparse.m.mutable_graph()->mutable_node(0), "body", sparse_body);
+  with_sparse.m.mutable_graph()->mutable_node(0)->mutable_attribute()->DeleteSubrange(0, 1);  // the first body
+  const Graph gs = load_onnx(with_sparse.save("loop_sparse.onnx"), o);
+  EXPECT_EQ(gs.op_inputs(gs.find_op("/Loop_y")).size(), ins.size());
+
   // If on a computed condition, both branches reading x = MatMul(x0, W).
   Model cond(13);
   cond.input("x0", {std::int64_t{4}, std::int64_t{16}});

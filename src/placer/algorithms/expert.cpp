@@ -335,9 +335,11 @@ class ExpertPlacer final : public Placer {
       }
     }
     if (closest.empty()) return finish(p, std::vector<DeviceId>(nf, gpus.front()), eval.evaluations(), "stopped before any split was tried");
+    const std::string over = std::to_string(gpus.size()) + " " + (p.cluster.device(gpus.front()).kind == DeviceKind::gpu ? "GPU(s)" : "device(s)");
     return finish(p, std::move(closest), eval.evaluations(),
-                  "no split of its layers over the " + std::to_string(gpus.size()) +
-                      " GPU(s) fits the memory limits: the one closest to fitting is shown (" + closest_overflow + ")");
+                  (observer.stop_requested() ? "stopped before every split was tried; none of those tried over the " + over + " fits"
+                                             : "no split of its layers over the " + over + " fits the memory limits") +
+                      ": the one closest to fitting is shown (" + closest_overflow + ")");
   }
 
   std::string embedding_, head_;

@@ -114,8 +114,8 @@ class ModuleMap {
   bool splittable(const Item& it) const { return it.module && !t_.children[it.id].empty(); }
 
   // Fills `devices` in order under `budget` (per device id: what it holds, working set included),
-  // the items' own sizes also under `cap` (balanced's share per GPU) unless the device is still
-  // empty: an item larger than a share takes a GPU of its own. (Both are ours: the working set
+  // the items' own sizes also under `cap` (balanced's share per GPU), except that an item larger
+  // than a share that cannot be split takes an empty GPU of its own. (Both are ours: the working set
   // counted against the share, and an unsplittable item larger than a share, such as a first
   // layer with its batch of data or BERT's embedding table, skipped every GPU but the last, and
   // everything after it followed it there.) Throws Error when an item fits nowhere.
@@ -131,7 +131,8 @@ class ModuleMap {
       const Item it = todo.front();
       const DeviceId d = devices[current];
       const std::uint64_t need = used + size(it) + std::max(reserved, reserve(it));
-      if (need <= budget[d] && (used == 0 || used + size(it) <= cap[d])) {
+      const bool within_share = used + size(it) <= cap[d] || (used == 0 && !splittable(it));
+      if (need <= budget[d] && within_share) {
         todo.pop_front();
         assign(it, d, placement);
         used += size(it);

@@ -614,7 +614,10 @@ std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, con
     ready.pop_back();
     const bool committed = st.place(o, best_device, best_start);
     state[o] = kDone;
-    last_op[best_device] = o;
+    // A view does not take the device: it becomes the device's last op (whose favourite child the
+    // device waits for) only when it continues the chain, as its last op's favourite child.
+    const OpId prev = last_op[best_device];
+    if (s.time(o, best_device) > 0.0 || (sct && prev != kNoId && favourite[prev] == o) || prev == kNoId) last_op[best_device] = o;
     release_after(s, o, committed, pending, make_ready);
   }
   return st.forward_devices();

@@ -354,7 +354,7 @@ class LocalSearchPlacer final : public Placer {
         r = make_placer(name, {})->place(p, left, inner, seed);
       } catch (const Error&) {
         if (inits.size() == 1) throw;
-        failed.push_back(name);  // e.g. expert without a map for this model
+        failed.push_back(name);  // e.g. a scheduler whose families fit nowhere
         continue;
       }
       start_samples += r.samples;

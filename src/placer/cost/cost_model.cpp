@@ -294,8 +294,8 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     }
     // Which kinds it prices: those the profile measured, of those only the ones it names when it
     // names any (a profile written before this rule named both kinds however many it measured);
-    // every kind when the profile has no times. (A global overhead_scale fitted on GPU times alone
-    // scales GPUs only.)
+    // with no times, the kinds it names, or every kind when it names none. (A global
+    // overhead_scale fitted on GPU times alone scales GPUs only.)
     const bool any_named = named_kind[0] || named_kind[1];
     const bool any_times = p.size() > 0;
     for (std::size_t k = 0; k < 2; ++k) {

@@ -257,6 +257,7 @@ void outer_reads(const onnx::GraphProto& g, std::unordered_set<std::string> defi
                  std::unordered_set<std::string>& seen) {
   for (const auto& i : g.input()) defined.insert(i.name());
   for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& t : g.sparse_initializer()) defined.insert(t.values().name());
   for (const auto& n : g.node()) {
     for (const auto& in : n.input())
       if (!in.empty() && !defined.count(in) && seen.insert(in).second) out.push_back(in);
