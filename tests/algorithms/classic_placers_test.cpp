@@ -200,41 +200,30 @@ TEST(Balanced, SpreadsModulesOverTheGpusWhereSequentialFillsOne) {
 // skipped every GPU but the last, where everything after it followed (ResNet-50 in inference on
 // k80x4: all 375 ops on gpu:3, its first layer's output alone outgrowing the share).
 TEST(Balanced, AWorkingSetOrAnItemLargerThanAShareDoesNotSkipTheGpus) {
+  // Eight modules m0..m7 under `prefix`, each a MatMul with a parameter, m0's parameter and output
+  // of the given sizes (100 B and 10 B for the others).
+  auto chain = [](std::int64_t m0_param, std::int64_t m0_out, const std::string& prefix) {
+    Sketch s;
+    TensorId prev = s.tensor("x", 10, TensorKind::data);
+    for (int i = 0; i < 8; ++i) {
+      const std::string m = name_of("m", i);
+      TensorId w = s.tensor(m + ".w", i == 0 ? m0_param : 100, TensorKind::parameter), out = s.tensor(m + ".out", i == 0 ? m0_out : 10);
+      s.op(m + "/MatMul", "MatMul", {prev, w}, {out}, 1.0, prefix + m);
+      prev = out;
+    }
+    return s;
+  };
   // m0's output is 1000 B, twice the share (531 B): it is transient, held against the GPU's whole
   // memory, not the share.
-  Sketch s;
-  TensorId prev = s.tensor("x", 10, TensorKind::data);
-  for (int i = 0; i < 8; ++i) {
-    const std::string m = name_of("m", i);
-    TensorId w = s.tensor(m + ".w", 100, TensorKind::parameter), out = s.tensor(m + ".out", i == 0 ? 1000 : 10);
-    s.op(m + "/MatMul", "MatMul", {prev, w}, {out}, 1.0, m);
-    prev = out;
-  }
-  Priced wide(std::move(s), cpu_and_gpus(2, 1'000'000));
+  Priced wide(chain(100, 1000, ""), cpu_and_gpus(2, 1'000'000));
   EXPECT_THAT(devices_of(wide, run("balanced", wide.problem()), 8), ElementsAre(kGpu0, kGpu0, kGpu0, kGpu0, kGpu0, kGpu1, kGpu1, kGpu1));
   // m0 holds 2000 B of parameters, more than a share of three GPUs (2710 / 3 + 1.25 x 339 = 1326 B):
   // it takes gpu:0 alone and the others share gpu:1.
-  Sketch t;
-  prev = t.tensor("x", 10, TensorKind::data);
-  for (int i = 0; i < 8; ++i) {
-    const std::string m = name_of("m", i);
-    TensorId w = t.tensor(m + ".w", i == 0 ? 2000 : 100, TensorKind::parameter), out = t.tensor(m + ".out", 10);
-    t.op(m + "/MatMul", "MatMul", {prev, w}, {out}, 1.0, m);
-    prev = out;
-  }
-  Priced big(std::move(t), cpu_and_gpus(3, 1'000'000));
+  Priced big(chain(2000, 10, ""), cpu_and_gpus(3, 1'000'000));
   EXPECT_THAT(devices_of(big, run("balanced", big.problem()), 8), ElementsAre(kGpu0, kGpu1, kGpu1, kGpu1, kGpu1, kGpu1, kGpu1, kGpu1));
   // ... but a module larger than a share that can be split still is (found by review of the rule
   // above: every module under one wrapper, `model.m0` ... `model.m7`, went whole onto gpu:0).
-  Sketch u;
-  prev = u.tensor("x", 10, TensorKind::data);
-  for (int i = 0; i < 8; ++i) {
-    const std::string m = name_of("m", i);
-    TensorId w = u.tensor(m + ".w", 100, TensorKind::parameter), out = u.tensor(m + ".out", 10);
-    u.op(m + "/MatMul", "MatMul", {prev, w}, {out}, 1.0, "model." + m);
-    prev = out;
-  }
-  Priced wrapped(std::move(u), cpu_and_gpus(2, 1'000'000));
+  Priced wrapped(chain(100, 10, "model."), cpu_and_gpus(2, 1'000'000));
   EXPECT_THAT(devices_of(wrapped, run("balanced", wrapped.problem()), 8),
               ElementsAre(kGpu0, kGpu0, kGpu0, kGpu0, kGpu0, kGpu1, kGpu1, kGpu1));
 }
