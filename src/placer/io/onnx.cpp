@@ -273,6 +273,9 @@ void outer_reads(const onnx::GraphProto& g, std::unordered_set<std::string> defi
 // subgraphs read from the main graph, which it waits for as much as for its inputs.
 std::vector<std::string> node_reads(const onnx::NodeProto& node) {
   std::vector<std::string> reads(node.input().begin(), node.input().end());
+  const bool has_subgraph = std::any_of(node.attribute().begin(), node.attribute().end(),
+                                        [](const onnx::AttributeProto& a) { return a.has_g() || a.graphs_size() > 0; });
+  if (!has_subgraph) return reads;
   std::unordered_set<std::string> seen(reads.begin(), reads.end());
   std::vector<std::string> outer;
   for (const auto& a : node.attribute()) {
@@ -366,8 +369,10 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
 
   // Consumers of every tensor name: (node index, slot).
   std::unordered_map<std::string, std::vector<std::pair<int, int>>> consumers;
+  // What each node reads (node_reads), once: for the consumers here and the ops' inputs below.
+  std::vector<std::vector<std::string>> reads_of(static_cast<std::size_t>(graph->node_size()));
   for (int n = 0; n < graph->node_size(); ++n) {
-    const std::vector<std::string> reads = node_reads(graph->node(n));
+    const std::vector<std::string>& reads = reads_of[static_cast<std::size_t>(n)] = node_reads(graph->node(n));
     for (std::size_t s = 0; s < reads.size(); ++s)
       if (!reads[s].empty()) consumers[reads[s]].push_back({n, static_cast<int>(s)});
   }
@@ -592,7 +597,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
 
     // An If's branches and a Loop's or Scan's body may read names of the main graph that the node
     // does not list (kept as one op with --unknown-ops): those are its inputs too.
-    const std::vector<std::string> reads = node_reads(node);
+    const std::vector<std::string>& reads = reads_of[static_cast<std::size_t>(n)];
     for (const auto& in : reads) {
       if (in.empty() || empty_values.count(in)) {
         spec.inputs.push_back(kNoId);
