@@ -233,6 +233,8 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
         c.route_latency_s_[k] = latency;
         c.route_bandwidth_[k] = bandwidth;
       }
+      if (c.route_channels_.size() + path.size() > std::numeric_limits<std::uint32_t>::max())
+        throw Error(where + ": " + std::to_string(n) + " devices: the routes between every pair hold more than 2^32 hops");
       c.route_channels_.insert(c.route_channels_.end(), path.begin(), path.end());
       c.route_begin_[k + 1] = static_cast<std::uint32_t>(c.route_channels_.size());
     }
