@@ -419,7 +419,9 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
 
     Progress p;
     p.samples = static_cast<std::size_t>(s.samples);
-    p.samples_total = static_cast<std::size_t>(total_updates * k);
+    // Whole batches, saturated: near 2^63 samples the product overflows (UBSan found it).
+    const auto updates_u = static_cast<std::size_t>(total_updates), k_u = static_cast<std::size_t>(k);
+    p.samples_total = updates_u > std::numeric_limits<std::size_t>::max() / k_u ? std::numeric_limits<std::size_t>::max() : updates_u * k_u;
     p.best_step_time_s = s.best_s;
     p.last_mean_step_time_s = mean_time;
     p.elapsed_s = elapsed();
