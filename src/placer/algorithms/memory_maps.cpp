@@ -239,7 +239,7 @@ class MemoryMapPlacer final : public Placer {
           std::vector<DeviceId> filled = grown(map, devices, budgets, cap, within, eval, std::move(placement), observer);
           return finish(p, std::move(filled), eval.evaluations());
         }
-        return finish(p, std::move(placement), eval.evaluations());
+        if (within(r)) return finish(p, std::move(placement), eval.evaluations());
       }
       // Our estimate was short: shrink those budgets and fill again. A device's first overflow
       // shrinks its budget in proportion (limit / simulated peak, less 2%): cut by the whole
@@ -247,13 +247,17 @@ class MemoryMapPlacer final : public Placer {
       // holding fewer modules hardly shrinks (BERT in inference at 1% of p100x8's memory ended
       // with three GPUs empty and 243 ops on the CPU). A device that overflows again loses its
       // whole overflow (and 1% of its limit): what is left is not in proportion to what it holds.
-      for (const auto& [d, over] : r.shortfalls) {
+      // Over is measured against the limit x max-memory-fraction (Accelerate's max_memory, which
+      // the map is asked to honour), not the full limit alone.
+      for (std::size_t d = 0; d < r.devices.size(); ++d) {
+        const double peak = static_cast<double>(r.devices[d].peak_memory_bytes);
+        const double allowed = static_cast<double>(limits[d]) * fraction_;
+        if (!(peak > allowed)) continue;
         if (overflowed[d]++ == 0) {
-          const double peak = static_cast<double>(r.devices[d].peak_memory_bytes);
-          budget[d] = static_cast<std::uint64_t>(static_cast<double>(budget[d]) * (peak - static_cast<double>(over)) / peak * 0.98);
+          budget[d] = static_cast<std::uint64_t>(static_cast<double>(budget[d]) * allowed / peak * 0.98);
         } else {
-          const std::uint64_t cut = over + limits[d] / 100;
-          budget[d] = budget[d] > cut ? budget[d] - cut : 0;
+          const double cut = peak - allowed + static_cast<double>(limits[d] / 100);
+          budget[d] = static_cast<double>(budget[d]) > cut ? budget[d] - static_cast<std::uint64_t>(cut) : 0;
         }
       }
       try {
@@ -264,8 +268,12 @@ class MemoryMapPlacer final : public Placer {
     }
     // The last refill was not simulated in the loop: say it overflows only if it does.
     PlacementResult result = finish(p, std::move(placement), eval.evaluations());
-    if (rounds_ > 0 && !result.sim.fits)
-      result.note = "the map still overflows after " + std::to_string(rounds_) + " rounds of budget repair";
+    if (!result.sim.fits)
+      result.note = rounds_ > 0 ? "the map still overflows after " + std::to_string(rounds_) + " rounds of budget repair"
+                                : std::string("the map overflows (repair-rounds=0: not repaired)");
+    else if (!within(result.sim))
+      result.note = "the map fits but uses more than max-memory-fraction of a device's memory" +
+                    (rounds_ > 0 ? " after " + std::to_string(rounds_) + " rounds of budget repair" : std::string(" (not repaired)"));
     return result;
   }
 
