@@ -648,6 +648,13 @@ TEST_P(ClassicRealModels, EveryClassicPlacerFitsOnK80x4) {
 
 INSTANTIATE_TEST_SUITE_P(Classic, ClassicRealModels, ::testing::Values("inception_v3", "rnnlm"));
 
+// BERT-base's forward graph on p100x8, priced by the cost model.
+struct BertOnP100x8 {
+  Graph g = load_model(test::shared_model("bert_base"), ModelOptions{.mode = Mode::inference});
+  Cluster c = cluster_preset("p100x8");
+  CostTable costs{g, c, CostModel::defaults()};
+};
+
 // BERT in inference on p100x8 at --memory-fraction 0.01 (172 MB per GPU): the simulated GPUs took
 // about twice the estimate, mostly working set, and sequential's repair cut each overflowing
 // budget by its whole overflow, to almost nothing, so that GPUs ended empty and 243 ops went to
@@ -655,10 +662,9 @@ INSTANTIATE_TEST_SUITE_P(Classic, ClassicRealModels, ::testing::Values("inceptio
 // here: it is checked as a guard.)
 TEST(MemoryMapsRealModels, BertAtOnePercentStaysOnTheGpus) {
   REQUIRE_SHARED_MODELS();
-  const Graph g = load_model(test::shared_model("bert_base"), ModelOptions{.mode = Mode::inference});
-  const Cluster c = cluster_preset("p100x8");
-  const CostTable costs(g, c, CostModel::defaults());
-  const Problem problem{g, c, costs, SimOptions{.memory_fraction = 0.01}};
+  const BertOnP100x8 bert;
+  const Cluster& c = bert.c;
+  const Problem problem{bert.g, c, bert.costs, SimOptions{.memory_fraction = 0.01}};
   for (const char* algo : {"sequential", "balanced"}) {
     const PlacementResult r = run(algo, problem);
     EXPECT_TRUE(r.sim.fits) << algo << ": " << r.note;
@@ -674,10 +680,9 @@ TEST(MemoryMapsRealModels, BertAtOnePercentStaysOnTheGpus) {
 // the whole limit started the repair.
 TEST(MemoryMapsRealModels, MaxMemoryFractionHoldsForTheSimulatedPeaks) {
   REQUIRE_SHARED_MODELS();
-  const Graph g = load_model(test::shared_model("bert_base"), ModelOptions{.mode = Mode::inference});
-  const Cluster c = cluster_preset("p100x8");
-  const CostTable costs(g, c, CostModel::defaults());
-  const Problem problem{g, c, costs, SimOptions{.memory_fraction = 0.02}};
+  const BertOnP100x8 bert;
+  const Cluster& c = bert.c;
+  const Problem problem{bert.g, c, bert.costs, SimOptions{.memory_fraction = 0.02}};
   const std::vector<std::uint64_t> limits = memory_limits(problem);
   for (const char* algo : {"sequential", "balanced"}) {
     const PlacementResult r = run(algo, problem, {{"max-memory-fraction", "0.5"}});
