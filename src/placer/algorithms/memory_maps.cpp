@@ -17,11 +17,12 @@
 // - "balanced" caps every GPU but the last at total size / number of GPUs + a buffer of 1.25 x
 //   the mean size of the leaf modules (Accelerate's get_balanced_memory); the last GPU keeps its
 //   whole budget.
-// Our estimate of memory is not the simulator's: when the simulated placement does not fit, the
-// budgets of the devices that overflowed shrink (in proportion, then by the overflow) and the map
-// is recomputed (at most `repair-rounds` times), so that the result honours the memory limits
-// wherever the model fits at all; when it fits at once, the budgets grow while the simulated map
-// still fits (the estimate is high), so that each device is filled as far as the simulator allows.
+// Our estimate of memory is not the simulator's: when the simulated placement does not fit (or
+// exceeds max-memory-fraction somewhere), the budgets of the devices that overflowed shrink (in
+// proportion, then by the overflow) and the map is recomputed (at most `repair-rounds` times), so
+// that the result honours the memory limits wherever the model fits at all; when it fits at once,
+// the budgets grow while the simulated map still fits (the estimate is high), so that each device
+// is filled as far as the simulator allows.
 #include <algorithm>
 #include <deque>
 #include <cmath>
@@ -216,10 +217,11 @@ class MemoryMapPlacer final : public Placer {
     std::vector<std::uint64_t> cap(limits.size(), std::numeric_limits<std::uint64_t>::max());
     for (std::size_t i = 0; i + 1 < gpus.size(); ++i) cap[gpus[i]] = per_gpu;
     // Fits the memory limits and max-memory-fraction, as simulated.
+    auto allowed = [&](std::size_t d) { return static_cast<double>(limits[d]) * fraction_; };
     auto within = [&](const SimResult& r) {
       if (!r.fits) return false;
       for (std::size_t d = 0; d < r.devices.size(); ++d)
-        if (static_cast<double>(r.devices[d].peak_memory_bytes) > static_cast<double>(limits[d]) * fraction_) return false;
+        if (static_cast<double>(r.devices[d].peak_memory_bytes) > allowed(d)) return false;
       return true;
     };
     Evaluator eval(p);
@@ -229,17 +231,14 @@ class MemoryMapPlacer final : public Placer {
     for (std::int64_t round = 0; round < rounds_ && !observer.stop_requested(); ++round) {
       const SimResult& r = eval.evaluate(placement);
       observer.on_progress({.samples = eval.evaluations(), .best_step_time_s = r.fits ? r.step_time_s : 0.0});
-      if (r.fits) {
+      if (within(r)) {
         // Our estimate counts every forward output as alive until the backward pass (and views as
         // copies), about twice what the simulator keeps on the shared models: filled to the
         // estimate, a GPU ends half full and the rest overflows to the next device and the CPU.
         // When the first fill fits, the budgets grow (up to 4x, by bisection) for as long as the
         // simulated map still fits, so that each device is filled as the simulator sees it.
-        if (round == 0 && within(r)) {
-          std::vector<DeviceId> filled = grown(map, devices, budgets, cap, within, eval, std::move(placement), observer);
-          return finish(p, std::move(filled), eval.evaluations());
-        }
-        if (within(r)) return finish(p, std::move(placement), eval.evaluations());
+        if (round == 0) placement = grown(map, devices, budgets, cap, within, eval, std::move(placement), observer);
+        return finish(p, std::move(placement), eval.evaluations());
       }
       // Our estimate was short: shrink those budgets and fill again. A device's first overflow
       // shrinks its budget in proportion (limit / simulated peak, less 2%): cut by the whole
@@ -247,16 +246,15 @@ class MemoryMapPlacer final : public Placer {
       // holding fewer modules hardly shrinks (BERT in inference at 1% of p100x8's memory ended
       // with three GPUs empty and 243 ops on the CPU). A device that overflows again loses its
       // whole overflow (and 1% of its limit): what is left is not in proportion to what it holds.
-      // Over is measured against the limit x max-memory-fraction (Accelerate's max_memory, which
-      // the map is asked to honour), not the full limit alone.
+      // The overflow is measured against the limit x max-memory-fraction (Accelerate's max_memory,
+      // which the map is asked to honour), not the full limit alone.
       for (std::size_t d = 0; d < r.devices.size(); ++d) {
         const double peak = static_cast<double>(r.devices[d].peak_memory_bytes);
-        const double allowed = static_cast<double>(limits[d]) * fraction_;
-        if (!(peak > allowed)) continue;
+        if (!(peak > allowed(d))) continue;
         if (overflowed[d]++ == 0) {
-          budget[d] = static_cast<std::uint64_t>(static_cast<double>(budget[d]) * allowed / peak * 0.98);
+          budget[d] = static_cast<std::uint64_t>(static_cast<double>(budget[d]) * allowed(d) / peak * 0.98);
         } else {
-          const double cut = peak - allowed + static_cast<double>(limits[d] / 100);
+          const double cut = peak - allowed(d) + static_cast<double>(limits[d] / 100);
           budget[d] = static_cast<double>(budget[d]) > cut ? budget[d] - static_cast<std::uint64_t>(cut) : 0;
         }
       }
