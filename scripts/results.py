@@ -183,7 +183,7 @@ def main():
             peaks = " | ".join(gib(r["peak_memory_bytes"][d]) for d in devices)
             best = "**" if r["algo"] == j["best"] else ""
             lines.append(f"| {best}{r['algo']}{best} | {fmt_time(r['step_time_s'])} | {'-' if r['speedup_over_single'] is None else format(r['speedup_over_single'], '.2f') + 'x'} | "
-                         f"{r['gap_to_lower_bound'] * 100:.0f}% | {'yes' if r['fits'] else 'NO'} | {r['wall_s']:.2f} s | {peaks} |")
+                         f"{'-' if r['gap_to_lower_bound'] is None else format(r['gap_to_lower_bound'] * 100, '.0f') + '%'} | {'yes' if r['fits'] else 'NO'} | {r['wall_s']:.2f} s | {peaks} |")
         sections.append("\n".join(lines))
 
     doc = f"""# Results

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "support/paths.hpp"
 #include "support/run_placer.hpp"
 
@@ -18,6 +20,8 @@ namespace placer {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 using test::placer;
 
 std::string write(const std::string& name, const std::string& text) {
@@ -180,6 +184,56 @@ TEST(CompareCli, AStepOfNoTimeHasNoRatios) {
 
 // One Ctrl-C ends a comparison: the algorithm running keeps its best so far and the others do not
 // run (each algorithm needed its own Ctrl-C). timeout(1) sends SIGINT after 2 s of a 30 s budget.
+// A placement that overflows a device gets no ratios: its step time on the fast small GPU would
+// otherwise show as a 100x speedup over the one device that fits, the slow CPU (found by a review:
+// a non-fitting expert split topped a table at 11.76x).
+TEST(CompareCli, APlacementThatDoesNotFitHasNoRatios) {
+  const std::string graph = write("big_relu.json", R"({"format": "placer-graph", "version": 1, "name": "big",
+    "tensors": [{"name": "x", "shape": [300000000], "kind": "data"}, {"name": "y", "shape": [300000000]}],
+    "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  const std::string cluster = write("cpu_small_gpu.json", R"({"format": "placer-cluster", "version": 1, "name": "c", "devices": [
+    {"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e11, "memory_bandwidth": 1e10, "memory_bytes": 1e12, "op_overhead_s": 1e-5},
+    {"name": "gpu:0", "kind": "gpu", "model": "g", "peak_flops": 1e13, "memory_bandwidth": 1e12, "memory_bytes": 1e9, "op_overhead_s": 1e-5}],
+    "switches": [], "links": [{"a": "cpu:0", "b": "gpu:0", "bandwidth": 1e10, "latency_s": 1e-5}]})");
+  const std::vector<std::string> args = {"compare", "--model", graph, "--cluster", cluster, "--mode", "inference", "--algos", "single,round-robin", "--quiet"};
+  auto json_args = args;
+  json_args.push_back("--json");
+  auto json = placer(json_args);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_TRUE(j["rows"][0]["fits"].get<bool>());  // single: the CPU
+  EXPECT_DOUBLE_EQ(j["rows"][0]["speedup_over_single"].get<double>(), 1.0);
+  EXPECT_TRUE(j["rows"][0]["gap_to_lower_bound"].is_number());
+  EXPECT_FALSE(j["rows"][1]["fits"].get<bool>());  // round-robin: every op on the GPU, over its 1 GB
+  EXPECT_LT(j["rows"][1]["step_time_s"].get<double>(), j["rows"][0]["step_time_s"].get<double>() / 10);
+  EXPECT_TRUE(j["rows"][1]["speedup_over_single"].is_null());
+  EXPECT_TRUE(j["rows"][1]["gap_to_lower_bound"].is_null());
+  EXPECT_EQ(j["best"], "single");
+  auto text = placer(args);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, ::testing::ContainsRegex("round-robin +[0-9.]+ ms +- +- +NO")) << text.out;
+}
+
+// METIS prints with printf when it cannot bisect a part (Inception-V3's op groups into 64 parts);
+// on stdout that broke `--json` (found by a review). Now its words are in the note.
+TEST(PlaceCli, MetisMessagesStayOffStdout) {
+  std::string devices, links;
+  for (int i = 0; i < 64; ++i) {
+    devices += fmt::format(R"({}{{"name": "gpu:{}", "kind": "gpu", "peak_flops": 1e13, "memory_bandwidth": 1e12, "memory_bytes": 17179869184, "op_overhead_s": 1e-5}})",
+                           i ? ", " : "", i);
+    links += fmt::format(R"({}{{"a": "gpu:{}", "b": "sw", "bandwidth": 1e10, "latency_s": 1e-6}})", i ? ", " : "", i);
+  }
+  const std::string cluster = write("gpus64.json", R"({"format": "placer-cluster", "version": 1, "name": "gpus64", "devices": [)" + devices +
+                                                       R"(], "switches": ["sw"], "links": [)" + links + "]}");
+  auto run = placer({"place", "--model", kModel, "--cluster", cluster, "--algo", "metis", "--quiet", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_THAT(run.out, StartsWith("{")) << run.out.substr(0, 300);
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_THAT(j["note"].get<std::string>(), HasSubstr("METIS said (a part it could not split stays empty): Cannot bisect"));
+  EXPECT_THAT(run.err, Not(HasSubstr("Cannot bisect")));
+}
+
 TEST(CompareCli, OneInterruptEndsTheComparison) {
   auto run = placer({"compare", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x4", "--algos", "random,local-search",
                      "--seconds", "30", "--quiet", "--json"},

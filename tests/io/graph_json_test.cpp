@@ -250,6 +250,29 @@ TEST(GraphJsonBadInput, AProducedTensorOfAnInputKindIsRefused) {
     "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})",
                "ops[0] 'r': output tensor 'y' is of kind 'parameter', which only a graph input has");
 }
+// An ONNX op's attribute of another type than ONNX's was read as absent: a Gemm's "transB": "1"
+// priced the product untransposed (found by a review). Numbers written as 1.0 still read as
+// integers, and attributes ONNX does not define for the type pass.
+TEST(GraphJsonBadInput, AttributesOfTheWrongTypeForTheirOnnxOpAreRefused) {
+  auto gemm = [](const std::string& attrs) {
+    return R"({"format": "placer-graph", "version": 1,
+      "tensors": [{"name": "x", "shape": [8, 16], "kind": "data"}, {"name": "w", "shape": [32, 16], "kind": "parameter"},
+                  {"name": "y", "shape": [8, 32]}],
+      "ops": [{"name": "fc", "type": "Gemm", "inputs": ["x", "w"], "outputs": ["y"], "attrs": )" + attrs + R"(}], "outputs": ["y"]})";
+  };
+  expect_error(gemm(R"({"transB": "1"})"), "ops[0] 'fc': attribute 'transB' of Gemm must be an integer (as in ONNX), got a string ('1')");
+  expect_error(gemm(R"({"transB": [1]})"), "attribute 'transB' of Gemm must be an integer (as in ONNX), got a list");
+  expect_error(gemm(R"({"transB": 1, "alpha": "2"})"), "attribute 'alpha' of Gemm must be a number (as in ONNX), got a string");
+  const double flops = load_graph_json(write("gemm.json", gemm(R"({"transB": 1})"))).op_work(0).flops;
+  EXPECT_GE(flops, 2.0 * 8 * 16 * 32);
+  for (const std::string ok : {R"({"transB": 1.0, "alpha": 1})", R"({"transB": 1, "placer_note": "mine"})"})
+    EXPECT_EQ(load_graph_json(write("gemm.json", gemm(ok))).op_work(0).flops, flops) << ok;
+  expect_error(R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [1, 4, 8, 8], "kind": "data"}, {"name": "y", "shape": [1, 4, 8, 8]}],
+    "ops": [{"name": "p", "type": "MaxPool", "inputs": ["x"], "outputs": ["y"], "attrs": {"kernel_shape": 3}}], "outputs": ["y"]})",
+               "attribute 'kernel_shape' of MaxPool must be a list of integers (as in ONNX), got an integer");
+}
+
 TEST(GraphJsonBadInput, AttributesGivingNegativeWorkAreRefused) {
   expect_error(R"({"format": "placer-graph", "version": 1,
     "tensors": [{"name": "x", "shape": [1, 4, 8, 8], "kind": "data"}, {"name": "y", "shape": [1, 4, 8, 8]}],

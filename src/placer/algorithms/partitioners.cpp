@@ -13,13 +13,16 @@
 // lock since Scotch's generator is global).
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <string>
 
 extern "C" {
 #include <metis.h>
@@ -64,7 +67,65 @@ struct WeightedGraph {
   std::vector<double> part_share;  // per part, summing to 1
 };
 
-std::vector<std::uint32_t> partition_metis(const WeightedGraph& w, std::uint64_t seed, bool recursive, double imbalance) {
+// METIS reports some troubles with printf and carries on: a part it cannot bisect ("***Cannot bisect
+// a graph with 0 vertices! ***You are trying to partition a graph into too many parts!", which
+// weights skewed over dozens of parts give) leaves that part empty. On placer's stdout that would
+// break `--json`, so for the call stdout goes to a temporary file, whose text comes back (one line,
+// trimmed) for the result's note. Process-wide (file descriptor 1): one call at a time.
+class StdoutCapture {
+ public:
+  StdoutCapture() : lock_(mutex()) {
+    std::fflush(stdout);
+    file_ = std::tmpfile();
+    saved_ = file_ ? ::dup(STDOUT_FILENO) : -1;
+    if (saved_ >= 0 && ::dup2(::fileno(file_), STDOUT_FILENO) < 0) {
+      ::close(saved_);
+      saved_ = -1;
+    }
+  }
+  ~StdoutCapture() { restore(); }
+  StdoutCapture(const StdoutCapture&) = delete;
+  StdoutCapture& operator=(const StdoutCapture&) = delete;
+  // Puts stdout back and returns what was written meanwhile, runs of whitespace and '*' as one space.
+  std::string finish() {
+    restore();
+    std::string text;
+    if (!file_) return text;
+    std::rewind(file_);
+    char buf[512];
+    std::size_t got = 0;
+    while ((got = std::fread(buf, 1, sizeof buf, file_)) > 0 && text.size() < 4096) text.append(buf, got);
+    std::fclose(file_);
+    file_ = nullptr;
+    std::string out;
+    for (char ch : text) {
+      const bool space = ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '*';  // METIS's "***" too
+      if (!space) out += ch;
+      else if (!out.empty() && out.back() != ' ') out += ' ';
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out;
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    ::dup2(saved_, STDOUT_FILENO);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  std::lock_guard<std::mutex> lock_;
+  std::FILE* file_ = nullptr;
+  int saved_ = -1;
+};
+
+// `said`: what METIS printed, if anything (see StdoutCapture).
+std::vector<std::uint32_t> partition_metis(const WeightedGraph& w, std::uint64_t seed, bool recursive, double imbalance, std::string& said) {
   const std::size_t n = w.vertex.size(), k = w.part_share.size();
   idx_t nvtxs = static_cast<idx_t>(n), ncon = 1, nparts = static_cast<idx_t>(k), objval = 0;
   std::vector<idx_t> xadj(w.begin.begin(), w.begin.end()), adjncy(w.adj.begin(), w.adj.end());
@@ -79,10 +140,12 @@ std::vector<std::uint32_t> partition_metis(const WeightedGraph& w, std::uint64_t
   idx_t dummy = 0;  // METIS reads no edge arrays of an edgeless graph, but wants valid pointers
   idx_t* adj_ptr = adjncy.empty() ? &dummy : adjncy.data();
   idx_t* adjw_ptr = adjwgt.empty() ? &dummy : adjwgt.data();
+  StdoutCapture capture;
   const int rc = recursive ? METIS_PartGraphRecursive(&nvtxs, &ncon, xadj.data(), adj_ptr, vwgt.data(), nullptr, adjw_ptr, &nparts,
                                                       tpwgts.data(), &ubvec, options, &objval, part.data())
                            : METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adj_ptr, vwgt.data(), nullptr, adjw_ptr, &nparts,
                                                  tpwgts.data(), &ubvec, options, &objval, part.data());
+  said = capture.finish();
   if (rc != METIS_OK)
     throw Error("metis: METIS_PartGraph" + std::string(recursive ? "Recursive" : "Kway") + " failed (code " + std::to_string(rc) + ") on " +
                 std::to_string(n) + " groups into " + std::to_string(k) + " parts");
@@ -235,7 +298,9 @@ class PartitionPlacer final : public Placer {
       // (two groups on k80x4 both went to one GPU).
       for (std::size_t grp = 0; grp < gg.num_groups; ++grp) part[grp] = static_cast<std::uint32_t>(grp);
     } else if (k > 1) {
-      part = scotch_ ? partition_scotch(w, seed, imbalance_) : partition_metis(w, seed, method_ == "recursive", imbalance_);
+      std::string said;
+      part = scotch_ ? partition_scotch(w, seed, imbalance_) : partition_metis(w, seed, method_ == "recursive", imbalance_, said);
+      if (!said.empty()) note += std::string(note.empty() ? "" : "; ") + "METIS said (a part it could not split stays empty): " + said;
     }
     std::vector<DeviceId> group_device(gg.num_groups);
     for (std::size_t grp = 0; grp < gg.num_groups; ++grp) group_device[grp] = targets[part[grp]];

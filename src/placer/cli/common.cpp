@@ -73,8 +73,24 @@ void add_problem_options(CLI::App* cmd, ProblemArgs& args) {
   add_model_options(cmd, args.model_args);
 }
 
+void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mode) {
+  if (mode != Mode::training) return;
+  bool parameters = false;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (g.tensor_kind(t) == TensorKind::data) return;
+    parameters = parameters || g.tensor_kind(t) == TensorKind::parameter;
+  }
+  if (!parameters) return;
+  fmt::print(stderr,
+             "placer: warning: '{}' has no data input: every floating-point graph input is trained as a parameter (by the "
+             "rules of docs/training-step.md); if one of them is the data (x in MatMul(W, x)), name it with --data-inputs\n",
+             model);
+}
+
 LoadedProblem load_problem(const ProblemArgs& args) {
-  Graph graph = load_model(args.model, args.model_args.resolve());
+  const ModelOptions options = args.model_args.resolve();
+  Graph graph = load_model(args.model, options);
+  warn_without_data_inputs(graph, args.model, options.mode);
   Cluster cluster = resolve_cluster(args.cluster);
   std::optional<Profile> profile;
   if (!args.profile.empty()) profile = Profile::load(args.profile);

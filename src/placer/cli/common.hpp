@@ -49,6 +49,10 @@ struct LoadedProblem {
   SimOptions sim;
 };
 LoadedProblem load_problem(const ProblemArgs& args);
+// A warning on stderr when a training step has parameters and no data input: the input rules
+// (docs/training-step.md) took every floating-point graph input for a parameter, which a data input
+// read only as a matrix product's right operand gives; --data-inputs says which is the data.
+void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mode);
 
 // Validator of an integer from 0 to `max` (CLI11 alone wraps -1 and 2^64 around), failing with
 // `message`.

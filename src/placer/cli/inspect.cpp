@@ -51,6 +51,7 @@ void run_inspect(const InspectArgs& args) {
     throw Error("'" + args.model + "' holds a training step (" + std::to_string(forward.num_ops() - forward.num_forward_ops()) +
                 " backward and update ops): inference mode needs a forward graph (the model it came from)");
   }
+  warn_without_data_inputs(forward, args.model, options.mode);
   const std::size_t num_fwd = forward.num_forward_ops();
   if (!args.save_graph.empty()) save_graph_json(step ? *step : forward, args.save_graph);
 

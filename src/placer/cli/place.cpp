@@ -242,14 +242,16 @@ void run_compare(const PlaceArgs& args) {
     const SimResult& r = eval.evaluate(std::vector<DeviceId>(p.graph.num_forward_ops(), d));
     if (r.fits && (!single || r.step_time_s < *single)) single = r.step_time_s;
   }
-  // Ratios with nothing to compare (no single device fits, a step or a bound of 0 s): none.
-  auto speedup_of = [&](double step) -> std::optional<double> {
-    if (!single || !(step > 0.0)) return std::nullopt;
-    return *single / step;
+  // Ratios only for placements that fit (one that overflows a device is no step time to be sped up
+  // to: its 10x would top the table), and none with nothing to compare (no single device fits, a
+  // step or a bound of 0 s).
+  auto speedup_of = [&](const SimResult& r) -> std::optional<double> {
+    if (!r.fits || !single || !(r.step_time_s > 0.0)) return std::nullopt;
+    return *single / r.step_time_s;
   };
-  auto gap_of = [&](double step) -> std::optional<double> {
-    if (!(bounds.best() > 0.0)) return std::nullopt;
-    return step / bounds.best() - 1.0;
+  auto gap_of = [&](const SimResult& r) -> std::optional<double> {
+    if (!r.fits || !(bounds.best() > 0.0)) return std::nullopt;
+    return r.step_time_s / bounds.best() - 1.0;
   };
   auto json_of = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
 
@@ -280,8 +282,8 @@ void run_compare(const PlaceArgs& args) {
         for (DeviceId d = 0; d < r.devices.size(); ++d) peaks[p.cluster.device(d).name] = r.devices[d].peak_memory_bytes;
         j.update({{"step_time_s", r.step_time_s},
                   {"fits", r.fits},
-                  {"speedup_over_single", json_of(speedup_of(r.step_time_s))},
-                  {"gap_to_lower_bound", json_of(gap_of(r.step_time_s))},
+                  {"speedup_over_single", json_of(speedup_of(r))},
+                  {"gap_to_lower_bound", json_of(gap_of(r))},
                   {"peak_memory_bytes", peaks},
                   {"shortfalls", shortfalls_json(p.cluster, r)},
                   {"samples", row.result.samples},
@@ -315,7 +317,7 @@ void run_compare(const PlaceArgs& args) {
       if (r.devices[d].peak_memory_bytes > r.devices[d].static_memory_bytes || r.devices[d].ops > 0)
         peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", p.cluster.device(d).name,
                              human_bytes(static_cast<double>(r.devices[d].peak_memory_bytes)));
-    const std::optional<double> speedup = speedup_of(r.step_time_s), gap = gap_of(r.step_time_s);
+    const std::optional<double> speedup = speedup_of(r), gap = gap_of(r);
     fmt::print("{:<14} {:>11} {:>8} {:>9} {:>5} {:>8.2f}s  {}{}\n", row.algo, human_seconds(r.step_time_s),
                speedup ? ratio_text(*speedup) : "-", gap ? ratio_text(*gap + 1.0) : "-",
                r.fits ? "yes" : "NO", row.wall_s, peaks,

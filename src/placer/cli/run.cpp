@@ -163,6 +163,7 @@ void run_validate(const ValidateArgs& args) {
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Graph graph = load_model(args.model, options);
+  warn_without_data_inputs(graph, args.model, options.mode);
   const Cluster cluster = resolve_cluster(args.cluster);
   std::optional<Profile> profile;
   if (!args.profile.empty()) profile = Profile::load(args.profile);

@@ -1,11 +1,14 @@
 #include "placer/io/graph_json.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
+
+#include <onnx/defs/schema.h>
 
 #include "placer/util/error.hpp"
 #include "placer/util/json_fields.hpp"
@@ -24,6 +27,32 @@ nlohmann::json attribute_value(const Attribute& a) {
     case Attribute::Kind::reals: return a.floats;
   }
   return nullptr;
+}
+
+// An attribute of an ONNX op type must be of the type ONNX gives it: the cost rules read attributes
+// typed, and a Gemm's "transB": "1" was read as 0 (the default) without a word. Attributes ONNX
+// does not define for the type, and types it does not know (placer's own, a training step's), pass.
+void check_attribute_type(const std::string& type, const Attribute& a, const std::string& where) {
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(type, onnx::ONNX_DOMAIN);
+  if (!schema) return;
+  const auto it = schema->attributes().find(a.name);
+  if (it == schema->attributes().end()) return;
+  using K = Attribute::Kind;
+  const bool integral = a.kind == K::integer || (a.kind == K::real && std::isfinite(a.f) && a.f == std::trunc(a.f));
+  bool ok = true;
+  std::string expected;
+  switch (it->second.type) {
+    case onnx::AttributeProto::INT: ok = integral, expected = "an integer"; break;
+    case onnx::AttributeProto::FLOAT: ok = a.kind == K::integer || a.kind == K::real, expected = "a number"; break;
+    case onnx::AttributeProto::STRING: ok = a.kind == K::text, expected = "a string"; break;
+    case onnx::AttributeProto::INTS: ok = a.kind == K::integers, expected = "a list of integers"; break;
+    case onnx::AttributeProto::FLOATS: ok = a.kind == K::integers || a.kind == K::reals, expected = "a list of numbers"; break;
+    default: return;  // tensors, graphs, ...: not in this format
+  }
+  if (ok) return;
+  const char* given = a.kind == K::integer ? "an integer" : a.kind == K::real ? "a number" : a.kind == K::text ? "a string" : "a list";
+  throw Error(where + ": attribute '" + a.name + "' of " + type + " must be " + expected + " (as in ONNX), got " + given +
+              (a.kind == K::text ? " ('" + a.s.substr(0, 40) + "')" : ""));
 }
 
 Attribute attribute_from(const std::string& name, const json& v, const std::string& where) {
@@ -225,7 +254,11 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     if (auto it = op.find("param"); it != op.end()) spec.param = tensor_id(*it, where);
     if (auto it = op.find("attrs"); it != op.end()) {
       if (!it->is_object()) throw Error(where + ": field 'attrs' must be an object");
-      for (auto& [name, value] : it->items()) spec.attrs.set(attribute_from(name, value, where));
+      for (auto& [name, value] : it->items()) {
+        Attribute a = attribute_from(name, value, where);
+        check_attribute_type(spec.type, a, where);
+        spec.attrs.set(std::move(a));
+      }
     }
     if (op.contains("flops")) {
       spec.work.flops = field_as<double>(op, "flops", where);
