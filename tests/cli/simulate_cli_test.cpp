@@ -234,6 +234,26 @@ TEST(PlaceCli, MetisMessagesStayOffStdout) {
   EXPECT_THAT(run.err, Not(HasSubstr("Cannot bisect")));
 }
 
+// When every start of local-search fails, the error says why, once per reason (it said only "every
+// start algorithm failed", found by a review): here two links of 1e308 s make a route's latency
+// overflow, which every start's simulator refuses.
+TEST(PlaceCli, LocalSearchSaysWhyEveryStartFailed) {
+  const std::string graph = write("one_relu.json", R"({"format": "placer-graph", "version": 1, "name": "r",
+    "tensors": [{"name": "x", "shape": [3000], "kind": "data"}, {"name": "y", "shape": [3000]}],
+    "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  const std::string cluster = write("slow_switch.json", R"({"format": "placer-cluster", "version": 1, "name": "slow", "devices": [
+    {"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e11, "memory_bandwidth": 1e10, "memory_bytes": 1e12, "op_overhead_s": 1e-5},
+    {"name": "gpu:0", "kind": "gpu", "model": "g", "peak_flops": 1e13, "memory_bandwidth": 1e12, "memory_bytes": 1e9, "op_overhead_s": 1e-5}],
+    "switches": ["sw"], "links": [{"a": "cpu:0", "b": "sw", "bandwidth": 1e10, "latency_s": 1e308},
+                                  {"a": "gpu:0", "b": "sw", "bandwidth": 1e10, "latency_s": 1e308}]})");
+  auto run = placer({"place", "--model", graph, "--cluster", cluster, "--mode", "inference", "--algo", "local-search", "--quiet"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("every start algorithm failed (m-sct, heft, m-etf, critical-path, scotch, metis, expert, single: "
+                                 "cluster 'slow': sending 12000 bytes from cpu:0 to gpu:0 would take longer than a double can hold "
+                                 "(route latency inf s"))
+      << run.err;
+}
+
 TEST(CompareCli, OneInterruptEndsTheComparison) {
   auto run = placer({"compare", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x4", "--algos", "random,local-search",
                      "--seconds", "30", "--quiet", "--json"},

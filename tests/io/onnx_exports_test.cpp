@@ -385,6 +385,33 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
               ThrowsMessage<Error>(HasSubstr("(opset 23, newer than this build's ONNX library (IR 8, opset 17))")));
 }
 
+// A model newer than placer knows (here opset 30, IR 12) is read as opset 21 / IR 10 are, and the
+// import says so through OnnxImportOptions::warn (it said nothing, found by a review); opset 21 and
+// IR 10 themselves, nothing.
+TEST(OnnxExports, ModelsNewerThanPlacerKnowsAreReadWithAWarning) {
+  for (const auto& [opset, ir, said] : {std::tuple{30, 10, "opset 30, newer than the newest placer reads (IR 10, opset 21)"},
+                                        std::tuple{21, 12, "IR version 12, newer than the newest placer reads"},
+                                        std::tuple{21, 10, ""}}) {
+    Model m(opset, ir);
+    m.input("x", {std::int64_t{4}, std::int64_t{8}});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y", 2);
+    std::vector<std::string> warnings;
+    OnnxImportOptions o;
+    o.warn = [&](const std::string& w) { warnings.push_back(w); };
+    const std::string path = m.save("newer.onnx");
+    Graph g = load_onnx(path, o);
+    EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{4, 8}));
+    if (std::string(said).empty()) {
+      EXPECT_TRUE(warnings.empty()) << opset;
+    } else {
+      ASSERT_EQ(warnings.size(), 1u) << opset;
+      EXPECT_THAT(warnings[0], HasSubstr("'" + path + "': " + said)) << warnings[0];
+    }
+    EXPECT_NO_THROW(load_onnx(path, {}));  // no one to tell: nothing said, nothing refused
+  }
+}
+
 TEST(OnnxExports, DropoutInTrainingModeIsAKernelAndAPassThroughOtherwise) {
   for (const bool training : {true, false}) {
     SCOPED_TRACE(training ? "training_mode true" : "training_mode false");

@@ -19,13 +19,13 @@ using ::testing::ElementsAre;
 using ::testing::DoubleNear;
 
 // Two GPUs behind one switch: gpu:0 -> sw -> gpu:1 is two hops of 1 GB/s and 1 us each.
-Cluster two_gpus(std::uint64_t memory_bytes = 1'000'000, int streams = 1, double bandwidth = 1e9) {
+Cluster two_gpus(std::uint64_t memory_bytes = 1'000'000, int streams = 1, double bandwidth = 1e9, double latency = 1e-6) {
   auto gpu = [&](std::string name) {
     return Device{.name = std::move(name), .kind = DeviceKind::gpu, .model = "test", .peak_flops = 1e12,
                   .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = memory_bytes, .op_overhead_s = 0.0, .streams = streams};
   };
-  Link l0{.name = "l0", .a = "gpu:0", .b = "sw", .bandwidth_ab_bytes_per_s = bandwidth, .bandwidth_ba_bytes_per_s = bandwidth, .latency_s = 1e-6};
-  Link l1{.name = "l1", .a = "gpu:1", .b = "sw", .bandwidth_ab_bytes_per_s = bandwidth, .bandwidth_ba_bytes_per_s = bandwidth, .latency_s = 1e-6};
+  Link l0{.name = "l0", .a = "gpu:0", .b = "sw", .bandwidth_ab_bytes_per_s = bandwidth, .bandwidth_ba_bytes_per_s = bandwidth, .latency_s = latency};
+  Link l1{.name = "l1", .a = "gpu:1", .b = "sw", .bandwidth_ab_bytes_per_s = bandwidth, .bandwidth_ba_bytes_per_s = bandwidth, .latency_s = latency};
   return Cluster::build("test", {gpu("gpu:0"), gpu("gpu:1")}, {"sw"}, {l0, l1});
 }
 
@@ -543,8 +543,19 @@ TEST(Simulator, RefusesLinksTooSlowForATransferToHaveAFiniteTime) {
       Priced r(std::move(s), two_gpus(1'000'000, 1, bandwidth));
     };
     EXPECT_THAT(build, ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("sending 1000000000 bytes from gpu:0 to gpu:1"),
-                                                                        ::testing::HasSubstr("check the links' bandwidths"))));
+                                                                        ::testing::HasSubstr("bandwidth 1e-3"),
+                                                                        ::testing::HasSubstr("check the links' latencies and bandwidths"))));
   }
+  // A latency that overflows: the message gives it (it named the bandwidth alone, found by a review).
+  auto build = [] {
+    Sketch s;
+    TensorId x = s.tensor("x", 10, TensorKind::data), y = s.tensor("y", 10), z = s.tensor("z", 10);
+    s.op("a", {x}, {y}, 1.0);
+    s.op("b", {y}, {z}, 1.0);
+    Priced r(std::move(s), two_gpus(1'000'000, 1, 1e9, 1e308));
+  };
+  EXPECT_THAT(build, ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("route latency inf s, bandwidth 1e+09 bytes/s"),
+                                                                      ::testing::HasSubstr("check the links' latencies"))));
 }
 
 TEST(Simulator, AStepTimeThatOverflowsIsAnError) {

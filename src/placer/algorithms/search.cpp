@@ -338,7 +338,7 @@ class LocalSearchPlacer final : public Placer {
     Candidate best;
     std::string from;
     std::size_t start_samples = 0;
-    std::vector<std::string> failed;
+    std::vector<std::string> failed, reasons;
     for (const std::string& name : inits) {
       // After the first start, more are tried while the start's half of the budget lasts.
       if (!best.devices.empty() && (observer.stop_requested() || (budget.samples > 0 && start_samples >= start_budget.samples) ||
@@ -352,9 +352,10 @@ class LocalSearchPlacer final : public Placer {
       PlacementResult r;
       try {
         r = make_placer(name, {})->place(p, left, inner, seed);
-      } catch (const Error&) {
+      } catch (const Error& e) {
         if (inits.size() == 1) throw;
         failed.push_back(name);  // e.g. a scheduler whose families fit nowhere
+        reasons.push_back(e.what());
         continue;
       }
       start_samples += r.samples;
@@ -362,7 +363,19 @@ class LocalSearchPlacer final : public Placer {
       c.take(r.forward_devices, r.sim);
       if (best.devices.empty() || c.better_than(best)) best = std::move(c), from = name;
     }
-    if (best.devices.empty()) throw Error("local-search: no start placement: every start algorithm failed");
+    if (best.devices.empty()) {
+      // The starts' reasons (a reviewer met this line with nothing to act on), each once with the
+      // starts that gave it (a cluster's overflowing route fails all eight alike).
+      std::vector<std::pair<std::string, std::string>> by_reason;  // reason, the starts that gave it
+      for (std::size_t i = 0; i < failed.size(); ++i) {
+        auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& r) { return r.first == reasons[i]; });
+        if (it == by_reason.end()) by_reason.push_back({reasons[i], failed[i]});
+        else it->second += ", " + failed[i];
+      }
+      std::string why;
+      for (const auto& [reason, names] : by_reason) why += (why.empty() ? "" : "; ") + names + ": " + reason;
+      throw Error("local-search: no start placement: every start algorithm failed (" + why + ")");
+    }
 
     // The levels: each grouping in turn anneals from the best placement so far, with an equal
     // share of what the start left of the budget (samples: 8000 by default, none when only

@@ -32,6 +32,7 @@ ModelOptions ModelArgs::resolve() const {
       throw Error("--dim gives '" + name + "' two values (" + std::to_string(it->second) + " and " + std::to_string(v) + ")");
   }
   if (!unknown_ops.empty() && unknown_ops != "error") o.onnx.unknown_op_default = parse_op_class(unknown_ops);
+  o.onnx.warn = [](const std::string& what) { fmt::print(stderr, "placer: warning: {}\n", what); };
   if (o.mode == Mode::inference && optimizer_option && optimizer_option->count() > 0)
     fmt::print(stderr, "placer: note: --optimizer shapes the training step only; it has no effect with --mode inference\n");
   return o;

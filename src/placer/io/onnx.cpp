@@ -315,6 +315,7 @@ ModulePath parse_module_path(const std::string& node_name, const std::unordered_
 
 Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   ModelFile file = read_model(path, options.dim_values);
+  if (const std::string newer = newer_than_placer(file.model); !newer.empty() && options.warn) options.warn("'" + path + "': " + newer);
   onnx::ModelProto& model = file.model;
   onnx::GraphProto* graph = model.mutable_graph();
 

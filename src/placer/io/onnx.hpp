@@ -7,6 +7,7 @@
 //   Graph g = load_onnx("resnet50.onnx", {});
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,6 +27,9 @@ struct OnnxImportOptions {
   // Options given for several models at once (`placer fit`): a `dim_values` or `data_inputs` name
   // this model lacks is skipped for it (otherwise such a name is an error: a misspelling).
   bool names_for_several_models = false;
+  // Told what the user should know about an import that goes on (a model newer than placer knows);
+  // none: nothing said.
+  std::function<void(const std::string&)> warn;
 };
 
 // Throws Error with one clear line for a missing, empty, truncated or corrupt file, a model the

@@ -64,6 +64,18 @@ std::string newer_than_library(const onnx::ModelProto& model) {
          std::to_string(onnx_library_opset()) + ")";
 }
 
+std::string newer_than_placer(const onnx::ModelProto& model) {
+  const std::int64_t ir = model.ir_version(), opset = default_opset(model);
+  const bool newer_ir = ir > kNewestKnownIrVersion, newer_opset = opset > kNewestKnownOpset;
+  if (!newer_ir && !newer_opset) return "";
+  const std::string what = newer_ir && newer_opset ? "IR version " + std::to_string(ir) + " and opset " + std::to_string(opset)
+                           : newer_ir              ? "IR version " + std::to_string(ir)
+                                                   : "opset " + std::to_string(opset);
+  return what + ", newer than the newest placer reads (IR " + std::to_string(kNewestKnownIrVersion) + ", opset " +
+         std::to_string(kNewestKnownOpset) + "): its ops are read in their forms of those versions, so an op whose inputs or "
+         "attributes changed since may be misread";
+}
+
 std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& model) {
   if (newer_than_library(model).empty()) return std::nullopt;
   onnx::ModelProto copy = model;

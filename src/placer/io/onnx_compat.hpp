@@ -33,4 +33,11 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
 // the model is not newer: what errors about such a model add.
 std::string newer_than_library(const onnx::ModelProto& model);
 
+// The newest IR version and default-domain opset whose changes placer reads (the rewrites above);
+// a newer model is read as if it were of these, with a warning (newer_than_placer).
+inline constexpr std::int64_t kNewestKnownIrVersion = 10;
+inline constexpr std::int64_t kNewestKnownOpset = 21;
+// "opset 23, newer than the newest placer reads (IR 10, opset 21): ...", or "" when it is not.
+std::string newer_than_placer(const onnx::ModelProto& model);
+
 }  // namespace placer

@@ -158,8 +158,9 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
       const double seconds = r.latency_s + static_cast<double>(largest) * r.seconds_per_byte;
       if (from != to && !(std::isfinite(r.seconds_per_byte) && std::isfinite(seconds)))
         throw Error("cluster '" + c.name() + "': sending " + std::to_string(largest) + " bytes from " + c.device(from).name + " to " +
-                    c.device(to).name + " would take longer than a double can hold (route bandwidth " +
-                    fmt::format("{:g}", c.route_bandwidth(from, to)) + " bytes/s): check the links' bandwidths");
+                    c.device(to).name + " would take longer than a double can hold (route latency " +
+                    fmt::format("{:g}", c.route_latency_s(from, to)) + " s, bandwidth " + fmt::format("{:g}", c.route_bandwidth(from, to)) +
+                    " bytes/s): check the links' latencies and bandwidths");
     }
   // Every route's channels again, padded to the longest route by repeating its last channel (a
   // repeat changes neither the max of free times nor what is written), so that issuing a transfer
