@@ -126,27 +126,4 @@ std::string ratio_text(double ratio) {
   return std::fabs(ratio) < 1e6 ? fmt::format("{:.2f}x", ratio) : fmt::format("{:.2g}x", ratio);
 }
 
-std::string human_count(double n) {
-  const char* units[] = {"", "K", "M", "G", "T", "P"};
-  int u = 0;
-  // The unit is chosen for the figure as printed: 999.996 shows as 1.00K, not 1000.00.
-  while ((u == 0 ? std::fabs(n) >= 999.5 : std::fabs(n) >= 999.995) && u < 5) n /= 1000.0, ++u;
-  return u == 0 ? fmt::format("{:.0f}", n) : fmt::format("{:.2f}{}", n, units[u]);
-}
-
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while ((u == 0 ? std::fabs(bytes) >= 1023.5 : std::fabs(bytes) >= 1023.95) && u < 4) bytes /= 1024.0, ++u;
-  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
-}
-
-std::string human_seconds(double s) {
-  // Each unit from where the figure, rounded as printed, reaches it: 0.99996 ms shows as 1.00 ms.
-  if (s >= 999999.9995) return fmt::format("{:.3e} s", s);  // absurd figures, not hundreds of digits
-  if (s >= 0.999995) return fmt::format("{:.3f} s", s);
-  if (s >= 0.99995e-3) return fmt::format("{:.2f} ms", s * 1e3);
-  return fmt::format("{:.1f} us", s * 1e6);
-}
-
 }  // namespace placer::cli

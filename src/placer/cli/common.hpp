@@ -15,6 +15,7 @@
 #include "placer/cost/cost_model.hpp"
 #include "placer/io/model.hpp"
 #include "placer/sim/simulator.hpp"
+#include "placer/util/units.hpp"
 
 namespace placer::cli {
 
@@ -107,8 +108,9 @@ inline std::string library_message(const char* what, const std::string& hint, bo
   return at == std::string::npos ? line : "out of memory (" + line.substr(at) + "; " + hint + ")";
 }
 
-std::string human_count(double n);            // 25.6M, 4.1G, ...
-std::string human_bytes(double bytes);        // 97.5 MiB
+using placer::human_bytes;  // placer/util/units.hpp
+using placer::human_count;
+using placer::human_seconds;
 // A simulation's devices as `--json` prints them ({name, ops, busy_s, peak_memory_bytes,
 // static_memory_bytes, capacity_bytes} each), and its shortfalls ({device, bytes}: what a
 // placement that does not fit is over by).
@@ -118,7 +120,6 @@ nlohmann::json shortfalls_json(const Cluster& cluster, const SimResult& r);
 // A ratio as "1.23x"; absurd ones (a profile's time of 1e300 s against a bound of milliseconds)
 // in scientific notation, "1.3e+302x", and one past a double as ">1.8e308x".
 std::string ratio_text(double ratio);
-std::string human_seconds(double seconds);    // 12.3 ms
 
 // Each subcommand registers itself on the app (one function per file in cli/).
 void register_inspect(CLI::App& app);

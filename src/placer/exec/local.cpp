@@ -50,17 +50,37 @@ struct Measured {
   double peak_flops = 0, bandwidth = 0, overhead_s = 0;
 };
 
-// A large fp32 matrix product (the presets' definition of peak), a streaming copy (read + write
-// bytes), and a one-element add (the framework's fixed cost per op). About half a second on a CPU.
+// The peak: the best fp32 throughput libtorch reaches on the device, of a large matrix product
+// (the presets' definition) and a large 3x3 convolution. Products and convolutions run in different
+// libraries (BLAS; oneDNN on CPUs), and where the BLAS picks a slow kernel the product alone is
+// far below what convolutions reach: on a KVM machine whose CPU OpenBLAS did not recognise (it ran
+// its generic "Prescott" kernel) products ran at 12-29 GFLOP/s and convolutions at about 110, so a
+// fit gave convolutions an efficiency of 4, its ceiling, and priced them at 4x a peak that moved
+// from run to run (found by a review). Best of five runs each.
+double peak_flops(const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  const bool gpu = device.is_cuda();
+  auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  const std::int64_t n = gpu ? 4096 : 768;
+  torch::Tensor a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts), c = torch::empty({n, n}, opts);
+  const double mm_s = best_time_s(device, gpu ? 20 : 3, 5, [&] { torch::mm_out(c, a, b); });
+  const double mm = 2.0 * static_cast<double>(n) * n * n / mm_s;
+  // [batch, 64, 56, 56] through 64 3x3 filters (a ResNet stage): 1.85 GFLOP at batch 8.
+  const std::int64_t batch = gpu ? 64 : 8, ch = 64, hw = 56;
+  torch::Tensor x = torch::randn({batch, ch, hw, hw}, opts), w = torch::randn({ch, ch, 3, 3}, opts);
+  const double conv_s = best_time_s(device, gpu ? 20 : 2, 5, [&] { (void)torch::conv2d(x, w, {}, 1, 1); });
+  const double conv = 2.0 * static_cast<double>(batch) * ch * hw * hw * ch * 9 / conv_s;
+  return std::max(mm, conv);
+}
+
+// The peak (above), a streaming copy (read + write bytes), and a one-element add (the framework's
+// fixed cost per op). About a second on a CPU.
 Measured measure_device(const torch::Device& device) {
   torch::NoGradGuard no_grad;
   const bool gpu = device.is_cuda();
   Measured m;
-  const std::int64_t n = gpu ? 4096 : 768;
   auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  torch::Tensor a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts), c = torch::empty({n, n}, opts);
-  const double mm_s = best_time_s(device, gpu ? 20 : 3, 3, [&] { torch::mm_out(c, a, b); });
-  m.peak_flops = 2.0 * static_cast<double>(n) * n * n / mm_s;
+  m.peak_flops = peak_flops(device);
   const std::int64_t elems = gpu ? (64ll << 20) : (8ll << 20);
   torch::Tensor src = torch::ones({elems}, opts), dst = torch::empty({elems}, opts);
   const double copy_s = best_time_s(device, gpu ? 20 : 4, 3, [&] { dst.copy_(src); });
