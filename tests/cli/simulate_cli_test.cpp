@@ -254,6 +254,23 @@ TEST(PlaceCli, LocalSearchSaysWhyEveryStartFailed) {
       << run.err;
 }
 
+// A profile measured on another model matches none of this one's ops and was used silently (found
+// by a review): now a warning says so. One that times an op of the model says nothing.
+TEST(SimulateCli, AProfileOfAnotherModelIsWarnedAbout) {
+  const std::string cifarnet = test::example("cifarnet.onnx");
+  auto profile = [](const std::string& op) {
+    return R"({"format": "placer-profile", "version": 1, "times_s": {"gpu": {"ops": {")" + op + R"(": 0.001}, "signatures": {}}}})";
+  };
+  const std::string other = write("other.profile.json", profile("/layer4/layer4.2/conv3/Conv"));
+  auto run = placer({"simulate", "--model", cifarnet, "--cluster", "k80x4", "--on", "gpu:0", "--profile", other});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("placer: warning: the profile '" + other + "' times none of the forward or backward ops of '" + cifarnet + "'"));
+  const std::string own = write("own.profile.json", profile("/conv1/Conv"));
+  run = placer({"simulate", "--model", cifarnet, "--cluster", "k80x4", "--on", "gpu:0", "--profile", own});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, Not(HasSubstr("warning"))) << run.err;
+}
+
 TEST(CompareCli, OneInterruptEndsTheComparison) {
   auto run = placer({"compare", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x4", "--algos", "random,local-search",
                      "--seconds", "30", "--quiet", "--json"},

@@ -20,6 +20,7 @@
 #include "placer/exec/exec.hpp"
 #include "placer/io/model.hpp"
 #include "placer/sim/placement.hpp"
+#include "placer/sim/simulator.hpp"
 #include "placer/util/error.hpp"
 #include "support/paths.hpp"
 
@@ -86,6 +87,32 @@ void check_inference(const std::string& model, std::vector<PlaceFn> placements) 
     const auto got = ex.output_values();
     ASSERT_EQ(got.size(), expected.size());
     for (std::size_t i = 0; i < got.size(); ++i) expect_close(got[i], expected[i], 1e-4, model + " output " + std::to_string(i));
+  }
+}
+
+// A training step copies each gradient back across devices as its forward copy went: the executor
+// counts both, as many as the simulator's transfers of the step (it counted the forward copies
+// alone, half the simulator's figure; found by a review).
+TEST(Executor, CountsTheCopiesOfATrainingStepAsTheSimulatorDoes) {
+  REQUIRE_SHARED_MODELS();
+  const std::string path = test::shared_model("cifarnet");
+  ModelOptions options;
+  options.mode = Mode::inference;
+  const Graph fwd = load_forward_graph(path, options);
+  options.mode = Mode::training;
+  const Graph step = load_model(path, options);
+  const Cluster cluster = virtual_cluster();
+  const CostTable costs(step, cluster, CostModel::defaults());
+  Simulator sim(step, cluster, costs);
+  for (const PlaceFn& place : {PlaceFn(round_robin), PlaceFn(halves)}) {
+    std::vector<DeviceId> devices(fwd.num_ops());
+    for (OpId op = 0; op < fwd.num_ops(); ++op) devices[op] = place(fwd, op);
+    const std::uint32_t transfers = sim.simulate(expand_placement(step, devices)).transfers;
+    Executor inference = make(path, Mode::inference, place), training = make(path, Mode::training, place);
+    inference.step();
+    training.step();
+    EXPECT_GT(training.copies_last_step(), inference.copies_last_step());
+    EXPECT_EQ(training.copies_last_step(), transfers);
   }
 }
 

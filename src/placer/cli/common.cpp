@@ -88,6 +88,20 @@ void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mod
              model);
 }
 
+void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
+                            const std::string& model) {
+  if (profile.size() == 0) return;
+  // Update ops do not count (as in `placer fit`): their signatures are parameter shapes that models share.
+  for (OpId o = 0; o < g.num_ops(); ++o)
+    if (g.op_role(o) != OpRole::update)
+      for (DeviceId d = 0; d < costs.num_devices(); ++d)
+        if (costs.source(o, d) == CostSource::measured) return;
+  fmt::print(stderr,
+             "placer: warning: the profile '{}' times none of the forward or backward ops of '{}' (measured on another model, or in the other "
+             "mode?): they are priced by {}\n",
+             path, model, profile.model() ? "the profile's fitted cost model" : "the cost model");
+}
+
 LoadedProblem load_problem(const ProblemArgs& args) {
   const ModelOptions options = args.model_args.resolve();
   Graph graph = load_model(args.model, options);
@@ -96,6 +110,7 @@ LoadedProblem load_problem(const ProblemArgs& args) {
   std::optional<Profile> profile;
   if (!args.profile.empty()) profile = Profile::load(args.profile);
   CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
+  if (profile) warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
   SimOptions sim;
   sim.memory_fraction = args.memory_fraction;
   return LoadedProblem{std::move(graph), std::move(cluster), std::move(costs), sim};

@@ -54,6 +54,10 @@ LoadedProblem load_problem(const ProblemArgs& args);
 // (docs/training-step.md) took every floating-point graph input for a parameter, which a data input
 // read only as a matrix product's right operand gives; --data-inputs says which is the data.
 void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mode);
+// A warning on stderr when a profile with times matched none of a model's forward or backward ops
+// (`path`: the profile's file): measured on another model, it was used silently.
+void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
+                            const std::string& model);
 
 // Validator of an integer from 0 to `max` (CLI11 alone wraps -1 and 2^64 around), failing with
 // `message`.

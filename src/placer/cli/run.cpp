@@ -168,6 +168,7 @@ void run_validate(const ValidateArgs& args) {
   std::optional<Profile> profile;
   if (!args.profile.empty()) profile = Profile::load(args.profile);
   const CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
+  if (profile) warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
   Simulator sim(graph, cluster, costs);
 
   std::vector<std::pair<std::string, std::vector<DeviceId>>> runs;

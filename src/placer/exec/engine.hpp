@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
@@ -87,7 +88,7 @@ class Engine {
   std::vector<torch::Tensor> parameters() const;
   std::vector<TensorId> parameter_ids() const { return param_ids_; }
   double last_loss() const { return loss_.defined() ? loss_.item<double>() : 0.0; }
-  std::size_t copies_last_step() const { return copies_; }
+  std::size_t copies_last_step() const { return copies_ + gradient_copies_->load(); }
 
  private:
   void fold_constants();
@@ -124,6 +125,9 @@ class Engine {
   torch::Tensor loss_;
   bool checked_shapes_ = false;
   std::size_t copies_ = 0;
+  // Gradients copied back across devices in the last step's backward pass: counted by hooks that
+  // autograd may run on its own threads (one per CUDA device); shared with them.
+  std::shared_ptr<std::atomic<std::size_t>> gradient_copies_ = std::make_shared<std::atomic<std::size_t>>(0);
 };
 
 }  // namespace placer::exec::detail

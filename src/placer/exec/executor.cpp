@@ -1770,6 +1770,10 @@ torch::Tensor Engine::fetch(TensorId t, DeviceId d) {
     // torch device (several CPUs of a cluster, or the test mode) a clone stands for the transfer.
     copy = torch_devices_[from] == torch_devices_[d] ? base.clone() : base.to(torch_devices_[d]);
     ++copies_;
+    // In training the gradient comes back the same way (the copy's autograd node copies it to the
+    // source's device): counted when autograd computes it, as the simulator counts the gradient's
+    // transfer (copies_per_step counted forward copies only, found by a review).
+    if (copy.requires_grad()) copy.register_hook([count = gradient_copies_](const torch::Tensor&) { ++*count; });
   }
   return copy;
 }
@@ -1780,6 +1784,7 @@ void Engine::run_forward(bool keep_values) {
   copies_on_.assign(nt * num_devices_, torch::Tensor());
   remaining_ = uses_;
   copies_ = 0;
+  *gradient_copies_ = 0;
   if (keep_values) {
     kept_.assign(nt, torch::Tensor());
     for (TensorId t = 0; t < nt; ++t)
