@@ -182,19 +182,28 @@ TEST(CompareCli, AStepOfNoTimeHasNoRatios) {
   EXPECT_THAT(text.out, ::testing::Not(HasSubstr("none fits")));
 }
 
-// One Ctrl-C ends a comparison: the algorithm running keeps its best so far and the others do not
-// run (each algorithm needed its own Ctrl-C). timeout(1) sends SIGINT after 2 s of a 30 s budget.
+// One Relu of `elements` floats, data in, graph output out.
+std::string one_relu_graph(const std::string& file, const std::string& elements) {
+  return write(file, R"({"format": "placer-graph", "version": 1, "name": "relu",
+    "tensors": [{"name": "x", "shape": [)" + elements + R"(], "kind": "data"}, {"name": "y", "shape": [)" + elements + R"(]}],
+    "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+}
+
+// A slow CPU with 1 TB and a fast GPU with 1 GB, joined by `switches` and `links` (JSON lists).
+std::string cpu_and_small_gpu(const std::string& file, const std::string& switches, const std::string& links) {
+  return write(file, R"({"format": "placer-cluster", "version": 1, "name": "c", "devices": [
+    {"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e11, "memory_bandwidth": 1e10, "memory_bytes": 1e12, "op_overhead_s": 1e-5},
+    {"name": "gpu:0", "kind": "gpu", "model": "g", "peak_flops": 1e13, "memory_bandwidth": 1e12, "memory_bytes": 1e9, "op_overhead_s": 1e-5}],
+    "switches": )" + switches + R"(, "links": )" + links + "}");
+}
+
 // A placement that overflows a device gets no ratios: its step time on the fast small GPU would
 // otherwise show as a 100x speedup over the one device that fits, the slow CPU (found by a review:
 // a non-fitting expert split topped a table at 11.76x).
 TEST(CompareCli, APlacementThatDoesNotFitHasNoRatios) {
-  const std::string graph = write("big_relu.json", R"({"format": "placer-graph", "version": 1, "name": "big",
-    "tensors": [{"name": "x", "shape": [300000000], "kind": "data"}, {"name": "y", "shape": [300000000]}],
-    "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
-  const std::string cluster = write("cpu_small_gpu.json", R"({"format": "placer-cluster", "version": 1, "name": "c", "devices": [
-    {"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e11, "memory_bandwidth": 1e10, "memory_bytes": 1e12, "op_overhead_s": 1e-5},
-    {"name": "gpu:0", "kind": "gpu", "model": "g", "peak_flops": 1e13, "memory_bandwidth": 1e12, "memory_bytes": 1e9, "op_overhead_s": 1e-5}],
-    "switches": [], "links": [{"a": "cpu:0", "b": "gpu:0", "bandwidth": 1e10, "latency_s": 1e-5}]})");
+  const std::string graph = one_relu_graph("big_relu.json", "300000000");  // 1.2 GB in, 1.2 GB out
+  const std::string cluster =
+      cpu_and_small_gpu("cpu_small_gpu.json", "[]", R"([{"a": "cpu:0", "b": "gpu:0", "bandwidth": 1e10, "latency_s": 1e-5}])");
   const std::vector<std::string> args = {"compare", "--model", graph, "--cluster", cluster, "--mode", "inference", "--algos", "single,round-robin", "--quiet"};
   auto json_args = args;
   json_args.push_back("--json");
@@ -238,18 +247,14 @@ TEST(PlaceCli, MetisMessagesStayOffStdout) {
 // start algorithm failed", found by a review): here two links of 1e308 s make a route's latency
 // overflow, which every start's simulator refuses.
 TEST(PlaceCli, LocalSearchSaysWhyEveryStartFailed) {
-  const std::string graph = write("one_relu.json", R"({"format": "placer-graph", "version": 1, "name": "r",
-    "tensors": [{"name": "x", "shape": [3000], "kind": "data"}, {"name": "y", "shape": [3000]}],
-    "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
-  const std::string cluster = write("slow_switch.json", R"({"format": "placer-cluster", "version": 1, "name": "slow", "devices": [
-    {"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e11, "memory_bandwidth": 1e10, "memory_bytes": 1e12, "op_overhead_s": 1e-5},
-    {"name": "gpu:0", "kind": "gpu", "model": "g", "peak_flops": 1e13, "memory_bandwidth": 1e12, "memory_bytes": 1e9, "op_overhead_s": 1e-5}],
-    "switches": ["sw"], "links": [{"a": "cpu:0", "b": "sw", "bandwidth": 1e10, "latency_s": 1e308},
-                                  {"a": "gpu:0", "b": "sw", "bandwidth": 1e10, "latency_s": 1e308}]})");
+  const std::string graph = one_relu_graph("one_relu.json", "3000");
+  const std::string cluster = cpu_and_small_gpu("slow_switch.json", R"(["sw"])",
+                                                R"([{"a": "cpu:0", "b": "sw", "bandwidth": 1e10, "latency_s": 1e308},
+                                                    {"a": "gpu:0", "b": "sw", "bandwidth": 1e10, "latency_s": 1e308}])");
   auto run = placer({"place", "--model", graph, "--cluster", cluster, "--mode", "inference", "--algo", "local-search", "--quiet"});
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.err, HasSubstr("every start algorithm failed (m-sct, heft, m-etf, critical-path, scotch, metis, expert, single: "
-                                 "cluster 'slow': sending 12000 bytes from cpu:0 to gpu:0 would take longer than a double can hold "
+                                 "cluster 'c': sending 12000 bytes from cpu:0 to gpu:0 would take longer than a double can hold "
                                  "(route latency inf s"))
       << run.err;
 }
@@ -271,6 +276,8 @@ TEST(SimulateCli, AProfileOfAnotherModelIsWarnedAbout) {
   EXPECT_THAT(run.err, Not(HasSubstr("warning"))) << run.err;
 }
 
+// One Ctrl-C ends a comparison: the algorithm running keeps its best so far and the others do not
+// run (each algorithm needed its own Ctrl-C). timeout(1) sends SIGINT after 2 s of a 30 s budget.
 TEST(CompareCli, OneInterruptEndsTheComparison) {
   auto run = placer({"compare", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x4", "--algos", "random,local-search",
                      "--seconds", "30", "--quiet", "--json"},
