@@ -174,8 +174,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     r.op_times[o].start_s = now;
     if (costs.time_s(o, dev[o]) == 0.0) {  // no kernel: done at once, without the device
       ++r.ops[dev[o]];
-      for (TensorId t : g.op_outputs(o)) allocate(dev[o], own_bytes(t));
-      no_time.push_back(o);
+      no_time.push_back(o);  // its outputs are allocated when it runs, taken from there
     } else {
       ready[dev[o]].insert({ranks[o], o});
     }
@@ -227,6 +226,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     if (!no_time.empty()) {
       const OpId o = no_time.back();
       no_time.pop_back();
+      for (TensorId t : g.op_outputs(o)) allocate(dev[o], own_bytes(t));
       finish(o, false);
       continue;
     }

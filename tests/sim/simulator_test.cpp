@@ -45,6 +45,24 @@ struct Priced {
 constexpr double kHop = 1e-6;                   // latency per hop
 double xfer(double bytes) { return 2 * kHop + bytes / 1e9; }  // gpu:0 -> gpu:1, cut-through
 
+// Ops that take no time and are made ready by one event run in turn (the one made ready last
+// first), each allocating its outputs as it runs: z2 (28 KB) is freed, nobody reading it, before z1
+// (20 KB) is allocated. Peak: x + a + z2 = 36 KB. They allocated when made ready, 56 KB (a review).
+TEST(Simulator, OpsThatTakeNoTimeAllocateTheirOutputsInTurn) {
+  Sketch s;
+  TensorId x = s.tensor("x", 4000, TensorKind::data), a = s.tensor("a", 4000), z1 = s.tensor("z1", 20000), z2 = s.tensor("z2", 28000),
+           b = s.tensor("b", 4000);
+  s.op("A", {x}, {a}, 1.0);
+  s.op("Z1", {a}, {z1}, 0.0);
+  s.op("Z2", {a}, {z2}, 0.0);
+  s.op("B", {a}, {b}, 1.0);
+  Priced r(std::move(s), two_gpus());
+  const SimResult& res = r.on({0, 0, 0, 0});
+  EXPECT_DOUBLE_EQ(res.step_time_s, 2.0);
+  EXPECT_EQ(res.devices[0].peak_memory_bytes, 36000u);
+  EXPECT_EQ(res.devices[0].ops, 4u);
+}
+
 TEST(Simulator, ChainOnOneDeviceTakesTheSumOfItsOps) {
   Sketch s;
   TensorId x = s.tensor("x", 100, TensorKind::data), t1 = s.tensor("t1", 100), t2 = s.tensor("t2", 100), t3 = s.tensor("t3", 100);
@@ -586,6 +604,24 @@ TEST(LowerBounds, CriticalPathAndTotalWork) {
   for (DeviceId a0 : {0u, 1u})
     for (DeviceId b0 : {0u, 1u})
       for (DeviceId c0 : {0u, 1u}) EXPECT_GE(r.on({a0, b0, c0}).step_time_s + 1e-12, lb.best());
+}
+
+// Total work on devices of 1 and 2 streams: six independent 1 s ops over three streams, 2 s (the
+// weights 1/3 and 1/3). One search with a fixed step swung across that tie and kept less (8.48
+// where 10 ms was reachable in a review's case).
+TEST(LowerBounds, TotalWorkCountsEveryStream) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data);
+  for (int i = 0; i < 6; ++i) s.op(std::string("op").append(std::to_string(i)), {x}, {s.tensor(std::string("t").append(std::to_string(i)), 10)}, 1.0);
+  auto gpu = [](std::string name, int streams) {
+    return Device{.name = std::move(name), .kind = DeviceKind::gpu, .model = "test", .peak_flops = 1e12,
+                  .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = 1'000'000, .op_overhead_s = 0.0, .streams = streams};
+  };
+  Link l0{.name = "l0", .a = "gpu:0", .b = "gpu:1", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 1e-6};
+  Priced r(std::move(s), Cluster::build("streams", {gpu("gpu:0", 1), gpu("gpu:1", 2)}, {}, {l0}));
+  const LowerBounds lb = lower_bounds(r.g, r.c, r.costs);
+  EXPECT_NEAR(lb.total_work_s, 2.0, 1e-6);
+  EXPECT_GE(r.on({0, 0, 1, 1, 1, 1}).step_time_s + 1e-12, lb.best());  // 2 s: two ops on gpu:0, four on gpu:1
 }
 
 }  // namespace
