@@ -397,8 +397,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
     const DeviceId d = dev[op];
     if (duration[op] == 0.0) {
       // An op that takes no time (an alias) does not wait for its device: it finishes at once, when
-      // taken from zero_finished_, which allocates its outputs (here, every op made ready by one
-      // event held its outputs at once: a higher peak than running them in turn).
+      // taken from zero_finished_, and its outputs are allocated then (here, every op made ready by
+      // one event held its outputs at once: a higher peak than running them in turn).
       ++dres[d].ops;
       if constexpr (kTrace) trace->push_back({TraceEvent::Kind::op, op, d, d, time, time});
       zero_finished_.push_back(op);
@@ -406,7 +406,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
     }
     ready_[d].insert(ops[op].rank);
   };
-  auto start_ops = [&](DeviceId d, double now) {
+  auto start_ops = [&](DeviceId d, double now) __attribute__((always_inline)) {
     RankSet& ready = ready_[d];
     if (free_streams[d] == 0 || ready.empty()) [[likely]] return;
     do {
@@ -462,7 +462,6 @@ void Simulator::run(std::span<const DeviceId> devices) {
       zero_finished_.pop_back();
       dest = kOpFinish;
       took_device = false;
-      for (std::uint32_t i = ops[id].out_begin; i < ops[id].out_end; ++i) allocate(dev[id], alloc_bytes[out_tensors[i]]);
     } else if (to_start) {
       start_ops(static_cast<DeviceId>(std::countr_zero(to_start)), now);
       to_start &= to_start - 1;
@@ -486,6 +485,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
       ++finished;
       if (now >= step_end) step_end = now, last_op_ = o;
       const OpInfo& info = ops[o];
+      // An op that takes no time runs now (see make_ready): its outputs, then its inputs' release.
+      if (!took_device)
+        for (std::uint32_t i = info.out_begin; i < info.out_end; ++i) allocate(d, alloc_bytes[out_tensors[i]]);
       for (std::uint32_t i = info.in_begin; i < info.in_end; ++i) release(in_slot[i], d);
       for (std::uint32_t i = info.out_begin; i < info.out_end; ++i) {
         const std::uint32_t x = out_tensors[i];
