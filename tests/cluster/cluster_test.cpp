@@ -284,9 +284,10 @@ TEST(ClusterPresets, H100BoxUsesPageableCopyRates) {
               measured.route_latency_s(measured.device_id("cpu:0"), measured.device_id("gpu:0")), 0.05 * kUs);
   EXPECT_DOUBLE_EQ(c.device(dev).peak_flops, 51.6e12);
   EXPECT_DOUBLE_EQ(c.device(host).peak_flops, 1.06e12);
-  // A gradient is an autograd node running several kernels: its fitted overhead is 4-5x larger.
+  // A gradient is an autograd node running several kernels: its fitted overhead is larger (about
+  // 5x on the GPU, where launches dominate; 1.8x on the CPU).
   EXPECT_GT(c.device(dev).backward_overhead_s(), 4 * c.device(dev).op_overhead_s);
-  EXPECT_GT(c.device(host).backward_overhead_s(), 4 * c.device(host).op_overhead_s);
+  EXPECT_GT(c.device(host).backward_overhead_s(), 1.5 * c.device(host).op_overhead_s);
   EXPECT_GT(c.device(dev).backward_efficiency[static_cast<std::size_t>(OpClass::conv)].compute, 1.0);
   // Fitted efficiencies: cuDNN's TF32 convolutions beat the fp32 matrix-product peak.
   EXPECT_GT(c.device(dev).efficiency[static_cast<std::size_t>(OpClass::conv)].compute, 1.0);

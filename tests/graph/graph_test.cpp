@@ -10,6 +10,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 // x -> a -> {b, c} -> d : a fork and a join.
 Graph diamond() {
@@ -399,8 +400,40 @@ TEST(Graph, AnAliasOpsFirstOutputIsAViewWhateverItsOtherOutputs) {
   b.add_op({.name = "D", .type = "Dropout", .inputs = {t}, .outputs = {d, mask}, .work = {0, 0, 0, OpClass::alias}});
   b.mark_output(d), b.mark_output(mask);
   const Graph g = std::move(b).build();
-  EXPECT_TRUE(g.op_is_view(1));
-  EXPECT_FALSE(g.op_is_view(0));
+  EXPECT_EQ(g.op_view_outputs(1), 1u);  // the data, not the mask
+  EXPECT_EQ(g.op_view_outputs(0), 0u);
+  EXPECT_TRUE(g.tensor_is_view(d));
+  EXPECT_FALSE(g.tensor_is_view(mask));
+  EXPECT_FALSE(g.tensor_is_view(t));
+}
+
+TEST(GraphViews, DeclaredViewsOfTheFirstInput) {
+  GraphBuilder b;
+  const TensorId x = b.add_tensor("x", {2, 3}, DType::f32, TensorKind::data), y = b.add_tensor("y", {2, 3}, DType::f32, TensorKind::activation);
+  const TensorId a = b.add_tensor("a", {6}, DType::f32, TensorKind::activation), c = b.add_tensor("c", {2, 3}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "R", .type = "Relu", .inputs = {x}, .outputs = {y}, .work = {6, 24, 24, OpClass::elementwise}});
+  // A kernel whose second output shares y's storage (same elements and type, any shape).
+  b.add_op({.name = "P", .type = "Pass", .inputs = {y}, .outputs = {c, a}, .work = {6, 24, 24, OpClass::elementwise}, .view_outputs = 2u});
+  b.mark_output(c), b.mark_output(a);
+  const Graph g = std::move(b).build();
+  EXPECT_EQ(g.op_view_outputs(1), 2u);
+  EXPECT_TRUE(g.tensor_is_view(a));
+  EXPECT_FALSE(g.tensor_is_view(c));
+}
+
+TEST(GraphViews, RejectsViewsThatCannotShareStorage) {
+  auto build = [](std::vector<std::int64_t> out_shape, DType out_type, std::uint32_t views, bool with_input) {
+    GraphBuilder b;
+    const TensorId x = b.add_tensor("x", {4}, DType::f32, TensorKind::data);
+    const TensorId y = b.add_tensor("y", std::move(out_shape), out_type, TensorKind::activation);
+    b.add_op({.name = "P", .type = "Pass", .inputs = {with_input ? x : kNoId}, .outputs = {y}, .work = {4, 16, 16, OpClass::elementwise},
+              .view_outputs = views});
+  };
+  EXPECT_NO_THROW(build({2, 2}, DType::f32, 1u, true));
+  EXPECT_THAT([&] { build({5}, DType::f32, 1u, true); }, ThrowsMessage<Error>(HasSubstr("sizes or element types differ")));
+  EXPECT_THAT([&] { build({4}, DType::f16, 1u, true); }, ThrowsMessage<Error>(HasSubstr("'y' a view of its input 'x'")));
+  EXPECT_THAT([&] { build({4}, DType::f32, 2u, true); }, ThrowsMessage<Error>(HasSubstr("declares output 1 a view, but has 1 outputs")));
+  EXPECT_THAT([&] { build({4}, DType::f32, 1u, false); }, ThrowsMessage<Error>(HasSubstr("has none")));
 }
 
 TEST(GraphValidation, RejectsTensorProducedTwice) {

@@ -458,6 +458,32 @@ TEST_F(OpWorkTest, AliasesPassTheGradientThroughForFree) {
   EXPECT_EQ(bwd("Reshape", attrs(), Ts{x, shape}, Ts{y}, {true, false}), OpWork{});
 }
 
+TEST_F(OpWorkTest, AddPassesTheGradientOfOperandsOfTheOutputsShapeAndReducesBroadcastOnes) {
+  TensorDesc x = t({8, 128, 768}), r = t({8, 128, 768}), bias = t({768}), y = t({8, 128, 768});
+  const double n = 8.0 * 128 * 768;
+  // A residual sum: both gradients are dY itself, no kernel (an autograd node, not an alias).
+  const bool none[] = {false, false}, both[] = {true, true}, first[] = {true, false};
+  EXPECT_EQ(passed_gradients("Add", Ts{x, r}, Ts{y}, none), 0u) << "no gradient needed, nothing passed";
+  EXPECT_EQ(passed_gradients("Add", Ts{x, r}, Ts{y}, both), 3u);
+  EXPECT_EQ(bwd("Add", attrs(), Ts{x, r}, Ts{y}, {true, true}), (OpWork{0, 0, 0, OpClass::elementwise}));
+  // A bias: dX passes, dB sums dY over the broadcast axes (reads dY, writes 768 elements).
+  EXPECT_EQ(passed_gradients("Add", Ts{x, bias}, Ts{y}, both), 1u);
+  EXPECT_EQ(bwd("Add", attrs(), Ts{x, bias}, Ts{y}, {true, true}), (OpWork{n, n * kF32, 768 * kF32, OpClass::elementwise}));
+  EXPECT_EQ(passed_gradients("Add", Ts{x, bias}, Ts{y}, first), 1u);
+  EXPECT_EQ(bwd("Add", attrs(), Ts{x, bias}, Ts{y}, {true, false}), (OpWork{0, 0, 0, OpClass::elementwise}));
+  // Sub's second gradient is -dY: a kernel; Sum passes every operand; Mul and Mean pass none.
+  EXPECT_EQ(passed_gradients("Sub", Ts{x, r}, Ts{y}, both), 1u);
+  EXPECT_EQ(bwd("Sub", attrs(), Ts{x, r}, Ts{y}, {true, true}), (OpWork{n, n * kF32, n * kF32, OpClass::elementwise}));
+  const bool three[] = {true, true, true};
+  EXPECT_EQ(passed_gradients("Sum", Ts{x, r, x}, Ts{y}, three), 7u);
+  EXPECT_EQ(passed_gradients("Mul", Ts{x, r}, Ts{y}, both), 0u);
+  EXPECT_EQ(passed_gradients("Mean", Ts{x, r}, Ts{y}, both), 0u);
+  // Add(x, x): the gradient is 2·dY, a kernel; a type change is not a pass either.
+  const bool repeated[] = {false, true};
+  EXPECT_EQ(passed_gradients("Add", Ts{x, x}, Ts{y}, both, repeated), 0u);
+  EXPECT_EQ(passed_gradients("Add", Ts{t({8, 128, 768}, DType::f16), r}, Ts{y}, both), 2u);
+}
+
 TEST_F(OpWorkTest, NothingNeedingAGradientCostsNothing) {
   TensorDesc a = t({16, 16}), y = t({16, 16});
   EXPECT_EQ(bwd("MatMul", attrs(), Ts{a, a}, Ts{y}, {false, false}), OpWork{});

@@ -266,7 +266,54 @@ TEST(TrainingStep, GradientsReadAndWriteWhatTheRulesSay) {
     EXPECT_EQ(sum.flops, 32.0);
     EXPECT_EQ(sum.bytes_read, 2 * 128.0);
     EXPECT_EQ(sum.bytes_written, 128.0);
-    EXPECT_FALSE(g.op_is_view(g.find_op("reshape/grad")));
+    EXPECT_EQ(g.op_view_outputs(g.find_op("reshape/grad")), 0u);
+  }
+}
+
+TEST(TrainingStep, AddPassesItsGradientOnAsViewsOfTheIncomingOne) {
+  {
+    StepOf s;  // y = Exp(h + Exp(h)), h = x * w: a residual sum
+    const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), w = s.tensor("w", {4, 8}, TensorKind::parameter);
+    const TensorId h = s.tensor("h", {4, 8}), e = s.tensor("e", {4, 8}), r = s.tensor("r", {4, 8}), y = s.tensor("y", {4, 8});
+    s.op("mul", "Mul", {x, w}, {h});
+    s.op("exp", "Exp", {h}, {e});
+    s.op("add", "Add", {h, e}, {r});
+    s.op("out", "Exp", {r}, {y});
+    const Graph g = s.step({y});
+    const OpId add = g.find_op("add/grad");
+    // An autograd node without a kernel: no work, but not an alias (it keeps its per-op overhead).
+    EXPECT_EQ(g.op_work(add), (OpWork{0, 0, 0, OpClass::elementwise}));
+    EXPECT_EQ(g.op_view_outputs(add), 3u);
+    EXPECT_EQ(g.tensor_name(g.op_inputs(add)[0]), "grad/r/out");
+    EXPECT_TRUE(g.tensor_is_view(g.find_tensor("grad/h/add")));
+    EXPECT_TRUE(g.tensor_is_view(g.find_tensor("grad/e/add")));
+    // h's two partials (from the Add and the Exp) are summed by the Mul's gradient, as before.
+    EXPECT_EQ(work_of(g, "mul/grad").flops, 32.0 + 32.0);
+  }
+  {
+    StepOf s;  // y = Exp(x * w + b): the bias's gradient sums dY over the rows
+    const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), w = s.tensor("w", {4, 8}, TensorKind::parameter);
+    const TensorId b = s.tensor("b", {8}, TensorKind::parameter), h = s.tensor("h", {4, 8}), r = s.tensor("r", {4, 8}), y = s.tensor("y", {4, 8});
+    s.op("mul", "Mul", {x, w}, {h});
+    s.op("add", "Add", {h, b}, {r});
+    s.op("out", "Exp", {r}, {y});
+    const Graph g = s.step({y});
+    const OpId add = g.find_op("add/grad");
+    EXPECT_EQ(g.op_work(add), (OpWork{32, 128, 32, OpClass::elementwise}));
+    EXPECT_EQ(g.op_view_outputs(add), 1u);  // dH passes; dB is a tensor of its own
+    EXPECT_FALSE(g.tensor_is_view(g.find_tensor("grad/b/add")));
+  }
+  {
+    StepOf s;  // r = h + w read by two Exps: its two partials are summed in place, then passed on
+    const TensorId w = s.tensor("w", {4, 8}, TensorKind::parameter), v = s.tensor("v", {4, 8}, TensorKind::parameter);
+    const TensorId r = s.tensor("r", {4, 8}), e1 = s.tensor("e1", {4, 8}), e2 = s.tensor("e2", {4, 8}), y = s.tensor("y", {4, 8});
+    s.op("add", "Add", {w, v}, {r});
+    s.op("exp1", "Exp", {r}, {e1});
+    s.op("exp2", "Exp", {r}, {e2});
+    s.op("mul", "Mul", {e1, e2}, {y});
+    const Graph g = s.step({y});
+    EXPECT_EQ(work_of(g, "add/grad"), (OpWork{32, 2 * 128, 128, OpClass::elementwise}));
+    EXPECT_EQ(g.op_view_outputs(g.find_op("add/grad")), 3u);
   }
 }
 

@@ -36,6 +36,7 @@ void expect_same_graph(const Graph& a, const Graph& b) {
     EXPECT_EQ(a.op_attrs(o), b.op_attrs(o));
     EXPECT_TRUE(std::ranges::equal(a.op_inputs(o), b.op_inputs(o)));
     EXPECT_TRUE(std::ranges::equal(a.op_outputs(o), b.op_outputs(o)));
+    EXPECT_EQ(a.op_view_outputs(o), b.op_view_outputs(o));
   }
   for (TensorId t = 0; t < a.num_tensors(); ++t) {
     EXPECT_EQ(a.tensor_name(t), b.tensor_name(t));
@@ -52,6 +53,32 @@ TEST(GraphJson, TrainingStepRoundTripsIdentically) {
   Graph back = load_graph_json(path);
   expect_same_graph(step, back);
   EXPECT_EQ(graph_to_json(step).dump(), graph_to_json(back).dump());
+  std::remove(path.c_str());
+}
+
+TEST(GraphJson, GradientsPassedThroughStayViewsOfTheIncomingGradient) {
+  // y = Relu(x·w + Relu(x·w)): a residual sum, whose gradient passes dY on to both operands.
+  GraphBuilder b("residual");
+  const TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data), w = b.add_tensor("w", {8, 8}, DType::f32, TensorKind::parameter);
+  const TensorId h = b.add_tensor("h", {4, 8}, DType::f32, TensorKind::activation), r = b.add_tensor("r", {4, 8}, DType::f32, TensorKind::activation);
+  const TensorId s = b.add_tensor("s", {4, 8}, DType::f32, TensorKind::activation), y = b.add_tensor("y", {4, 8}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "mm", .type = "MatMul", .inputs = {x, w}, .outputs = {h}, .work = {512, 384, 128, OpClass::matmul}});
+  b.add_op({.name = "relu", .type = "Relu", .inputs = {h}, .outputs = {r}, .work = {32, 128, 128, OpClass::elementwise}});
+  b.add_op({.name = "add", .type = "Add", .inputs = {h, r}, .outputs = {s}, .work = {32, 256, 128, OpClass::elementwise}});
+  b.add_op({.name = "out", .type = "Relu", .inputs = {s}, .outputs = {y}, .work = {32, 128, 128, OpClass::elementwise}});
+  b.mark_output(y);
+  const Graph step = derive_training_step(std::move(b).build(), Optimizer::sgd);
+  ASSERT_EQ(step.op_view_outputs(step.find_op("add/grad")), 3u);
+  const nlohmann::json j = graph_to_json(step);
+  bool listed = false;
+  for (const auto& op : j["ops"])
+    if (op["name"] == "add/grad") listed = op.at("views") == nlohmann::json({"grad/h/add", "grad/r/add"});
+  EXPECT_TRUE(listed);
+  const std::string path = test::temp_path("residual.graph.json");
+  save_graph_json(step, path);
+  const Graph back = load_graph_json(path);
+  expect_same_graph(step, back);
+  EXPECT_EQ(j.dump(), graph_to_json(back).dump());
   std::remove(path.c_str());
 }
 
@@ -100,6 +127,15 @@ void expect_error(const std::string& text, const std::string& fragment) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr(fragment));
   }
+}
+
+TEST(GraphJsonBadInput, ViewsMustBeOutputsOfTheFirstInputsSize) {
+  const std::string head = R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4]}, {"name": "z", "shape": [5]}],
+    "outputs": ["y", "z"], "ops": [{"name": "p", "type": "Pass", "inputs": ["x"], "outputs": ["y", "z"], "flops": 4, )";
+  expect_error(head + R"("views": ["x"]}]})", "'views' names 'x', which is not one of its outputs");
+  expect_error(head + R"("views": ["z"]}]})", "declares output 'z' a view of its input 'x', but their sizes or element types differ");
+  expect_error(head + R"("views": "y"}]})", "field 'views' must be a list");
 }
 
 TEST(GraphJsonBadInput, MalformedJson) { expect_error("{\"ops\": [", "not valid JSON"); }

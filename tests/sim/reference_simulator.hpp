@@ -91,10 +91,13 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     return it == view_storage.end() ? std::pair{t, where[t]} : it->second;
   };
   for (OpId o : g.topological_order()) {
-    if (!g.op_is_view(o)) continue;
-    const TensorId in = g.op_inputs(o)[0], out = g.op_outputs(o)[0];
-    viewed[out] = in;
-    view_storage[out] = where[in] == dev[o] ? home_storage(in) : std::pair{in, dev[o]};
+    const auto outs = g.op_outputs(o);
+    for (std::size_t i = 0; i < outs.size() && i < 32; ++i) {
+      if (!(g.op_view_outputs(o) >> i & 1u)) continue;
+      const TensorId in = g.op_inputs(o)[0], out = outs[i];
+      viewed[out] = in;
+      view_storage[out] = where[in] == dev[o] ? home_storage(in) : std::pair{in, dev[o]};
+    }
   }
   // Graph outputs live to the end in their storage on the device that made them (for a view, what
   // it views there); their copies on other devices are freed like any copy.

@@ -125,6 +125,7 @@ Cluster random_cluster(std::mt19937_64& rng, bool dyadic) {
 
 // A random graph of `n` ops reading data, parameters and constants: timed ops (one or two inputs,
 // one or two outputs; times from a small set, some zero; `dyadic`: sizes and times powers of two), views (Reshape) and chains of them,
+// kernels with declared views of their input (AddGrad),
 // zero-time ops that are not views, Shape ops (set-up values) and what reads them, graph outputs
 // (some of them views).
 struct RandomGraph {
@@ -167,6 +168,14 @@ RandomGraph random_graph(std::mt19937_64& rng, std::size_t n, bool dyadic) {
       spec.work.op_class = OpClass::alias;
       spec.inputs = {recent()};
       spec.outputs.push_back(tensor(name + ".b"));
+    } else if (kind == 4 && rng() % 2) {  // a kernel with declared views of its input (a gradient passed through)
+      spec.type = "AddGrad";
+      spec.inputs = {recent()};
+      const auto shape = b.tensor_shape(spec.inputs[0]);
+      spec.outputs.push_back(b.add_tensor(name + ".view", {shape.begin(), shape.end()}, DType::f32, TensorKind::activation));
+      if (rng() % 2) spec.outputs.push_back(tensor(name + ".b"));
+      spec.view_outputs = rng() % 2 ? 3u : 2u;  // the second output, and sometimes the first
+      for (DeviceKind k : {DeviceKind::cpu, DeviceKind::gpu}) profile.set_by_name(k, name, times[rng() % 6] * (k == DeviceKind::cpu ? 4 : 1));
     } else {
       spec.inputs = {recent()};
       if (rng() % 2) spec.inputs.push_back(rng() % 4 ? any(values) : spec.inputs[0]);  // sometimes the same tensor twice
@@ -175,7 +184,14 @@ RandomGraph random_graph(std::mt19937_64& rng, std::size_t n, bool dyadic) {
       spec.type = spec.inputs.size() == 1 ? "Relu" : spec.inputs.size() == 2 ? "Add" : "Sum";
       for (DeviceKind k : {DeviceKind::cpu, DeviceKind::gpu}) profile.set_by_name(k, name, times[rng() % 6] * (k == DeviceKind::cpu ? 4 : 1));
     }
-    spec.outputs.insert(spec.outputs.begin(), tensor(name + ".out"));
+    if (spec.type == "AddGrad") {  // the first output a view too, or a tensor of its own
+      const auto shape = b.tensor_shape(spec.inputs[0]);
+      spec.outputs.insert(spec.outputs.begin(), spec.view_outputs & 1u ? b.add_tensor(name + ".out", {shape.begin(), shape.end()}, DType::f32,
+                                                                                           TensorKind::activation)
+                                                                         : tensor(name + ".out"));
+    } else {
+      spec.outputs.insert(spec.outputs.begin(), tensor(name + ".out"));
+    }
     const bool shape = spec.type == "Shape";
     const std::vector<TensorId> outs = spec.outputs;
     b.add_op(std::move(spec));

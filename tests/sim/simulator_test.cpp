@@ -285,6 +285,31 @@ TEST(SimulatorMemory, AnAliasOpsSecondOutputIsATensorOfItsOwn) {
   EXPECT_EQ(r.on({0, 0, 0}).devices[0].peak_memory_bytes, 1u + 1000u + 250u + 1000u);
 }
 
+// A kernel whose outputs include declared views of its first input (Add's gradient passed
+// through to both operands, with a third output of its own): the views take nothing, and the
+// viewed storage lives until every view's readers (and transfers) are done.
+TEST(SimulatorMemory, DeclaredViewsOfAKernelShareItsFirstInput) {
+  Sketch s;
+  TensorId x = s.tensor("x", 1, TensorKind::data), t = s.tensor("t", 1000), v1 = s.tensor("v1", 1000), v2 = s.tensor("v2", 1000);
+  TensorId own = s.tensor("own", 10), b1 = s.tensor("b1", 100), c1 = s.tensor("c1", 100);
+  s.op("A", {x}, {t}, 1.0);
+  s.profile.set_by_name(DeviceKind::gpu, "P", 1.0);
+  OpSpec pass{.name = "P", .type = "AddGrad", .inputs = {t}, .outputs = {v1, v2, own}, .view_outputs = 3u};
+  pass.work.op_class = OpClass::elementwise;
+  s.b.add_op(std::move(pass));
+  s.op("B", {v1}, {b1}, 1.0);
+  s.op("C", {v2}, {c1}, 1.0);
+  for (TensorId out : {own, b1, c1}) s.b.mark_output(out);
+  Priced r(std::move(s), two_gpus(1'000'000));
+  // While C runs: x + t (viewed by v1 and v2) + own + b1 + c1.
+  EXPECT_EQ(r.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 1000u + 10u + 100u + 100u);
+  // C on gpu:1: v2 is sent (t stays on gpu:0 until it has left) and its copy is memory there.
+  const SimResult& across = r.on({0, 0, 0, 1});
+  EXPECT_EQ(across.devices[0].peak_memory_bytes, 1u + 1000u + 10u + 100u);
+  EXPECT_EQ(across.devices[1].peak_memory_bytes, 1000u + 100u);
+  EXPECT_EQ(across.transfers, 1u);
+}
+
 // Optimizer state is kept for the parameters the step updates: none for one no gradient reaches.
 TEST(SimulatorMemory, OptimizerStateOnlyForUpdatedParameters) {
   Sketch s;

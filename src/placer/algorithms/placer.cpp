@@ -152,7 +152,7 @@ FamilyMemory family_memory(const Problem& problem) {
       std::uint64_t bytes = g.tensor_bytes(t);
       bytes += g.optimizer_state_bytes(t);
       m.static_bytes[anchor[home]] += bytes;
-    } else if (!g.op_is_view(g.producer(t)) || g.op_outputs(g.producer(t))[0] != t) {  // a view takes no memory of its own (as in the simulator)
+    } else if (!g.tensor_is_view(t)) {  // a view takes no memory of its own (as in the simulator)
       m.activation_bytes[anchor[g.producer(t)]] += g.tensor_bytes(t);
     }
   }

@@ -40,7 +40,7 @@ constexpr double kH100BackwardOpOverheadS = 27.9e-6;  // fitted, per gradient (a
 constexpr double kH100BoxCpuFlops = 1.06e12;       // fp32 768^2 matrix product, 15 threads
 constexpr double kH100BoxCpuBandwidth = 142e9;     // 32 MiB copy, read + write
 constexpr double kH100BoxCpuOverheadS = 5.8e-6;    // fitted
-constexpr double kH100BoxCpuBackwardOverheadS = 26.4e-6;  // fitted
+constexpr double kH100BoxCpuBackwardOverheadS = 10.3e-6;  // fitted
 
 struct ClassEfficiency {
   OpClass op_class;
@@ -62,9 +62,9 @@ std::array<Device::Efficiency, kNumOpClasses> h100_efficiency() {
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 3.471, 0.446}, {OpClass::matmul, 1.472, 0.889}, {OpClass::elementwise, 0, 1.918},
-                       {OpClass::normalization, 0, 0.407}, {OpClass::pooling, 0, 0.348}, {OpClass::reduction, 0, 0.857},
-                       {OpClass::data_movement, 0, 1.696}});
+  return efficiencies({{OpClass::conv, 3.470, 0.446}, {OpClass::matmul, 1.471, 0.887}, {OpClass::elementwise, 0, 1.285},
+                       {OpClass::normalization, 0, 0.406}, {OpClass::pooling, 0, 0.348}, {OpClass::reduction, 0, 0.850},
+                       {OpClass::data_movement, 0, 1.692}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
@@ -74,8 +74,8 @@ std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 0.783, 0.100}, {OpClass::matmul, 0.821, 0.081}, {OpClass::elementwise, 0, 3.211},
-                       {OpClass::normalization, 0, 0.458}, {OpClass::pooling, 0, 0.259}, {OpClass::reduction, 0, 1.711},
+  return efficiencies({{OpClass::conv, 0.782, 0.100}, {OpClass::matmul, 0.820, 0.081}, {OpClass::elementwise, 0, 0.747},
+                       {OpClass::normalization, 0, 0.447}, {OpClass::pooling, 0, 0.258}, {OpClass::reduction, 0, 1.418},
                        {OpClass::data_movement, 0, 4.0}});
 }
 

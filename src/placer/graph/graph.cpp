@@ -60,10 +60,13 @@ TensorId Graph::find_tensor(std::string_view name) const {
   return it == tensor_by_name_.end() ? kNoId : it->second;
 }
 
-bool Graph::op_is_view(OpId op) const {
-  if (op_folded(op) || op_work_[op].op_class != OpClass::alias) return false;
-  const auto ins = op_inputs(op);
-  return !op_outputs(op).empty() && !ins.empty() && ins[0] != kNoId && !tensor_folded(ins[0]);
+bool Graph::tensor_is_view(TensorId t) const {
+  const OpId p = producer_[t];
+  if (p == kNoId || op_views_[p] == 0) return false;
+  const auto outs = op_outputs(p);
+  for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
+    if (outs[i] == t && (op_views_[p] >> i & 1u)) return true;
+  return false;
 }
 
 GraphBuilder::GraphBuilder(std::string graph_name) : graph_name_(std::move(graph_name)) {}
@@ -97,6 +100,26 @@ OpId GraphBuilder::add_op(OpSpec spec) {
     if (tensor.producer != kNoId)
       throw Error("tensor '" + tensor.name + "' is produced twice: by op '" + ops_[tensor.producer].name + "' and by op '" +
                   spec.name + "'");
+  }
+  if (spec.view_outputs != 0) {
+    // A declared view shares input 0's storage: it needs that input, and the same elements and type.
+    const TensorId base = spec.inputs.empty() ? kNoId : spec.inputs[0];
+    if (base == kNoId) throw Error("op '" + spec.name + "' declares views of its first input but has none");
+    auto elements = [](const TensorSpec& t) {
+      std::uint64_t n = 1;
+      for (std::int64_t d : t.shape) n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+      return n;
+    };
+    for (std::size_t i = 0; i < 32; ++i) {
+      if (!(spec.view_outputs >> i & 1u)) continue;
+      if (i >= spec.outputs.size())
+        throw Error("op '" + spec.name + "' declares output " + std::to_string(i) + " a view, but has " + std::to_string(spec.outputs.size()) +
+                    " outputs");
+      const TensorSpec &out = tensors_[spec.outputs[i]], &in = tensors_[base];
+      if (out.dtype != in.dtype || elements(out) != elements(in))
+        throw Error("op '" + spec.name + "' declares output '" + out.name + "' a view of its input '" + in.name +
+                    "', but their sizes or element types differ");
+    }
   }
   for (TensorId t : spec.outputs) tensors_[t].producer = id;
   ops_.push_back(std::move(spec));
@@ -340,6 +363,7 @@ Graph GraphBuilder::build() && {
     g.forward_op_.push_back(op.forward_op);
     g.updated_param_.push_back(op.param);
     g.op_work_.push_back(op.work);
+    g.op_views_.push_back(op.view_outputs);
     g.op_attrs_.push_back(std::move(op.attrs));
     g.op_name_.push_back(std::move(op.name));
   }
@@ -369,6 +393,15 @@ Graph GraphBuilder::build() && {
     g.op_folded_[o] = 1;
     ++g.num_folded_ops_;
     for (TensorId t : g.op_outputs(o)) g.tensor_folded_[t] = 1;
+  }
+
+  // Views (see Graph::op_view_outputs): an alias's first output, and declared ones; none for an op
+  // that is folded or whose first input is absent or a set-up value.
+  for (std::size_t o = 0; o < num_ops; ++o) {
+    const auto ins = g.op_inputs(static_cast<OpId>(o));
+    std::uint32_t& views = g.op_views_[o];
+    if (g.op_work_[o].op_class == OpClass::alias && !g.op_outputs(static_cast<OpId>(o)).empty()) views |= 1u;
+    if (g.op_folded_[o] || ins.empty() || ins[0] == kNoId || g.tensor_folded_[ins[0]]) views = 0;
   }
 
   // Homes of tensors without a producer: their first consumer in topological order that is not

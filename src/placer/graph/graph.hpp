@@ -37,6 +37,9 @@ struct OpSpec {
   OpId forward_op = kNoId;             // backward op: the forward op it differentiates
   TensorId param = kNoId;              // update op: the parameter it updates
   OpWork work;                         // FLOPs and bytes (see op_work.hpp)
+  // Outputs that share the storage of input 0 (bit i = output slot i), besides an alias's first
+  // output (Graph::op_view_outputs): a gradient passed through unchanged, such as Add's.
+  std::uint32_t view_outputs = 0;
 };
 
 class Graph {
@@ -70,11 +73,15 @@ class Graph {
   // set-up), so a folded op takes no time in a step and its outputs are on every device that reads
   // them, never sent.
   bool op_folded(OpId op) const { return op_folded_[op] != 0; }
-  // An op of class alias (no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference
-  // Dropout, their gradients, or an unknown op priced as an alias) that is not folded and reads a
-  // tensor of the step first: its first output is a view sharing that input's storage (any other
-  // output, such as an inference Dropout's mask, is a tensor of its own).
-  bool op_is_view(OpId op) const;
+  // Outputs that are views sharing the storage of the op's first input (bit i = output slot i), for
+  // an op that is not folded and reads a tensor of the step first: the first output of an op of
+  // class alias (no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference Dropout,
+  // their gradients, or an unknown op priced as an alias; any other output, such as an inference
+  // Dropout's mask, is a tensor of its own), and the outputs its OpSpec declares (the gradients
+  // that Add, Sub and Sum pass through unchanged). 0 for every other op.
+  std::uint32_t op_view_outputs(OpId op) const { return op_views_[op]; }
+  // True when `t` is such a view: it takes no memory of its own.
+  bool tensor_is_view(TensorId t) const;
   bool tensor_folded(TensorId t) const { return tensor_folded_[t] != 0; }
   std::size_t num_folded_ops() const { return num_folded_ops_; }
   // Inputs in slot order; kNoId marks an absent optional input.
@@ -147,6 +154,7 @@ class Graph {
   std::vector<OpId> forward_op_;
   std::vector<TensorId> updated_param_;
   std::vector<OpWork> op_work_;
+  std::vector<std::uint32_t> op_views_;
   std::vector<Attributes> op_attrs_;
   std::vector<std::uint32_t> op_input_begin_, op_output_begin_, succ_begin_, pred_begin_;
   std::vector<TensorId> op_inputs_, op_outputs_;

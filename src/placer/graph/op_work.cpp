@@ -75,6 +75,9 @@ struct Rule {
   // Outputs that carry a gradient (0: all floating outputs). BatchNorm's running statistics and
   // LayerNorm's Mean/InvStdDev are side outputs that never receive one.
   std::uint8_t grad_outputs = 0;
+  // Operands whose gradient is dY itself when they are not broadcast (bit i = slot i): Add's and
+  // Sum's, Sub's first. Autograd passes it on without a kernel (passed_gradients).
+  std::uint32_t passes = 0;
 };
 
 // ---- helpers --------------------------------------------------------------------------------------
@@ -383,12 +386,18 @@ constexpr Rule reduce(std::string_view t, double k1, double k2, double bk, std::
   return {t, reduction, f_reduce, k1, k2, b_times_forward, bk, saved, false, saves_out ? 1u : 0u};
 }
 
+// `r` with the gradients of `slots` passed through when those operands are not broadcast.
+constexpr Rule passing(Rule r, std::uint32_t slots) {
+  r.passes = slots;
+  return r;
+}
+
 // Sorted by type (checked below) for binary search. FLOP constants: see docs/op-rules.md.
 constexpr auto kRules = std::to_array<Rule>({
     unary("Abs", 1, 1, kAll, false),
     unary("Acos", 1, 2, kAll, false),
     unary("Acosh", 1, 2, kAll, false),
-    binary("Add", 1, 1, 0, false, false),
+    passing(binary("Add", 1, 1, 0, false, false), kAll),
     no_grad("And", elementwise, f_pointwise),
     no_grad("ArgMax", reduction, f_reduce),
     no_grad("ArgMin", reduction, f_reduce),
@@ -528,8 +537,8 @@ constexpr auto kRules = std::to_array<Rule>({
     copy_op("Split"),
     unary("Sqrt", 1, 2, 0, true),
     alias_op("Squeeze", true),
-    binary("Sub", 1, 1, 0, false, false),
-    variadic("Sum", 0, 0, false),
+    passing(binary("Sub", 1, 1, 0, false, false), slots({0})),  // dB = -dY: a kernel
+    passing(variadic("Sum", 0, 0, false), kAll),
     unary("Tan", 1, 2, kAll, false),
     unary("Tanh", 1, 2, 0, true),
     unary("ThresholdedRelu", 2, 1, kAll, false),
@@ -690,11 +699,29 @@ BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs) {
   return {true, r->saved_inputs != 0, r->saved_outputs, r->grad_outputs};
 }
 
+std::uint32_t passed_gradients(std::string_view op_type, std::span<const TensorDesc> inputs, std::span<const TensorDesc> outputs,
+                               std::span<const bool> needs_grad, std::span<const bool> repeated) {
+  const Rule* rule = find_rule(op_type);
+  const TensorDesc* y = slot(outputs, 0);
+  if (!rule || rule->passes == 0 || !y || outputs.size() != 1) return 0;
+  // A tensor in two slots gets the sum of two gradients: conservatively, then nothing passes.
+  for (bool r : repeated)
+    if (r) return 0;
+  std::uint32_t mask = 0;
+  for (std::size_t i = 0; i < inputs.size() && i < needs_grad.size() && i < 32; ++i) {
+    const TensorDesc& x = inputs[i];
+    if (!(rule->passes >> i & 1u) || !needs_grad[i] || !x.present || x.dtype != y->dtype || !grad_capable(x.dtype)) continue;
+    if (std::equal(x.shape.begin(), x.shape.end(), y->shape.begin(), y->shape.end())) mask |= 1u << i;
+  }
+  return mask;
+}
+
 OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                      std::span<const TensorDesc> outputs, std::span<const bool> needs_grad,
                      std::optional<OpClass> unknown_default, std::span<const bool> repeated) {
   Rule rule = rule_for(op_type, unknown_default, &attrs);
   if (!rule.backward || rule.op_class == alias) return {};
+  const std::uint32_t passed = passed_gradients(op_type, inputs, outputs, needs_grad, repeated);
 
   Grads g;
   g.need.assign(inputs.size(), 0);
@@ -713,6 +740,14 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
       any_output = true;
     }
   if (!any_input || !any_output) return {};
+  // Gradients passed through cost nothing: the op's kernel (if any) computes the others. With
+  // none left it is an autograd node that runs no kernel (its per-op overhead remains).
+  bool any_kernel = false;
+  for (std::size_t i = 0; i < g.need.size(); ++i) {
+    if (i < 32 && (passed >> i & 1u)) g.need[i] = 0;
+    any_kernel = any_kernel || g.need[i];
+  }
+  if (!any_kernel) return {0.0, 0.0, 0.0, rule.op_class};
 
   Ctx ctx{attrs, inputs, outputs, rule};
   OpWork fwd = rule.forward(ctx);

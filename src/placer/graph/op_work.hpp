@@ -82,8 +82,18 @@ BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs = A
 // when none does (an integer Cast), for non-differentiable ops and for aliases (a gradient passes
 // through a Reshape unchanged). Unknown types are handled as in op_work.
 // `repeated[i]`: input i is the tensor of an earlier slot (Mul(x, x)), read once and given one gradient.
+// Gradients that passed_gradients() passes through cost nothing; when every gradient passes, the
+// work is zero but of the op's class (an autograd node that launches no kernel, not an alias).
 OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                      std::span<const TensorDesc> outputs, std::span<const bool> needs_grad,
                      std::optional<OpClass> unknown_default = std::nullopt, std::span<const bool> repeated = {});
+
+// Operands whose gradient is the output's gradient itself (bit i = input slot i), which autograd
+// passes on without a kernel: Add's and Sum's operands and Sub's first, when the operand needs a
+// gradient and has the output's shape and element type (a broadcast operand's gradient sums dY over
+// the broadcast axes; Sub's second is -dY). 0 for other ops and when a tensor fills two slots
+// (Add(x, x)'s gradient is 2·dY). The training step makes these gradients views of dY (no memory).
+std::uint32_t passed_gradients(std::string_view op_type, std::span<const TensorDesc> inputs, std::span<const TensorDesc> outputs,
+                               std::span<const bool> needs_grad, std::span<const bool> repeated = {});
 
 }  // namespace placer

@@ -201,10 +201,20 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     for (std::size_t i = 0; i < needs.size(); ++i) needs_flags[i] = needs[i];
     for (std::size_t i = 0; i < ins.size(); ++i)
       repeated[i] = ins[i] != kNoId && std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) != ins.begin() + static_cast<std::ptrdiff_t>(i);
-    spec.work = backward_work(fwd.op_type(o), fwd.op_attrs(o), in_desc, out_desc, {needs_flags.get(), needs.size()},
-                              OpClass::elementwise, {repeated.get(), ins.size()});
+    const std::span<const bool> needs_span{needs_flags.get(), needs.size()}, repeated_span{repeated.get(), ins.size()};
+    spec.work = backward_work(fwd.op_type(o), fwd.op_attrs(o), in_desc, out_desc, needs_span, OpClass::elementwise, repeated_span);
+    // Gradients passed through unchanged (Add's operands) are views of the incoming gradient.
+    const std::uint32_t passed = passed_gradients(fwd.op_type(o), in_desc, out_desc, needs_span, repeated_span);
+    const bool own_kernel = spec.work.bytes_read + spec.work.bytes_written > 0;
     spec.work.flops += accumulate_flops;
     spec.work.bytes_read += accumulate_bytes;
+    if (passed != 0 && accumulate_flops > 0) {
+      // Autograd sums the partials into the first (in place) before the node runs; the gradients
+      // passed through share that sum.
+      const double incoming = static_cast<double>(fwd.tensor_bytes(outs[0]));
+      if (!own_kernel) spec.work.bytes_read += incoming;
+      spec.work.bytes_written += incoming;
+    }
     if (spec.work.op_class == OpClass::alias && accumulate_flops > 0) {
       // An alias passes its gradient through for free, but autograd first adds the partials of an
       // output read several times: a kernel that reads all k and writes their sum.
@@ -215,8 +225,11 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       spec.work.bytes_read = accumulate_bytes + incoming;
       spec.work.bytes_written = incoming;
     }
-    for (std::size_t i = 0; i < ins.size(); ++i)
-      if (needs[i] && !repeated[i]) spec.outputs.push_back(grad_tensor(ins[i], fwd.op_name(o)));
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      if (!needs[i] || repeated[i]) continue;
+      if (i < 32 && (passed >> i & 1u) && spec.outputs.size() < 32) spec.view_outputs |= 1u << spec.outputs.size();
+      spec.outputs.push_back(grad_tensor(ins[i], fwd.op_name(o)));
+    }
     b.add_op(std::move(spec));
   }
 

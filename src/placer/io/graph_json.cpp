@@ -169,6 +169,14 @@ json graph_to_json(const Graph& g) {
     op["flops"] = w.flops;
     op["bytes_read"] = w.bytes_read;
     op["bytes_written"] = w.bytes_written;
+    // Views beyond an alias's first output, which reading derives again.
+    if (const std::uint32_t views = g.op_view_outputs(o) & ~(w.op_class == OpClass::alias ? 1u : 0u); views != 0) {
+      json names = json::array();
+      const auto outs = g.op_outputs(o);
+      for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
+        if (views >> i & 1u) names.push_back(g.tensor_name(outs[i]));
+      op["views"] = names;
+    }
     ops.push_back(std::move(op));
   }
   json outputs = json::array();
@@ -237,7 +245,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     spec.name = field_as<std::string>(op, "name", where);
     where += " '" + spec.name + "'";
     check_known_fields(op, {"name", "type", "inputs", "outputs", "module", "call", "role", "forward_op", "param", "attrs", "class", "flops",
-                            "bytes_read", "bytes_written"},
+                            "bytes_read", "bytes_written", "views"},
                        where);
     spec.type = field_as<std::string>(op, "type", where);
     for (const json& in : list_field(op, "inputs", where))
@@ -252,6 +260,15 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       throw Error(where + ": " + e.what());
     }
     if (auto it = op.find("param"); it != op.end()) spec.param = tensor_id(*it, where);
+    // Outputs that share the storage of the first input (a gradient passed through unchanged).
+    if (op.contains("views"))
+      for (const json& view : list_field(op, "views", where)) {
+        const TensorId t = tensor_id(view, where);
+        const auto slot = std::find(spec.outputs.begin(), spec.outputs.end(), t);
+        if (slot == spec.outputs.end() || slot - spec.outputs.begin() >= 32)
+          throw Error(where + ": 'views' names '" + b.tensor_name(t) + "', which is not one of its outputs");
+        spec.view_outputs |= 1u << (slot - spec.outputs.begin());
+      }
     if (auto it = op.find("attrs"); it != op.end()) {
       if (!it->is_object()) throw Error(where + ": field 'attrs' must be an object");
       for (auto& [name, value] : it->items()) {

@@ -113,16 +113,20 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     if (info.source && info.home != kNoId && !g.tensor_folded(x)) source_tensors_.push_back(x);
     if (info.source) static_extra_[x] = g.optimizer_state_bytes(x);
   }
-  // Views: alias ops (no kernel) whose output shares the storage of their first input.
+  // Views: outputs that share the storage of their op's first input (an alias's, a gradient
+  // passed through), in topological order so that a view of a view finds its base set.
   alloc_bytes_.resize(t);
   for (TensorId x = 0; x < t; ++x) alloc_bytes_[x] = tensors_[x].bytes;
-  std::vector<std::uint32_t> viewed(t, kNone);
   for (OpId o : g.topological_order()) {
-    if (!g.op_is_view(o)) continue;
-    const TensorId in = g.op_inputs(o)[0], out = g.op_outputs(o)[0];
-    views_.push_back({o, in, out});
-    alloc_bytes_[out] = 0;
-    viewed[out] = in;
+    const std::uint32_t mask = g.op_view_outputs(o);
+    if (mask == 0) continue;
+    const TensorId in = g.op_inputs(o)[0];
+    const auto outs = g.op_outputs(o);
+    for (std::size_t i = 0; i < outs.size() && i < 32; ++i) {
+      if (!(mask >> i & 1u)) continue;
+      views_.push_back({o, in, outs[i]});
+      alloc_bytes_[outs[i]] = 0;
+    }
   }
   // Graph outputs made during the step: their storage on their producer's device is pinned per run.
   for (TensorId x : g.outputs())
