@@ -189,6 +189,20 @@ std::string one_relu_graph(const std::string& file, const std::string& elements)
     "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
 }
 
+// A model without parameters has nothing to train: its "training step" is the forward pass alone,
+// which every command that reads it for training says (it was silent); not in inference mode.
+TEST(SimulateCli, AModelWithoutParametersIsWarnedAboutInTraining) {
+  const std::string graph = one_relu_graph("no_params.json", "4");
+  auto training = placer({"simulate", "--model", graph, "--cluster", "k80x2", "--on", "gpu:0"});
+  ASSERT_EQ(training.exit_code, 0) << training.err;
+  EXPECT_THAT(training.err, HasSubstr("placer: warning: '" + graph + "' has no parameters, so its training step is the forward pass alone"));
+  auto inspect = placer({"inspect", graph});
+  EXPECT_THAT(inspect.err, HasSubstr("has no parameters"));
+  auto inference = placer({"simulate", "--model", graph, "--cluster", "k80x2", "--on", "gpu:0", "--mode", "inference"});
+  ASSERT_EQ(inference.exit_code, 0) << inference.err;
+  EXPECT_THAT(inference.err, ::testing::Not(HasSubstr("warning")));
+}
+
 // A slow CPU with 1 TB and a fast GPU with 1 GB, joined by `switches` and `links` (JSON lists).
 std::string cpu_and_small_gpu(const std::string& file, const std::string& switches, const std::string& links) {
   return write(file, R"({"format": "placer-cluster", "version": 1, "name": "c", "devices": [

@@ -76,12 +76,24 @@ void add_problem_options(CLI::App* cmd, ProblemArgs& args) {
 
 void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mode) {
   if (mode != Mode::training) return;
-  bool parameters = false;
+  bool parameters = false, data = false;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
-    if (g.tensor_kind(t) == TensorKind::data) return;
+    data = data || g.tensor_kind(t) == TensorKind::data;
     parameters = parameters || g.tensor_kind(t) == TensorKind::parameter;
   }
-  if (!parameters) return;
+  if (!parameters) {
+    // Nothing to train: the "training step" is the forward pass alone (a step saved with its own
+    // backward ops is taken as it is).
+    bool backward = false;
+    for (OpId o = g.num_forward_ops(); o < g.num_ops() && !backward; ++o) backward = g.op_role(o) != OpRole::forward;
+    if (!backward)
+      fmt::print(stderr,
+                 "placer: warning: '{}' has no parameters, so its training step is the forward pass alone (nothing to train); use "
+                 "--mode inference for that, or give the model its weights (initializers, or graph inputs that are not data)\n",
+                 model);
+    return;
+  }
+  if (data) return;
   fmt::print(stderr,
              "placer: warning: '{}' has no data input: every floating-point graph input is trained as a parameter (by the "
              "rules of docs/training-step.md); if one of them is the data (x in MatMul(W, x)), name it with --data-inputs\n",

@@ -52,7 +52,8 @@ struct LoadedProblem {
 LoadedProblem load_problem(const ProblemArgs& args);
 // A warning on stderr when a training step has parameters and no data input: the input rules
 // (docs/training-step.md) took every floating-point graph input for a parameter, which a data input
-// read only as a matrix product's right operand gives; --data-inputs says which is the data.
+// read only as a matrix product's right operand gives; --data-inputs says which is the data. And
+// when it has no parameters at all: its training step is then the forward pass alone.
 void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mode);
 // A warning on stderr when a profile with times matched none of a model's forward or backward ops
 // (`path`: the profile's file): measured on another model, it was used silently.
