@@ -266,7 +266,8 @@ TEST(TrainingStep, GradientsReadAndWriteWhatTheRulesSay) {
     EXPECT_EQ(sum.flops, 32.0);
     EXPECT_EQ(sum.bytes_read, 2 * 128.0);
     EXPECT_EQ(sum.bytes_written, 128.0);
-    EXPECT_EQ(g.op_view_outputs(g.find_op("reshape/grad")), 0u);
+    // Summed in place into the first partial (which owns its storage), which the gradient views.
+    EXPECT_EQ(g.op_view_outputs(g.find_op("reshape/grad")), 1u);
   }
 }
 
@@ -315,6 +316,72 @@ TEST(TrainingStep, AddPassesItsGradientOnAsViewsOfTheIncomingOne) {
     EXPECT_EQ(work_of(g, "add/grad"), (OpWork{32, 2 * 128, 128, OpClass::elementwise}));
     EXPECT_EQ(g.op_view_outputs(g.find_op("add/grad")), 3u);
   }
+}
+
+// Found by a review: the partials of an output read twice are summed in place into one that owns
+// its storage, never into a view that a sibling gradient may still read (PyTorch's input buffer
+// adds in place only into a tensor it alone holds); a sum that must be written reads it again.
+TEST(TrainingStep, PartialsAreSummedInPlaceOnlyIntoAGradientOfTheirOwn) {
+  {
+    StepOf s;  // a = p + q; r = a + x*w; y = r * Exp(a): a's partials are a view (from r's Add) and Exp's
+    const TensorId p = s.tensor("p", {4, 8}, TensorKind::parameter), q = s.tensor("q", {4, 8}, TensorKind::parameter);
+    const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), w = s.tensor("w", {4, 8}, TensorKind::parameter);
+    const TensorId a = s.tensor("a", {4, 8}), c = s.tensor("c", {4, 8}), b = s.tensor("b", {4, 8}), r = s.tensor("r", {4, 8});
+    const TensorId y = s.tensor("y", {4, 8});
+    s.op("add_a", "Add", {p, q}, {a});
+    s.op("exp", "Exp", {a}, {c});
+    s.op("mul_b", "Mul", {x, w}, {b});
+    s.op("add_r", "Add", {a, b}, {r});
+    s.op("mul_y", "Mul", {r, c}, {y});
+    const Graph g = s.step({y});
+    EXPECT_TRUE(g.tensor_is_view(g.find_tensor("grad/a/add_r")));
+    const OpId add_a = g.find_op("add_a/grad");
+    EXPECT_EQ(g.tensor_name(g.op_inputs(add_a)[0]), "grad/a/exp");
+    EXPECT_EQ(g.op_view_outputs(add_a), 3u);
+  }
+  {
+    StepOf s;  // y = (a + u) * (a + v), a = p + q: both of a's partials are views, so its sum is new
+    const TensorId p = s.tensor("p", {4, 8}, TensorKind::parameter), q = s.tensor("q", {4, 8}, TensorKind::parameter);
+    const TensorId u = s.tensor("u", {4, 8}, TensorKind::parameter), v = s.tensor("v", {4, 8}, TensorKind::parameter);
+    const TensorId a = s.tensor("a", {4, 8}), r = s.tensor("r", {4, 8}), t = s.tensor("t", {4, 8}), y = s.tensor("y", {4, 8});
+    s.op("add_a", "Add", {p, q}, {a});
+    s.op("add_r", "Add", {a, u}, {r});
+    s.op("add_t", "Add", {a, v}, {t});
+    s.op("mul_y", "Mul", {r, t}, {y});
+    const Graph g = s.step({y});
+    EXPECT_EQ(g.op_view_outputs(g.find_op("add_a/grad")), 0u);
+    EXPECT_FALSE(g.tensor_is_view(g.find_tensor("grad/p/add_a")));
+    EXPECT_EQ(work_of(g, "add_a/grad"), (OpWork{32, 2 * 128, 128, OpClass::elementwise}));
+  }
+  {
+    StepOf s;  // r = h + b (a bias) read by two Exps: sum (reads 2, writes 1), then the bias reduction reads the sum
+    const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), w = s.tensor("w", {4, 8}, TensorKind::parameter);
+    const TensorId b = s.tensor("b", {8}, TensorKind::parameter), h = s.tensor("h", {4, 8}), r = s.tensor("r", {4, 8});
+    const TensorId e1 = s.tensor("e1", {4, 8}), e2 = s.tensor("e2", {4, 8}), y = s.tensor("y", {4, 8});
+    s.op("mul", "Mul", {x, w}, {h});
+    s.op("add", "Add", {h, b}, {r});
+    s.op("exp1", "Exp", {r}, {e1});
+    s.op("exp2", "Exp", {r}, {e2});
+    s.op("out", "Mul", {e1, e2}, {y});
+    const Graph g = s.step({y});
+    EXPECT_EQ(work_of(g, "add/grad"), (OpWork{32 + 32, 3 * 128, 32 + 128, OpClass::elementwise}));
+    EXPECT_EQ(g.op_view_outputs(g.find_op("add/grad")), 1u);
+  }
+}
+
+// Views a forward op declares (graph JSON's "views") stay views in its training step.
+TEST(TrainingStep, KeepsTheViewsOfForwardOps) {
+  GraphBuilder b("declared");
+  const TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data), w = b.add_tensor("w", {4, 8}, DType::f32, TensorKind::parameter);
+  const TensorId h = b.add_tensor("h", {4, 8}, DType::f32, TensorKind::activation), v = b.add_tensor("v", {4, 8}, DType::f32, TensorKind::activation);
+  const TensorId y = b.add_tensor("y", {4, 8}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "mul", .type = "Mul", .inputs = {x, w}, .outputs = {h}, .work = {32, 256, 128, OpClass::elementwise}});
+  b.add_op({.name = "pass", .type = "Custom", .inputs = {h}, .outputs = {v}, .work = {0, 0, 0, OpClass::elementwise}, .view_outputs = 1u});
+  b.add_op({.name = "out", .type = "Exp", .inputs = {v}, .outputs = {y}, .work = {32, 128, 128, OpClass::elementwise}});
+  b.mark_output(y);
+  const Graph step = derive_training_step(std::move(b).build(), Optimizer::sgd);
+  EXPECT_EQ(step.op_view_outputs(step.find_op("pass")), 1u);
+  EXPECT_TRUE(step.tensor_is_view(step.find_tensor("v")));
 }
 
 TEST(TrainingStep, RejectsAGraphThatIsAlreadyATrainingStep) {

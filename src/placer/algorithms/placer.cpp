@@ -126,13 +126,15 @@ FamilyMemory family_memory(const Problem& problem) {
   const std::vector<OpId> anchor = anchors(g);
   const bool training = g.num_forward_ops() != g.num_ops();
   if (training)
-    for (OpId o = 0; o < g.num_forward_ops(); ++o) {
-      const auto ins = g.op_inputs(o);
-      for (std::size_t i = 0; i < ins.size(); ++i) {
-        const TensorId x = ins[i];
-        if (x == kNoId || g.producer(x) != kNoId || g.tensor_kind(x) != TensorKind::parameter) continue;
-        if (std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), x) != ins.begin() + static_cast<std::ptrdiff_t>(i)) continue;
-        m.partial_gradient_bytes[o] += g.tensor_bytes(x);
+    // The partial gradients that update ops read (the parameter, then its partials), each charged
+    // to the forward op whose gradient wrote it; one passed through (a view) takes no memory.
+    for (OpId u = static_cast<OpId>(g.num_forward_ops()); u < g.num_ops(); ++u) {
+      if (g.op_role(u) != OpRole::update) continue;
+      const auto ins = g.op_inputs(u);
+      for (std::size_t i = 1; i < ins.size(); ++i) {
+        const OpId b = ins[i] == kNoId ? kNoId : g.producer(ins[i]);
+        if (b == kNoId || g.tensor_is_view(ins[i])) continue;
+        if (const OpId o = g.forward_op(b); o != kNoId && o < g.num_forward_ops()) m.partial_gradient_bytes[o] += g.tensor_bytes(ins[i]);
       }
     }
   std::vector<OpId> families;

@@ -145,7 +145,7 @@ struct FamilyMemory {
   std::vector<std::uint64_t> activation_bytes;  // per forward op: outputs of the op and its gradient ops (views: none)
   // Per forward op, in training: every read of a trained parameter yields a partial gradient that
   // stays until the parameter's update at the end of the step (a weight shared by 20 time steps:
-  // 20 of them). Zero in inference.
+  // 20 of them); one passed through unchanged (Add(p, q)'s, a view) takes none. Zero in inference.
   std::vector<std::uint64_t> partial_gradient_bytes;
 };
 FamilyMemory family_memory(const Problem& problem);

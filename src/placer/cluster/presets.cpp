@@ -36,11 +36,11 @@ constexpr double kCpuOpOverheadS = 8e-6;        // the issue's figure for PyTorc
 constexpr double kH100Flops = 51.6e12;             // fp32 4096^2 matrix product, TF32 off
 constexpr double kH100Bandwidth = 2.97e12;         // 256 MiB device copy, read + write
 constexpr double kH100OpOverheadS = 5.8e-6;        // fitted per-op cost inside a step (asynchronous launches)
-constexpr double kH100BackwardOpOverheadS = 27.9e-6;  // fitted, per gradient (an autograd node, several kernels)
+constexpr double kH100BackwardOpOverheadS = 27.8e-6;  // fitted, per gradient (an autograd node, several kernels)
 constexpr double kH100BoxCpuFlops = 1.06e12;       // fp32 768^2 matrix product, 15 threads
 constexpr double kH100BoxCpuBandwidth = 142e9;     // 32 MiB copy, read + write
 constexpr double kH100BoxCpuOverheadS = 5.8e-6;    // fitted
-constexpr double kH100BoxCpuBackwardOverheadS = 10.3e-6;  // fitted
+constexpr double kH100BoxCpuBackwardOverheadS = 11.7e-6;  // fitted
 
 struct ClassEfficiency {
   OpClass op_class;
@@ -62,9 +62,9 @@ std::array<Device::Efficiency, kNumOpClasses> h100_efficiency() {
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 3.470, 0.446}, {OpClass::matmul, 1.471, 0.887}, {OpClass::elementwise, 0, 1.285},
-                       {OpClass::normalization, 0, 0.406}, {OpClass::pooling, 0, 0.348}, {OpClass::reduction, 0, 0.850},
-                       {OpClass::data_movement, 0, 1.692}});
+  return efficiencies({{OpClass::conv, 3.470, 0.446}, {OpClass::matmul, 1.470, 0.887}, {OpClass::elementwise, 0, 1.289},
+                       {OpClass::normalization, 0, 0.406}, {OpClass::pooling, 0, 0.347}, {OpClass::reduction, 0, 0.847},
+                       {OpClass::data_movement, 0, 1.691}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
@@ -74,8 +74,8 @@ std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 0.782, 0.100}, {OpClass::matmul, 0.820, 0.081}, {OpClass::elementwise, 0, 0.747},
-                       {OpClass::normalization, 0, 0.447}, {OpClass::pooling, 0, 0.258}, {OpClass::reduction, 0, 1.418},
+  return efficiencies({{OpClass::conv, 0.782, 0.100}, {OpClass::matmul, 0.820, 0.081}, {OpClass::elementwise, 0, 0.797},
+                       {OpClass::normalization, 0, 0.448}, {OpClass::pooling, 0, 0.258}, {OpClass::reduction, 0, 1.438},
                        {OpClass::data_movement, 0, 4.0}});
 }
 

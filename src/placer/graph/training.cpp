@@ -93,6 +93,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     spec.module = fwd.module_name(fwd.op_module(o));
     spec.call = fwd.op_call(o);
     spec.work = fwd.op_work(o);
+    // Declared views (graph JSON); an alias's first output is derived again by the builder.
+    spec.view_outputs = fwd.op_view_outputs(o) & ~(spec.work.op_class == OpClass::alias ? 1u : 0u);
     b.add_op(std::move(spec));
   }
   for (TensorId t : fwd.outputs()) b.mark_output(t);
@@ -132,11 +134,14 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
 
   // Partial gradients of each tensor, in the order they are produced.
   std::vector<std::vector<TensorId>> partials(fwd.num_tensors());
+  // Per tensor of the step: a gradient that is a view (shares the storage of another gradient).
+  std::vector<char> gradient_view;
   auto grad_tensor = [&](TensorId of, const std::string& from) {
     auto shape = fwd.tensor_shape(of);
     TensorId g = b.add_tensor(new_tensor_name("grad/" + fwd.tensor_name(of) + "/" + from), {shape.begin(), shape.end()}, fwd.tensor_dtype(of),
                               TensorKind::gradient);
     partials[of].push_back(g);
+    gradient_view.resize(std::size_t{g} + 1, 0);
     return g;
   };
   auto module_of = [&](OpId o) { return fwd.module_name(fwd.op_module(o)); };
@@ -179,21 +184,6 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     spec.role = OpRole::backward;
     spec.forward_op = o;
     spec.attrs = fwd.op_attrs(o);
-    double accumulate_flops = 0.0, accumulate_bytes = 0.0;
-    for (TensorId t : outs) {
-      spec.inputs.insert(spec.inputs.end(), partials[t].begin(), partials[t].end());
-      if (partials[t].size() > 1) {
-        // Summing k partial gradients of a tensor used k times.
-        accumulate_flops += static_cast<double>((partials[t].size() - 1) * fwd.tensor_elements(t));
-        accumulate_bytes += static_cast<double>((partials[t].size() - 1) * fwd.tensor_bytes(t));
-      }
-    }
-    if (rule.saves_inputs)
-      for (TensorId t : ins)
-        if (t != kNoId && fwd.tensor_kind(t) != TensorKind::constant) spec.inputs.push_back(t);
-    for (std::size_t j = 0; j < outs.size() && j < 32; ++j)
-      if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId) spec.inputs.push_back(outs[j]);
-
     std::vector<TensorDesc> in_desc, out_desc;
     for (TensorId t : ins) in_desc.push_back(fwd.tensor_desc(t));
     for (TensorId t : outs) out_desc.push_back(fwd.tensor_desc(t));
@@ -203,33 +193,63 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       repeated[i] = ins[i] != kNoId && std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) != ins.begin() + static_cast<std::ptrdiff_t>(i);
     const std::span<const bool> needs_span{needs_flags.get(), needs.size()}, repeated_span{repeated.get(), ins.size()};
     spec.work = backward_work(fwd.op_type(o), fwd.op_attrs(o), in_desc, out_desc, needs_span, OpClass::elementwise, repeated_span);
-    // Gradients passed through unchanged (Add's operands) are views of the incoming gradient.
+    // Gradients passed through unchanged (Add's operands; an alias's) are views of the incoming
+    // gradient, the op's first input.
     const std::uint32_t passed = passed_gradients(fwd.op_type(o), in_desc, out_desc, needs_span, repeated_span);
-    const bool own_kernel = spec.work.bytes_read + spec.work.bytes_written > 0;
+    const bool alias = spec.work.op_class == OpClass::alias;
+    // The incoming gradient: the partials of the first output (one per reader of it).
+    std::vector<TensorId>* first = outs.empty() || partials[outs[0]].empty() ? nullptr : &partials[outs[0]];
+    bool views = (passed != 0 || alias) && first != nullptr;
+    double accumulate_flops = 0.0, accumulate_bytes = 0.0;
+    for (TensorId t : outs)
+      if (partials[t].size() > 1) {
+        // Summing k partial gradients of a tensor used k times.
+        accumulate_flops += static_cast<double>((partials[t].size() - 1) * fwd.tensor_elements(t));
+        accumulate_bytes += static_cast<double>((partials[t].size() - 1) * fwd.tensor_bytes(t));
+      }
+    if (views && first->size() > 1) {
+      // Autograd's input buffer adds the partials into one of them in place when it holds the only
+      // reference to it, else into a new tensor: the one put first must own its storage, not view
+      // one that a sibling gradient may still read (an outer Add's dY). With none such, the sum is
+      // a tensor of its own and nothing is a view of it.
+      auto owner = std::find_if(first->begin(), first->end(), [&](TensorId t) { return !gradient_view[t]; });
+      if (owner == first->end()) views = false;
+      else std::rotate(first->begin(), owner, owner + 1);
+    }
+    for (TensorId t : outs) spec.inputs.insert(spec.inputs.end(), partials[t].begin(), partials[t].end());
+    if (rule.saves_inputs)
+      for (TensorId t : ins)
+        if (t != kNoId && fwd.tensor_kind(t) != TensorKind::constant) spec.inputs.push_back(t);
+    for (std::size_t j = 0; j < outs.size() && j < 32; ++j)
+      if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId) spec.inputs.push_back(outs[j]);
+
     spec.work.flops += accumulate_flops;
     spec.work.bytes_read += accumulate_bytes;
-    if (passed != 0 && accumulate_flops > 0) {
-      // Autograd sums the partials into the first (in place) before the node runs; the gradients
-      // passed through share that sum.
-      const double incoming = static_cast<double>(fwd.tensor_bytes(outs[0]));
-      if (!own_kernel) spec.work.bytes_read += incoming;
-      spec.work.bytes_written += incoming;
-    }
-    if (spec.work.op_class == OpClass::alias && accumulate_flops > 0) {
-      // An alias passes its gradient through for free, but autograd first adds the partials of an
-      // output read several times: a kernel that reads all k and writes their sum.
+    if (accumulate_flops > 0 && (passed != 0 || alias)) {
+      // The partials are summed by a kernel of their own, which reads all k and writes the sum, before
+      // the node runs (its own kernel, if any, then reads the sum again); what passes through
+      // shares the sum.
       double incoming = 0.0;
       for (TensorId t : outs)
         if (!partials[t].empty()) incoming += static_cast<double>(fwd.tensor_bytes(t));
-      spec.work.op_class = OpClass::elementwise;
-      spec.work.bytes_read = accumulate_bytes + incoming;
-      spec.work.bytes_written = incoming;
+      spec.work.op_class = alias ? OpClass::elementwise : spec.work.op_class;
+      spec.work.bytes_read += incoming;
+      spec.work.bytes_written += incoming;
     }
+    // An alias's first output is a view when the op stays an alias (the graph derives it), else
+    // when declared; the gradients it passes through likewise.
+    std::uint32_t view_bits = 0;
     for (std::size_t i = 0; i < ins.size(); ++i) {
       if (!needs[i] || repeated[i]) continue;
-      if (i < 32 && (passed >> i & 1u) && spec.outputs.size() < 32) spec.view_outputs |= 1u << spec.outputs.size();
-      spec.outputs.push_back(grad_tensor(ins[i], fwd.op_name(o)));
+      const std::size_t slot = spec.outputs.size();
+      const bool stays_alias = spec.work.op_class == OpClass::alias;
+      const bool view = slot < 32 && (stays_alias ? slot == 0 : views && (alias ? slot == 0 : i < 32 && (passed >> i & 1u)));
+      if (view) view_bits |= 1u << slot;
+      const TensorId g = grad_tensor(ins[i], fwd.op_name(o));
+      spec.outputs.push_back(g);
+      gradient_view[g] = view;
     }
+    if (spec.work.op_class != OpClass::alias) spec.view_outputs = view_bits;
     b.add_op(std::move(spec));
   }
 

@@ -265,8 +265,10 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       for (const json& view : list_field(op, "views", where)) {
         const TensorId t = tensor_id(view, where);
         const auto slot = std::find(spec.outputs.begin(), spec.outputs.end(), t);
-        if (slot == spec.outputs.end() || slot - spec.outputs.begin() >= 32)
-          throw Error(where + ": 'views' names '" + b.tensor_name(t) + "', which is not one of its outputs");
+        if (slot == spec.outputs.end()) throw Error(where + ": 'views' names '" + b.tensor_name(t) + "', which is not one of its outputs");
+        if (slot - spec.outputs.begin() >= 32)
+          throw Error(where + ": 'views' names '" + b.tensor_name(t) + "', its output " + std::to_string(slot - spec.outputs.begin()) +
+                      ": only the first 32 outputs of an op can be views");
         spec.view_outputs |= 1u << (slot - spec.outputs.begin());
       }
     if (auto it = op.find("attrs"); it != op.end()) {

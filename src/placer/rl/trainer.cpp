@@ -98,6 +98,7 @@ std::int64_t problem_hash(const Problem& p) {
   for (OpId o = 0; o < g.num_ops(); ++o) {
     for (TensorId t : g.op_inputs(o)) mix(t);
     for (TensorId t : g.op_outputs(o)) mix(t);
+    mix(g.op_view_outputs(o));  // views take no memory: they change what fits
   }
   for (TensorId t = 0; t < g.num_tensors(); ++t) mix(g.tensor_bytes(t));
   for (double t : p.costs.times()) mix_double(t);
