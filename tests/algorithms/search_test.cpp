@@ -175,8 +175,8 @@ TEST(OptimalIp, HonoursMemory) {
 }
 
 TEST(OptimalErrors, SaysClearlyWhenTheProblemIsTooLarge) {
-  Priced five = uneven_graph(5);
-  EXPECT_THAT([&] { run_placer("optimal", five.problem(), {}, 1, {{"groups", "op"}}); },
+  Priced nine = uneven_graph(9);  // more devices than optimal takes (8)
+  EXPECT_THAT([&] { run_placer("optimal", nine.problem(), {}, 1, {{"groups", "op"}}); },
               ::testing::ThrowsMessage<Error>(HasSubstr("too large")));
   Priced two = uneven_graph(2);
   const Options small_limit{{"groups", "op"}, {"method", "exhaustive"}, {"max-evaluations", "100"}};

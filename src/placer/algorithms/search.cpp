@@ -569,7 +569,7 @@ class OptimalPlacer final : public Placer {
   }
 
  private:
-  static constexpr std::size_t kMaxDevices = 4, kMaxIpGroups = 24;
+  static constexpr std::size_t kMaxDevices = 8, kMaxIpGroups = 24;  // the papers' and presets' boxes of 8 GPUs
   static constexpr int kSavedSolutions = 10;
 
   // Every placement of the groups on the candidates, group 0 only on the first device of each
