@@ -471,6 +471,27 @@ TEST(PlaceCliBadInput, AmbiguousOptionsAndFiles) {
   expect_one_line_error({"compare", "--model", kModel, "--cluster", "k80x4", "--algos", ",", "--json"}, "empty name");
 }
 
+// An empty item in a comma-separated list is an error, as in --algos (CLI11's own splitting
+// dropped it without a word: `--placement a.json,` ran a.json alone).
+TEST(SimulateCliBadInput, AnEmptyItemInAListIsAnError) {
+  const std::string placement = write("one.json", R"({"default": "gpu:0"})");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"simulate", "--model", kModel, "--cluster", "k80x4", "--placement", placement + ","},
+        {"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0,,cpu:0"},
+        {"simulate", "--model", kModel, "--cluster", "k80x4", "--on", ","},
+        {"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--data-inputs", "x.1,"},
+        {"fit", "--cluster", "k80x4", "--models", kModel + ",", "--profiles", placement, "-o", test::temp_path("fit.json")}}) {
+    auto run = placer(args);
+    EXPECT_NE(run.exit_code, 0) << args[5];
+    EXPECT_LT(run.exit_code, 124);
+    EXPECT_THAT(run.err, HasSubstr("(two commas in a row, or one at an end?)")) << args[5];
+  }
+  // Items still split: two placements, two runs.
+  auto two = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0,cpu:0", "--json"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(nlohmann::json::parse(two.out)["placements"].size(), 2u);
+}
+
 TEST(SimulateCliBadInput, NothingToSimulate) { expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4"}, "--placement"); }
 
 // Found by fuzzing: a profile's absurd time (1e300 s for one op) printed its ratio to the lower

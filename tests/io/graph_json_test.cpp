@@ -138,6 +138,34 @@ TEST(GraphJsonBadInput, ViewsMustBeOutputsOfTheFirstInputsSize) {
   expect_error(head + R"("views": "y"}]})", "field 'views' must be a list");
 }
 
+// Found by a fuzzing review: a negative dimension was reported as a shape mismatch of the op
+// reading it, and a saved Adam step without 'optimizer_state_copies' was priced without Adam's state.
+TEST(GraphJsonBadInput, ANegativeDimensionIsNamed) {
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [-32, 4], "kind": "data"}, {"name": "y", "shape": [4]}],
+    "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "flops": 1}], "outputs": ["y"]})",
+               "'x': dimension 0 of its shape is -32, not 0 or more");
+}
+
+TEST(GraphJson, UpdateOpsSayHowMuchOptimizerStateTheyKeep) {
+  const std::string head = R"({"format": "placer-graph", "version": 1, "forward_ops": 1,
+    "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "w", "shape": [4], "kind": "parameter"}, {"name": "y", "shape": [4]},
+                {"name": "g", "shape": [4], "kind": "gradient"}],
+    "ops": [{"name": "f", "type": "Mul", "inputs": ["x", "w"], "outputs": ["y"]},
+            {"name": "f/grad", "type": "MulGrad", "role": "backward", "forward_op": "f", "inputs": ["y"], "outputs": ["g"], "flops": 4},
+            {"name": "update/w", "type": ")";
+  auto load = [&](const std::string& type, const std::string& field) {
+    return load_graph_json(write("state.json", head + type + R"(", "role": "update", "param": "w", "inputs": ["w", "g"], "outputs": [], "flops": 4}],
+      "outputs": ["y"])" + field + "}"));
+  };
+  EXPECT_EQ(load("AdamUpdate", "").optimizer_state_copies(), 2u);
+  EXPECT_EQ(load("MomentumUpdate", "").optimizer_state_copies(), 1u);
+  EXPECT_EQ(load("AdamUpdate", R"(, "optimizer_state_copies": 2)").optimizer_state_copies(), 2u);
+  EXPECT_EQ(load("LionUpdate", R"(, "optimizer_state_copies": 1)").optimizer_state_copies(), 1u);  // not placer's: the field says
+  expect_error(head + R"(SGDUpdate", "role": "update", "param": "w", "inputs": ["w", "g"], "outputs": [], "flops": 4}],
+      "outputs": ["y"], "optimizer_state_copies": 2})",
+               "field 'optimizer_state_copies' is 2, but its update ops are 'SGDUpdate', which keeps 0");
+}
+
 TEST(GraphJsonBadInput, MalformedJson) { expect_error("{\"ops\": [", "not valid JSON"); }
 TEST(GraphJsonBadInput, WrongFormat) { expect_error("{\"format\": \"other\"}", "not a placer graph"); }
 TEST(GraphJsonBadInput, FutureVersion) {

@@ -4,6 +4,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -154,6 +155,59 @@ TEST(OnnxShapes, ShapesChainedThroughEveryLayerTakeAFewPassesWhateverTheDepth) {
     // and none more: before nodes were inferred between passes, 40 layers took 41 passes.
     EXPECT_LE(passes, 2u);
   }
+}
+
+// A model of one node `op` on graph inputs of the given shapes (float), opset 17, its first output
+// read by a Relu.
+onnx::ModelProto one_node_model(const std::string& op, const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& inputs,
+                                const std::function<void(onnx::NodeProto*)>& attrs = {}) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name(op);
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : inputs) {
+    auto* x = g->add_input();
+    x->set_name(name);
+    x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (std::int64_t d : shape) x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    names.push_back(name);
+  }
+  auto* n = add_node(g, op, names, {"y"});
+  n->set_name("n");
+  if (attrs) attrs(n);
+  add_node(g, "Relu", {"y"}, {"z"});
+  auto* out = g->add_output();
+  out->set_name("z");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return m;
+}
+
+// libonnx 1.12's shape rules crashed the process (SIGSEGV, SIGFPE) on these nodes (found by a
+// fuzzing review): each is now an error naming the node, before any of ONNX's rules sees it.
+TEST(OnnxShapes, NodesLibonnxsRulesCrashOnAreRefusedFirst) {
+  const auto fails = [](onnx::ModelProto m, const std::string& fragment) {
+    EXPECT_THAT([&] { infer_all_shapes(m); }, ThrowsMessage<Error>(AllOf(HasSubstr("node 'n'"), HasSubstr(fragment))));
+  };
+  fails(one_node_model("Conv", {{"x", {1, 3}}, {"w", {4, 3, 3, 3}}}), "its input 'x' has 2 dimensions");
+  fails(one_node_model("ConvTranspose", {{"x", {1, 3, 8, 8}}, {"w", {3, 4}}}), "its weight 'w' has 2 dimensions");
+  fails(one_node_model("ConvTranspose", {{"x", {3, 8}}, {"w", {3, 4, 3, 3}}}), "its input 'x' has 2 dimensions");
+  fails(one_node_model("ConvTranspose", {{"x", {1, 3, 8, 8}}, {"w", {3, 4, 3, 3}}}, [](auto* n) { add_ints(n, "kernel_shape", {3, 3, 3, 3}); }),
+        "attribute 'kernel_shape' has 4 values for the input's 2 spatial dimensions");
+  fails(one_node_model("STFT", {{"x", {64}}, {"step", {}}}), "its signal 'x' has 1 dimensions");
+  fails(one_node_model("DepthToSpace", {{"x", {1, 16, 4, 4}}}, [](auto* n) { add_int(n, "blocksize", std::int64_t{1} << 62); }),
+        "attribute 'blocksize' is 4611686018427387904, too large");
+  fails(one_node_model("GatherND", {{"x", {4, 8}}, {"i", {4, 1}}}, [](auto* n) { add_int(n, "batch_dims", -7); }),
+        "attribute 'batch_dims' is -7, not 0 or more");
+  // The input's rank known only through the rule of the node before it (a Flatten).
+  onnx::ModelProto chained = one_node_model("Conv", {{"x", {1, 3, 8, 8}}, {"w", {4, 3, 3, 3}}});
+  auto* g = chained.mutable_graph();
+  add_node(g, "Flatten", {"x"}, {"flat"});
+  g->mutable_node()->SwapElements(0, 2);  // Flatten first, then the Conv, then the Relu
+  g->mutable_node()->SwapElements(1, 2);
+  g->mutable_node(1)->set_input(0, "flat");
+  fails(chained, "its input 'flat' has 2 dimensions");
 }
 
 TEST(OnnxShapes, ANodeItsRuleRejectsIsAnErrorNamingIt) {

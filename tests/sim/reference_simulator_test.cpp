@@ -184,7 +184,10 @@ RandomGraph random_graph(std::mt19937_64& rng, std::size_t n, bool dyadic) {
       spec.type = spec.inputs.size() == 1 ? "Relu" : spec.inputs.size() == 2 ? "Add" : "Sum";
       for (DeviceKind k : {DeviceKind::cpu, DeviceKind::gpu}) profile.set_by_name(k, name, times[rng() % 6] * (k == DeviceKind::cpu ? 4 : 1));
     }
-    if (spec.type == "AddGrad") {  // the first output a view too, or a tensor of its own
+    if (spec.type == "Reshape") {  // a view has its input's bytes (an alias of another size is no view)
+      const auto shape = b.tensor_shape(spec.inputs[0]);
+      spec.outputs.insert(spec.outputs.begin(), b.add_tensor(name + ".out", {shape.begin(), shape.end()}, DType::f32, TensorKind::activation));
+    } else if (spec.type == "AddGrad") {  // the first output a view too, or a tensor of its own
       const auto shape = b.tensor_shape(spec.inputs[0]);
       spec.outputs.insert(spec.outputs.begin(), spec.view_outputs & 1u ? b.add_tensor(name + ".out", {shape.begin(), shape.end()}, DType::f32,
                                                                                            TensorKind::activation)

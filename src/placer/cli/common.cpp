@@ -15,7 +15,7 @@ ModelOptions ModelArgs::resolve() const {
   o.mode = parse_mode(mode);
   o.optimizer = parse_optimizer(optimizer);
   o.optimizer_given = optimizer_option && optimizer_option->count() > 0;
-  o.onnx.data_inputs = data_inputs;
+  o.onnx.data_inputs = comma_items(data_inputs);
   for (const auto& d : dims) {
     auto eq = d.find('=');
     if (eq == std::string::npos || eq == 0) throw Error("--dim expects NAME=VALUE, got '" + d + "'");
@@ -48,7 +48,7 @@ void add_model_options(CLI::App* cmd, ModelArgs& args, bool with_mode) {
                               ->capture_default_str();
   cmd->add_option("--data-inputs", args.data_inputs,
                   "graph inputs that are data (comma-separated); all other inputs become parameters or buffers")
-      ->delimiter(',');
+      ->check(comma_list("input name"));
   cmd->add_option("--dim", args.dims, "value of a symbolic input dimension, NAME=VALUE (repeatable)");
   cmd->add_option("--unknown-ops", args.unknown_ops,
                   "price op types with no cost rule as this class (elementwise, matmul, ...) instead of failing");

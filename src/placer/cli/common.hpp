@@ -15,6 +15,7 @@
 #include "placer/cost/cost_model.hpp"
 #include "placer/io/model.hpp"
 #include "placer/sim/simulator.hpp"
+#include "placer/util/text.hpp"
 #include "placer/util/units.hpp"
 
 namespace placer::cli {
@@ -99,6 +100,25 @@ inline const CLI::Validator kFileName = non_empty("file name", "FILE");
 
 // Validator of --on: a device name, not an empty string (which would read as "no default").
 inline const CLI::Validator kDeviceName = non_empty("device name", "DEVICE");
+
+// Validator of a comma-separated list given to an option: no empty item ("a,,b", "a,", ","),
+// which CLI11's own splitting drops without a word. Split with comma_items.
+inline CLI::Validator comma_list(const std::string& item) {
+  return CLI::Validator(
+      [item](const std::string& s) {
+        for (const std::string& part : split_commas(s))
+          if (part.empty()) return "an empty " + item + " in '" + s + "' (two commas in a row, or one at an end?)";
+        return std::string();
+      },
+      "LIST");
+}
+// The items of an option's comma-separated values, in order.
+inline std::vector<std::string> comma_items(const std::vector<std::string>& values) {
+  std::vector<std::string> items;
+  for (const std::string& v : values)
+    for (std::string& part : split_commas(v)) items.push_back(std::move(part));
+  return items;
+}
 
 // The first line of a library's message (libtorch's go on with a C++ backtrace): errors are one line.
 inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }

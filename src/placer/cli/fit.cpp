@@ -153,14 +153,18 @@ void register_fit(CLI::App& app) {
   auto args = std::make_shared<FitArgs>();
   CLI::App* cmd = app.add_subcommand("fit", "Fit the cost model to profiles of several models and write it into a cluster file");
   cmd->add_option("--cluster", args->cluster, "the cluster the profiles were measured on (preset or JSON file)")->required();
-  cmd->add_option("--models", args->models, "ONNX models, comma-separated")->required()->delimiter(',');
-  cmd->add_option("--profiles", args->profiles, "their profiles (placer profile), in the same order")->required()->delimiter(',');
+  cmd->add_option("--models", args->models, "ONNX models, comma-separated")->required()->check(comma_list("file name"));
+  cmd->add_option("--profiles", args->profiles, "their profiles (placer profile), in the same order")->required()->check(comma_list("file name"));
   add_model_options(cmd, args->model_args, /*with_mode=*/false);  // the models' training steps
   cmd->add_option("-o,--output", args->output, "cluster JSON to write, with the fitted efficiencies and overheads")->check(kFileName);
   cmd->add_option("--name", args->name, "name of the written cluster (default: the input's)")
       ->check(non_empty("cluster name", "NAME"));
   cmd->add_flag("--json", args->json, "print the fitted cluster and the fit as JSON");
-  cmd->callback([args] { run_fit(*args); });
+  cmd->callback([args] {
+    args->models = comma_items(args->models);
+    args->profiles = comma_items(args->profiles);
+    run_fit(*args);
+  });
 }
 
 }  // namespace placer::cli

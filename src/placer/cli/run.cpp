@@ -271,14 +271,18 @@ void register_validate(CLI::App& app) {
   cmd->add_option("--model", args->model, "ONNX model file")->required();
   cmd->add_option("--cluster", args->cluster, "cluster preset (usually `local`) or JSON file")->required();
   cmd->add_option("--profile", args->profile, "measured op times (placer profile) for the simulator");
-  cmd->add_option("--placements", args->placements, "placement JSON files, comma-separated")->delimiter(',');
-  cmd->add_option("--on", args->on, "all ops on this device (comma-separated: one run each)")->delimiter(',')->check(kDeviceName);
+  cmd->add_option("--placements", args->placements, "placement JSON files, comma-separated")->check(comma_list("file name"));
+  cmd->add_option("--on", args->on, "all ops on this device (comma-separated: one run each)")->check(comma_list("device name"));
   cmd->add_option("--steps", args->steps, "timed steps per placement")->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "untimed steps first")->capture_default_str();
   add_exec_options(cmd, args->threads, args->seed);
   cmd->add_flag("--json", args->json, "print JSON");
   add_model_options(cmd, args->model_args);
-  cmd->callback([args] { run_validate(*args); });
+  cmd->callback([args] {
+    args->placements = comma_items(args->placements);
+    args->on = comma_items(args->on);
+    run_validate(*args);
+  });
 }
 
 }  // namespace placer::cli

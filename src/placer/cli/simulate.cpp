@@ -173,14 +173,18 @@ void register_simulate(CLI::App& app) {
   auto args = std::make_shared<SimulateArgs>();
   CLI::App* cmd = app.add_subcommand("simulate", "Simulate one step of a model on a cluster under placements");
   add_problem_options(cmd, args->problem);
-  cmd->add_option("--placement", args->placements, "placement JSON file(s), comma-separated")->delimiter(',');
-  cmd->add_option("--on", args->on, "place everything on this device (comma-separated: one run each)")->delimiter(',')->check(kDeviceName);
+  cmd->add_option("--placement", args->placements, "placement JSON file(s), comma-separated")->check(comma_list("file name"));
+  cmd->add_option("--on", args->on, "place everything on this device (comma-separated: one run each)")->check(comma_list("device name"));
   cmd->add_option("--random", args->random, "simulate N random op-level placements and report simulated ops per second")
       ->check(kSamples);
   cmd->add_option("--seed", args->seed, "seed of --random")->capture_default_str()->check(kSeed);
   cmd->add_option("--trace", args->trace, "write the schedule as a Chrome trace (Perfetto) to this file")->check(kFileName);
   cmd->add_flag("--json", args->json, "print JSON");
-  cmd->callback([args] { run_simulate(*args); });
+  cmd->callback([args] {
+    args->placements = comma_items(args->placements);
+    args->on = comma_items(args->on);
+    run_simulate(*args);
+  });
 }
 
 void register_bounds(CLI::App& app) {

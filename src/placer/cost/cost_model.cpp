@@ -359,8 +359,9 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
       // Tiny peaks, bandwidths or efficiencies (1e-300 is positive and finite) can price an op
       // past what a double holds: a step of inf seconds is no answer.
       if (!std::isfinite(time_s_[k]))
-        throw Error("op '" + g.op_name(o) + "' would take " + std::to_string(time_s_[k]) + " s on device '" + c.device(d).name +
-                    "': check its peak_flops, memory_bandwidth and efficiencies");
+        throw Error("op '" + g.op_name(o) + "' would take " + std::to_string(time_s_[k]) + " s on device '" + c.device(d).name + "' (" +
+                    std::to_string(w.flops) + " FLOPs, " + std::to_string(w.bytes_read + w.bytes_written) +
+                    " bytes): check the op's work and the device's peak_flops, memory_bandwidth and efficiencies");
     }
   }
   // Each time is finite, but a device's sum may not be (a profile giving 1e308 s to two ops):

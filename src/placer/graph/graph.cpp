@@ -400,7 +400,11 @@ Graph GraphBuilder::build() && {
   for (std::size_t o = 0; o < num_ops; ++o) {
     const auto ins = g.op_inputs(static_cast<OpId>(o));
     std::uint32_t& views = g.op_views_[o];
-    if (g.op_work_[o].op_class == OpClass::alias && !g.op_outputs(static_cast<OpId>(o)).empty()) views |= 1u;
+    // An alias's first output is a view of its first input when it has as many bytes (a Reshape);
+    // one of another size or type (an unknown op priced as an alias) has storage of its own.
+    if (g.op_work_[o].op_class == OpClass::alias && !g.op_outputs(static_cast<OpId>(o)).empty() && !ins.empty() && ins[0] != kNoId &&
+        g.tensor_bytes_[g.op_outputs(static_cast<OpId>(o))[0]] == g.tensor_bytes_[ins[0]])
+      views |= 1u;
     if (g.op_folded_[o] || ins.empty() || ins[0] == kNoId || g.tensor_folded_[ins[0]]) views = 0;
   }
 

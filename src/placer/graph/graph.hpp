@@ -76,9 +76,10 @@ class Graph {
   // Outputs that are views sharing the storage of the op's first input (bit i = output slot i), for
   // an op that is not folded and reads a tensor of the step first: the first output of an op of
   // class alias (no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference Dropout,
-  // their gradients, or an unknown op priced as an alias; any other output, such as an inference
-  // Dropout's mask, is a tensor of its own), and the outputs its OpSpec declares (the gradients
-  // that Add, Sub and Sum pass through unchanged). 0 for every other op.
+  // their gradients, or an unknown op priced as an alias) when it has as many bytes as that input
+  // (any other output, such as an inference Dropout's mask, or one of another size, is a tensor of
+  // its own), and the outputs its OpSpec declares (the gradients that Add, Sub and Sum pass
+  // through unchanged). 0 for every other op.
   std::uint32_t op_view_outputs(OpId op) const { return op_views_[op]; }
   // True when `t` is such a view: it takes no memory of its own.
   bool tensor_is_view(TensorId t) const;

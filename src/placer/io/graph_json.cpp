@@ -212,6 +212,8 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     check_known_fields(t, {"name", "shape", "dtype", "kind"}, where);
     // Fields read with `where` name it in their errors; the checks after them are prefixed here.
     auto shape = field_as<std::vector<std::int64_t>>(t, "shape", where);
+    for (std::size_t k = 0; k < shape.size(); ++k)
+      if (shape[k] < 0) throw Error(where + ": dimension " + std::to_string(k) + " of its shape is " + std::to_string(shape[k]) + ", not 0 or more");
     const std::string dtype_name = optional_as<std::string>(t, "dtype", "float32", where);
     const std::string kind_name = optional_as<std::string>(t, "kind", "activation", where);
     try {
@@ -337,8 +339,27 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
   for (const json& op : ops) forward += optional_as<std::string>(op, "role", "forward", source) == "forward";
   b.set_num_forward_ops(optional_as<std::size_t>(j, "forward_ops", forward, source));
   // SGD keeps none, momentum one, Adam two; a handful more for optimizers to come.
-  const auto state_copies = optional_as<std::uint32_t>(j, "optimizer_state_copies", 0, source);
+  auto state_copies = optional_as<std::uint32_t>(j, "optimizer_state_copies", 0, source);
   if (state_copies > 16) throw Error(source + ": field 'optimizer_state_copies' must be at most 16, got " + std::to_string(state_copies));
+  // placer's own update ops say how much state they keep: a step that leaves the field out, or gives
+  // another count, priced its memory without it (found by a review). Other update types: the field.
+  std::string implied_by;
+  std::uint32_t implied = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const OpSpec& spec = b.op(static_cast<OpId>(i));
+    if (spec.role != OpRole::update) continue;
+    const int copies = spec.type == "SGDUpdate" ? 0 : spec.type == "MomentumUpdate" ? 1 : spec.type == "AdamUpdate" ? 2 : -1;
+    if (copies < 0) continue;
+    if (!implied_by.empty() && implied != static_cast<std::uint32_t>(copies))
+      throw Error(source + ": its update ops are of two optimizers ('" + implied_by + "' and '" + spec.type + "')");
+    implied_by = spec.type, implied = static_cast<std::uint32_t>(copies);
+  }
+  if (!implied_by.empty()) {
+    if (j.contains("optimizer_state_copies") && state_copies != implied)
+      throw Error(source + ": field 'optimizer_state_copies' is " + std::to_string(state_copies) + ", but its update ops are '" + implied_by +
+                  "', which keeps " + std::to_string(implied));
+    state_copies = implied;
+  }
   b.set_optimizer_state_copies(state_copies);
   try {
     return std::move(b).build();

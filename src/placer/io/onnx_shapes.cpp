@@ -944,6 +944,58 @@ std::unordered_map<std::string, const onnx::TensorProto*> constant_data(const on
   return data;
 }
 
+// libonnx 1.12's shape rules crash (SIGSEGV, SIGFPE) on some malformed nodes instead of failing:
+// a convolution whose input or weight has fewer than 3 dimensions, STFT on a signal that is not
+// [batch, length, 1 or 2], DepthToSpace/SpaceToDepth with a blocksize whose square overflows,
+// GatherND with a negative batch_dims (found by fuzzing every op of opset 17). Refused here, with
+// what is known of the inputs' ranks, before any rule of ONNX's sees the node; also attribute
+// lists of the wrong length for the spatial dimensions, which ONNX's rules reject with messages
+// that do not say so.
+void guard_node(const onnx::NodeProto& node, const std::map<std::string, onnx::TypeProto>& types) {
+  if (!(node.domain().empty() || node.domain() == "ai.onnx")) return;
+  const std::string& op = node.op_type();
+  auto rank = [&](int slot) -> int {
+    if (slot >= node.input_size() || node.input(slot).empty()) return -1;
+    auto it = types.find(node.input(slot));
+    if (it == types.end() || !it->second.has_tensor_type() || !it->second.tensor_type().has_shape()) return -1;
+    return it->second.tensor_type().shape().dim_size();
+  };
+  auto fail = [&](const std::string& what) { throw Error(node_label(node) + ": " + what); };
+  auto input_text = [&](int slot) { return "'" + node.input(slot) + "' has " + std::to_string(rank(slot)) + " dimensions"; };
+  if (op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" || op == "QLinearConv") {
+    const int w_slot = op == "QLinearConv" ? 3 : 1;
+    const int x = rank(0), w = rank(w_slot);
+    if (x >= 0 && x < 3) fail("its input " + input_text(0) + ", not [N, C, spatial...] (3 or more)");
+    if (w >= 0 && w < 3) fail("its weight " + input_text(w_slot) + ", not [M, C/group, kernel...] (3 or more)");
+    if (x >= 0 && w >= 0 && x != w) fail("its weight " + input_text(w_slot) + ", its input " + std::to_string(x));
+  }
+  if (op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" || op == "QLinearConv" || op == "MaxPool" || op == "AveragePool" ||
+      op == "LpPool") {
+    if (const int x = rank(0); x >= 3) {
+      const std::size_t spatial = static_cast<std::size_t>(x - 2);
+      for (const char* name : {"kernel_shape", "strides", "dilations", "output_padding", "output_shape"})
+        if (auto v = attr_ints(node, name); v && v->size() != spatial)
+          fail("attribute '" + std::string(name) + "' has " + std::to_string(v->size()) + " values for the input's " + std::to_string(spatial) +
+               " spatial dimensions");
+      if (auto v = attr_ints(node, "pads"); v && v->size() != 2 * spatial)
+        fail("attribute 'pads' has " + std::to_string(v->size()) + " values, not 2 x the input's " + std::to_string(spatial) +
+             " spatial dimensions");
+    }
+  }
+  if (op == "STFT")
+    if (const int x = rank(0); x >= 0 && x != 3) fail("its signal " + input_text(0) + ", not [batch, length, 1 or 2]");
+  if (op == "DepthToSpace" || op == "SpaceToDepth")
+    if (attr_int(node, "blocksize", 1) > 3'037'000'499)  // its square overflows 64 bits
+      fail("attribute 'blocksize' is " + std::to_string(attr_int(node, "blocksize", 1)) + ", too large");
+  if (op == "GatherND") {
+    const std::int64_t batch = attr_int(node, "batch_dims", 0);
+    if (batch < 0) fail("attribute 'batch_dims' is " + std::to_string(batch) + ", not 0 or more");
+    for (int slot : {0, 1})
+      if (const int r = rank(slot); r >= 0 && batch >= r)
+        fail("attribute 'batch_dims' is " + std::to_string(batch) + ", but " + (slot == 0 ? "its data " : "its indices ") + input_text(slot));
+  }
+}
+
 // Runs `node`'s ONNX shape rule on its inputs' types and constant data, as ONNX's pass would:
 // the output types it gives, one per output (without a tensor type where it gives none), or
 // nothing when the node has no rule to run here (another domain, a subgraph, an input whose type
@@ -952,6 +1004,7 @@ std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto&
                                                           const std::unordered_map<std::string, const onnx::TensorProto*>& data,
                                                           std::int64_t opset) {
   if (!(node.domain().empty() || node.domain() == "ai.onnx")) return std::nullopt;
+  guard_node(node, types);
   for (const auto& a : node.attribute())
     if (a.has_g() || a.graphs_size() > 0) return std::nullopt;  // subgraphs: left to ONNX's pass
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
@@ -1159,6 +1212,8 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
     std::optional<std::vector<onnx::TypeProto>> rule;
     try {
       rule = run_node_rule(node, types, data, opset);  // never for the ops hidden from ONNX (their domain)
+    } catch (const Error&) {
+      throw;  // guard_node's, which names the node
     } catch (const std::exception& e) {
       std::string what = one_line(e.what());
       if (auto bracket = what.find("] "); what.rfind("[", 0) == 0 && bracket != std::string::npos) what = what.substr(bracket + 2);
@@ -1192,6 +1247,27 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
         throw Error(where + ": output '" + node.output(i) + "' is declared " + describe_type(it->second) + " but its inputs give " +
                     describe_type(given) + " by ONNX's shape rule");
     }
+  }
+}
+
+// Before ONNX's pass: every node of the main graph, in order, through guard_node and its own rule
+// (which gives the types the next nodes' guards read); what a rule refuses is left to ONNX's pass
+// and the checks after it, which say it in context.
+void guard_graph(const onnx::ModelProto& model, std::map<std::string, onnx::TypeProto> types, std::int64_t opset) {
+  const auto data = constant_data(model.graph());
+  for (const auto& node : model.graph().node()) {
+    guard_node(node, types);
+    std::optional<std::vector<onnx::TypeProto>> rule;
+    try {
+      rule = run_node_rule(node, types, data, opset);
+    } catch (const Error&) {
+      throw;  // guard_node's
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (!rule) continue;
+    for (int i = 0; i < node.output_size() && static_cast<std::size_t>(i) < rule->size(); ++i)
+      if (!node.output(i).empty() && (*rule)[static_cast<std::size_t>(i)].has_tensor_type()) types.try_emplace(node.output(i), (*rule)[static_cast<std::size_t>(i)]);
   }
 }
 
@@ -1299,6 +1375,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
     check_types_against_rules(model, types, opset, source);
     return types;
   }
+  guard_graph(model, types, opset);
   run_onnx_inference(model);
   ++*onnx_passes;
   types = collect();
@@ -1336,6 +1413,8 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       std::optional<std::vector<onnx::TypeProto>> rule;
       try {
         rule = run_node_rule(node, types, data, opset);
+      } catch (const Error&) {
+        throw;  // guard_node's
       } catch (const std::exception&) {
         return;  // left unknown here: the check at the end names the node and ONNX's reason
       }
@@ -1434,6 +1513,7 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
       vi->set_name(name);
       *vi->mutable_type() = std::move(type);
     }
+    guard_graph(model, collect(), opset);
     run_onnx_inference(model);
     ++*onnx_passes;
     types = collect();
