@@ -340,6 +340,28 @@ TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
     }
   }
 
+  // Opset 18's Split by num_outputs: declared shapes are checked against its rule, and num_outputs
+  // and the axis against the node (all were accepted as given: found by a fuzzing review).
+  auto split18 = [](std::int64_t num_outputs, std::int64_t axis, std::int64_t declared) {
+    Model w(18, 8);
+    w.input("x", {std::int64_t{4}, std::int64_t{8}});
+    auto* sp = w.node("Split", {"x"}, {"y", "z"});
+    sp->set_name("sp");
+    Model::attr(sp, "axis", axis), Model::attr(sp, "num_outputs", num_outputs);
+    for (const char* name : {"y", "z"}) {
+      auto* vi = w.m.mutable_graph()->add_value_info();
+      vi->set_name(name);
+      Model::type(vi, {std::int64_t{4}, declared});
+    }
+    w.output("y", 2), w.output("z", 2);
+    return w.save("split18.onnx");
+  };
+  EXPECT_EQ(shape_of(load_onnx(split18(2, 1, 4), {}), "z"), (std::vector<std::int64_t>{4, 4}));
+  EXPECT_THAT([&] { load_onnx(split18(2, 1, 1000), {}); },
+              ThrowsMessage<Error>(HasSubstr("node 'sp' (Split): output 'y' is declared float[4,1000] but its input gives float[4,4]")));
+  EXPECT_THAT([&] { load_onnx(split18(-2, 1, 4), {}); }, ThrowsMessage<Error>(HasSubstr("attribute 'num_outputs' is -2, but the node has 2 outputs")));
+  EXPECT_THAT([&] { load_onnx(split18(2, 9, 4), {}); }, ThrowsMessage<Error>(HasSubstr("attribute 'axis' is 9, outside its input's 2 dimensions")));
+
   // Ops new in opset 18: Mish (elementwise), the Bitwise ops (integer, broadcast).
   Model b(18, 8);
   b.input("x", {std::int64_t{4}, std::int64_t{8}});

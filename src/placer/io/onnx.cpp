@@ -223,7 +223,12 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
   // A model newer than the linked ONNX library is checked in the form the library reads
   // (onnx_compat.hpp); an error then says how much newer it is.
   const std::string newer = newer_than_library(model);
-  std::optional<onnx::ModelProto> compatible = library_compatible_copy(model);
+  std::optional<onnx::ModelProto> compatible;
+  try {
+    compatible = library_compatible_copy(model);
+  } catch (const Error& e) {
+    throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + ": " + e.what());
+  }
   try {
     if (external && !compatible)
       onnx::checker::check_model(path);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "placer/io/onnx_shapes.hpp"
+#include "placer/util/error.hpp"
 
 namespace placer {
 namespace {
@@ -131,7 +132,17 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
       a->set_name("axis"), a->set_type(onnx::AttributeProto::INT), a->set_i(axis);
     } else if (type == "Split") {
       // Opset 18; opset 13 splits evenly into the outputs, and an uneven split gets the sizes of
-      // opset 18's rule once its input's shape is known (infer_all_shapes).
+      // opset 18's rule once its input's shape is known (infer_all_shapes). Without sizes,
+      // num_outputs must say how many outputs the node has.
+      const bool sizes = node.input_size() >= 2 && !node.input(1).empty();
+      const onnx::AttributeProto* n = nullptr;
+      for (const auto& a : node.attribute())
+        if (a.name() == "num_outputs") n = &a;
+      const std::string label = "node '" + (node.name().empty() && node.output_size() > 0 ? node.output(0) : node.name()) + "' (Split)";
+      if (!sizes && !n) throw Error(label + ": neither the input 'split' nor the attribute 'num_outputs' says how to split");
+      if (n && (n->type() != onnx::AttributeProto::INT || n->i() != node.output_size()))
+        throw Error(label + ": attribute 'num_outputs' is " + (n->type() == onnx::AttributeProto::INT ? std::to_string(n->i()) : "not an integer") +
+                    ", but the node has " + std::to_string(node.output_size()) + " outputs");
       remove_attribute(node, "num_outputs");
     } else if (type == "Gelu") {
       same_shape_as_first_input(node, "Relu");  // opset 20: elementwise, the input's shape

@@ -1200,9 +1200,33 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
     // A Split without sizes: opset 18's num_outputs, read through opset 13 (onnx_compat), whose
     // rule refuses uneven parts; the folding gives such a node explicit sizes only when its
     // outputs' shapes are unknown. (Written for opsets 13-17, the node gets their rule.)
-    if (node.op_type() == "Split" && source >= 18 && !attr_ints(node, "split") && (node.input_size() < 2 || node.input(1).empty()))
-      continue;
     const std::string where = node_label(node);
+    if (node.op_type() == "Split" && source >= 18 && !attr_ints(node, "split") && (node.input_size() < 2 || node.input(1).empty())) {
+      // Opset 18's rule here: parts of ceil(d / n), the last smaller; the declared outputs must
+      // agree (they were taken as declared: a [4,8] split into two [4,1000]s).
+      auto in = types.find(node.input(0));
+      if (in == types.end() || !fully_known(in->second)) continue;
+      const auto& shape = in->second.tensor_type().shape();
+      const std::int64_t rank = shape.dim_size(), n = node.output_size();
+      std::int64_t axis = attr_int(node, "axis", 0);
+      if (axis < -rank || axis >= rank)
+        throw Error(where + ": attribute 'axis' is " + std::to_string(axis) + ", outside its input's " + std::to_string(rank) + " dimensions");
+      if (axis < 0) axis += rank;
+      const std::int64_t d = shape.dim(static_cast<int>(axis)).dim_value(), each = n > 0 ? (d + n - 1) / n : 0;
+      if (n <= 0 || d - each * (n - 1) <= 0)
+        throw Error(where + ": cannot split dimension " + std::to_string(axis) + " of size " + std::to_string(d) + " into " + std::to_string(n) +
+                    " parts of " + std::to_string(each) + " (the last smaller, none empty)");
+      for (int i = 0; i < node.output_size(); ++i) {
+        auto it = types.find(node.output(i));
+        if (node.output(i).empty() || it == types.end() || !it->second.has_tensor_type()) continue;
+        onnx::TypeProto given = in->second;
+        given.mutable_tensor_type()->mutable_shape()->mutable_dim(static_cast<int>(axis))->set_dim_value(i + 1 < n ? each : d - each * (n - 1));
+        if (contradicts(node, it->second, given))
+          throw Error(where + ": output '" + node.output(i) + "' is declared " + describe_type(it->second) + " but its input gives " +
+                      describe_type(given) + " by ONNX's shape rule");
+      }
+      continue;
+    }
     // A Range of step 0 never ends; ONNX's rule gives it no elements, and the error came later,
     // at a reader ("Incompatible dimensions").
     if (node.op_type() == "Range" && node.input_size() == 3)
