@@ -210,6 +210,23 @@ TEST(OnnxShapes, NodesLibonnxsRulesCrashOnAreRefusedFirst) {
   fails(chained, "its input 'flat' has 2 dimensions");
 }
 
+// Operands that ONNX's rules never compare (the output comes from X alone) were priced as given
+// (found by the fuzzing review); now named.
+TEST(OnnxShapes, OperandsOnnxsRulesDoNotReadAreChecked) {
+  const auto fails = [](onnx::ModelProto m, const std::string& fragment) {
+    EXPECT_THAT([&] { infer_all_shapes(m); }, ThrowsMessage<Error>(AllOf(HasSubstr("node 'n'"), HasSubstr(fragment))));
+  };
+  fails(one_node_model("PRelu", {{"x", {4, 8}}, {"s", {3}}}), "slope 's' is [3], which does not broadcast to input [4,8]");
+  EXPECT_NO_THROW(infer_all_shapes(one_node_model("PRelu", {{"x", {4, 8}}, {"s", {8}}})));
+  fails(one_node_model("ConvTranspose", {{"x", {1, 3, 8, 8}}, {"w", {3, 4, 3, 3}}}, [](auto* n) { add_int(n, "group", 2); }),
+        "has 3 channels, but weight [3,4,3,3] takes 3 in 2 group(s)");
+  fails(one_node_model("ConvTranspose", {{"x", {1, 3, 8, 8}}, {"w", {3, 4, 3, 3}}, {"b", {99}}}), "bias [99] should be [4]");
+  EXPECT_NO_THROW(infer_all_shapes(one_node_model("ConvTranspose", {{"x", {1, 4, 8, 8}}, {"w", {4, 3, 3, 3}}, {"b", {6}}},
+                                                  [](auto* n) { add_int(n, "group", 2); })));
+  fails(one_node_model("LSTM", {{"x", {5, 2, 4}}, {"w", {1, 4, 4}}, {"r", {1, 4, 1}}}, [](auto* n) { add_int(n, "hidden_size", std::int64_t{1} << 50); }),
+        "attribute 'hidden_size' is 1125899906842624, but R is [1,4,1]: too large");
+}
+
 TEST(OnnxShapes, ANodeItsRuleRejectsIsAnErrorNamingIt) {
   // The second layer's weight does not fit its input: MatMul's rule throws. ONNX's lenient pass
   // drops such errors (the product and everything after it stayed unknown, and an error came later
