@@ -369,6 +369,26 @@ TEST(TrainingStep, PartialsAreSummedInPlaceOnlyIntoAGradientOfTheirOwn) {
   }
 }
 
+// An unknown op priced as an alias that changes the size, read twice: its summed gradient cannot
+// be a view of the incoming one (the step was refused: "sizes ... differ").
+TEST(TrainingStep, AnAliasOfAnotherSizeGetsAGradientOfItsOwn) {
+  GraphBuilder b("grow");
+  const TensorId x = b.add_tensor("x", {4, 8}, DType::f32, TensorKind::data), w = b.add_tensor("w", {4, 8}, DType::f32, TensorKind::parameter);
+  const TensorId h = b.add_tensor("h", {4, 8}, DType::f32, TensorKind::activation), big = b.add_tensor("big", {4, 16}, DType::f32, TensorKind::activation);
+  const TensorId e1 = b.add_tensor("e1", {4, 16}, DType::f32, TensorKind::activation), e2 = b.add_tensor("e2", {4, 16}, DType::f32, TensorKind::activation);
+  const TensorId y = b.add_tensor("y", {4, 16}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "mul", .type = "Mul", .inputs = {x, w}, .outputs = {h}, .work = {32, 256, 128, OpClass::elementwise}});
+  b.add_op({.name = "grow", .type = "Grow", .inputs = {h}, .outputs = {big}, .work = {0, 0, 0, OpClass::alias}});
+  b.add_op({.name = "exp1", .type = "Exp", .inputs = {big}, .outputs = {e1}, .work = {64, 256, 256, OpClass::elementwise}});
+  b.add_op({.name = "exp2", .type = "Exp", .inputs = {big}, .outputs = {e2}, .work = {64, 256, 256, OpClass::elementwise}});
+  b.add_op({.name = "add", .type = "Add", .inputs = {e1, e2}, .outputs = {y}, .work = {64, 512, 256, OpClass::elementwise}});
+  b.mark_output(y);
+  Graph step;
+  ASSERT_NO_THROW(step = derive_training_step(std::move(b).build(), Optimizer::sgd));
+  EXPECT_EQ(step.op_view_outputs(step.find_op("grow/grad")), 0u);
+  EXPECT_FALSE(step.tensor_is_view(step.find_tensor("grad/h/grow")));
+}
+
 // Views a forward op declares (graph JSON's "views") stay views in its training step.
 TEST(TrainingStep, KeepsTheViewsOfForwardOps) {
   GraphBuilder b("declared");

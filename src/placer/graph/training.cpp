@@ -243,7 +243,9 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       if (!needs[i] || repeated[i]) continue;
       const std::size_t slot = spec.outputs.size();
       const bool stays_alias = spec.work.op_class == OpClass::alias;
-      const bool view = slot < 32 && (stays_alias ? slot == 0 : views && (alias ? slot == 0 : i < 32 && (passed >> i & 1u)));
+      // A view has the incoming gradient's type and size (an op priced as an alias may not).
+      const bool same_size = fwd.tensor_dtype(ins[i]) == fwd.tensor_dtype(outs[0]) && fwd.tensor_elements(ins[i]) == fwd.tensor_elements(outs[0]);
+      const bool view = slot < 32 && same_size && (stays_alias ? slot == 0 : views && (alias ? slot == 0 : i < 32 && (passed >> i & 1u)));
       if (view) view_bits |= 1u << slot;
       const TensorId g = grad_tensor(ins[i], fwd.op_name(o));
       spec.outputs.push_back(g);
