@@ -166,6 +166,13 @@ TEST(GraphJson, UpdateOpsSayHowMuchOptimizerStateTheyKeep) {
                "field 'optimizer_state_copies' is 2, but its update ops are 'SGDUpdate', which keeps 0");
 }
 
+TEST(GraphJsonBadInput, WorkSummingPastADoubleIsRefused) {
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4]},
+    {"name": "z", "shape": [4]}], "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "flops": 1.7e308},
+    {"name": "b", "type": "Relu", "inputs": ["y"], "outputs": ["z"], "flops": 1.7e308}], "outputs": ["z"]})",
+               "its ops' FLOPs or bytes sum past what a double holds");
+}
+
 TEST(GraphJsonBadInput, MalformedJson) { expect_error("{\"ops\": [", "not valid JSON"); }
 TEST(GraphJsonBadInput, WrongFormat) { expect_error("{\"format\": \"other\"}", "not a placer graph"); }
 TEST(GraphJsonBadInput, FutureVersion) {

@@ -26,6 +26,8 @@ TEST(Units, BytesAndCounts) {
   EXPECT_EQ(human_count(999), "999");
   EXPECT_EQ(human_count(999.996), "1.00K");
   EXPECT_EQ(human_count(25.6e6), "25.60M");
+  EXPECT_EQ(human_count(999.99e15), "999.99P");
+  EXPECT_EQ(human_count(1e300), "1.00e+300");  // was 300 digits and a "P" (found by a fuzzing review)
 }
 
 }  // namespace

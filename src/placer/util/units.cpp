@@ -7,6 +7,8 @@
 namespace placer {
 
 std::string human_count(double n) {
+  // Absurd figures in scientific notation, not hundreds of digits before a "P".
+  if (!std::isfinite(n) || std::fabs(n) >= 999.995e15) return fmt::format("{:.2e}", n);
   const char* units[] = {"", "K", "M", "G", "T", "P"};
   int u = 0;
   // The unit is chosen for the figure as printed: 999.996 shows as 1.00K, not 1000.00.
