@@ -1299,13 +1299,12 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
   }
 }
 
-// Before ONNX's pass: every node of the main graph, in order, through guard_node and its own rule
-// (which gives the types the next nodes' guards read); what a rule refuses is left to ONNX's pass
-// and the checks after it, which say it in context.
+// Before ONNX's pass: every node of the main graph, in order, through its own rule, which runs
+// guard_node first and gives the types the next nodes' guards read; what a rule refuses is left to
+// ONNX's pass and the checks after it, which say it in context.
 void guard_graph(const onnx::ModelProto& model, std::map<std::string, onnx::TypeProto> types, std::int64_t opset) {
   const auto data = constant_data(model.graph());
   for (const auto& node : model.graph().node()) {
-    guard_node(node, types);
     std::optional<std::vector<onnx::TypeProto>> rule;
     try {
       rule = run_node_rule(node, types, data, opset);
