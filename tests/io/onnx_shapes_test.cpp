@@ -210,6 +210,118 @@ TEST(OnnxShapes, NodesLibonnxsRulesCrashOnAreRefusedFirst) {
   fails(chained, "its input 'flat' has 2 dimensions");
 }
 
+// ONNX's pass runs the same rules inside subgraphs and on shapes only partly known; the guard must
+// see what it sees (found in stop 30: each of these crashed the process before).
+onnx::ValueInfoProto* add_value(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* values, const std::string& name,
+                                const std::vector<std::int64_t>& shape, int type = onnx::TensorProto::FLOAT) {
+  auto* v = values->Add();
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+  auto* s = v->mutable_type()->mutable_tensor_type()->mutable_shape();
+  for (std::int64_t d : shape) {
+    if (d < 0) s->add_dim()->set_dim_param("N");  // -1: a symbolic size
+    else s->add_dim()->set_dim_value(d);
+  }
+  return v;
+}
+
+onnx::GraphProto branch(const std::string& name, const std::function<void(onnx::GraphProto*)>& body, const std::string& out) {
+  onnx::GraphProto g;
+  g.set_name(name);
+  body(&g);
+  auto* o = g.add_output();
+  o->set_name(out);
+  o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return g;
+}
+
+onnx::ModelProto if_model(const onnx::GraphProto& then_branch, const onnx::GraphProto& else_branch,
+                          const std::function<void(onnx::GraphProto*)>& after = {}) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("if");
+  add_value(g->mutable_input(), "cond", {}, onnx::TensorProto::BOOL);
+  add_value(g->mutable_input(), "x", {1, 3});
+  add_value(g->mutable_input(), "w", {4, 3, 3, 3});
+  auto* n = add_node(g, "If", {"cond"}, {"y"});
+  n->set_name("choice");
+  auto* a = n->add_attribute();
+  a->set_name("then_branch"), a->set_type(onnx::AttributeProto::GRAPH), *a->mutable_g() = then_branch;
+  a = n->add_attribute();
+  a->set_name("else_branch"), a->set_type(onnx::AttributeProto::GRAPH), *a->mutable_g() = else_branch;
+  std::string last = "y";
+  if (after) after(g), last = "c";
+  auto* out = g->add_output();
+  out->set_name(last);
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return m;
+}
+
+TEST(OnnxShapes, CrashersInsideSubgraphsOrOnPartlyKnownShapesAreRefusedFirst) {
+  const auto fails = [](onnx::ModelProto m, const std::vector<std::string>& fragments) {
+    for (const auto& f : fragments) EXPECT_THAT([&] { infer_all_shapes(m); }, ThrowsMessage<Error>(HasSubstr(f)));
+  };
+  const auto relu_of_x = branch("else", [](auto* g) { add_node(g, "Relu", {"x"}, {"e"}); }, "e");
+  // A convolution in a branch, on the outer scope's rank-2 input.
+  fails(if_model(branch("then", [](auto* g) { add_node(g, "Conv", {"x", "w"}, {"t"})->set_name("inner"); }, "t"), relu_of_x),
+        {"node 'inner' (Conv): its input 'x' has 2 dimensions", "(in then_branch of node 'choice' (If))"});
+  // On a constant of the branch itself.
+  fails(if_model(branch("then",
+                        [](auto* g) {
+                          auto* k = add_node(g, "Identity", {"x"}, {"k"});
+                          k->set_name("copy");
+                          add_node(g, "Conv", {"k", "w"}, {"t"})->set_name("inner");
+                        },
+                        "t"),
+                 relu_of_x),
+        {"node 'inner' (Conv): its input 'k' has 2 dimensions", "then_branch"});
+  // After the If: its output has the branches' rank 2.
+  fails(if_model(branch("then", [](auto* g) { add_node(g, "Relu", {"x"}, {"t"}); }, "t"), relu_of_x,
+                 [](auto* g) { add_node(g, "Conv", {"y", "w"}, {"c"})->set_name("after"); }),
+        {"node 'after' (Conv): its input 'y' has 2 dimensions"});
+  // A rank known only through a rule run on a symbolic size (the batch left open).
+  onnx::ModelProto symbolic = one_node_model("Conv", {{"x", {1, 3, 8, 8}}, {"w", {4, 3, 3, 3}}});
+  auto* g = symbolic.mutable_graph();
+  *g->mutable_input(0) = *add_value(g->mutable_input(), "x", {-1, 3});  // [N, 3]
+  g->mutable_input()->RemoveLast();
+  add_node(g, "Relu", {"x"}, {"r"});
+  g->mutable_node()->SwapElements(0, 2);  // Relu first, then the Conv, then the Relu after it
+  g->mutable_node()->SwapElements(1, 2);
+  g->mutable_node(1)->set_input(0, "r");
+  fails(symbolic, {"node 'n' (Conv): its input 'r' has 2 dimensions"});
+  // A Loop's body, on a loop-carried value of rank 2.
+  onnx::ModelProto loop;
+  loop.set_ir_version(8);
+  loop.add_opset_import()->set_version(17);
+  g = loop.mutable_graph();
+  g->set_name("loop");
+  add_value(g->mutable_input(), "n", {}, onnx::TensorProto::INT64);
+  add_value(g->mutable_input(), "cond", {}, onnx::TensorProto::BOOL);
+  add_value(g->mutable_input(), "x", {1, 3});
+  add_value(g->mutable_input(), "w", {4, 3, 3, 3});
+  onnx::GraphProto body;
+  body.set_name("body");
+  add_value(body.mutable_input(), "i", {}, onnx::TensorProto::INT64);
+  add_value(body.mutable_input(), "c_in", {}, onnx::TensorProto::BOOL);
+  add_value(body.mutable_input(), "v", {1, 3});
+  add_node(&body, "Identity", {"c_in"}, {"c_out"});
+  add_node(&body, "Identity", {"v"}, {"v_out"});
+  add_node(&body, "Conv", {"v", "w"}, {"s"})->set_name("inner");
+  add_value(body.mutable_output(), "c_out", {}, onnx::TensorProto::BOOL);
+  add_value(body.mutable_output(), "v_out", {1, 3});
+  body.add_output()->set_name("s");
+  body.mutable_output(2)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  auto* node = add_node(g, "Loop", {"n", "cond", "x"}, {"v_final", "scans"});
+  node->set_name("repeat");
+  auto* a = node->add_attribute();
+  a->set_name("body"), a->set_type(onnx::AttributeProto::GRAPH), *a->mutable_g() = body;
+  g->add_output()->set_name("scans");
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  fails(loop, {"node 'inner' (Conv): its input 'v' has 2 dimensions", "(in body of node 'repeat' (Loop))"});
+}
+
 // Operands that ONNX's rules never compare (the output comes from X alone) were priced as given
 // (found by the fuzzing review); now named.
 TEST(OnnxShapes, OperandsOnnxsRulesDoNotReadAreChecked) {

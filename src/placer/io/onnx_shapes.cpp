@@ -1024,10 +1024,11 @@ void guard_node(const onnx::NodeProto& node, const std::map<std::string, onnx::T
 // Runs `node`'s ONNX shape rule on its inputs' types and constant data, as ONNX's pass would:
 // the output types it gives, one per output (without a tensor type where it gives none), or
 // nothing when the node has no rule to run here (another domain, a subgraph, an input whose type
-// is not fully known, no schema at `opset`). Throws what the rule throws.
+// is not fully known, no schema at `opset`). `partial`: run it on what is known, as ONNX's pass
+// does (inputs of partly known or unknown shape included). Throws what the rule throws.
 std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto& node, const std::map<std::string, onnx::TypeProto>& types,
                                                           const std::unordered_map<std::string, const onnx::TensorProto*>& data,
-                                                          std::int64_t opset) {
+                                                          std::int64_t opset, bool partial = false) {
   if (!(node.domain().empty() || node.domain() == "ai.onnx")) return std::nullopt;
   guard_node(node, types);
   for (const auto& a : node.attribute())
@@ -1040,7 +1041,8 @@ std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto&
   for (const auto& name : node.input()) {
     if (name.empty()) continue;
     auto it = types.find(name);
-    if (it == types.end() || !fully_known(it->second)) return std::nullopt;
+    if (partial && it == types.end()) continue;  // ONNX's pass gives the rule no type either
+    if (!partial && (it == types.end() || !fully_known(it->second))) return std::nullopt;
     in_types.emplace(name, const_cast<onnx::TypeProto*>(&it->second));
     if (auto d = data.find(name); d != data.end()) in_data.emplace(name, d->second);
   }
@@ -1299,15 +1301,94 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
   }
 }
 
-// Before ONNX's pass: every node of the main graph, in order, through its own rule, which runs
-// guard_node first and gives the types the next nodes' guards read; what a rule refuses is left to
-// ONNX's pass and the checks after it, which say it in context.
-void guard_graph(const onnx::ModelProto& model, std::map<std::string, onnx::TypeProto> types, std::int64_t opset) {
-  const auto data = constant_data(model.graph());
-  for (const auto& node : model.graph().node()) {
+// Before ONNX's pass: every node of the main graph, in order, through its own rule on what is known
+// so far (partly known shapes included, as ONNX's pass runs them), which runs guard_node first and
+// gives the types the next nodes' guards read; what a rule refuses is left to ONNX's pass and the
+// checks after it, which say it in context. ONNX's pass infers subgraphs too (an If's branches, a
+// Loop's or Scan's body) with the types of the scopes around them, and gives the node's outputs the
+// types of the subgraph's outputs: their nodes are guarded the same way, each scope's names visible
+// inside it only (ONNX forbids a subgraph to reuse an outer name), and the node's outputs get the
+// ranks ONNX's rules give them, so that a crasher inside a branch, or after it, is refused as well.
+// Returns the types of `graph`'s outputs (what was learnt, else what is declared).
+std::vector<onnx::TypeProto> guard_nodes(const onnx::GraphProto& graph, std::map<std::string, onnx::TypeProto>& types,
+                                         std::unordered_map<std::string, const onnx::TensorProto*>& data, std::int64_t opset,
+                                         int depth) {
+  if (depth > 64) throw Error("graph '" + graph.name() + "': subgraphs nested more than 64 deep");
+  std::vector<std::string> scoped;  // a subgraph's node outputs, visible in it only
+  auto learn = [&](const std::string& name, const onnx::TypeProto& t) {
+    if (!name.empty() && t.has_tensor_type() && types.try_emplace(name, t).second && depth > 0) scoped.push_back(name);
+  };
+  for (const auto& node : graph.node()) {
+    std::map<std::string, std::vector<onnx::TypeProto>> subgraph_outputs;  // attribute -> its outputs' types
+    for (const auto& a : node.attribute()) {
+      auto guard_subgraph = [&](const onnx::GraphProto& sub) {
+        // The subgraph's own names: its inputs, initializers, declared values; erased after it.
+        std::vector<std::string> added;
+        auto add = [&](const std::string& name, const onnx::TypeProto& t) {
+          if (types.try_emplace(name, t).second) added.push_back(name);
+        };
+        for (const auto& vi : sub.input()) add(vi.name(), vi.type());
+        for (const auto& init : sub.initializer()) {
+          onnx::TypeProto t;
+          t.mutable_tensor_type()->set_elem_type(init.data_type());
+          for (auto d : init.dims()) t.mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+          add(init.name(), t);
+        }
+        for (const auto& vi : sub.value_info()) add(vi.name(), vi.type());
+        std::vector<std::string> added_data;
+        for (const auto& [name, tensor] : constant_data(sub))
+          if (data.try_emplace(name, tensor).second) added_data.push_back(name);
+        std::vector<onnx::TypeProto> outs;
+        try {
+          outs = guard_nodes(sub, types, data, opset, depth + 1);
+        } catch (const Error& e) {
+          throw Error(std::string(e.what()) + " (in " + a.name() + " of " + node_label(node) + ")");
+        }
+        for (const auto& name : added) types.erase(name);
+        for (const auto& name : added_data) data.erase(name);
+        return outs;
+      };
+      if (a.has_g()) subgraph_outputs[a.name()] = guard_subgraph(a.g());
+      for (const auto& sub : a.graphs()) guard_subgraph(sub);
+    }
+    if (!subgraph_outputs.empty()) {
+      // The ranks ONNX's rules give a node's outputs from its subgraphs' (opsets 11-17): If's
+      // branches' when they agree; a Loop's state from its body's outputs 1..N and its scans one
+      // dimension more than the body's outputs after them; a Scan's state from its body's first N
+      // outputs and its scans one more than the rest (N: inputs beyond Loop's 2, or Scan's
+      // inputs less num_scan_inputs).
+      auto rank = [](const onnx::TypeProto& t) {
+        return t.has_tensor_type() && t.tensor_type().has_shape() ? t.tensor_type().shape().dim_size() : -1;
+      };
+      auto scanned = [](onnx::TypeProto t) {  // one dimension more, of unknown size
+        auto* shape = t.mutable_tensor_type()->mutable_shape();
+        shape->add_dim();
+        return t;
+      };
+      const std::string& op = node.op_type();
+      std::vector<onnx::TypeProto> outs;
+      if (op == "If" && subgraph_outputs.count("then_branch") && subgraph_outputs.count("else_branch")) {
+        const auto& then_outs = subgraph_outputs["then_branch"];
+        const auto& else_outs = subgraph_outputs["else_branch"];
+        for (std::size_t i = 0; i < then_outs.size() && i < else_outs.size(); ++i)
+          outs.push_back(rank(then_outs[i]) >= 0 && rank(then_outs[i]) == rank(else_outs[i]) ? then_outs[i] : onnx::TypeProto{});
+      } else if ((op == "Loop" || op == "Scan") && subgraph_outputs.count("body")) {
+        const auto& body = subgraph_outputs["body"];
+        const std::size_t skip = op == "Loop" ? 1 : 0;  // Loop's body gives the condition first
+        const std::int64_t state = op == "Loop" ? std::max(0, node.input_size() - 2)
+                                                : node.input_size() - attr_int(node, "num_scan_inputs", 0);
+        for (std::size_t i = skip; i < body.size(); ++i) {
+          const bool is_state = static_cast<std::int64_t>(i - skip) < state;
+          outs.push_back(is_state || rank(body[i]) < 0 ? body[i] : scanned(body[i]));
+        }
+      }
+      for (int i = 0; i < node.output_size() && static_cast<std::size_t>(i) < outs.size(); ++i)
+        if (rank(outs[static_cast<std::size_t>(i)]) >= 0) learn(node.output(i), outs[static_cast<std::size_t>(i)]);
+      continue;
+    }
     std::optional<std::vector<onnx::TypeProto>> rule;
     try {
-      rule = run_node_rule(node, types, data, opset);
+      rule = run_node_rule(node, types, data, opset, /*partial=*/true);
     } catch (const Error&) {
       throw;  // guard_node's
     } catch (const std::exception&) {
@@ -1315,8 +1396,20 @@ void guard_graph(const onnx::ModelProto& model, std::map<std::string, onnx::Type
     }
     if (!rule) continue;
     for (int i = 0; i < node.output_size() && static_cast<std::size_t>(i) < rule->size(); ++i)
-      if (!node.output(i).empty() && (*rule)[static_cast<std::size_t>(i)].has_tensor_type()) types.try_emplace(node.output(i), (*rule)[static_cast<std::size_t>(i)]);
+      learn(node.output(i), (*rule)[static_cast<std::size_t>(i)]);
   }
+  std::vector<onnx::TypeProto> outputs;
+  for (const auto& vi : graph.output()) {
+    auto it = types.find(vi.name());
+    outputs.push_back(it != types.end() && it->second.has_tensor_type() && it->second.tensor_type().has_shape() ? it->second : vi.type());
+  }
+  for (const auto& name : scoped) types.erase(name);
+  return outputs;
+}
+
+void guard_graph(const onnx::ModelProto& model, std::map<std::string, onnx::TypeProto> types, std::int64_t opset) {
+  auto data = constant_data(model.graph());
+  guard_nodes(model.graph(), types, data, opset, 0);
 }
 
 void run_onnx_inference(onnx::ModelProto& model) {
