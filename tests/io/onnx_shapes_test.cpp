@@ -322,6 +322,93 @@ TEST(OnnxShapes, CrashersInsideSubgraphsOrOnPartlyKnownShapesAreRefusedFirst) {
   fails(loop, {"node 'inner' (Conv): its input 'v' has 2 dimensions", "(in body of node 'repeat' (Loop))"});
 }
 
+// A model of opset 17 with float inputs of these shapes, its nodes written by `nodes`, and one
+// output (the first input again), so that the nodes are checked without being needed.
+onnx::ModelProto nodes_model(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& inputs,
+                             const std::function<void(onnx::GraphProto*)>& nodes) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  for (const auto& [name, shape] : inputs) add_value(g->mutable_input(), name, shape);
+  nodes(g);
+  add_node(g, "Identity", {inputs[0].first}, {"out"});
+  add_value(g->mutable_output(), "out", inputs[0].second);
+  return m;
+}
+
+onnx::NodeProto* with_body(onnx::NodeProto* n, const onnx::GraphProto& body) {
+  auto* a = n->add_attribute();
+  a->set_name("body"), a->set_type(onnx::AttributeProto::GRAPH), *a->mutable_g() = body;
+  return n;
+}
+
+// What the helper's fuzzing found past the first subgraph guard (each crashed before): ranks that
+// reach a convolution through a sequence or an optional, a declared type without a shape, a body
+// input hiding an outer name, and body inputs typed by the op's rule.
+TEST(OnnxShapes, RanksThroughSequencesOptionalsAndBodyInputsReachTheGuard) {
+  const auto fails = [](onnx::ModelProto m, const std::string& fragment) {
+    EXPECT_THAT([&] { infer_all_shapes(m); }, ThrowsMessage<Error>(HasSubstr(fragment)));
+  };
+  const std::vector<std::pair<std::string, std::vector<std::int64_t>>> xw = {{"x", {2, 3}}, {"w", {4, 3, 3, 3}}};
+  fails(nodes_model(xw,
+                    [](auto* g) {
+                      add_int64_initializer(g, "zero", {0});
+                      g->mutable_initializer(0)->clear_dims();  // a scalar
+                      add_node(g, "SequenceConstruct", {"x"}, {"s"});
+                      add_node(g, "SequenceAt", {"s", "zero"}, {"y"});
+                      add_node(g, "Conv", {"y", "w"}, {"z"});
+                    }),
+        "node 'z' (Conv): its input 'y' has 2 dimensions");
+  fails(nodes_model(xw,
+                    [](auto* g) {
+                      add_node(g, "Optional", {"x"}, {"o"});
+                      add_node(g, "OptionalGetElement", {"o"}, {"y"});
+                      add_node(g, "Conv", {"y", "w"}, {"z"});
+                    }),
+        "node 'z' (Conv): its input 'y' has 2 dimensions");
+  fails(nodes_model(xw,
+                    [](auto* g) {
+                      add_node(g, "Identity", {"x"}, {"y"});
+                      add_node(g, "Conv", {"y", "w"}, {"z"});
+                      g->add_value_info()->set_name("y");  // declared float, no shape
+                      g->mutable_value_info(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+                    }),
+        "node 'z' (Conv): its input 'y' has 2 dimensions");
+  // Scan bodies: an input named as an outer value of rank 4 (the body's [2,3] is what ONNX reads),
+  // and an input declared without a shape, which the scan input [2,2,3] gives [2,3].
+  for (const bool shadow : {true, false}) {
+    const std::string e = shadow ? "x4" : "e";
+    fails(nodes_model({{"x3", {2, 2, 3}}, {"w", {4, 3, 3, 3}}, {"x4", {1, 3, 5, 5}}},
+                      [&](auto* g) {
+                        onnx::GraphProto body;
+                        body.set_name("body");
+                        if (shadow) add_value(body.mutable_input(), e, {2, 3});
+                        else add_value(body.mutable_input(), e, {})->mutable_type()->mutable_tensor_type()->clear_shape();
+                        add_node(&body, "Conv", {e, "w"}, {"c"})->set_name("inner");
+                        add_node(&body, "Identity", {e}, {"e_out"});
+                        add_value(body.mutable_output(), "e_out", {2, 3});
+                        auto* scan = with_body(add_node(g, "Scan", {"x3"}, {"scanned"}), body);
+                        scan->set_name("scan");
+                        add_int(scan, "num_scan_inputs", 1);
+                      }),
+          "node 'inner' (Conv): its input '" + e + "' has 2 dimensions");
+  }
+  // A SequenceMap's body input: an element of the sequence.
+  fails(nodes_model(xw,
+                    [](auto* g) {
+                      add_node(g, "SequenceConstruct", {"x"}, {"s"});
+                      onnx::GraphProto body;
+                      body.set_name("body");
+                      add_value(body.mutable_input(), "e", {})->mutable_type()->mutable_tensor_type()->clear_shape();
+                      add_node(&body, "Conv", {"e", "w"}, {"c"})->set_name("inner");
+                      add_value(body.mutable_output(), "c", {})->mutable_type()->mutable_tensor_type()->clear_shape();
+                      with_body(add_node(g, "SequenceMap", {"s"}, {"r"}), body)->set_name("map");
+                    }),
+        "node 'inner' (Conv): its input 'e' has 2 dimensions");
+}
+
 // Operands that ONNX's rules never compare (the output comes from X alone) were priced as given
 // (found by the fuzzing review); now named.
 TEST(OnnxShapes, OperandsOnnxsRulesDoNotReadAreChecked) {

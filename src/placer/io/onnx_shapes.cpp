@@ -1305,64 +1305,137 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
 // so far (partly known shapes included, as ONNX's pass runs them), which runs guard_node first and
 // gives the types the next nodes' guards read; what a rule refuses is left to ONNX's pass and the
 // checks after it, which say it in context. ONNX's pass infers subgraphs too (an If's branches, a
-// Loop's or Scan's body) with the types of the scopes around them, and gives the node's outputs the
-// types of the subgraph's outputs: their nodes are guarded the same way, each scope's names visible
-// inside it only (ONNX forbids a subgraph to reuse an outer name), and the node's outputs get the
-// ranks ONNX's rules give them, so that a crasher inside a branch, or after it, is refused as well.
+// Loop's, Scan's or SequenceMap's body) with the types of the scopes around them and of the body
+// inputs the op's rule gives, and gives the node's outputs the types of the subgraph's outputs:
+// their nodes are guarded the same way, each scope's names visible inside it only (its inputs and
+// initializers hiding an outer name of the same), and the node's outputs get the types ONNX's rules
+// give them, so that a crasher inside a branch, or after it, is refused as well. Sequence and
+// optional values carry their element types; a shape learnt fills a declared type without one.
 // Returns the types of `graph`'s outputs (what was learnt, else what is declared).
+bool has_value_type(const onnx::TypeProto& t) { return t.value_case() != onnx::TypeProto::VALUE_NOT_SET; }
+int type_rank(const onnx::TypeProto& t) {
+  return t.has_tensor_type() && t.tensor_type().has_shape() ? t.tensor_type().shape().dim_size() : -1;
+}
+// Whether `learnt` tells more than `known`: a tensor shape where `known` has none, a type where it
+// has none.
+bool tells_more(const onnx::TypeProto& learnt, const onnx::TypeProto& known) {
+  if (!has_value_type(known)) return has_value_type(learnt);
+  return known.has_tensor_type() && !known.tensor_type().has_shape() && type_rank(learnt) >= 0;
+}
+
+// The types ONNX's rule of `node` gives the inputs of its subgraph `attr` (opsets 11-17), where it
+// gives any: a Scan's state from the node's state inputs and its scan inputs without their scan
+// axis; a SequenceMap's the elements of its sequence inputs and its other inputs as they are. An
+// If's branches have no inputs; a Loop's body gets no shapes from its node in libonnx 1.12.
+std::vector<std::optional<onnx::TypeProto>> subgraph_input_types(const onnx::NodeProto& node, const std::string& attr,
+                                                                 const onnx::GraphProto& sub,
+                                                                 const std::map<std::string, onnx::TypeProto>& types) {
+  std::vector<std::optional<onnx::TypeProto>> out(static_cast<std::size_t>(sub.input_size()));
+  auto type_of = [&](int slot) -> const onnx::TypeProto* {
+    if (slot >= node.input_size() || node.input(slot).empty()) return nullptr;
+    auto it = types.find(node.input(slot));
+    return it == types.end() ? nullptr : &it->second;
+  };
+  if (node.op_type() == "Scan" && attr == "body") {
+    const std::int64_t scans = attr_int(node, "num_scan_inputs", 0), state = node.input_size() - scans;
+    const auto axes = attr_ints(node, "scan_input_axes");
+    for (int i = 0; i < node.input_size() && i < sub.input_size(); ++i) {
+      const onnx::TypeProto* t = type_of(i);
+      if (!t || !t->has_tensor_type()) continue;
+      if (i < state) {
+        out[static_cast<std::size_t>(i)] = *t;
+        continue;
+      }
+      const int r = type_rank(*t);
+      if (r < 1) continue;
+      const std::size_t j = static_cast<std::size_t>(i - state);
+      std::int64_t axis = axes && j < axes->size() ? (*axes)[j] : 0;
+      if (axis < 0) axis += r;
+      if (axis < 0 || axis >= r) continue;
+      onnx::TypeProto slice = *t;
+      slice.mutable_tensor_type()->mutable_shape()->mutable_dim()->DeleteSubrange(static_cast<int>(axis), 1);
+      out[static_cast<std::size_t>(i)] = std::move(slice);
+    }
+  } else if (node.op_type() == "SequenceMap" && attr == "body") {
+    for (int i = 0; i < node.input_size() && i < sub.input_size(); ++i)
+      if (const onnx::TypeProto* t = type_of(i)) {
+        if (t->has_sequence_type() && t->sequence_type().has_elem_type()) out[static_cast<std::size_t>(i)] = t->sequence_type().elem_type();
+        else if (t->has_tensor_type()) out[static_cast<std::size_t>(i)] = *t;
+      }
+  }
+  return out;
+}
+
 std::vector<onnx::TypeProto> guard_nodes(const onnx::GraphProto& graph, std::map<std::string, onnx::TypeProto>& types,
                                          std::unordered_map<std::string, const onnx::TensorProto*>& data, std::int64_t opset,
                                          int depth) {
   if (depth > 64) throw Error("graph '" + graph.name() + "': subgraphs nested more than 64 deep");
   std::vector<std::string> scoped;  // a subgraph's node outputs, visible in it only
   auto learn = [&](const std::string& name, const onnx::TypeProto& t) {
-    if (!name.empty() && t.has_tensor_type() && types.try_emplace(name, t).second && depth > 0) scoped.push_back(name);
+    if (name.empty() || !has_value_type(t)) return;
+    auto [it, added] = types.try_emplace(name, t);
+    if (added && depth > 0) scoped.push_back(name);
+    if (!added && tells_more(t, it->second)) it->second = t;
   };
   for (const auto& node : graph.node()) {
     std::map<std::string, std::vector<onnx::TypeProto>> subgraph_outputs;  // attribute -> its outputs' types
     for (const auto& a : node.attribute()) {
       auto guard_subgraph = [&](const onnx::GraphProto& sub) {
-        // The subgraph's own names: its inputs, initializers, declared values; erased after it.
-        std::vector<std::string> added;
-        auto add = [&](const std::string& name, const onnx::TypeProto& t) {
-          if (types.try_emplace(name, t).second) added.push_back(name);
+        // The subgraph's own names: its inputs, initializers, declared values; undone after it.
+        std::vector<std::pair<std::string, std::optional<onnx::TypeProto>>> hidden;  // name, its outer type
+        auto define = [&](const std::string& name, const onnx::TypeProto& t) {  // hides an outer name
+          auto it = types.find(name);
+          hidden.emplace_back(name, it == types.end() ? std::nullopt : std::optional<onnx::TypeProto>(it->second));
+          types[name] = t;
         };
-        for (const auto& vi : sub.input()) add(vi.name(), vi.type());
+        const auto given = subgraph_input_types(node, a.name(), sub, types);
+        for (int i = 0; i < sub.input_size(); ++i) {
+          const auto& vi = sub.input(i);
+          const auto& g = given[static_cast<std::size_t>(i)];
+          define(vi.name(), g && (tells_more(*g, vi.type()) || type_rank(*g) >= 0) ? *g : vi.type());
+        }
         for (const auto& init : sub.initializer()) {
           onnx::TypeProto t;
           t.mutable_tensor_type()->set_elem_type(init.data_type());
           for (auto d : init.dims()) t.mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-          add(init.name(), t);
+          define(init.name(), t);
         }
-        for (const auto& vi : sub.value_info()) add(vi.name(), vi.type());
-        std::vector<std::string> added_data;
-        for (const auto& [name, tensor] : constant_data(sub))
-          if (data.try_emplace(name, tensor).second) added_data.push_back(name);
+        for (const auto& vi : sub.value_info())
+          if (types.find(vi.name()) == types.end()) define(vi.name(), vi.type());
+        std::vector<std::pair<std::string, const onnx::TensorProto*>> outer_data;  // name, its outer value (or null)
+        for (const auto& [name, tensor] : constant_data(sub)) {
+          auto it = data.find(name);
+          outer_data.emplace_back(name, it == data.end() ? nullptr : it->second);
+          data[name] = tensor;
+        }
         std::vector<onnx::TypeProto> outs;
         try {
           outs = guard_nodes(sub, types, data, opset, depth + 1);
         } catch (const Error& e) {
           throw Error(std::string(e.what()) + " (in " + a.name() + " of " + node_label(node) + ")");
         }
-        for (const auto& name : added) types.erase(name);
-        for (const auto& name : added_data) data.erase(name);
+        for (auto it = hidden.rbegin(); it != hidden.rend(); ++it) {
+          if (it->second) types[it->first] = *it->second;
+          else types.erase(it->first);
+        }
+        for (auto it = outer_data.rbegin(); it != outer_data.rend(); ++it) {
+          if (it->second) data[it->first] = it->second;
+          else data.erase(it->first);
+        }
         return outs;
       };
       if (a.has_g()) subgraph_outputs[a.name()] = guard_subgraph(a.g());
       for (const auto& sub : a.graphs()) guard_subgraph(sub);
     }
     if (!subgraph_outputs.empty()) {
-      // The ranks ONNX's rules give a node's outputs from its subgraphs' (opsets 11-17): If's
-      // branches' when they agree; a Loop's state from its body's outputs 1..N and its scans one
-      // dimension more than the body's outputs after them; a Scan's state from its body's first N
-      // outputs and its scans one more than the rest (N: inputs beyond Loop's 2, or Scan's
-      // inputs less num_scan_inputs).
-      auto rank = [](const onnx::TypeProto& t) {
-        return t.has_tensor_type() && t.tensor_type().has_shape() ? t.tensor_type().shape().dim_size() : -1;
-      };
+      // The types ONNX's rules give a node's outputs from its subgraphs' (opsets 11-17): If's
+      // branches' when they agree (tensors of one rank, or values of one kind); a Loop's state from
+      // its body's outputs 1..N and its scans one dimension more than the body's outputs after
+      // them; a Scan's state from its body's first N outputs and its scans one more than the rest
+      // (N: inputs beyond Loop's 2, or Scan's inputs less num_scan_inputs); a SequenceMap's
+      // sequences of its body's outputs.
       auto scanned = [](onnx::TypeProto t) {  // one dimension more, of unknown size
-        auto* shape = t.mutable_tensor_type()->mutable_shape();
-        shape->add_dim();
+        if (type_rank(t) >= 0) t.mutable_tensor_type()->mutable_shape()->add_dim();
         return t;
       };
       const std::string& op = node.op_type();
@@ -1370,20 +1443,27 @@ std::vector<onnx::TypeProto> guard_nodes(const onnx::GraphProto& graph, std::map
       if (op == "If" && subgraph_outputs.count("then_branch") && subgraph_outputs.count("else_branch")) {
         const auto& then_outs = subgraph_outputs["then_branch"];
         const auto& else_outs = subgraph_outputs["else_branch"];
-        for (std::size_t i = 0; i < then_outs.size() && i < else_outs.size(); ++i)
-          outs.push_back(rank(then_outs[i]) >= 0 && rank(then_outs[i]) == rank(else_outs[i]) ? then_outs[i] : onnx::TypeProto{});
+        for (std::size_t i = 0; i < then_outs.size() && i < else_outs.size(); ++i) {
+          const onnx::TypeProto &t = then_outs[i], &e = else_outs[i];
+          const bool agree = t.value_case() == e.value_case() && (!t.has_tensor_type() || type_rank(t) == type_rank(e));
+          outs.push_back(agree ? t : onnx::TypeProto{});
+        }
       } else if ((op == "Loop" || op == "Scan") && subgraph_outputs.count("body")) {
         const auto& body = subgraph_outputs["body"];
         const std::size_t skip = op == "Loop" ? 1 : 0;  // Loop's body gives the condition first
         const std::int64_t state = op == "Loop" ? std::max(0, node.input_size() - 2)
                                                 : node.input_size() - attr_int(node, "num_scan_inputs", 0);
-        for (std::size_t i = skip; i < body.size(); ++i) {
-          const bool is_state = static_cast<std::int64_t>(i - skip) < state;
-          outs.push_back(is_state || rank(body[i]) < 0 ? body[i] : scanned(body[i]));
+        for (std::size_t i = skip; i < body.size(); ++i)
+          outs.push_back(static_cast<std::int64_t>(i - skip) < state ? body[i] : scanned(body[i]));
+      } else if (op == "SequenceMap" && subgraph_outputs.count("body")) {
+        for (const auto& t : subgraph_outputs["body"]) {
+          onnx::TypeProto seq;
+          if (has_value_type(t)) *seq.mutable_sequence_type()->mutable_elem_type() = t;
+          outs.push_back(std::move(seq));
         }
       }
       for (int i = 0; i < node.output_size() && static_cast<std::size_t>(i) < outs.size(); ++i)
-        if (rank(outs[static_cast<std::size_t>(i)]) >= 0) learn(node.output(i), outs[static_cast<std::size_t>(i)]);
+        learn(node.output(i), outs[static_cast<std::size_t>(i)]);
       continue;
     }
     std::optional<std::vector<onnx::TypeProto>> rule;
@@ -1401,7 +1481,7 @@ std::vector<onnx::TypeProto> guard_nodes(const onnx::GraphProto& graph, std::map
   std::vector<onnx::TypeProto> outputs;
   for (const auto& vi : graph.output()) {
     auto it = types.find(vi.name());
-    outputs.push_back(it != types.end() && it->second.has_tensor_type() && it->second.tensor_type().has_shape() ? it->second : vi.type());
+    outputs.push_back(it != types.end() && has_value_type(it->second) && !tells_more(vi.type(), it->second) ? it->second : vi.type());
   }
   for (const auto& name : scoped) types.erase(name);
   return outputs;
