@@ -245,11 +245,22 @@ TEST_F(OpWorkTest, PoolingIsOutputElementsTimesKernelSizeAndReadsTheInputOnce) {
   EXPECT_EQ(op_work("AveragePool", as, Ts{x}, Ts{y}), max);
 }
 
-TEST_F(OpWorkTest, GlobalAveragePoolTouchesEveryInputElementOnce) {
+// Global pooling reduces the spatial axes (the executor runs `mean`, measured at a reduction's
+// speed on the H100 box); its gradient, a broadcast of dY over them, at a pooling gradient's.
+TEST_F(OpWorkTest, GlobalPoolingIsAReductionWhoseGradientIsAPoolingGradient) {
   TensorDesc x = t({32, 2048, 7, 7}), y = t({32, 2048, 1, 1});
   OpWork work = op_work("GlobalAveragePool", attrs(), Ts{x}, Ts{y});
   EXPECT_EQ(work.flops, 32.0 * 2048 * 49);
-  EXPECT_EQ(work.op_class, OpClass::pooling);
+  EXPECT_EQ(work.op_class, OpClass::reduction);
+  OpWork grad = bwd("GlobalAveragePool", attrs(), Ts{x}, Ts{y}, {true});
+  EXPECT_EQ(grad.op_class, OpClass::pooling);
+  EXPECT_EQ(grad.flops, 32.0 * 2048 * 49);
+  EXPECT_EQ(grad.bytes_read, 32.0 * 2048 * kF32);       // dY only
+  EXPECT_EQ(grad.bytes_written, 32.0 * 2048 * 49 * kF32);  // dX
+  for (const char* op : {"GlobalMaxPool", "GlobalLpPool"}) {
+    EXPECT_EQ(op_work(op, attrs(), Ts{x}, Ts{y}).op_class, OpClass::reduction) << op;
+    EXPECT_EQ(bwd(op, attrs(), Ts{x}, Ts{y}, {true}).op_class, OpClass::pooling) << op;
+  }
 }
 
 // ---- data movement --------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ constexpr double kH100OpOverheadS = 5.8e-6;        // fitted per-op cost inside 
 constexpr double kH100BackwardOpOverheadS = 27.8e-6;  // fitted, per gradient (an autograd node, several kernels)
 constexpr double kH100BoxCpuFlops = 1.06e12;       // fp32 768^2 matrix product, 15 threads
 constexpr double kH100BoxCpuBandwidth = 142e9;     // 32 MiB copy, read + write
-constexpr double kH100BoxCpuOverheadS = 5.8e-6;    // fitted
+constexpr double kH100BoxCpuOverheadS = 5.9e-6;    // fitted
 constexpr double kH100BoxCpuBackwardOverheadS = 11.7e-6;  // fitted
 
 struct ClassEfficiency {
@@ -57,7 +57,7 @@ std::array<Device::Efficiency, kNumOpClasses> efficiencies(std::initializer_list
 // forward and update ops, then gradients.
 std::array<Device::Efficiency, kNumOpClasses> h100_efficiency() {
   return efficiencies({{OpClass::conv, 3.800, 0.442}, {OpClass::matmul, 0.925, 0.351}, {OpClass::elementwise, 0, 1.152},
-                       {OpClass::normalization, 0, 0.558}, {OpClass::pooling, 0, 0.492}, {OpClass::reduction, 0, 0.836},
+                       {OpClass::normalization, 0, 0.558}, {OpClass::pooling, 0, 0.494}, {OpClass::reduction, 0, 0.713},
                        {OpClass::data_movement, 0, 4.0}, {OpClass::optimizer, 0, 4.0}});
 }
 
@@ -69,8 +69,8 @@ std::array<Device::Efficiency, kNumOpClasses> h100_backward_efficiency() {
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
   return efficiencies({{OpClass::conv, 0.808, 0.126}, {OpClass::matmul, 0.869, 0.105}, {OpClass::elementwise, 0, 0.534},
-                       {OpClass::normalization, 0, 0.240}, {OpClass::pooling, 0, 0.050}, {OpClass::reduction, 0, 0.317},
-                       {OpClass::data_movement, 0, 0.704}, {OpClass::optimizer, 0, 2.951}});
+                       {OpClass::normalization, 0, 0.240}, {OpClass::pooling, 0, 0.050}, {OpClass::reduction, 0, 0.328},
+                       {OpClass::data_movement, 0, 0.705}, {OpClass::optimizer, 0, 2.952}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_backward_efficiency() {

@@ -78,6 +78,9 @@ struct Rule {
   // Operands whose gradient is dY itself when they are not broadcast (bit i = slot i): Add's and
   // Sum's, Sub's first. Autograd passes it on without a kernel (passed_gradients).
   std::uint32_t passes = 0;
+  // The class of the gradient's kernel when it is not the forward's (global pooling: the forward is
+  // a reduction, its gradient a pooling backward kernel).
+  std::optional<OpClass> backward_class = std::nullopt;
 };
 
 // ---- helpers --------------------------------------------------------------------------------------
@@ -385,6 +388,14 @@ constexpr Rule norm(std::string_view t, ForwardFn f, double k, std::uint32_t sav
 constexpr Rule reduce(std::string_view t, double k1, double k2, double bk, std::uint32_t saved, bool saves_out) {
   return {t, reduction, f_reduce, k1, k2, b_times_forward, bk, saved, false, saves_out ? 1u : 0u};
 }
+// Global pooling reduces each channel's spatial dimensions (the executor runs `mean`, `amax`,
+// `linalg_vector_norm`: reduction kernels, measured so on the H100 box); its gradient is a pooling
+// backward kernel (docs/cost-model.md).
+constexpr Rule global_pool(std::string_view t, double k1, std::uint32_t saved, std::uint32_t saved_out) {
+  Rule r{t, reduction, f_global_pool, k1, 0, b_times_forward, 1, saved, false, saved_out};
+  r.backward_class = pooling;
+  return r;
+}
 
 // `r` with the gradients of `slots` passed through when those operands are not broadcast.
 constexpr Rule passing(Rule r, std::uint32_t slots) {
@@ -450,9 +461,9 @@ constexpr auto kRules = std::to_array<Rule>({
     {"GatherND", data_movement, f_gather, 0, 0, b_per_operand, 1, slots({1})},
     {"Gelu", elementwise, f_gelu, 0, 0, b_times_forward, 2, kAll},
     {"Gemm", matmul, f_gemm, 0, 0, b_gemm, 0, slots({0, 1}), true},
-    {"GlobalAveragePool", pooling, f_global_pool, 1, 0, b_times_forward, 1},
-    {"GlobalLpPool", pooling, f_global_pool, 2, 0, b_times_forward, 1, kAll, false, slots({0})},
-    {"GlobalMaxPool", pooling, f_global_pool, 1, 0, b_times_forward, 1, kAll, false, slots({0})},
+    global_pool("GlobalAveragePool", 1, 0, 0),
+    global_pool("GlobalLpPool", 2, kAll, slots({0})),
+    global_pool("GlobalMaxPool", 1, kAll, slots({0})),
     no_grad("Greater", elementwise, f_pointwise),
     no_grad("GreaterOrEqual", elementwise, f_pointwise),
     {"GridSample", data_movement, f_grid_sample, 0, 0, b_times_forward, 2, slots({0, 1})},
@@ -747,12 +758,12 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
     if (i < 32 && (passed >> i & 1u)) g.need[i] = 0;
     any_kernel = any_kernel || g.need[i];
   }
-  if (!any_kernel) return {0.0, 0.0, 0.0, rule.op_class};
+  if (!any_kernel) return {0.0, 0.0, 0.0, rule.backward_class.value_or(rule.op_class)};
 
   Ctx ctx{attrs, inputs, outputs, rule};
   OpWork fwd = rule.forward(ctx);
   OpWork w;
-  w.op_class = rule.op_class;
+  w.op_class = rule.backward_class.value_or(rule.op_class);
   w.flops = rule.backward(ctx, fwd, g);
 
   auto saved_slot = [&](std::size_t j) { return j < 32 && (rule.saved_inputs >> j & 1u) && inputs[j].present; };

@@ -55,8 +55,8 @@ enum class OpClass : std::uint8_t {
   matmul,         // Gemm, MatMul: compute bound
   conv,           // Conv, ConvTranspose
   normalization,  // BatchNormalization, LayerNormalization, ...
-  pooling,        // MaxPool, AveragePool, GlobalAveragePool
-  reduction,      // ReduceSum, Softmax, ...
+  pooling,        // MaxPool, AveragePool, LpPool; the gradients of global pooling
+  reduction,      // ReduceSum, Softmax, global pooling (GlobalAveragePool, ...), ...
   data_movement,  // Concat, Split, Transpose, Slice, Pad, Gather, Cast, ...: copies bytes
   optimizer,      // parameter update ops of a training step
 };
