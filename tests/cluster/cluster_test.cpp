@@ -581,6 +581,15 @@ TEST(ClusterErrors, WrongFormatOrTooNewVersion) {
   j["version"] = 2;
   EXPECT_THAT(error_of([&] { parse_cluster_json(j, "new.json"); }),
               AllOf(HasSubstr("new.json"), HasSubstr("version 2"), HasSubstr("newer")));
+  // Past int64 it read as -1 ("must be at least 1, got -1": a fuzzing review).
+  j = [&] {
+    nlohmann::json doc = nlohmann::json::parse(kDocExample);
+    doc["version"] = nlohmann::json::parse("18446744073709551615");
+    return doc;
+  }();
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "new.json"); }), AllOf(HasSubstr("version 18446744073709551615"), HasSubstr("newer")));
+  j["version"] = 0;
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "old.json"); }), HasSubstr("at least 1, got 0"));
 }
 
 TEST(ClusterErrors, BadFieldsNameTheirPlace) {

@@ -182,6 +182,52 @@ TEST(OnnxImportBadInput, RandomBytes) {
   expect_error(write_temp("random.onnx", bytes), "model file");
 }
 
+// ONNX's checker says "Field 'shape' of 'type' is required but missing" and not of what (a
+// fuzzing review): the output is named.
+TEST(OnnxImportBadInput, AnOutputDeclaredWithoutAShapeIsNamed) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("main");
+  auto* x = g->add_input();
+  x->set_name("x");
+  x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Relu"), n->add_input("x"), n->add_output("y");
+  auto* y = g->add_output();
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  expect_error(write_temp("unshaped.onnx", model.SerializeAsString()), "output 'y' of graph 'main' is declared without a shape");
+}
+
+// A sequence or optional graph input was "shape unknown after ONNX shape inference" (a fuzzing
+// review): it is no tensor at all.
+TEST(OnnxImportBadInput, SequenceAndOptionalValuesAreNamedAsSuch) {
+  for (const bool sequence : {true, false}) {
+    onnx::ModelProto model;
+    model.set_ir_version(8);
+    model.add_opset_import()->set_version(15);
+    onnx::GraphProto* g = model.mutable_graph();
+    g->set_name("main");
+    auto* s = g->add_input();
+    s->set_name("s");
+    onnx::TypeProto* element = sequence ? s->mutable_type()->mutable_sequence_type()->mutable_elem_type()
+                                        : s->mutable_type()->mutable_optional_type()->mutable_elem_type();
+    element->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    element->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type(sequence ? "SequenceLength" : "OptionalHasElement"), n->add_input("s"), n->add_output("y");
+    auto* y = g->add_output();
+    y->set_name("y");
+    y->mutable_type()->mutable_tensor_type()->set_elem_type(sequence ? onnx::TensorProto::INT64 : onnx::TensorProto::BOOL);
+    y->mutable_type()->mutable_tensor_type()->mutable_shape();
+    expect_error(write_temp("sequence.onnx", model.SerializeAsString()),
+                 std::string("tensor 's': ") + (sequence ? "a sequence" : "an optional") + " value, not a tensor");
+  }
+}
+
 // Ifs nested within each other's branches past protobuf's limit of 100 messages were reported as
 // "truncated or corrupt?" (found by a sweep): the file is whole, and the message says what it is.
 TEST(OnnxImportBadInput, SubgraphsNestedPastProtobufsLimitAreNamed) {

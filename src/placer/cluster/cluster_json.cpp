@@ -152,11 +152,12 @@ Cluster parse_cluster_json(const json& j, const std::string& source) {
   const json& version = field(j, "version", source);
   if (!version.is_number_integer())
     throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(version));
-  const auto v = version.get<std::int64_t>();
-  if (v > kVersion)
-    throw Error(source + ": cluster format version " + std::to_string(v) + " is newer than this placer reads (" +
+  // Read as written: an unsigned value past int64 (2^64 - 1) is newer, not -1.
+  const bool huge = version.is_number_unsigned() && version.get<std::uint64_t>() > static_cast<std::uint64_t>(kVersion);
+  if (huge || version.get<std::int64_t>() > kVersion)
+    throw Error(source + ": cluster format version " + json_excerpt(version) + " is newer than this placer reads (" +
                 std::to_string(kVersion) + ")");
-  if (v < 1) throw Error(source + ": field 'version' must be at least 1, got " + std::to_string(v));
+  if (version.get<std::int64_t>() < 1) throw Error(source + ": field 'version' must be at least 1, got " + json_excerpt(version));
   check_known_fields(j, {"format", "version", "name", "description", "devices", "switches", "links"}, source);
   if (j.contains("description") && !j["description"].is_string())
     throw Error(source + ": field 'description' must be a string");

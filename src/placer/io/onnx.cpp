@@ -25,6 +25,24 @@
 namespace placer {
 namespace {
 
+// ONNX's checker refuses a graph input or output declared as a tensor without a shape ("Field
+// 'shape' of 'type' is required but missing") without saying which: the first such one, in the
+// order it checks them (the main graph's, then its nodes' subgraphs'), as a phrase, or "".
+std::string unshaped_io(const onnx::GraphProto& graph) {
+  auto lacks = [](const onnx::ValueInfoProto& v) { return v.type().has_tensor_type() && !v.type().tensor_type().has_shape(); };
+  for (const auto& v : graph.input())
+    if (lacks(v)) return "input '" + v.name() + "' of graph '" + graph.name() + "'";
+  for (const auto& v : graph.output())
+    if (lacks(v)) return "output '" + v.name() + "' of graph '" + graph.name() + "'";
+  for (const auto& node : graph.node())
+    for (const auto& a : node.attribute()) {
+      if (a.has_g())
+        if (std::string found = unshaped_io(a.g()); !found.empty()) return found;
+      for (const auto& g : a.graphs())
+        if (std::string found = unshaped_io(g); !found.empty()) return found;
+    }
+  return "";
+}
 
 std::vector<std::string> split_name(const std::string& name) {
   std::vector<std::string> parts;
@@ -237,7 +255,11 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
     else
       onnx::checker::check_model(compatible ? *compatible : model);
   } catch (const std::exception& e) {
-    throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + " fails the ONNX checker: " + one_line(e.what()));
+    std::string what = one_line(e.what());
+    if (what.find("Field 'shape' of 'type' is required") != std::string::npos)
+      if (const std::string io = unshaped_io(model.graph()); !io.empty())
+        what += " (" + io + " is declared without a shape: give it one, of symbolic sizes if they are not known)";
+    throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + " fails the ONNX checker: " + what);
   }
   if (const auto& sparse = model.graph().sparse_initializer(); !sparse.empty())
     throw Error("model file '" + path + "': its graph holds " + std::to_string(sparse.size()) + " sparse initializer(s) ('" +
@@ -418,8 +440,17 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   GraphBuilder builder(graph->name());
   // A tensor whose shape inference left unknown, and why that may be: an op of another domain has no
   // rule ONNX knows; an op of the default domain gives a shape that depends on values.
-  auto unknown_shape = [](const std::string& name, const onnx::NodeProto* producer, const std::string& producer_name) {
+  auto unknown_shape = [&types](const std::string& name, const onnx::NodeProto* producer, const std::string& producer_name) {
     std::string why;
+    auto it = types.find(name);
+    const char* kind = it == types.end() ? nullptr
+                       : it->second.has_sequence_type() ? "a sequence"
+                       : it->second.has_optional_type() ? "an optional"
+                       : it->second.has_map_type()      ? "a map"
+                                                        : nullptr;
+    if (kind)
+      return Error("tensor '" + name + "'" + (producer ? " (output of op '" + producer_name + "', " + producer->op_type() + ")" : "") +
+                   ": " + kind + " value, not a tensor: placer places ops on tensors (sequence, optional and map values are not supported)");
     if (producer && (producer->op_type() == "Loop" || producer->op_type() == "Scan"))
       why = " (a " + producer->op_type() + ", whose iterations placer does not unroll)";
     else if (producer && !(producer->domain().empty() || producer->domain() == "ai.onnx"))
