@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
 
 #include <functional>
 #include <limits>
@@ -407,6 +408,39 @@ TEST(OnnxShapes, RanksThroughSequencesOptionalsAndBodyInputsReachTheGuard) {
                       with_body(add_node(g, "SequenceMap", {"s"}, {"r"}), body)->set_name("map");
                     }),
         "node 'inner' (Conv): its input 'e' has 2 dimensions");
+}
+
+// Paths the guard does not follow (a second fuzzing review: declarations read in ONNX's order,
+// ops with function bodies, other domains...): libonnx's own rules of the crashing ops are wrapped
+// in the same check, so that ONNX's pass refuses the node instead of crashing, whatever the path.
+TEST(OnnxShapes, LibonnxsRulesOfCrashingOpsAreWrappedInTheCheck) {
+  // A graph input [2,3] also declared [1,3,5,5] in value_info: ONNX reads the input's rank 2.
+  onnx::ModelProto m = nodes_model({{"x", {2, 3}}, {"w", {4, 3, 3, 3}}}, [](auto* g) {
+    add_node(g, "Conv", {"x", "w"}, {"z"});
+    add_value(g->mutable_value_info(), "x", {1, 3, 5, 5});
+  });
+  EXPECT_THAT([&] { infer_all_shapes(m); }, ThrowsMessage<Error>(HasSubstr("2 dimensions, not [N, C, spatial...]")));
+  // ONNX's own pass, once placer has run (which wraps the rules), on models whose types reach the
+  // crashers by any path: an exception, never a crash.
+  const auto refused_by_onnx = [](onnx::ModelProto model, const std::string& fragment) {
+    EXPECT_THAT([&] { onnx::shape_inference::InferShapes(model); }, ThrowsMessage<Error>(HasSubstr(fragment)));
+  };
+  refused_by_onnx(one_node_model("Conv", {{"x", {1, 3}}, {"w", {4, 3, 3, 3}}}), "a Conv node: its input 0 has 2 dimensions");
+  refused_by_onnx(one_node_model("ConvTranspose", {{"x", {1, 3, 8, 8}}, {"w", {3, 4}}}), "a ConvTranspose node: its weight 1 has 2 dimensions");
+  refused_by_onnx(one_node_model("STFT", {{"x", {64}}, {"step", {}}}), "a STFT node: its signal 0 has 1 dimensions");
+  refused_by_onnx(one_node_model("GatherND", {{"x", {4, 8}}, {"i", {4, 1}}}, [](auto* n) { add_int(n, "batch_dims", -7); }),
+                  "attribute 'batch_dims' is -7");
+  // A LessOrEqual (a function body in opset 17, no rule of its own) gives the Conv its rank 2.
+  refused_by_onnx(nodes_model({{"x", {2, 3}}, {"w", {4, 3, 3, 3}}},
+                              [](auto* g) {
+                                add_node(g, "LessOrEqual", {"x", "x"}, {"b"});
+                                add_int(add_node(g, "Cast", {"b"}, {"f"}), "to", onnx::TensorProto::FLOAT);
+                                add_node(g, "Conv", {"f", "w"}, {"z"});
+                              }),
+                  "a Conv node: its input 0 has 2 dimensions");
+  // Well-formed nodes go through the wrapper unchanged.
+  EXPECT_EQ(dims(infer_all_shapes(one_node_model("Conv", {{"x", {1, 3, 8, 8}}, {"w", {4, 3, 3, 3}}})).at("y")),
+            (std::vector<std::int64_t>{1, 4, 6, 6}));
 }
 
 // Operands that ONNX's rules never compare (the output comes from X alone) were priced as given

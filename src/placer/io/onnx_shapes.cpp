@@ -1,5 +1,6 @@
 #include "placer/io/onnx_shapes.hpp"
 
+#include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <unordered_map>
@@ -972,10 +974,40 @@ std::unordered_map<std::string, const onnx::TensorProto*> constant_data(const on
 // libonnx 1.12's shape rules crash (SIGSEGV, SIGFPE) on some malformed nodes instead of failing:
 // a convolution whose input or weight has fewer than 3 dimensions, STFT on a signal that is not
 // [batch, length, 1 or 2], DepthToSpace/SpaceToDepth with a blocksize whose square overflows,
-// GatherND with a negative batch_dims (found by fuzzing every op of opset 17). Refused here, with
-// what is known of the inputs' ranks, before any rule of ONNX's sees the node; also attribute
-// lists of the wrong length for the spatial dimensions, which ONNX's rules reject with messages
-// that do not say so.
+// GatherND with a negative batch_dims (found by fuzzing every op of opset 17). What is wrong with
+// such a node of type `op`, given its inputs' ranks (`rank(slot)`: -1 when unknown; `name(slot)`
+// its input's name, "" to say its slot) and integer attributes; "" when nothing crashes.
+std::string crash_reason(const std::string& op, const std::function<int(int)>& rank, const std::function<std::string(int)>& name,
+                         const std::function<std::int64_t(const char*, std::int64_t)>& int_attr) {
+  auto input_text = [&](int slot) {
+    const std::string n = name(slot);
+    return (n.empty() ? std::to_string(slot) : "'" + n + "'") + " has " + std::to_string(rank(slot)) + " dimensions";
+  };
+  if (op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" || op == "QLinearConv") {
+    const int w_slot = op == "QLinearConv" ? 3 : 1;
+    const int x = rank(0), w = rank(w_slot);
+    if (x >= 0 && x < 3) return "its input " + input_text(0) + ", not [N, C, spatial...] (3 or more)";
+    if (w >= 0 && w < 3) return "its weight " + input_text(w_slot) + ", not [M, C/group, kernel...] (3 or more)";
+    if (x >= 0 && w >= 0 && x != w) return "its weight " + input_text(w_slot) + ", its input " + std::to_string(x);
+  }
+  if (op == "STFT")
+    if (const int x = rank(0); x >= 0 && x != 3) return "its signal " + input_text(0) + ", not [batch, length, 1 or 2]";
+  if (op == "DepthToSpace" || op == "SpaceToDepth")
+    if (const std::int64_t b = int_attr("blocksize", 1); b > 3'037'000'499)  // its square overflows 64 bits
+      return "attribute 'blocksize' is " + std::to_string(b) + ", too large";
+  if (op == "GatherND") {
+    const std::int64_t batch = int_attr("batch_dims", 0);
+    if (batch < 0) return "attribute 'batch_dims' is " + std::to_string(batch) + ", not 0 or more";
+    for (int slot : {0, 1})
+      if (const int r = rank(slot); r >= 0 && batch >= r)
+        return "attribute 'batch_dims' is " + std::to_string(batch) + ", but " + (slot == 0 ? "its data " : "its indices ") + input_text(slot);
+  }
+  return "";
+}
+
+// The crashers above, refused with what is known of the inputs' ranks before any rule of ONNX's
+// sees the node; also attribute lists of the wrong length for the spatial dimensions, which ONNX's
+// rules reject with messages that do not say so.
 void guard_node(const onnx::NodeProto& node, const std::map<std::string, onnx::TypeProto>& types) {
   if (!(node.domain().empty() || node.domain() == "ai.onnx")) return;
   const std::string& op = node.op_type();
@@ -986,14 +1018,9 @@ void guard_node(const onnx::NodeProto& node, const std::map<std::string, onnx::T
     return it->second.tensor_type().shape().dim_size();
   };
   auto fail = [&](const std::string& what) { throw Error(node_label(node) + ": " + what); };
-  auto input_text = [&](int slot) { return "'" + node.input(slot) + "' has " + std::to_string(rank(slot)) + " dimensions"; };
-  if (op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" || op == "QLinearConv") {
-    const int w_slot = op == "QLinearConv" ? 3 : 1;
-    const int x = rank(0), w = rank(w_slot);
-    if (x >= 0 && x < 3) fail("its input " + input_text(0) + ", not [N, C, spatial...] (3 or more)");
-    if (w >= 0 && w < 3) fail("its weight " + input_text(w_slot) + ", not [M, C/group, kernel...] (3 or more)");
-    if (x >= 0 && w >= 0 && x != w) fail("its weight " + input_text(w_slot) + ", its input " + std::to_string(x));
-  }
+  const std::string reason = crash_reason(
+      op, rank, [&](int slot) { return node.input(slot); }, [&](const char* a, std::int64_t fallback) { return attr_int(node, a, fallback); });
+  if (!reason.empty()) fail(reason);
   if (op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" || op == "QLinearConv" || op == "MaxPool" || op == "AveragePool" ||
       op == "LpPool") {
     if (const int x = rank(0); x >= 3) {
@@ -1007,18 +1034,42 @@ void guard_node(const onnx::NodeProto& node, const std::map<std::string, onnx::T
              " spatial dimensions");
     }
   }
-  if (op == "STFT")
-    if (const int x = rank(0); x >= 0 && x != 3) fail("its signal " + input_text(0) + ", not [batch, length, 1 or 2]");
-  if (op == "DepthToSpace" || op == "SpaceToDepth")
-    if (attr_int(node, "blocksize", 1) > 3'037'000'499)  // its square overflows 64 bits
-      fail("attribute 'blocksize' is " + std::to_string(attr_int(node, "blocksize", 1)) + ", too large");
-  if (op == "GatherND") {
-    const std::int64_t batch = attr_int(node, "batch_dims", 0);
-    if (batch < 0) fail("attribute 'batch_dims' is " + std::to_string(batch) + ", not 0 or more");
-    for (int slot : {0, 1})
-      if (const int r = rank(slot); r >= 0 && batch >= r)
-        fail("attribute 'batch_dims' is " + std::to_string(batch) + ", but " + (slot == 0 ? "its data " : "its indices ") + input_text(slot));
-  }
+}
+
+// guard_node names the node, but sees a node's input types only as far as it follows ONNX's
+// propagation (declarations read in another order, subgraphs' scopes, ops of other domains or with
+// function bodies: two fuzzing reviews found paths it missed). So libonnx's own rules of the
+// crashing ops are wrapped, once per process, in the same check on the types ONNX's pass hands
+// them: a node ONNX would crash on is an error, whatever path its types took. (The wrapper cannot
+// name the node: ONNX's rules do not see it.)
+void harden_onnx_rules() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const char* op : {"Conv", "ConvInteger", "ConvTranspose", "QLinearConv", "STFT", "DepthToSpace", "SpaceToDepth", "GatherND"}) {
+      std::vector<int> versions;
+      for (int v = 1000; v >= 1;) {  // every version, from the latest down
+        const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(op, v, onnx::ONNX_DOMAIN);
+        if (!s) break;
+        versions.push_back(s->SinceVersion());
+        v = s->SinceVersion() - 1;
+      }
+      for (int v : versions) {
+        auto* schema = const_cast<onnx::OpSchema*>(onnx::OpSchemaRegistry::Schema(op, v, onnx::ONNX_DOMAIN));
+        if (!schema->has_type_and_shape_inference_function()) continue;
+        schema->TypeAndShapeInferenceFunction([original = schema->GetTypeAndShapeInferenceFunction(), name = std::string(op)](onnx::InferenceContext& ctx) {
+          auto rank = [&](int slot) -> int {
+            const onnx::TypeProto* t = static_cast<std::size_t>(slot) < ctx.getNumInputs() ? ctx.getInputType(static_cast<std::size_t>(slot)) : nullptr;
+            return t && t->has_tensor_type() && t->tensor_type().has_shape() ? t->tensor_type().shape().dim_size() : -1;
+          };
+          const std::string reason = crash_reason(
+              name, rank, [](int) { return std::string(); },
+              [&](const char* a, std::int64_t fallback) { return onnx::getAttribute(ctx, a, fallback); });
+          if (!reason.empty()) throw Error("a " + name + " node: " + reason);
+          original(ctx);
+        });
+      }
+    }
+  });
 }
 
 // Runs `node`'s ONNX shape rule on its inputs' types and constant data, as ONNX's pass would:
@@ -1030,6 +1081,7 @@ std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto&
                                                           const std::unordered_map<std::string, const onnx::TensorProto*>& data,
                                                           std::int64_t opset, bool partial = false) {
   if (!(node.domain().empty() || node.domain() == "ai.onnx")) return std::nullopt;
+  harden_onnx_rules();
   guard_node(node, types);
   for (const auto& a : node.attribute())
     if (a.has_g() || a.graphs_size() > 0) return std::nullopt;  // subgraphs: left to ONNX's pass
@@ -1047,7 +1099,11 @@ std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto&
     if (auto d = data.find(name); d != data.end()) in_data.emplace(name, d->second);
   }
   onnx::shape_inference::InferenceContextImpl ctx(const_cast<onnx::NodeProto&>(node), in_types, in_data, {});
-  schema->GetTypeAndShapeInferenceFunction()(ctx);
+  try {
+    schema->GetTypeAndShapeInferenceFunction()(ctx);
+  } catch (const Error& e) {
+    throw Error(node_label(node) + ": " + e.what());  // harden_onnx_rules' wrapper, which cannot name it
+  }
   std::vector<onnx::TypeProto> out;
   for (int i = 0; i < node.output_size(); ++i) out.push_back(*ctx.getOutputType(static_cast<std::size_t>(i)));
   return out;
@@ -1323,6 +1379,16 @@ bool tells_more(const onnx::TypeProto& learnt, const onnx::TypeProto& known) {
   return known.has_tensor_type() && !known.tensor_type().has_shape() && type_rank(learnt) >= 0;
 }
 
+// Whether an If's branches give values of one kind and rank (a sequence's or optional's elements
+// alike): the rank of the If's output is then theirs; otherwise ONNX's merge drops it.
+bool branches_agree(const onnx::TypeProto& a, const onnx::TypeProto& b) {
+  if (a.value_case() != b.value_case()) return false;
+  if (a.has_tensor_type()) return type_rank(a) == type_rank(b);
+  if (a.has_sequence_type()) return branches_agree(a.sequence_type().elem_type(), b.sequence_type().elem_type());
+  if (a.has_optional_type()) return branches_agree(a.optional_type().elem_type(), b.optional_type().elem_type());
+  return true;
+}
+
 // The types ONNX's rule of `node` gives the inputs of its subgraph `attr` (opsets 11-17), where it
 // gives any: a Scan's state from the node's state inputs and its scan inputs without their scan
 // axis; a SequenceMap's the elements of its sequence inputs and its other inputs as they are. An
@@ -1444,9 +1510,7 @@ std::vector<onnx::TypeProto> guard_nodes(const onnx::GraphProto& graph, std::map
         const auto& then_outs = subgraph_outputs["then_branch"];
         const auto& else_outs = subgraph_outputs["else_branch"];
         for (std::size_t i = 0; i < then_outs.size() && i < else_outs.size(); ++i) {
-          const onnx::TypeProto &t = then_outs[i], &e = else_outs[i];
-          const bool agree = t.value_case() == e.value_case() && (!t.has_tensor_type() || type_rank(t) == type_rank(e));
-          outs.push_back(agree ? t : onnx::TypeProto{});
+          outs.push_back(branches_agree(then_outs[i], else_outs[i]) ? then_outs[i] : onnx::TypeProto{});
         }
       } else if ((op == "Loop" || op == "Scan") && subgraph_outputs.count("body")) {
         const auto& body = subgraph_outputs["body"];
@@ -1493,6 +1557,7 @@ void guard_graph(const onnx::ModelProto& model, std::map<std::string, onnx::Type
 }
 
 void run_onnx_inference(onnx::ModelProto& model) {
+  harden_onnx_rules();
   try {
     onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0, /*data_prop=*/false);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
