@@ -443,6 +443,42 @@ TEST(OnnxShapes, LibonnxsRulesOfCrashingOpsAreWrappedInTheCheck) {
             (std::vector<std::int64_t>{1, 4, 6, 6}));
 }
 
+// A third fuzzing review: EyeLike with a dtype on an input of no type, LayerNormalization on a
+// scalar or with an axis below -rank, GatherND's indices declared with a negative last dimension
+// (each crashed the process before).
+TEST(OnnxShapes, MoreCrashersOfLibonnxsRulesAreErrors) {
+  const auto fails = [](onnx::ModelProto m, const std::string& fragment) {
+    EXPECT_THAT([&] { infer_all_shapes(m); }, ThrowsMessage<Error>(HasSubstr(fragment)));
+  };
+  // EyeLike reading the output of an op of another domain, which no rule types.
+  onnx::ModelProto eye = nodes_model({{"x", {2, 3}}}, [](auto* g) {
+    add_node(g, "Foo", {"x"}, {"u"})->set_domain("my.domain");
+    add_int(add_node(g, "EyeLike", {"u"}, {"e"}), "dtype", onnx::TensorProto::FLOAT);
+  });
+  auto* domain = eye.add_opset_import();
+  domain->set_domain("my.domain"), domain->set_version(1);
+  fails(eye, "a EyeLike node: its input has no type");
+  // LayerNormalization with its Mean output.
+  fails(nodes_model({{"x", {}}, {"s", {}}},
+                    [](auto* g) { add_node(g, "LayerNormalization", {"x", "s"}, {"y", "mean"})->set_name("ln"); }),
+        "node 'ln' (LayerNormalization): its input 'x' has 0 dimensions");
+  fails(nodes_model({{"x", {2, 3}}, {"s", {3}}},
+                    [](auto* g) {
+                      auto* n = add_node(g, "LayerNormalization", {"x", "s"}, {"y", "mean"});
+                      n->set_name("ln");
+                      add_int(n, "axis", -5);
+                    }),
+        "attribute 'axis' is -5, outside [-2, 2)");
+  // GatherND's indices declared [2,-5].
+  fails(nodes_model({{"x", {4, 8}}, {"i", {2, 1}}},
+                    [](auto* g) {
+                      add_node(g, "Identity", {"i"}, {"ix"});
+                      add_node(g, "GatherND", {"x", "ix"}, {"y"});
+                      add_value(g->mutable_value_info(), "ix", {2, 1})->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(-5);
+                    }),
+        "value_info 'ix' of graph 'g' declares dimension 1 as -5, a negative size");
+}
+
 // Operands that ONNX's rules never compare (the output comes from X alone) were priced as given
 // (found by the fuzzing review); now named.
 TEST(OnnxShapes, OperandsOnnxsRulesDoNotReadAreChecked) {

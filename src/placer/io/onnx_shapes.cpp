@@ -708,6 +708,18 @@ std::string node_label(const onnx::NodeProto& node) {
 }
 
 void check_inference_inputs(const onnx::GraphProto& graph) {
+  // A declared dimension below 0 is no size (a graph input's is named after this, with a hint);
+  // libonnx 1.12's rules index with some (GatherND's indices' last one crashed it).
+  std::function<void(const onnx::TypeProto&, const std::string&)> check_dims = [&](const onnx::TypeProto& t, const std::string& what) {
+    if (t.has_tensor_type())
+      for (int k = 0; k < t.tensor_type().shape().dim_size(); ++k)
+        if (const auto& d = t.tensor_type().shape().dim(k); d.has_dim_value() && d.dim_value() < 0)
+          throw Error(what + " declares dimension " + std::to_string(k) + " as " + std::to_string(d.dim_value()) + ", a negative size");
+    if (t.has_sequence_type()) check_dims(t.sequence_type().elem_type(), what);
+    if (t.has_optional_type()) check_dims(t.optional_type().elem_type(), what);
+  };
+  for (const auto& vi : graph.value_info()) check_dims(vi.type(), "value_info '" + vi.name() + "' of graph '" + graph.name() + "'");
+  for (const auto& vi : graph.output()) check_dims(vi.type(), "output '" + vi.name() + "' of graph '" + graph.name() + "'");
   static const char* const kPositive[] = {"strides", "dilations", "kernel_shape", "group", "blocksize"};
   for (const auto& init : graph.initializer()) check_tensor_data(init, [&] { return "initializer '" + init.name() + "'"; });
   for (const auto& node : graph.node())
@@ -977,8 +989,12 @@ std::unordered_map<std::string, const onnx::TensorProto*> constant_data(const on
 // GatherND with a negative batch_dims (found by fuzzing every op of opset 17). What is wrong with
 // such a node of type `op`, given its inputs' ranks (`rank(slot)`: -1 when unknown; `name(slot)`
 // its input's name, "" to say its slot) and integer attributes; "" when nothing crashes.
-std::string crash_reason(const std::string& op, const std::function<int(int)>& rank, const std::function<std::string(int)>& name,
-                         const std::function<std::int64_t(const char*, std::int64_t)>& int_attr) {
+std::string crash_reason(const std::string& op, const std::function<const onnx::TypeProto*(int)>& type,
+                         const std::function<std::string(int)>& name, const std::function<std::int64_t(const char*, std::int64_t)>& int_attr) {
+  auto rank = [&](int slot) -> int {
+    const onnx::TypeProto* t = type(slot);
+    return t && t->has_tensor_type() && t->tensor_type().has_shape() ? t->tensor_type().shape().dim_size() : -1;
+  };
   auto input_text = [&](int slot) {
     const std::string n = name(slot);
     return (n.empty() ? std::to_string(slot) : "'" + n + "'") + " has " + std::to_string(rank(slot)) + " dimensions";
@@ -1001,7 +1017,16 @@ std::string crash_reason(const std::string& op, const std::function<int(int)>& r
     for (int slot : {0, 1})
       if (const int r = rank(slot); r >= 0 && batch >= r)
         return "attribute 'batch_dims' is " + std::to_string(batch) + ", but " + (slot == 0 ? "its data " : "its indices ") + input_text(slot);
+    if (const int r = rank(1); r >= 1)  // the rule indexes the data's dims by the indices' last one
+      if (const auto& last = type(1)->tensor_type().shape().dim(r - 1); last.has_dim_value() && last.dim_value() < 0)
+        return "its indices' last dimension is " + std::to_string(last.dim_value()) + ", negative";
   }
+  if (op == "LayerNormalization")
+    if (const int r = rank(0); r >= 0) {
+      const std::int64_t axis = int_attr("axis", -1);
+      if (r == 0) return "its input " + input_text(0) + ", not 1 or more";
+      if (axis < -r || axis >= r) return "attribute 'axis' is " + std::to_string(axis) + ", outside [-" + std::to_string(r) + ", " + std::to_string(r) + ")";
+    }
   return "";
 }
 
@@ -1019,7 +1044,13 @@ void guard_node(const onnx::NodeProto& node, const std::map<std::string, onnx::T
   };
   auto fail = [&](const std::string& what) { throw Error(node_label(node) + ": " + what); };
   const std::string reason = crash_reason(
-      op, rank, [&](int slot) { return node.input(slot); }, [&](const char* a, std::int64_t fallback) { return attr_int(node, a, fallback); });
+      op,
+      [&](int slot) -> const onnx::TypeProto* {
+        if (slot >= node.input_size() || node.input(slot).empty()) return nullptr;
+        auto it = types.find(node.input(slot));
+        return it == types.end() ? nullptr : &it->second;
+      },
+      [&](int slot) { return node.input(slot); }, [&](const char* a, std::int64_t fallback) { return attr_int(node, a, fallback); });
   if (!reason.empty()) fail(reason);
   if (op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" || op == "QLinearConv" || op == "MaxPool" || op == "AveragePool" ||
       op == "LpPool") {
@@ -1045,7 +1076,8 @@ void guard_node(const onnx::NodeProto& node, const std::map<std::string, onnx::T
 void harden_onnx_rules() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (const char* op : {"Conv", "ConvInteger", "ConvTranspose", "QLinearConv", "STFT", "DepthToSpace", "SpaceToDepth", "GatherND"}) {
+    for (const char* op : {"Conv", "ConvInteger", "ConvTranspose", "QLinearConv", "STFT", "DepthToSpace", "SpaceToDepth", "GatherND",
+                           "LayerNormalization", "EyeLike"}) {
       std::vector<int> versions;
       for (int v = 1000; v >= 1;) {  // every version, from the latest down
         const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(op, v, onnx::ONNX_DOMAIN);
@@ -1057,13 +1089,15 @@ void harden_onnx_rules() {
         auto* schema = const_cast<onnx::OpSchema*>(onnx::OpSchemaRegistry::Schema(op, v, onnx::ONNX_DOMAIN));
         if (!schema->has_type_and_shape_inference_function()) continue;
         schema->TypeAndShapeInferenceFunction([original = schema->GetTypeAndShapeInferenceFunction(), name = std::string(op)](onnx::InferenceContext& ctx) {
-          auto rank = [&](int slot) -> int {
-            const onnx::TypeProto* t = static_cast<std::size_t>(slot) < ctx.getNumInputs() ? ctx.getInputType(static_cast<std::size_t>(slot)) : nullptr;
-            return t && t->has_tensor_type() && t->tensor_type().has_shape() ? t->tensor_type().shape().dim_size() : -1;
+          auto type = [&](int slot) -> const onnx::TypeProto* {
+            return static_cast<std::size_t>(slot) < ctx.getNumInputs() ? ctx.getInputType(static_cast<std::size_t>(slot)) : nullptr;
           };
-          const std::string reason = crash_reason(
-              name, rank, [](int) { return std::string(); },
+          std::string reason = crash_reason(
+              name, type, [](int) { return std::string(); },
               [&](const char* a, std::int64_t fallback) { return onnx::getAttribute(ctx, a, fallback); });
+          // EyeLike with a dtype copies its input's shape without looking whether it has a type
+          // (these are ONNX's own types: none is none).
+          if (reason.empty() && name == "EyeLike" && !(type(0) && type(0)->has_tensor_type())) reason = "its input has no type";
           if (!reason.empty()) throw Error("a " + name + " node: " + reason);
           original(ctx);
         });
@@ -1076,7 +1110,8 @@ void harden_onnx_rules() {
 // the output types it gives, one per output (without a tensor type where it gives none), or
 // nothing when the node has no rule to run here (another domain, a subgraph, an input whose type
 // is not fully known, no schema at `opset`). `partial`: run it on what is known, as ONNX's pass
-// does (inputs of partly known or unknown shape included). Throws what the rule throws.
+// does (inputs of partly known or unknown shape included, not inputs of no known type). Throws
+// what the rule throws.
 std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto& node, const std::map<std::string, onnx::TypeProto>& types,
                                                           const std::unordered_map<std::string, const onnx::TensorProto*>& data,
                                                           std::int64_t opset, bool partial = false) {
@@ -1093,7 +1128,7 @@ std::optional<std::vector<onnx::TypeProto>> run_node_rule(const onnx::NodeProto&
   for (const auto& name : node.input()) {
     if (name.empty()) continue;
     auto it = types.find(name);
-    if (partial && it == types.end()) continue;  // ONNX's pass gives the rule no type either
+    if (partial && it == types.end()) return std::nullopt;  // unknown here, perhaps not to ONNX: its pass runs the rule
     if (!partial && (it == types.end() || !fully_known(it->second))) return std::nullopt;
     in_types.emplace(name, const_cast<onnx::TypeProto*>(&it->second));
     if (auto d = data.find(name); d != data.end()) in_data.emplace(name, d->second);
