@@ -986,9 +986,10 @@ std::unordered_map<std::string, const onnx::TensorProto*> constant_data(const on
 // libonnx 1.12's shape rules crash (SIGSEGV, SIGFPE) on some malformed nodes instead of failing:
 // a convolution whose input or weight has fewer than 3 dimensions, STFT on a signal that is not
 // [batch, length, 1 or 2], DepthToSpace/SpaceToDepth with a blocksize whose square overflows,
-// GatherND with a negative batch_dims (found by fuzzing every op of opset 17). What is wrong with
-// such a node of type `op`, given its inputs' ranks (`rank(slot)`: -1 when unknown; `name(slot)`
-// its input's name, "" to say its slot) and integer attributes; "" when nothing crashes.
+// GatherND with a negative batch_dims or a negative last dimension of its indices, LayerNormalization
+// on a scalar or with an axis below -rank (found by fuzzing every op of opsets 13-17). What is wrong
+// with such a node of type `op`, given its inputs' types (`type(slot)`: null when unknown;
+// `name(slot)` its input's name, "" to say its slot) and integer attributes; "" when nothing crashes.
 std::string crash_reason(const std::string& op, const std::function<const onnx::TypeProto*(int)>& type,
                          const std::function<std::string(int)>& name, const std::function<std::int64_t(const char*, std::int64_t)>& int_attr) {
   auto rank = [&](int slot) -> int {
