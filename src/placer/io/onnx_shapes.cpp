@@ -983,6 +983,11 @@ std::unordered_map<std::string, const onnx::TensorProto*> constant_data(const on
   return data;
 }
 
+// The rank of a tensor type with a shape, else -1.
+int type_rank(const onnx::TypeProto& t) {
+  return t.has_tensor_type() && t.tensor_type().has_shape() ? t.tensor_type().shape().dim_size() : -1;
+}
+
 // libonnx 1.12's shape rules crash (SIGSEGV, SIGFPE) on some malformed nodes instead of failing:
 // a convolution whose input or weight has fewer than 3 dimensions, STFT on a signal that is not
 // [batch, length, 1 or 2], DepthToSpace/SpaceToDepth with a blocksize whose square overflows,
@@ -992,10 +997,7 @@ std::unordered_map<std::string, const onnx::TensorProto*> constant_data(const on
 // `name(slot)` its input's name, "" to say its slot) and integer attributes; "" when nothing crashes.
 std::string crash_reason(const std::string& op, const std::function<const onnx::TypeProto*(int)>& type,
                          const std::function<std::string(int)>& name, const std::function<std::int64_t(const char*, std::int64_t)>& int_attr) {
-  auto rank = [&](int slot) -> int {
-    const onnx::TypeProto* t = type(slot);
-    return t && t->has_tensor_type() && t->tensor_type().has_shape() ? t->tensor_type().shape().dim_size() : -1;
-  };
+  auto rank = [&](int slot) -> int { return type(slot) ? type_rank(*type(slot)) : -1; };
   auto input_text = [&](int slot) {
     const std::string n = name(slot);
     return (n.empty() ? std::to_string(slot) : "'" + n + "'") + " has " + std::to_string(rank(slot)) + " dimensions";
@@ -1037,21 +1039,15 @@ std::string crash_reason(const std::string& op, const std::function<const onnx::
 void guard_node(const onnx::NodeProto& node, const std::map<std::string, onnx::TypeProto>& types) {
   if (!(node.domain().empty() || node.domain() == "ai.onnx")) return;
   const std::string& op = node.op_type();
-  auto rank = [&](int slot) -> int {
-    if (slot >= node.input_size() || node.input(slot).empty()) return -1;
+  auto type = [&](int slot) -> const onnx::TypeProto* {
+    if (slot >= node.input_size() || node.input(slot).empty()) return nullptr;
     auto it = types.find(node.input(slot));
-    if (it == types.end() || !it->second.has_tensor_type() || !it->second.tensor_type().has_shape()) return -1;
-    return it->second.tensor_type().shape().dim_size();
+    return it == types.end() ? nullptr : &it->second;
   };
+  auto rank = [&](int slot) -> int { return type(slot) ? type_rank(*type(slot)) : -1; };
   auto fail = [&](const std::string& what) { throw Error(node_label(node) + ": " + what); };
   const std::string reason = crash_reason(
-      op,
-      [&](int slot) -> const onnx::TypeProto* {
-        if (slot >= node.input_size() || node.input(slot).empty()) return nullptr;
-        auto it = types.find(node.input(slot));
-        return it == types.end() ? nullptr : &it->second;
-      },
-      [&](int slot) { return node.input(slot); }, [&](const char* a, std::int64_t fallback) { return attr_int(node, a, fallback); });
+      op, type, [&](int slot) { return node.input(slot); }, [&](const char* a, std::int64_t fallback) { return attr_int(node, a, fallback); });
   if (!reason.empty()) fail(reason);
   if (op == "Conv" || op == "ConvInteger" || op == "ConvTranspose" || op == "QLinearConv" || op == "MaxPool" || op == "AveragePool" ||
       op == "LpPool") {
@@ -1405,9 +1401,6 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
 // optional values carry their element types; a shape learnt fills a declared type without one.
 // Returns the types of `graph`'s outputs (what was learnt, else what is declared).
 bool has_value_type(const onnx::TypeProto& t) { return t.value_case() != onnx::TypeProto::VALUE_NOT_SET; }
-int type_rank(const onnx::TypeProto& t) {
-  return t.has_tensor_type() && t.tensor_type().has_shape() ? t.tensor_type().shape().dim_size() : -1;
-}
 // Whether `learnt` tells more than `known`: a tensor shape where `known` has none, a type where it
 // has none.
 bool tells_more(const onnx::TypeProto& learnt, const onnx::TypeProto& known) {
