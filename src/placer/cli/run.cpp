@@ -48,6 +48,39 @@ nlohmann::json times_json(const exec::StepTimes& t) {
           {"max_s", t.max_s},       {"steps", t.times_s.size()}, {"times_s", t.times_s}};
 }
 
+// The measured memories (exec::MeasuredMemory), each naming the cluster devices whose ops ran in it;
+// with `simulated` (peak bytes per cluster device), a memory that holds one device also gets that
+// device's simulated peak and the relative error.
+nlohmann::json memory_json(const exec::Executor& executor, const Cluster& cluster, const std::vector<std::uint64_t>* simulated = nullptr) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const exec::MeasuredMemory& m : executor.measured_memory()) {
+    nlohmann::json names = nlohmann::json::array();
+    for (DeviceId d : m.devices) names.push_back(cluster.device(d).name);
+    nlohmann::json j{{"memory", m.memory}, {"devices", names}, {"start_bytes", m.start_bytes}, {"peak_bytes", m.peak_bytes}};
+    if (simulated && m.devices.size() == 1 && m.peak_bytes > 0) {
+      const auto sim = (*simulated)[m.devices[0]];
+      j["simulated_peak_bytes"] = sim;
+      j["error"] = (static_cast<double>(sim) - static_cast<double>(m.peak_bytes)) / static_cast<double>(m.peak_bytes);
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// One line per measured memory: "  memory host (cpu:0): peak 1.2 GiB, 300 MiB before the step[, simulated ...]".
+void print_memory(const nlohmann::json& memory) {
+  for (const auto& m : memory) {
+    std::string devices;
+    for (const auto& name : m["devices"]) devices += (devices.empty() ? "" : ", ") + name.get<std::string>();
+    std::string line = fmt::format("  memory {} ({}): peak {}, {} live before the step", m["memory"].get<std::string>(), devices,
+                                   human_bytes(m["peak_bytes"].get<double>()), human_bytes(m["start_bytes"].get<double>()));
+    if (m.contains("simulated_peak_bytes"))
+      line += fmt::format("; simulated peak {} ({:+.1f}%)", human_bytes(m["simulated_peak_bytes"].get<double>()),
+                          100 * m["error"].get<double>());
+    fmt::print("{}\n", line);
+  }
+}
+
 void run_run(const RunArgs& args) {
   if (args.placement.empty() == args.on.empty()) throw Error("give exactly one of --placement FILE or --on DEVICE");
   if (args.steps < 1 || args.warmup < 0) throw Error("--steps must be at least 1 and --warmup at least 0");
@@ -73,6 +106,7 @@ void run_run(const RunArgs& args) {
     if (options.mode == Mode::training) j["optimizer"] = args.model_args.optimizer;
     j["threads"] = threads;
     j["copies_per_step"] = executor.copies_last_step();
+    j["memory"] = memory_json(executor, cluster);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -82,6 +116,7 @@ void run_run(const RunArgs& args) {
              human_seconds(t.p90_s), human_seconds(t.min_s), human_seconds(t.max_s), plural(t.times_s.size(), "step", "steps"),
              args.warmup, plural(static_cast<std::size_t>(threads), "thread", "threads"),
              plural(executor.copies_last_step(), "copy", "copies"));
+  print_memory(memory_json(executor, cluster));
 }
 
 struct ProfileArgs {
@@ -179,9 +214,13 @@ void run_validate(const ValidateArgs& args) {
 
   // Everything that can fail without running does so first: devices, simulations.
   std::vector<double> simulations;
+  std::vector<std::vector<std::uint64_t>> simulated_peaks;  // per run, per cluster device
   for (const auto& run : runs) {
     exec::check_devices_available(cluster, run.second);
-    simulations.push_back(sim.simulate(expand_placement(graph, run.second)).step_time_s);
+    const SimResult& r = sim.simulate(expand_placement(graph, run.second));
+    simulations.push_back(r.step_time_s);
+    simulated_peaks.emplace_back();
+    for (const DeviceResult& dr : r.devices) simulated_peaks.back().push_back(dr.peak_memory_bytes);
     std::set<DeviceId> cpus;
     for (DeviceId d : run.second)
       if (cluster.device(d).kind == DeviceKind::cpu) cpus.insert(d);
@@ -210,9 +249,12 @@ void run_validate(const ValidateArgs& args) {
     row["simulated_s"] = simulated;
     row["error"] = error;
     row["copies_per_step"] = executor.copies_last_step();
-    rows.push_back(row);
-    if (!args.json)
+    row["memory"] = memory_json(executor, cluster, &simulated_peaks[i]);
+    if (!args.json) {
       fmt::print("{:<40} {:>12} {:>12} {:>+7.1f}%\n", label, human_seconds(t.median_s), human_seconds(simulated), 100 * error);
+      print_memory(row["memory"]);
+    }
+    rows.push_back(row);
   }
   std::vector<double> sorted = errors;
   std::sort(sorted.begin(), sorted.end());

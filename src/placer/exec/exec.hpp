@@ -48,6 +48,16 @@ struct StepTimes {
   static StepTimes of(std::vector<double> times_s);
 };
 
+// Memory measured in one memory of the machine over the timed steps of Executor::measure: the bytes
+// of live tensors as libtorch's allocators see them (the host's CPU allocator, counted by placer;
+// a CUDA device's caching allocator statistics), docs/execution.md#memory.
+struct MeasuredMemory {
+  std::string memory;             // "host" or "cuda:N"
+  std::vector<DeviceId> devices;  // the cluster devices of the placement whose ops ran in it
+  std::uint64_t start_bytes = 0;  // live before the first timed step (parameters, optimizer state, ...)
+  std::uint64_t peak_bytes = 0;   // the most live at once during a timed step
+};
+
 // Runs one step of an ONNX model (forward; in training also loss, backward through autograd and
 // the optimizer step) under a placement of its forward ops. Constructing it checks every op (an op
 // type it cannot run is an Error naming the op and its type, before anything runs), folds the
@@ -77,6 +87,10 @@ class Executor {
   std::vector<std::string> parameter_names() const;
   double last_loss() const;
   std::size_t copies_last_step() const;
+  // The memories the last measure() read, in order: the host (when the placement uses a device run
+  // there), then CUDA devices by index. Empty before measure(), and for a memory this build cannot
+  // read (a CUDA device when libtorch's CUDA allocator is not linked).
+  const std::vector<MeasuredMemory>& measured_memory() const;
 
  private:
   struct Impl;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "placer/exec/engine.hpp"
+#include "placer/exec/memory_meter.hpp"
 #include "placer/graph/op_work.hpp"
 #include "placer/graph/training.hpp"
 #include "placer/io/onnx_file.hpp"
@@ -1483,6 +1484,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
                std::span<const DeviceId> forward_devices, const ExecOptions& options)
     : options_(options) {
   ensure_threads();
+  install_host_meter();  // before any tensor of this engine: parameters and data count as live
   if (is_graph_json_file(model_path))
     throw Error("the executor runs ONNX models (it needs the constants graph JSON does not keep): '" + model_path + "'");
   ModelOptions forward_options = model;
@@ -1964,11 +1966,12 @@ StepTimes StepTimes::of(std::vector<double> times_s) {
 
 struct Executor::Impl {
   detail::Engine engine;
+  std::vector<MeasuredMemory> memory;  // of the last measure()
 };
 
 Executor::Executor(const std::string& model_path, const ModelOptions& model, const Cluster& cluster,
                    std::span<const DeviceId> forward_devices, const ExecOptions& options)
-    : impl_(std::make_unique<Impl>(Impl{detail::Engine(model_path, model, cluster, forward_devices, options)})) {}
+    : impl_(std::make_unique<Impl>(Impl{detail::Engine(model_path, model, cluster, forward_devices, options), {}})) {}
 Executor::~Executor() = default;
 Executor::Executor(Executor&&) noexcept = default;
 Executor& Executor::operator=(Executor&&) noexcept = default;
@@ -1977,15 +1980,48 @@ const Graph& Executor::forward_graph() const { return impl_->engine.graph(); }
 void Executor::step() { impl_->engine.step(); }
 
 StepTimes Executor::measure(int steps, int warmup) {
-  for (int i = 0; i < warmup; ++i) impl_->engine.step();
+  detail::Engine& e = impl_->engine;
+  for (int i = 0; i < warmup; ++i) e.step();
+  // The memories the placement's devices run in: the host, then CUDA devices by index.
+  std::vector<MeasuredMemory> memory;
+  std::vector<int> cuda_index;  // per entry of `memory`: -1 for the host
+  for (DeviceId d : e.used_devices()) {
+    const torch::Device device = e.torch_device(d);
+    const int index = device.is_cuda() ? device.index() : -1;
+    auto it = std::find(cuda_index.begin(), cuda_index.end(), index);
+    if (it == cuda_index.end()) {
+      const bool readable = index < 0 ? detail::read_host_memory().measured : detail::read_cuda_memory(index).measured;
+      if (!readable) continue;
+      memory.push_back({index < 0 ? "host" : "cuda:" + std::to_string(index), {}, 0, 0});
+      cuda_index.push_back(index);
+      it = cuda_index.end() - 1;
+    }
+    memory[static_cast<std::size_t>(it - cuda_index.begin())].devices.push_back(d);
+  }
+  std::vector<std::size_t> order(memory.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cuda_index[a] < cuda_index[b]; });
+  std::vector<MeasuredMemory> sorted_memory;
+  std::vector<int> sorted_index;
+  for (std::size_t k : order) sorted_memory.push_back(std::move(memory[k])), sorted_index.push_back(cuda_index[k]);
+  memory = std::move(sorted_memory), cuda_index = std::move(sorted_index);
+  for (auto& m : memory) std::sort(m.devices.begin(), m.devices.end());
+  auto read = [](int index) { return index < 0 ? detail::read_host_memory() : detail::read_cuda_memory(index); };
+  for (std::size_t k = 0; k < memory.size(); ++k) memory[k].start_bytes = read(cuda_index[k]).current_bytes;
+
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) {
+    for (int index : cuda_index) index < 0 ? detail::reset_host_peak() : detail::reset_cuda_peak(index);
     const auto start = std::chrono::steady_clock::now();
-    impl_->engine.step();
+    e.step();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    for (std::size_t k = 0; k < memory.size(); ++k) memory[k].peak_bytes = std::max(memory[k].peak_bytes, read(cuda_index[k]).peak_bytes);
   }
+  impl_->memory = std::move(memory);
   return StepTimes::of(std::move(times));
 }
+
+const std::vector<MeasuredMemory>& Executor::measured_memory() const { return impl_->memory; }
 
 std::vector<std::vector<float>> Executor::output_values() const { return impl_->engine.output_values(); }
 
