@@ -239,6 +239,38 @@ TEST(GraphValidation, RejectsADanglingInput) {
       Error);
 }
 
+// Graph::tensor_accumulated: only a gradient an op produces, read by one op, not a graph output.
+TEST(GraphValidation, AnAccumulatedTensorIsAPartialGradientWithOneReader) {
+  auto build = [](TensorKind kind, int readers, bool output, bool produced) {
+    GraphBuilder b;
+    TensorId x = b.add_tensor("x", {1}, DType::f32, TensorKind::data);
+    TensorId g = b.add_tensor("g", {1}, DType::f32, kind);
+    if (produced) b.add_op({.name = "make", .type = "Relu", .inputs = {x}, .outputs = {g}});
+    for (int r = 0; r < readers; ++r) {
+      TensorId out = b.add_tensor("out" + std::to_string(r), {1}, DType::f32, TensorKind::activation);
+      b.add_op({.name = "read" + std::to_string(r), .type = "Relu", .inputs = {g}, .outputs = {out}});
+    }
+    if (output) b.mark_output(g);
+    b.set_tensor_accumulated(g);
+    return std::move(b).build();
+  };
+  EXPECT_TRUE(build(TensorKind::gradient, 1, false, true).tensor_accumulated(1));
+  EXPECT_FALSE(build(TensorKind::gradient, 1, false, true).tensor_accumulated(0));
+  auto refused = [&](TensorKind kind, int readers, bool output, bool produced, const char* why) {
+    try {
+      (void)build(kind, readers, output, produced);
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("tensor 'g' is marked accumulated"));
+      EXPECT_THAT(e.what(), HasSubstr(why));
+    }
+  };
+  refused(TensorKind::activation, 1, false, true, "it is not a gradient");
+  refused(TensorKind::gradient, 2, false, true, "it is read by 2 ops, not one");
+  refused(TensorKind::gradient, 0, false, true, "it is read by 0 ops, not one");
+  refused(TensorKind::gradient, 1, true, true, "it is a graph output");
+}
+
 TEST(GraphValidation, RejectsNonPositiveDimensionNamingTheTensor) {
   GraphBuilder b;
   TensorId x = b.add_tensor("x", {4, 0}, DType::f32, TensorKind::data);

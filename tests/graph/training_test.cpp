@@ -150,6 +150,12 @@ TEST(TrainingStep, SharedWeightGradientsAreSummedByItsUpdate) {
   OpId u = find(step, "update/w");
   EXPECT_EQ(step.op_inputs(u).size(), 3u);  // the weight and two partial gradients
   EXPECT_DOUBLE_EQ(step.op_work(u).flops, (2.0 + 1.0) * 9.0);
+  // AccumulateGrad adds the second partial into the first as it arrives: only it is marked.
+  EXPECT_FALSE(step.tensor_accumulated(step.op_inputs(u)[1]));
+  EXPECT_TRUE(step.tensor_accumulated(step.op_inputs(u)[2]));
+  // Nothing else is: every other tensor has one partial.
+  for (TensorId t = 0; t < step.num_tensors(); ++t)
+    if (step.tensor_accumulated(t)) EXPECT_EQ(t, step.op_inputs(u)[2]) << step.tensor_name(t);
 }
 
 // BatchNorm's running statistics (its training-mode form's outputs 1 and 2) are side outputs: as
@@ -338,6 +344,9 @@ TEST(TrainingStep, PartialsAreSummedInPlaceOnlyIntoAGradientOfTheirOwn) {
     const OpId add_a = g.find_op("add_a/grad");
     EXPECT_EQ(g.tensor_name(g.op_inputs(add_a)[0]), "grad/a/exp");
     EXPECT_EQ(g.op_view_outputs(add_a), 3u);
+    // The partial summed into is held by add_a/grad; the other is added into it as it arrives.
+    EXPECT_FALSE(g.tensor_accumulated(g.find_tensor("grad/a/exp")));
+    EXPECT_TRUE(g.tensor_accumulated(g.find_tensor("grad/a/add_r")));
   }
   {
     StepOf s;  // y = (a + u) * (a + v), a = p + q: both of a's partials are views, so its sum is new

@@ -130,13 +130,15 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
   std::map<std::pair<TensorId, DeviceId>, int> holds;
   std::vector<std::set<DeviceId>> destinations(nt);
   std::vector<int> waiting_for(n, 0);
+  // A partial gradient summed on arrival (Graph::tensor_accumulated) is not held by its reader.
   for (OpId o = 0; o < n; ++o)
     for (TensorId t : reads[o]) {
+      const int held = g.tensor_accumulated(t) ? 0 : 1;
       if (where[t] == dev[o]) {
-        ++holds[home_storage(t)];
+        holds[home_storage(t)] += held;
         if (!is_source(t)) ++waiting_for[o];
       } else {
-        ++holds[{t, dev[o]}];
+        holds[{t, dev[o]}] += held;
         if (destinations[t].insert(dev[o]).second) ++holds[home_storage(t)];
         ++waiting_for[o];
       }
@@ -217,7 +219,8 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     r.op_times[o].ran = true;
     r.op_times[o].end_s = now;
     r.step_time_s = std::max(r.step_time_s, now);
-    for (TensorId t : reads[o]) release(where[t] == d ? home_storage(t) : std::pair{t, d});
+    for (TensorId t : reads[o])
+      if (!g.tensor_accumulated(t)) release(where[t] == d ? home_storage(t) : std::pair{t, d});
     for (TensorId t : g.op_outputs(o)) {
       input_here(t, d, now);
       for (DeviceId to : destinations[t]) send(t, to, now);
@@ -244,6 +247,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     } else {  // tensor `id` arrives on device `dest`
       input_here(id, dest, now);
       release(home_storage(id));
+      if (g.tensor_accumulated(id)) now_bytes[dest] -= g.tensor_bytes(id);  // summed as it arrives: the copy goes
       to_start.insert(dest);
     }
   }

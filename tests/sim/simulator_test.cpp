@@ -310,6 +310,40 @@ TEST(SimulatorMemory, DeclaredViewsOfAKernelShareItsFirstInput) {
   EXPECT_EQ(across.transfers, 1u);
 }
 
+// Partial gradients summed as they arrive (Graph::tensor_accumulated, autograd's input buffer):
+// each after the first is freed once it is available to its reader, not when the reader runs.
+// Three gradient ops on gpu:0 each write a 1000-byte partial of one tensor's gradient; S sums them.
+TEST(SimulatorMemory, PartialGradientsSummedOnArrivalAreFreedThen) {
+  auto sketch = [](bool accumulated) {
+    Sketch s;
+    TensorId x = s.tensor("x", 1, TensorKind::data), g1 = s.tensor("g1", 1000, TensorKind::gradient);
+    TensorId g2 = s.tensor("g2", 1000, TensorKind::gradient), g3 = s.tensor("g3", 1000, TensorKind::gradient);
+    TensorId sum = s.tensor("sum", 10);
+    s.op("A", {x}, {g1}, 1.0);
+    s.op("B", {x}, {g2}, 1.0);
+    s.op("C", {x}, {g3}, 2.5);  // on gpu:1 below, it ends after B
+    s.op("S", {g1, g2, g3}, {sum}, 1.0);
+    s.b.mark_output(sum);
+    if (accumulated) s.b.set_tensor_accumulated(g2), s.b.set_tensor_accumulated(g3);
+    return s;
+  };
+  Priced held(sketch(false), two_gpus());
+  // Without: all three live while S runs: x + 3 x 1000 + sum.
+  EXPECT_EQ(held.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 3000u + 10u);
+  Priced summed(sketch(true), two_gpus());
+  // With: g2 lives only while B runs, g3 while C runs: the peak is x + g1 + one other (2,001), and
+  // while S runs x + g1 + sum.
+  EXPECT_EQ(summed.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 2000u);
+  // C on gpu:1: g3 is made there (1,000 + x's copy), sent, and its copy on gpu:0 is freed when it
+  // arrives; the schedule is the same as without the flag.
+  const SimResult& across = summed.on({0, 0, 1, 0});
+  EXPECT_EQ(across.devices[1].peak_memory_bytes, 1u + 1000u);
+  EXPECT_EQ(across.devices[0].peak_memory_bytes, 1u + 2000u);
+  EXPECT_EQ(across.step_time_s, held.on({0, 0, 1, 0}).step_time_s);
+  // The step's memory back to its static part: everything taken was given back.
+  EXPECT_EQ(summed.on({0, 0, 0, 0}).devices[0].static_memory_bytes, 1u);
+}
+
 // Optimizer state is kept for the parameters the step updates: none for one no gradient reaches.
 TEST(SimulatorMemory, OptimizerStateOnlyForUpdatedParameters) {
   Sketch s;

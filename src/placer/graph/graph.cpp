@@ -85,6 +85,7 @@ TensorId GraphBuilder::find_tensor(std::string_view name) const {
 }
 
 void GraphBuilder::set_tensor_kind(TensorId t, TensorKind kind) { tensors_.at(t).kind = kind; }
+void GraphBuilder::set_tensor_accumulated(TensorId t) { tensors_.at(t).accumulated = true; }
 
 OpId GraphBuilder::add_op(OpSpec spec) {
   auto id = static_cast<OpId>(ops_.size());
@@ -393,6 +394,21 @@ Graph GraphBuilder::build() && {
     g.op_folded_[o] = 1;
     ++g.num_folded_ops_;
     for (TensorId t : g.op_outputs(o)) g.tensor_folded_[t] = 1;
+  }
+
+  // Partials summed on arrival: a gradient an op produces, read by exactly one op.
+  g.tensor_accumulated_.assign(num_tensors, 0);
+  for (std::size_t t = 0; t < num_tensors; ++t) {
+    if (!tensors_[t].accumulated) continue;
+    const auto readers = g.consumers(static_cast<TensorId>(t));
+    const bool output = std::find(g.outputs_.begin(), g.outputs_.end(), static_cast<TensorId>(t)) != g.outputs_.end();
+    if (tensors_[t].kind != TensorKind::gradient || tensors_[t].producer == kNoId || readers.size() != 1 || output)
+      throw Error("tensor '" + tensors_[t].name + "' is marked accumulated (a partial gradient summed into another when it arrives), but " +
+                  (tensors_[t].kind != TensorKind::gradient ? std::string("it is not a gradient")
+                   : tensors_[t].producer == kNoId          ? std::string("no op produces it")
+                   : output                                 ? std::string("it is a graph output")
+                                                            : "it is read by " + std::to_string(readers.size()) + " ops, not one"));
+    g.tensor_accumulated_[t] = 1;
   }
 
   // Views (see Graph::op_view_outputs): an alias's first output, and declared ones; none for an op

@@ -84,6 +84,11 @@ class Graph {
   // True when `t` is such a view: it takes no memory of its own.
   bool tensor_is_view(TensorId t) const;
   bool tensor_folded(TensorId t) const { return tensor_folded_[t] != 0; }
+  // A partial gradient that its one reader adds, as soon as it is available there, into the first
+  // partial of the same gradient (PyTorch's autograd input buffer and AccumulateGrad sum partials as
+  // they arrive): it takes memory until it is available to its reader, not until the reader runs.
+  // Set by the training derivation on every partial but the first of a tensor read k > 1 times.
+  bool tensor_accumulated(TensorId t) const { return tensor_accumulated_[t] != 0; }
   std::size_t num_folded_ops() const { return num_folded_ops_; }
   // Inputs in slot order; kNoId marks an absent optional input.
   std::span<const TensorId> op_inputs(OpId op) const { return span_of(op_inputs_, op_input_begin_, op); }
@@ -161,7 +166,7 @@ class Graph {
   std::vector<TensorId> op_inputs_, op_outputs_;
   std::vector<OpId> succ_, pred_, topo_;
   std::vector<std::uint32_t> topo_rank_;
-  std::vector<std::uint8_t> op_folded_, tensor_folded_, param_updated_;
+  std::vector<std::uint8_t> op_folded_, tensor_folded_, param_updated_, tensor_accumulated_;
   std::size_t num_folded_ops_ = 0;
   // Tensors.
   std::vector<std::string> tensor_name_;
@@ -194,6 +199,9 @@ class GraphBuilder {
   TensorId add_tensor(std::string name, std::vector<std::int64_t> shape, DType dtype, TensorKind kind);
   TensorId find_tensor(std::string_view name) const;  // kNoId when absent
   void set_tensor_kind(TensorId t, TensorKind kind);
+  // Marks a partial gradient as summed into another on arrival (Graph::tensor_accumulated). build()
+  // checks that it is a gradient produced by an op and read by exactly one op.
+  void set_tensor_accumulated(TensorId t);
   TensorKind tensor_kind(TensorId t) const { return tensors_[t].kind; }
   std::span<const std::int64_t> tensor_shape(TensorId t) const { return tensors_[t].shape; }
   DType tensor_dtype(TensorId t) const { return tensors_[t].dtype; }
@@ -224,6 +232,7 @@ class GraphBuilder {
     DType dtype;
     TensorKind kind;
     OpId producer = kNoId;
+    bool accumulated = false;
   };
   std::string graph_name_;
   std::vector<TensorSpec> tensors_;

@@ -216,7 +216,11 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       if (owner == first->end()) views = false;
       else std::rotate(first->begin(), owner, owner + 1);
     }
-    for (TensorId t : outs) spec.inputs.insert(spec.inputs.end(), partials[t].begin(), partials[t].end());
+    for (TensorId t : outs) {
+      spec.inputs.insert(spec.inputs.end(), partials[t].begin(), partials[t].end());
+      // Autograd's input buffer adds each partial after the first into it as it arrives.
+      for (std::size_t k = 1; k < partials[t].size(); ++k) b.set_tensor_accumulated(partials[t][k]);
+    }
     if (rule.saves_inputs)
       for (TensorId t : ins)
         if (t != kNoId && fwd.tensor_kind(t) != TensorKind::constant) spec.inputs.push_back(t);
@@ -261,6 +265,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     if (fwd.tensor_kind(p) != TensorKind::parameter || partials[p].empty()) continue;
     OpSpec spec{.name = new_op_name("update/" + fwd.tensor_name(p)), .type = update.type, .inputs = {p}};
     spec.inputs.insert(spec.inputs.end(), partials[p].begin(), partials[p].end());
+    // AccumulateGrad adds each partial after the first into the parameter's gradient as it arrives.
+    for (std::size_t k = 1; k < partials[p].size(); ++k) b.set_tensor_accumulated(partials[p][k]);
     OpId home = fwd.param_home(p);
     if (home != kNoId) {
       spec.module = module_of(home);

@@ -147,6 +147,7 @@ json graph_to_json(const Graph& g) {
                        {"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
                        {"dtype", dtype_name(g.tensor_dtype(t))},
                        {"kind", tensor_kind_name(g.tensor_kind(t))}});
+    if (g.tensor_accumulated(t)) tensors.back()["accumulated"] = true;
   }
   json ops = json::array();
   for (OpId o = 0; o < g.num_ops(); ++o) {
@@ -209,7 +210,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     if (!t.is_object()) throw Error(where + ": a tensor must be a JSON object");
     auto name = field_as<std::string>(t, "name", where);
     where += " '" + name + "'";
-    check_known_fields(t, {"name", "shape", "dtype", "kind"}, where);
+    check_known_fields(t, {"name", "shape", "dtype", "kind", "accumulated"}, where);
     // Fields read with `where` name it in their errors; the checks after them are prefixed here.
     auto shape = field_as<std::vector<std::int64_t>>(t, "shape", where);
     for (std::size_t k = 0; k < shape.size(); ++k)
@@ -223,7 +224,11 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       if (kind == TensorKind::parameter && !is_floating(dtype))
         throw Error("a parameter must be floating-point, not " + dtype_name +
                     " (integer tensors carry no gradient: kind 'buffer' or 'constant' holds one that is not trained)");
-      b.add_tensor(name, std::move(shape), dtype, kind);
+      const TensorId id = b.add_tensor(name, std::move(shape), dtype, kind);
+      if (t.contains("accumulated")) {
+        if (!t["accumulated"].is_boolean()) throw Error("field 'accumulated' must be true or false, got " + json_excerpt(t["accumulated"]));
+        if (t["accumulated"].get<bool>()) b.set_tensor_accumulated(id);
+      }
     } catch (const Error& e) {
       throw Error(where + ": " + e.what());
     }

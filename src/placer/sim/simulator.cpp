@@ -86,12 +86,18 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     info.in_begin = static_cast<std::uint32_t>(in_tensors_.size());
     const bool folded = g.op_folded(o);
     auto ins = g.op_inputs(o);
-    for (std::size_t i = 0; i < ins.size() && !folded; ++i) {
-      if (ins[i] == kNoId || std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) !=
-                                 ins.begin() + static_cast<std::ptrdiff_t>(i))
-        continue;
-      if (g.tensor_folded(ins[i])) folded_reads_.push_back({ins[i], o});
-      else in_tensors_.push_back(ins[i]);
+    // Inputs it holds until it finishes first, then the partial gradients it sums as they arrive
+    // (Graph::tensor_accumulated), which it does not hold: in_tensors_[release_end, in_end).
+    for (int accumulated = 0; accumulated < 2; ++accumulated) {
+      for (std::size_t i = 0; i < ins.size() && !folded; ++i) {
+        if (ins[i] == kNoId || std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) !=
+                                   ins.begin() + static_cast<std::ptrdiff_t>(i))
+          continue;
+        if (g.tensor_accumulated(ins[i]) != (accumulated == 1)) continue;
+        if (g.tensor_folded(ins[i])) folded_reads_.push_back({ins[i], o});
+        else in_tensors_.push_back(ins[i]), edge_held_.push_back(static_cast<std::uint8_t>(1 - accumulated));
+      }
+      if (accumulated == 0) info.release_end = static_cast<std::uint32_t>(in_tensors_.size());
     }
     info.in_end = static_cast<std::uint32_t>(in_tensors_.size());
     edge_op_.resize(in_tensors_.size(), o);
@@ -310,6 +316,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
   std::fill(remaining_.begin(), remaining_.end(), 0u);
   std::uint32_t transfers = 0;
   const std::uint32_t* const edge_op = edge_op_.data();
+  const std::uint8_t* const edge_held = edge_held_.data();
   std::uint32_t* const reader_head = reader_head_.data();
   std::uint32_t* const reader_next = reader_next_.data();
   {
@@ -326,7 +333,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       const std::uint32_t st = storage[x];
       const std::uint32_t slot = st ^ ((st ^ x) & (0u - static_cast<std::uint32_t>(remote)));  // remote ? x : st, no branch
       in_slot[i] = slot;
-      ++uses[std::size_t{slot} * nd + d];
+      uses[std::size_t{slot} * nd + d] += edge_held[i];  // a partial summed on arrival is not held by its reader
       const std::uint64_t bit = std::uint64_t{remote} << d;
       const bool first_send = ((tx.dest_mask & bit) == 0) & remote;
       tx.dest_mask |= bit;
@@ -492,7 +499,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       // An op that takes no time runs now (see make_ready): its outputs, then its inputs' release.
       if (!took_device)
         for (std::uint32_t i = info.out_begin; i < info.out_end; ++i) allocate(d, alloc_bytes[out_tensors[i]]);
-      for (std::uint32_t i = info.in_begin; i < info.in_end; ++i) release(in_slot[i], d);
+      for (std::uint32_t i = info.in_begin; i < info.release_end; ++i) release(in_slot[i], d);
       for (std::uint32_t i = info.out_begin; i < info.out_end; ++i) {
         const std::uint32_t x = out_tensors[i];
         const TensorInfo& tx = tensors[x];
@@ -521,6 +528,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
       }
       const DeviceId from = tx.dev;
       release(storage[x], from);  // the sender's copy is no longer needed for this send
+      // A partial gradient summed on arrival (no reader holds it): its copy is freed at once.
+      mem_now[d] -= tx.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(uses[std::size_t{x} * nd + d] == 0));
       if (zero_finished_.empty()) start_ops(d, now);
       else to_start |= std::uint64_t{1} << d;
     }

@@ -13,7 +13,9 @@
 // - Memory: parameters, buffers and optimizer state stay on their device for the whole step; an
 //   activation is allocated when its producer starts and freed after its last reader on that
 //   device (and its last outgoing transfer); a copy is allocated when its transfer is issued and
-//   freed after its last reader there. Graph outputs stay to the end on the device that made
+//   freed after its last reader there. A partial gradient summed into another as it arrives
+//   (Graph::tensor_accumulated) is freed once it is available to its reader: at its producer's
+//   end, or when its copy arrives. Graph outputs stay to the end on the device that made
 //   them. A view (the output of an alias op: Reshape, Flatten, Squeeze, Identity, ...) takes no
 //   memory of its own: it shares the storage of its input on its device, which lives until the
 //   view's readers are done too.
@@ -116,6 +118,7 @@ class Simulator {
   // Per graph (computed once). Hot fields are packed so that one event touches few cache lines.
   struct OpInfo {
     std::uint32_t in_begin, in_end;    // distinct input tensors: in_tensors_[in_begin, in_end)
+    std::uint32_t release_end;         // those it holds until it finishes: [in_begin, release_end)
     std::uint32_t out_begin, out_end;  // output tensors: out_tensors_[out_begin, out_end)
     std::uint32_t rank;                // position in topological order
   };
@@ -142,6 +145,7 @@ class Simulator {
   std::vector<OpInfo> ops_;
   std::vector<std::uint32_t> in_tensors_, out_tensors_;
   std::vector<std::uint32_t> edge_op_;         // per in_tensors_ entry: the op that reads it
+  std::vector<std::uint8_t> edge_held_;        // per in_tensors_ entry: 1 when its reader holds it (0: summed on arrival)
   // Per run: the readers of each tensor on each device, as lists through in_tensors_ entries.
   std::vector<std::uint32_t> reader_head_;     // tensor x device -> first entry, or kNone
   std::vector<std::uint32_t> reader_next_;     // entry -> next entry, or kNone
