@@ -1820,15 +1820,7 @@ void Engine::run_forward(bool keep_values) {
       }
     }
     OpCall call{graph_, op, node(op), training(), in, value, device};
-    static const bool trace_mem = std::getenv("PLACER_MEMTRACE") != nullptr;
-    std::uint64_t before = 0;
-    if (trace_mem) { before = read_host_memory().current_bytes; reset_host_peak(); }
     std::vector<torch::Tensor> outs = call_op(*impl, call);
-    if (trace_mem) {
-      auto r = read_host_memory();
-      std::uint64_t outb = 0; for (auto& o : outs) if (o.defined()) outb += o.nbytes();
-      if (r.peak_bytes > r.current_bytes) fprintf(stderr, "MEMTRACE %s %s transient %llu out %llu delta %lld\n", graph_.op_type(op).c_str(), graph_.op_name(op).c_str(), (unsigned long long)(r.peak_bytes - r.current_bytes), (unsigned long long)outb, (long long)(r.current_bytes - before));
-    }
     const auto& slots = op_out_slots_[op];
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const TensorId t = slots[k];
