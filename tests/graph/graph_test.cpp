@@ -455,6 +455,41 @@ TEST(GraphViews, AnAliasOfAnotherSizeIsNoView) {
   EXPECT_FALSE(g.tensor_is_view(big));
 }
 
+// A Transpose is PyTorch's permute: a view with permuted strides. Squeeze and Unsqueeze keep the
+// strides (views of it); a Reshape or Flatten of a permuted view copies it into row-major order
+// (no view), and what views that copy is in order again. An identity permutation changes nothing.
+TEST(GraphViews, ATransposeIsAPermutedViewThatAReshapeCopies) {
+  GraphBuilder b;
+  auto f32 = [&](const char* name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  };
+  const TensorId x = f32("x", {2, 3, 4}, TensorKind::data), w = f32("w", {3, 5}, TensorKind::parameter);
+  const TensorId a = f32("a", {2, 3, 4}), t = f32("t", {2, 4, 3}), u = f32("u", {1, 2, 4, 3}), r = f32("r", {8, 3});
+  const TensorId r2 = f32("r2", {24}), i = f32("i", {2, 3, 4}), ri = f32("ri", {6, 4}), wt = f32("wt", {5, 3});
+  const OpWork alias{0, 0, 0, OpClass::alias}, copy{0, 96, 96, OpClass::data_movement};
+  b.add_op({.name = "relu", .type = "Relu", .inputs = {x}, .outputs = {a}, .work = {24, 96, 96, OpClass::elementwise}});
+  Attributes perm;
+  perm.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 2, 1}});
+  b.add_op({.name = "T", .type = "Transpose", .inputs = {a}, .outputs = {t}, .attrs = perm, .work = copy});
+  b.add_op({.name = "U", .type = "Unsqueeze", .inputs = {t}, .outputs = {u}, .work = alias});
+  b.add_op({.name = "R", .type = "Reshape", .inputs = {u}, .outputs = {r}, .work = alias});
+  b.add_op({.name = "R2", .type = "Reshape", .inputs = {r}, .outputs = {r2}, .work = alias});
+  Attributes same;
+  same.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 1, 2}});
+  b.add_op({.name = "I", .type = "Transpose", .inputs = {a}, .outputs = {i}, .attrs = same, .work = copy});
+  b.add_op({.name = "RI", .type = "Reshape", .inputs = {i}, .outputs = {ri}, .work = alias});
+  b.add_op({.name = "WT", .type = "Transpose", .inputs = {w}, .outputs = {wt}, .work = {0, 60, 60, OpClass::data_movement}});  // default perm: reversed
+  for (TensorId out : {r2, ri, wt}) b.mark_output(out);
+  const Graph g = std::move(b).build();
+  EXPECT_TRUE(g.tensor_is_view(t));
+  EXPECT_TRUE(g.tensor_is_view(u));
+  EXPECT_FALSE(g.tensor_is_view(r));  // a copy
+  EXPECT_TRUE(g.tensor_is_view(r2));  // of the copy, in order
+  EXPECT_TRUE(g.tensor_is_view(i));
+  EXPECT_TRUE(g.tensor_is_view(ri));  // the identity permutation keeps the order
+  EXPECT_TRUE(g.tensor_is_view(wt));  // a weight's transpose takes no memory (x @ W.t())
+}
+
 TEST(GraphViews, DeclaredViewsOfTheFirstInput) {
   GraphBuilder b;
   const TensorId x = b.add_tensor("x", {2, 3}, DType::f32, TensorKind::data), y = b.add_tensor("y", {2, 3}, DType::f32, TensorKind::activation);

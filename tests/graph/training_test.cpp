@@ -378,6 +378,38 @@ TEST(TrainingStep, PartialsAreSummedInPlaceOnlyIntoAGradientOfTheirOwn) {
   }
 }
 
+// A gradient op keeps the forward inputs autograd saves for the gradients it computes: a product's
+// operand only for the other operand's gradient, a quotient's dividend only for the divisor's.
+TEST(TrainingStep, GradientsKeepOnlyTheInputsTheirComputedGradientsNeed) {
+  StepOf s;
+  const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), w = s.tensor("w", {8, 8}, TensorKind::parameter);
+  const TensorId half = s.tensor("half", {1}, TensorKind::data), c = s.tensor("c", {1}, TensorKind::constant);
+  const TensorId h = s.tensor("h", {4, 8}), d = s.tensor("d", {4, 8}), m = s.tensor("m", {4, 8}), q = s.tensor("q", {4, 8});
+  const TensorId p = s.tensor("p", {4, 8}), y = s.tensor("y", {4, 8});
+  s.op("mm", "MatMul", {x, w}, {h});     // x is data: dW = xᵀ·dY keeps x, not W
+  s.op("div", "Div", {h, c}, {d});       // a constant divisor: dH = dY / c keeps nothing of h
+  s.op("scale", "Mul", {d, half}, {m});  // half needs no gradient: dD = dY·half keeps half, not d
+  s.op("sq", "Mul", {m, d}, {q});        // both need one: each keeps the other
+  s.op("sig", "Sigmoid", {q}, {p});      // keeps its output
+  s.op("div2", "Div", {x, p}, {y});      // the divisor needs a gradient: dP = -dY·x/p² keeps x and p
+  const Graph g = s.step({y});
+  auto kept = [&](const std::string& op) {
+    std::vector<std::string> names;
+    const OpId o = g.find_op(op + "/grad");
+    for (TensorId t : g.op_inputs(o))
+      if (g.tensor_kind(t) != TensorKind::gradient) names.push_back(g.tensor_name(t));
+    return names;
+  };
+  EXPECT_THAT(kept("mm"), ::testing::ElementsAre("x"));
+  EXPECT_THAT(kept("div"), ::testing::IsEmpty());
+  EXPECT_THAT(kept("scale"), ::testing::ElementsAre("half"));
+  EXPECT_THAT(kept("sq"), ::testing::ElementsAre("m", "d"));
+  EXPECT_THAT(kept("sig"), ::testing::ElementsAre("p"));
+  EXPECT_THAT(kept("div2"), ::testing::ElementsAre("x", "p"));
+  // h is read by no gradient (mm's keeps x, div's nothing): it is freed after its last forward reader.
+  for (OpId r : g.consumers(h)) EXPECT_LT(r, g.num_forward_ops()) << g.op_name(r);
+}
+
 // An unknown op priced as an alias that changes the size, read twice: its summed gradient cannot
 // be a view of the incoming one (the step was refused: "sizes ... differ").
 TEST(TrainingStep, AnAliasOfAnotherSizeGetsAGradientOfItsOwn) {

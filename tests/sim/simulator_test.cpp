@@ -310,6 +310,24 @@ TEST(SimulatorMemory, DeclaredViewsOfAKernelShareItsFirstInput) {
   EXPECT_EQ(across.transfers, 1u);
 }
 
+// A Transpose is a view (PyTorch's permute): a weight's transpose read by a matrix product takes
+// no memory beside the weight (GPT-2's tied head: 154 MB counted twice before).
+TEST(SimulatorMemory, ATransposeIsAViewOfItsInput) {
+  Sketch s;
+  TensorId x = s.tensor("x", 100, TensorKind::data), w = s.tensor("w", 1000, TensorKind::parameter);
+  TensorId wt = s.tensor("wt", 1000), y = s.tensor("y", 10);
+  s.profile.set_by_name(DeviceKind::gpu, "T", 1.0);
+  OpSpec t{.name = "T", .type = "Transpose", .inputs = {w}, .outputs = {wt}};
+  t.work.op_class = OpClass::data_movement;
+  s.b.add_op(std::move(t));
+  s.op("mm", {x, wt}, {y}, 1.0);
+  s.b.mark_output(y);
+  Priced r(std::move(s), two_gpus());
+  EXPECT_EQ(r.on({0, 0}).devices[0].peak_memory_bytes, 100u + 1000u + 10u);
+  // Read on another device, the view is sent (a copy of 1,000 bytes there).
+  EXPECT_EQ(r.on({0, 1}).devices[1].peak_memory_bytes, 100u + 1000u + 10u);
+}
+
 // Partial gradients summed as they arrive (Graph::tensor_accumulated, autograd's input buffer):
 // each after the first is freed once it is available to its reader, not when the reader runs.
 // Three gradient ops on gpu:0 each write a 1000-byte partial of one tensor's gradient; S sums them.

@@ -411,17 +411,42 @@ Graph GraphBuilder::build() && {
     g.tensor_accumulated_[t] = 1;
   }
 
-  // Views (see Graph::op_view_outputs): an alias's first output, and declared ones; none for an op
-  // that is folded or whose first input is absent or a set-up value.
-  for (std::size_t o = 0; o < num_ops; ++o) {
-    const auto ins = g.op_inputs(static_cast<OpId>(o));
+  // Views (see Graph::op_view_outputs): an alias's first output, a Transpose's, and declared ones;
+  // none for an op that is folded or whose first input is absent or a set-up value. Walked in
+  // topological order so that a view knows whether its input's elements are in row-major order:
+  // a permuted view (a Transpose's, or an alias of one that keeps strides) is not, and a Reshape or
+  // Flatten of it copies (PyTorch's reshape of a non-contiguous tensor), so it is no view.
+  std::vector<std::uint8_t> permuted(num_tensors, 0);
+  for (OpId o : g.topo_) {
+    const auto ins = g.op_inputs(o);
+    const auto outs = g.op_outputs(o);
     std::uint32_t& views = g.op_views_[o];
-    // An alias's first output is a view of its first input when it has as many bytes (a Reshape);
-    // one of another size or type (an unknown op priced as an alias) has storage of its own.
-    if (g.op_work_[o].op_class == OpClass::alias && !g.op_outputs(static_cast<OpId>(o)).empty() && !ins.empty() && ins[0] != kNoId &&
-        g.tensor_bytes_[g.op_outputs(static_cast<OpId>(o))[0]] == g.tensor_bytes_[ins[0]])
+    if (g.op_folded_[o] || ins.empty() || ins[0] == kNoId || g.tensor_folded_[ins[0]] || outs.empty()) {
+      views = 0;
+      continue;
+    }
+    const TensorId in = ins[0], out = outs[0];
+    const bool same_bytes = g.tensor_bytes_[out] == g.tensor_bytes_[in];
+    const std::string& type = g.type_names_[g.op_type_[o]];
+    if (type == "Transpose" && same_bytes) {
+      // PyTorch's permute: a view with permuted strides (the identity permutation keeps the order).
       views |= 1u;
-    if (g.op_folded_[o] || ins.empty() || ins[0] == kNoId || g.tensor_folded_[ins[0]]) views = 0;
+      const auto perm = g.op_attrs_[o].get_ints("perm");
+      bool identity = true;
+      for (std::size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == static_cast<std::int64_t>(k);
+      if (perm.empty()) identity = g.tensor_shape(in).size() <= 1;  // ONNX's default reverses the dimensions
+      permuted[out] = !identity || permuted[in];
+    } else if (g.op_work_[o].op_class == OpClass::alias && same_bytes) {
+      // An alias's first output is a view of its first input when it has as many bytes (a Reshape);
+      // one of another size or type (an unknown op priced as an alias) has storage of its own.
+      const bool reshapes = type == "Reshape" || type == "Flatten";
+      if (reshapes && permuted[in]) {
+        views &= ~1u;  // a copy in row-major order
+      } else {
+        views |= 1u;
+        permuted[out] = permuted[in];
+      }
+    }
   }
 
   // Homes of tensors without a producer: their first consumer in topological order that is not

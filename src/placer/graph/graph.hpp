@@ -78,8 +78,10 @@ class Graph {
   // class alias (no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference Dropout,
   // their gradients, or an unknown op priced as an alias) when it has as many bytes as that input
   // (any other output, such as an inference Dropout's mask, or one of another size, is a tensor of
-  // its own), and the outputs its OpSpec declares (the gradients that Add, Sub and Sum pass
-  // through unchanged). 0 for every other op.
+  // its own), the output of a Transpose (PyTorch's permute: a view with permuted strides; a Reshape
+  // or Flatten of such a permuted view, directly or through other aliases, copies it and is no
+  // view), and the outputs its OpSpec declares (the gradients that Add, Sub and Sum pass through
+  // unchanged). 0 for every other op.
   std::uint32_t op_view_outputs(OpId op) const { return op_views_[op]; }
   // True when `t` is such a view: it takes no memory of its own.
   bool tensor_is_view(TensorId t) const;

@@ -727,6 +727,38 @@ std::uint32_t passed_gradients(std::string_view op_type, std::span<const TensorD
   return mask;
 }
 
+std::uint64_t saved_inputs(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
+                           std::span<const TensorDesc> outputs, std::span<const bool> needs_grad, std::span<const bool> repeated) {
+  const Rule* rule = op_type == "Dropout" && attrs.get_int("training_mode", 0) != 0 ? &kTrainingDropout : find_rule(op_type);
+  std::uint64_t all = 0;
+  for (std::size_t j = 0; j < inputs.size() && j < 64; ++j) all |= std::uint64_t{inputs[j].present} << j;
+  if (!rule) return all;
+  if (!rule->backward || rule->op_class == alias || rule->saved_inputs == 0) return 0;
+  // What the gradients computed need: the inputs that need one, less those passed through.
+  const std::uint32_t passed = passed_gradients(op_type, inputs, outputs, needs_grad, repeated);
+  std::vector<char> need(inputs.size(), 0);
+  bool any = false;
+  for (std::size_t i = 0; i < inputs.size() && i < needs_grad.size(); ++i) {
+    need[i] = needs_grad[i] && inputs[i].present && grad_capable(inputs[i].dtype) && !(i < 32 && (passed >> i & 1u));
+    any = any || need[i];
+  }
+  if (!any) return 0;
+  auto saved_slot = [&](std::size_t j) {
+    return inputs[j].present && (j < 32 ? (rule->saved_inputs >> j & 1u) != 0 : rule->saved_inputs == kAll);
+  };
+  int operands_needing = 0;
+  for (std::size_t j = 0; j < inputs.size(); ++j) operands_needing += saved_slot(j) && need[j];
+  const bool quotient = op_type == "Div";
+  std::uint64_t mask = 0;
+  for (std::size_t j = 0; j < inputs.size() && j < 64; ++j) {
+    if (!saved_slot(j)) continue;
+    if (rule->cross && operands_needing - int{need[j] != 0} == 0) continue;  // read only for the others' gradients
+    if (quotient && j == 0 && !(inputs.size() > 1 && need[1])) continue;      // dA = dY / B: the dividend only for dB
+    mask |= std::uint64_t{1} << j;
+  }
+  return mask;
+}
+
 OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                      std::span<const TensorDesc> outputs, std::span<const bool> needs_grad,
                      std::optional<OpClass> unknown_default, std::span<const bool> repeated) {

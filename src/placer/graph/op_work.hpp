@@ -74,6 +74,17 @@ struct BackwardRule {
 // `attrs`: the op's attributes (a Dropout in training mode is a kernel, not an alias).
 BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs = Attributes{});
 
+// The forward inputs the gradient of an op keeps until it runs (bit i = slot i; a slot past 31 is
+// kept when the rule keeps every input), as PyTorch's autograd saves them: only what the gradients
+// that are computed need. A product's operand (Mul, MatMul, Gemm, Conv) is kept only when another
+// operand needs a gradient (dA = dY·B keeps B), a quotient's dividend only when the divisor does
+// (dA = dY/B), an input of an op whose gradient it feeds (Sigmoid via its input, normalizations,
+// Pow, ...) whenever the op has a gradient to compute. `needs_grad[i]`: input i needs a gradient.
+// An unknown op type keeps every input; an alias, or an op whose gradients are all passed
+// through (Add), keeps none.
+std::uint64_t saved_inputs(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
+                           std::span<const TensorDesc> outputs, std::span<const bool> needs_grad, std::span<const bool> repeated = {});
+
 // Work of the gradient of a forward op. `needs_grad[i]` says whether input i needs a gradient.
 // Matrix products and convolutions cost one forward pass per operand that needs a gradient (the
 // data gradient and the weight gradient); other ops cost a per-type multiple of their forward

@@ -221,9 +221,12 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       // Autograd's input buffer adds each partial after the first into it as it arrives.
       for (std::size_t k = 1; k < partials[t].size(); ++k) b.set_tensor_accumulated(partials[t][k]);
     }
-    if (rule.saves_inputs)
-      for (TensorId t : ins)
-        if (t != kNoId && fwd.tensor_kind(t) != TensorKind::constant) spec.inputs.push_back(t);
+    // What autograd saves for the gradients computed (saved_inputs: a product keeps only the operands
+    // the other gradients need, a quotient its dividend only for the divisor's gradient).
+    const std::uint64_t kept = saved_inputs(fwd.op_type(o), fwd.op_attrs(o), in_desc, out_desc, needs_span, repeated_span);
+    for (std::size_t i = 0; i < ins.size(); ++i)
+      if (ins[i] != kNoId && fwd.tensor_kind(ins[i]) != TensorKind::constant && (i >= 64 ? rule.saves_inputs : (kept >> i & 1u) != 0))
+        spec.inputs.push_back(ins[i]);
     for (std::size_t j = 0; j < outs.size() && j < 32; ++j)
       if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId) spec.inputs.push_back(outs[j]);
 
