@@ -127,13 +127,14 @@ FamilyMemory family_memory(const Problem& problem) {
   const bool training = g.num_forward_ops() != g.num_ops();
   if (training)
     // The partial gradients that update ops read (the parameter, then its partials), each charged
-    // to the forward op whose gradient wrote it; one passed through (a view) takes no memory.
+    // to the forward op whose gradient wrote it; one passed through (a view) takes no memory, one
+    // summed as it arrives (all but the first) none that lasts.
     for (OpId u = static_cast<OpId>(g.num_forward_ops()); u < g.num_ops(); ++u) {
       if (g.op_role(u) != OpRole::update) continue;
       const auto ins = g.op_inputs(u);
       for (std::size_t i = 1; i < ins.size(); ++i) {
         const OpId b = ins[i] == kNoId ? kNoId : g.producer(ins[i]);
-        if (b == kNoId || g.tensor_is_view(ins[i])) continue;
+        if (b == kNoId || g.tensor_is_view(ins[i]) || g.tensor_accumulated(ins[i])) continue;
         if (const OpId o = g.forward_op(b); o != kNoId && o < g.num_forward_ops()) m.partial_gradient_bytes[o] += g.tensor_bytes(ins[i]);
       }
     }
@@ -154,7 +155,9 @@ FamilyMemory family_memory(const Problem& problem) {
       std::uint64_t bytes = g.tensor_bytes(t);
       bytes += g.optimizer_state_bytes(t);
       m.static_bytes[anchor[home]] += bytes;
-    } else if (!g.tensor_is_view(t)) {  // a view takes no memory of its own (as in the simulator)
+    } else if (!g.tensor_is_view(t) && !g.tensor_accumulated(t)) {
+      // A view takes no memory of its own, a partial gradient summed as it arrives none that lasts
+      // (as in the simulator).
       m.activation_bytes[anchor[g.producer(t)]] += g.tensor_bytes(t);
     }
   }

@@ -143,9 +143,10 @@ std::vector<double> family_times(const Problem& problem);
 struct FamilyMemory {
   std::vector<std::uint64_t> static_bytes;      // per forward op: sources homed there, set-up values it reads
   std::vector<std::uint64_t> activation_bytes;  // per forward op: outputs of the op and its gradient ops (views: none)
-  // Per forward op, in training: every read of a trained parameter yields a partial gradient that
-  // stays until the parameter's update at the end of the step (a weight shared by 20 time steps:
-  // 20 of them); one passed through unchanged (Add(p, q)'s, a view) takes none. Zero in inference.
+  // Per forward op, in training: the partial gradient of a trained parameter it reads that stays
+  // until the parameter's update (the first one: autograd adds the others into it as they arrive,
+  // Graph::tensor_accumulated, so a weight shared by 20 time steps holds one, not 20); one passed
+  // through unchanged (Add(p, q)'s, a view) takes none. Zero in inference.
   std::vector<std::uint64_t> partial_gradient_bytes;
 };
 FamilyMemory family_memory(const Problem& problem);
