@@ -1985,40 +1985,34 @@ void Executor::step() { impl_->engine.step(); }
 StepTimes Executor::measure(int steps, int warmup) {
   detail::Engine& e = impl_->engine;
   for (int i = 0; i < warmup; ++i) e.step();
-  // The memories the placement's devices run in: the host, then CUDA devices by index.
-  std::vector<MeasuredMemory> memory;
-  std::vector<int> cuda_index;  // per entry of `memory`: -1 for the host
+  // The memories the placement's devices run in, those this build can read: the host (index -1),
+  // then CUDA devices by index.
+  auto read = [](int index) { return index < 0 ? detail::read_host_memory() : detail::read_cuda_memory(index); };
+  std::map<int, MeasuredMemory> by_index;
   for (DeviceId d : e.used_devices()) {
     const torch::Device device = e.torch_device(d);
     const int index = device.is_cuda() ? device.index() : -1;
-    auto it = std::find(cuda_index.begin(), cuda_index.end(), index);
-    if (it == cuda_index.end()) {
-      const bool readable = index < 0 ? detail::read_host_memory().measured : detail::read_cuda_memory(index).measured;
-      if (!readable) continue;
-      memory.push_back({index < 0 ? "host" : "cuda:" + std::to_string(index), {}, 0, 0});
-      cuda_index.push_back(index);
-      it = cuda_index.end() - 1;
-    }
-    memory[static_cast<std::size_t>(it - cuda_index.begin())].devices.push_back(d);
+    if (!read(index).measured) continue;
+    auto [it, added] = by_index.try_emplace(index);
+    if (added) it->second.memory = index < 0 ? "host" : "cuda:" + std::to_string(index);
+    it->second.devices.push_back(d);
   }
-  std::vector<std::size_t> order(memory.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cuda_index[a] < cuda_index[b]; });
-  std::vector<MeasuredMemory> sorted_memory;
-  std::vector<int> sorted_index;
-  for (std::size_t k : order) sorted_memory.push_back(std::move(memory[k])), sorted_index.push_back(cuda_index[k]);
-  memory = std::move(sorted_memory), cuda_index = std::move(sorted_index);
-  for (auto& m : memory) std::sort(m.devices.begin(), m.devices.end());
-  auto read = [](int index) { return index < 0 ? detail::read_host_memory() : detail::read_cuda_memory(index); };
-  for (std::size_t k = 0; k < memory.size(); ++k) memory[k].start_bytes = read(cuda_index[k]).current_bytes;
+  std::vector<MeasuredMemory> memory;
+  std::vector<int> memory_index;  // per entry of `memory`: -1 (host) or the CUDA index
+  for (auto& [index, m] : by_index) {
+    std::sort(m.devices.begin(), m.devices.end());
+    m.start_bytes = read(index).current_bytes;
+    memory.push_back(std::move(m));
+    memory_index.push_back(index);
+  }
 
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) {
-    for (int index : cuda_index) index < 0 ? detail::reset_host_peak() : detail::reset_cuda_peak(index);
+    for (int index : memory_index) index < 0 ? detail::reset_host_peak() : detail::reset_cuda_peak(index);
     const auto start = std::chrono::steady_clock::now();
     e.step();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    for (std::size_t k = 0; k < memory.size(); ++k) memory[k].peak_bytes = std::max(memory[k].peak_bytes, read(cuda_index[k]).peak_bytes);
+    for (std::size_t k = 0; k < memory.size(); ++k) memory[k].peak_bytes = std::max(memory[k].peak_bytes, read(memory_index[k]).peak_bytes);
   }
   impl_->memory = std::move(memory);
   return StepTimes::of(std::move(times));
