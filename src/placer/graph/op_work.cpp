@@ -727,6 +727,30 @@ std::uint32_t passed_gradients(std::string_view op_type, std::span<const TensorD
   return mask;
 }
 
+namespace {
+
+// The forward inputs the gradient reads (bit j = slot j, j < 64), given which inputs get a gradient
+// computed (`need`: passed-through ones already left out): the rule's saved slots (every slot of a
+// rule that keeps all of them), less a product's operand when no other operand needs a gradient,
+// and with `dividend_for_divisor_only` a quotient's dividend when the divisor needs none.
+std::uint64_t read_inputs(const Rule& rule, std::span<const TensorDesc> inputs, const Grads& need, bool dividend_for_divisor_only) {
+  auto saved_slot = [&](std::size_t j) {
+    return inputs[j].present && (j < 32 ? (rule.saved_inputs >> j & 1u) != 0 : rule.saved_inputs == kAll);
+  };
+  int operands_needing = 0;
+  for (std::size_t j = 0; j < inputs.size(); ++j) operands_needing += saved_slot(j) && need[j];
+  std::uint64_t mask = 0;
+  for (std::size_t j = 0; j < inputs.size() && j < 64; ++j) {
+    if (!saved_slot(j)) continue;
+    if (rule.cross && operands_needing - int{need[j]} == 0) continue;  // read only for the others' gradients
+    if (dividend_for_divisor_only && j == 0 && !need[1]) continue;     // dA = dY / B: the dividend only for dB
+    mask |= std::uint64_t{1} << j;
+  }
+  return mask;
+}
+
+}  // namespace
+
 std::uint64_t saved_inputs(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                            std::span<const TensorDesc> outputs, std::span<const bool> needs_grad, std::span<const bool> repeated) {
   const Rule* rule = op_type == "Dropout" && attrs.get_int("training_mode", 0) != 0 ? &kTrainingDropout : find_rule(op_type);
@@ -736,27 +760,14 @@ std::uint64_t saved_inputs(std::string_view op_type, const Attributes& attrs, st
   if (!rule->backward || rule->op_class == alias || rule->saved_inputs == 0) return 0;
   // What the gradients computed need: the inputs that need one, less those passed through.
   const std::uint32_t passed = passed_gradients(op_type, inputs, outputs, needs_grad, repeated);
-  std::vector<char> need(inputs.size(), 0);
+  Grads need;
+  need.need.assign(inputs.size(), 0);
   bool any = false;
   for (std::size_t i = 0; i < inputs.size() && i < needs_grad.size(); ++i) {
-    need[i] = needs_grad[i] && inputs[i].present && grad_capable(inputs[i].dtype) && !(i < 32 && (passed >> i & 1u));
-    any = any || need[i];
+    need.need[i] = needs_grad[i] && inputs[i].present && grad_capable(inputs[i].dtype) && !(i < 32 && (passed >> i & 1u));
+    any = any || need.need[i];
   }
-  if (!any) return 0;
-  auto saved_slot = [&](std::size_t j) {
-    return inputs[j].present && (j < 32 ? (rule->saved_inputs >> j & 1u) != 0 : rule->saved_inputs == kAll);
-  };
-  int operands_needing = 0;
-  for (std::size_t j = 0; j < inputs.size(); ++j) operands_needing += saved_slot(j) && need[j];
-  const bool quotient = op_type == "Div";
-  std::uint64_t mask = 0;
-  for (std::size_t j = 0; j < inputs.size() && j < 64; ++j) {
-    if (!saved_slot(j)) continue;
-    if (rule->cross && operands_needing - int{need[j] != 0} == 0) continue;  // read only for the others' gradients
-    if (quotient && j == 0 && !(inputs.size() > 1 && need[1])) continue;      // dA = dY / B: the dividend only for dB
-    mask |= std::uint64_t{1} << j;
-  }
-  return mask;
+  return any ? read_inputs(*rule, inputs, need, op_type == "Div") : 0;
 }
 
 OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
@@ -798,16 +809,12 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
   w.op_class = rule.backward_class.value_or(rule.op_class);
   w.flops = rule.backward(ctx, fwd, g);
 
-  auto saved_slot = [&](std::size_t j) { return j < 32 && (rule.saved_inputs >> j & 1u) && inputs[j].present; };
-  int operands_needing = 0;
-  for (std::size_t j = 0; j < inputs.size(); ++j) operands_needing += saved_slot(j) && g[j];
+  // The saved inputs of the first 32 slots (a product operand is read only for the gradients of the
+  // other operands; a Div's dividend is priced as read whichever operand needs a gradient).
+  const std::uint64_t read = read_inputs(rule, inputs, g, false) & 0xFFFFFFFFu;
   double saved = 0.0;
-  for (std::size_t j = 0; j < inputs.size(); ++j) {
-    if (!saved_slot(j)) continue;
-    // A product operand is read only for the gradients of the other operands.
-    if (rule.cross && operands_needing - int{g[j]} == 0) continue;
-    saved += static_cast<double>(inputs[j].bytes());
-  }
+  for (std::size_t j = 0; j < inputs.size() && j < 32; ++j)
+    if (read >> j & 1u) saved += static_cast<double>(inputs[j].bytes());
   for (std::size_t j = 0; j < outputs.size() && j < 32; ++j)
     if ((rule.saved_outputs >> j & 1u) && outputs[j].present) saved += static_cast<double>(outputs[j].bytes());
   // A training Dropout whose mask is no output of the graph still keeps one (a byte per element).
@@ -816,7 +823,7 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
   // A tensor read in several slots (Mul(x, x)) is read once and gets one gradient.
   auto repeated_slot = [&](std::size_t i) { return i < repeated.size() && repeated[i]; };
   for (std::size_t j = 0; j < inputs.size(); ++j)
-    if (repeated_slot(j) && saved_slot(j) && !(rule.cross && operands_needing - int{g[j]} == 0)) saved -= static_cast<double>(inputs[j].bytes());
+    if (repeated_slot(j) && j < 32 && (read >> j & 1u)) saved -= static_cast<double>(inputs[j].bytes());
   w.bytes_read = incoming + saved;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (g[i] && !repeated_slot(i)) w.bytes_written += static_cast<double>(inputs[i].bytes());
