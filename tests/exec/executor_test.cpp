@@ -892,8 +892,10 @@ TEST(Profiler, TimesEveryOpOfTheTrainingStepAndFitsTheModel) {
   EXPECT_EQ(measured, r.kinds[0].ops_measured);
   // The local peak bounds what libtorch's own convolutions reach: their fitted efficiency stays
   // near 1, not at the fit's ceiling of 4, where it sat while the peak was a matrix product's alone
-  // and the BLAS ran a slow kernel (found by a review; exec/local.cpp).
-  EXPECT_LE(r.profile.model()->of(DeviceKind::cpu, OpClass::conv).compute, 2.0);
+  // and the BLAS ran a slow kernel (found by a review; exec/local.cpp). The peak and the profile
+  // are timed at different moments, so another process on the machine moves their ratio: 2.43 was
+  // seen once with a build on the second core; 3 stays clear of it and of the ceiling.
+  EXPECT_LE(r.profile.model()->of(DeviceKind::cpu, OpClass::conv).compute, 3.0);
   // A time by name is for that op's signature only.
   EXPECT_FALSE(r.profile.find_by_name(DeviceKind::cpu, "/conv1/Conv", "Conv(1x1,1x1)").has_value());
   // Calibrated: the profiled ops sum to the measured step.

@@ -197,7 +197,7 @@ TEST(OnnxFunctions, FunctionsNestedTooDeepOrInliningTooLargeAreErrors) {
   // 40 levels each calling the next twice: 2^40 nodes from a small file.
   onnx::ModelProto wide = chain(40, 2);
   EXPECT_THAT([&] { inline_local_functions(wide); },
-              ThrowsMessage<Error>(HasSubstr("inlining the model-local functions would give more than 4194304 nodes")));
+              ThrowsMessage<Error>(HasSubstr("inlining the model-local functions would give more than 1048576 nodes")));
 }
 
 // Calls inside subgraphs count too (found by review): an If branch of F calling F crashed, and a
@@ -230,7 +230,7 @@ TEST(OnnxFunctions, CallsInsideSubgraphsAreCheckedForRecursionAndSize) {
   add_node(g->mutable_node(), "Constant", {}, {"c"}, "/c");
   branch_calling(add_node(g->mutable_node(), "If", {"c"}, {"z"}, "/if"), "F30");
   EXPECT_THAT([&] { inline_local_functions(wide); },
-              ThrowsMessage<Error>(HasSubstr("inlining the model-local functions would give more than 4194304 nodes")));
+              ThrowsMessage<Error>(HasSubstr("inlining the model-local functions would give more than 1048576 nodes")));
 }
 
 TEST(OnnxFunctions, OutputsThatAreInputsOrLeftOutStayWired) {

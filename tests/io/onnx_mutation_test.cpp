@@ -501,6 +501,82 @@ TEST(OnnxMutation, ParametersOfTheWrongShapeForTheirOpAreErrors) {
 
 // A Range of delta 0 read as an empty tensor, and the error named its reader ("Incompatible
 // dimensions" at an Add, found by a sweep): now the Range itself.
+// A fourth fuzzing review (2026-11-29): operands ONNX's rules do not compare, priced as given
+// (a Gemm bias of 100,000 counted as parameters), and sums and shapes that went wrong quietly.
+TEST(OnnxMutation, OperandsTheRulesDoNotCompareAreChecked) {
+  using ::testing::HasSubstr;
+  auto gemm = [](std::vector<std::int64_t> c) {
+    TinyOnnx t(13);
+    t.input("a", {4, 5}).input("b", {5, 3}).input("c", c).output("y", {4, 3});
+    t.node("Gemm", {"a", "b", "c"}, {"y"});
+    return import_error(t.model);
+  };
+  EXPECT_EQ(gemm({3}), "");
+  EXPECT_EQ(gemm({4, 1}), "");
+  EXPECT_THAT(gemm({100000}), HasSubstr("(Gemm): C 'c' is [100000], which does not broadcast to the output [4,3]"));
+  EXPECT_THAT(gemm({4}), HasSubstr("C 'c' is [4]"));
+
+  // Opset 18's GroupNormalization (read as an Identity by libonnx 1.12's rules).
+  auto gn = [](std::int64_t groups, std::vector<std::int64_t> scale) {
+    TinyOnnx t(18);
+    t.input("x", {2, 4, 8}).input("s", scale).input("b", scale).output("y", {2, 4, 8});
+    TinyOnnx::ints(t.node("GroupNormalization", {"x", "s", "b"}, {"y"}), "num_groups", {groups});
+    return import_error(t.model);
+  };
+  EXPECT_EQ(gn(2, {2}), "");
+  EXPECT_EQ(gn(2, {4}), "");
+  EXPECT_THAT(gn(2, {100}), HasSubstr("(GroupNormalization): scale 's' should hold 4 values (one per channel) or 2"));
+  EXPECT_THAT(gn(3, {4}), HasSubstr("attribute 'num_groups' is 3, which does not divide its input's 4 channels"));
+  EXPECT_THAT(gn(0, {4}), HasSubstr("attribute 'num_groups' is 0"));
+
+  auto scatter = [](const std::string& op, std::vector<std::int64_t> indices, std::vector<std::int64_t> updates) {
+    TinyOnnx t(16);
+    t.input("x", {4, 8}).input("u", updates).output("y", {4, 8});
+    TinyOnnx::shape(t.model.mutable_graph()->add_input(), "i", indices, onnx::TensorProto::INT64);
+    t.node(op, {"x", "i", "u"}, {"y"});
+    return import_error(t.model);
+  };
+  EXPECT_EQ(scatter("ScatterElements", {1, 2}, {1, 2}), "");
+  EXPECT_THAT(scatter("ScatterElements", {1, 2}, {1000, 1000}), HasSubstr("updates 'u' is [1000,1000], but should be [1,2] for indices [1,2]"));
+  EXPECT_EQ(scatter("ScatterND", {3, 1}, {3, 8}), "");
+  EXPECT_THAT(scatter("ScatterND", {3, 1}, {3, 9}), HasSubstr("updates 'u' is [3,9], but should be [3,8] for indices [3,1] and data [4,8]"));
+
+  // Operands of one type parameter: an int64 weight on a float input was taken as a constant.
+  TinyOnnx mm(13);
+  mm.input("x", {2, 3}).output("y", {2, 4});
+  TinyOnnx::shape(mm.model.mutable_graph()->add_input(), "w", {3, 4}, onnx::TensorProto::INT64);
+  mm.node("MatMul", {"x", "w"}, {"y"});
+  EXPECT_THAT(import_error(mm.model), HasSubstr("(MatMul): input 'w' is INT64 but input 'x' is FLOAT"));
+
+  // Two Einsums of 1.27e308 FLOPs each: the model's total was inf.
+  TinyOnnx big(13);
+  big.input("x", {780000}).output("y", {});
+  big.model.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();  // a scalar
+  std::string eq;
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  for (char c : letters) eq += (eq.empty() ? "" : ",") + std::string(1, c);
+  eq += "->";
+  for (const char* out : {"y1", "y2"}) {
+    auto* a = big.node("Einsum", std::vector<std::string>(letters.size(), "x"), {out}).add_attribute();
+    a->set_name("equation"), a->set_type(onnx::AttributeProto::STRING), a->set_s(eq);
+  }
+  big.node("Add", {"y1", "y2"}, {"y"});
+  EXPECT_THAT(import_error(big.model), HasSubstr("FLOPs or bytes sum past what a double holds"));
+
+  // Integer shape arithmetic dividing by zero was folded as 0, which a Reshape reads as "copy": the
+  // output, declared of symbolic sizes, was [4,8]. Now the division gives no value.
+  TinyOnnx div(13);
+  div.input("x", {4, 8}).output("y", {4, 8});
+  for (int k = 0; k < 2; ++k)
+    div.model.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(k)->set_dim_param(k ? "b" : "a");
+  div.node("Shape", {"x"}, {"s"});
+  auto* zero = div.model.mutable_graph()->add_initializer();
+  zero->set_name("z"), zero->set_data_type(onnx::TensorProto::INT64), zero->add_dims(2), zero->add_int64_data(0), zero->add_int64_data(1);
+  div.node("Div", {"s", "z"}, {"d"});
+  div.node("Reshape", {"x", "d"}, {"y"});
+  EXPECT_THAT(import_error(div.model), HasSubstr("has no size known before the model runs"));
+}
+
 TEST(OnnxMutation, ARangeOfDeltaZeroIsNamed) {
   auto range = [](std::int64_t delta) {
     TinyOnnx t(13);

@@ -215,7 +215,9 @@ OpWork f_batchnorm(const Ctx& c) {
 OpWork f_layernorm(const Ctx& c) { return io(c, (slot(c.in, 2) ? 8.0 : 7.0) * elems(c.out, 0)); }
 OpWork f_lrn(const Ctx& c) {
   // square-sum over `size` channels (2 each), then (bias + alpha/size * s)^beta and a divide.
+  // A window wider than the channels sums them all (a size of 2^62 was priced as given: a fuzzing review).
   double size = static_cast<double>(c.attrs.get_int("size", 1));
+  if (rank(c.in, 0) >= 2) size = std::min(size, dim(c.in, 0, 1));
   return io(c, (2.0 * size + 4.0) * elems(c.out, 0));
 }
 

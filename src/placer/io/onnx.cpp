@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -679,6 +680,20 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     if (node.op_type() == "If" && !options.unknown_op_default)
       throw Error("op '" + spec.name + "': an If whose condition is only known when the model runs (placer places the ops of " +
                   "Ifs that constants and shapes decide; --unknown-ops CLASS prices this one as one op for the simulator)");
+    if (node.op_type() == "GroupNormalization" && (node.domain().empty() || node.domain() == "ai.onnx") && !ins.empty() &&
+        ins[0].shape.size() >= 2) {
+      // Read by the shape rules as opset 17 has it (an Identity, onnx_compat.cpp), so checked here:
+      // num_groups divides the channels, scale and bias hold one value per channel (opset 21) or
+      // per group (18). A scale of 100,000 was priced as parameters (a fuzzing review).
+      const std::int64_t channels = ins[0].shape[1], groups = spec.attrs.get_int("num_groups", 0);
+      if (groups <= 0 || channels % groups != 0)
+        throw Error("op '" + spec.name + "' (GroupNormalization): attribute 'num_groups' is " + std::to_string(groups) +
+                    ", which does not divide its input's " + std::to_string(channels) + " channels");
+      for (std::size_t i = 1; i < 3 && i < ins.size(); ++i)
+        if (ins[i].present && !(ins[i].shape.size() == 1 && (ins[i].shape[0] == channels || ins[i].shape[0] == groups)))
+          throw Error("op '" + spec.name + "' (GroupNormalization): " + (i == 1 ? "scale '" : "bias '") + reads[i] + "' should hold " +
+                      std::to_string(channels) + " values (one per channel) or " + std::to_string(groups) + " (one per group, opset 18)");
+    }
     try {
       spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);
     } catch (const Error& e) {
@@ -704,11 +719,20 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     builder.op(a).module = builder.op(it->second).module;
     builder.op(a).call = builder.op(it->second).call;
   }
+  Graph g;
   try {
-    return std::move(builder).build();
+    g = std::move(builder).build();
   } catch (const Error& e) {
     throw Error("'" + path + "': " + e.what());  // a graph-level check (a tensor's type, a cycle): name the file
   }
+  // Each op's figures are finite, but their sum may not be (two Einsums of 1e308 FLOPs printed
+  // "inf FLOPs", and the graph JSON saved from it was refused: a fuzzing review). As load_graph_json.
+  double flops = 0.0, bytes = 0.0;
+  for (OpId o = 0; o < g.num_ops(); ++o) flops += g.op_work(o).flops, bytes += g.op_work(o).bytes_read + g.op_work(o).bytes_written;
+  if (!std::isfinite(flops) || !std::isfinite(bytes))
+    throw Error("'" + path + "': its ops' FLOPs or bytes sum past what a double holds (" + std::to_string(flops) + " FLOPs, " +
+                std::to_string(bytes) + " bytes): check the sizes of its tensors");
+  return g;
 }
 
 }  // namespace placer

@@ -333,6 +333,14 @@ std::optional<Value> evaluate_raw(const onnx::NodeProto& n, const std::vector<co
       {"GreaterOrEqual", [](double a, double b) { return a >= b ? 1.0 : 0.0; }},
       {"And", [](double a, double b) { return (a != 0 && b != 0) ? 1.0 : 0.0; }},
       {"Or", [](double a, double b) { return (a != 0 || b != 0) ? 1.0 : 0.0; }}};
+  if ((op == "Div" || op == "Mod") && all_known(2) && std::find(in[1]->data.begin(), in[1]->data.end(), 0.0) != in[1]->data.end()) {
+    // Divided by zero (a fuzzing review: it was folded as 0, which a Reshape reads as "copy"): an
+    // error for integers, as in every runtime (evaluate_with, which folds, leaves the value unknown
+    // then); for floats inf or NaN, no size: left unknown.
+    if (!is_integer_type(in[0]->elem_type)) return std::nullopt;
+    const std::string& name = !n.name().empty() || n.output_size() == 0 ? n.name() : n.output(0);
+    throw Error("node '" + name + "' (" + op + ") divides integers by zero, in values computed before the step (shapes, constants)");
+  }
   if (op == "Div" && all_known(2)) {
     bool integer = is_integer_type(in[0]->elem_type);
     return broadcast(*in[0], *in[1], [integer](double a, double b) {
@@ -829,6 +837,23 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
   };
   auto list = [](std::span<const std::int64_t> v) { return dims_text(v); };
   const std::string& op = node.op_type();
+  // Operands ONNX types alike (one type parameter T): an int8 weight on a float input became a
+  // constant, its parameters lost (a fuzzing review).
+  static const std::unordered_set<std::string> kOneType = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Add", "Sub", "Mul", "Div",
+                                                           "Sum", "Mean", "Concat", "PRelu", "Equal", "Less", "Greater"};
+  if (node.domain().empty() || node.domain() == "ai.onnx") {
+    const int first = op == "Where" ? 1 : 0;
+    if (kOneType.contains(op) || op == "Where") {
+      const int t0 = first < node.input_size() && !node.input(first).empty() ? types.at(node.input(first)).tensor_type().elem_type() : 0;
+      for (int i = first + 1; i < node.input_size(); ++i) {
+        if (node.input(i).empty()) continue;
+        const int t = types.at(node.input(i)).tensor_type().elem_type();
+        if (t != t0)
+          throw Error(where + ": input '" + node.input(i) + "' is " + onnx::TensorProto_DataType_Name(t) + " but input '" + node.input(first) +
+                      "' is " + onnx::TensorProto_DataType_Name(t0) + " (ONNX types the operands of " + op + " alike)");
+      }
+    }
+  }
   const bool conv = op == "Conv", pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool";
   if (conv || pool) {
     const std::vector<std::int64_t> x = dims_of(0);
@@ -866,7 +891,29 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
       if (k_a != k_b)
         throw Error(where + ": A " + list(a) + (trans_a ? " (transposed)" : "") + " and B " + list(b) + (trans_b ? " (transposed)" : "") + " do not share an inner dimension (" + std::to_string(k_a) + " and " +
                     std::to_string(k_b) + ")");
+      // C broadcasts to [M, N] one way (a bias of 100,000 on a [4, 3] output was priced as
+      // 100,024 parameters: a fuzzing review).
+      const std::vector<std::int64_t> out{trans_a ? a[1] : a[0], trans_b ? b[0] : b[1]}, c = dims_of(2);
+      bool fits = c.size() <= 2;
+      for (std::size_t k = 0; fits && k < c.size(); ++k) fits = c[k] == out[out.size() - c.size() + k] || c[k] == 1;
+      if (!fits) throw Error(where + ": C '" + node.input(2) + "' is " + list(c) + ", which does not broadcast to the output " + list(out));
     }
+  } else if (op == "ScatterElements" || op == "Scatter" || op == "ScatterND") {
+    // The updates' shape follows from the indices (and for ScatterND the data); ONNX's rule takes
+    // the output from the data alone, so updates of [1000, 1000] were priced as given.
+    const std::vector<std::int64_t> data = dims_of(0), indices = dims_of(1);
+    std::vector<std::int64_t> want = indices;
+    if (op == "ScatterND") {
+      if (indices.empty()) return;  // ONNX's rule refuses it
+      const std::int64_t k = indices.back();
+      if (k < 1 || k > static_cast<std::int64_t>(data.size()))
+        throw Error(where + ": indices " + list(indices) + " index " + std::to_string(k) + " dimensions of data " + list(data));
+      want.pop_back();
+      want.insert(want.end(), data.begin() + k, data.end());
+    }
+    if (node.input_size() > 2 && dims_of(2) != want)
+      throw Error(where + ": updates '" + node.input(2) + "' is " + list(dims_of(2)) + ", but should be " + list(want) + " for indices " +
+                  list(indices) + (op == "ScatterND" ? " and data " + list(data) : std::string()));
   } else if (op == "ConvTranspose") {
     // W [C, M / group, kernel...] on X [N, C, ...], bias [M]: ONNX's rule reads C nowhere (found by
     // a fuzzing review: a group of 2 on 3 channels, a bias of 99, were priced as given).
