@@ -473,6 +473,20 @@ TEST(SchedMSct, ALinearProgramOutOfTimeFallsBackToEtf) {
   EXPECT_THAT(run_placer("m-sct", m.problem()).note, ::testing::Not(HasSubstr("linear program")));
 }
 
+// Op times of 1e300 s made CLP abort the process on an assertion (SIGABRT, a fuzzing review):
+// the linear program is not solved then, and m-sct is plain ETF.
+TEST(SchedMSct, TimesTooLargeForTheLinearProgramFallBackToEtf) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data), t1 = s.tensor("t1", 100), t2 = s.tensor("t2", 100), t3 = s.tensor("t3", 100);
+  s.op("a", {x}, {t1}, 1e300);
+  s.op("b", {t1}, {t2}, 1e300);
+  s.op("c", {t1}, {t3}, 1e300);
+  Priced pr(std::move(s), switch_gpus(2));
+  const PlacementResult r = run_placer("m-sct", pr.problem());
+  EXPECT_THAT(r.note, HasSubstr("linear program was not solved"));
+  EXPECT_EQ(r.forward_devices, run_placer("m-etf", pr.problem()).forward_devices);
+}
+
 INSTANTIATE_TEST_SUITE_P(Sched, SchedRealModels, ::testing::Values("inception_v3", "rnnlm"));
 
 }  // namespace

@@ -757,6 +757,13 @@ std::vector<OpId> favourite_children(const StepGraph& s, double threshold, doubl
       edges.push_back({i, e.op, s.mean_comm(i, e.op, e.bytes) * 1e6, internal ? -1 : columns});
       if (!internal) ++columns;
     }
+  // Times and transfers so large that their sums near what a double holds (op times of 1e300 s
+  // from a profile or a cluster's overhead) made CLP abort the process on an assertion (a fuzzing
+  // review): such a program is not solved, as one that fails.
+  double total_us = 0.0;
+  for (OpId i = 0; i < n; ++i) total_us += s.mean_time[i] * 1e6;
+  for (const LpEdge& e : edges) total_us += e.comm_us;
+  if (!(total_us < 1e100)) return {};
   const int num_edge_columns = columns;
   const int start_column = columns, makespan_column = columns + static_cast<int>(n);
   const int num_columns = makespan_column + 1;
