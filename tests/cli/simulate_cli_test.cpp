@@ -547,6 +547,41 @@ TEST(SimulateCliBadInput, RandomCountsEveryBlockAndRefusesANegativeCount) {
   EXPECT_EQ(j["simulations"].get<std::size_t>(), 130u);
   EXPECT_GT(j["mean_step_time_s"].get<double>(), 0.0);
   expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "-1"}, "--random: a number of placements");
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "0"}, "--random: a number of placements from 1");
+}
+
+// --seconds ends a --random run that would take days (2^40 placements) after the block in which
+// the time ran out, and says how many it simulated; without --random it is refused.
+TEST(SimulateCliBadInput, RandomEndsWhenItsSecondsRunOut) {
+  const auto began = std::chrono::steady_clock::now();
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "1099511627776", "--seconds", "1", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(), 120.0);
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_GT(j["simulations"].get<std::size_t>(), 0u);
+  EXPECT_LT(j["simulations"].get<std::size_t>(), 1099511627776u);
+  EXPECT_GT(j["mean_step_time_s"].get<double>(), 0.0);
+  auto text = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "1099511627776", "--seconds", "0.2"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("(of 1099511627776: --seconds ran out)"));
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--seconds", "1"},
+                        "--seconds limits --random");
+}
+
+// Steps near the largest double: their sum overflows, their mean does not (it printed
+// "mean step inf s", and null in JSON).
+TEST(SimulateCliBadInput, RandomMeanOfHugeStepsIsFinite) {
+  const std::string graph = write("huge_step.json", R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4]}],
+    "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  const std::string cluster = write("huge_overhead.json", R"({"format": "placer-cluster", "version": 1, "name": "c", "devices":
+    [{"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e10, "op_overhead_s": 1e308}],
+    "links": []})");
+  auto run = placer({"simulate", "--model", graph, "--cluster", cluster, "--mode", "inference", "--random", "4", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto mean = nlohmann::json::parse(run.out).at("mean_step_time_s");
+  ASSERT_TRUE(mean.is_number()) << run.out;
+  EXPECT_NEAR(mean.get<double>() / 1e308, 1.0, 1e-9);
 }
 
 }  // namespace

@@ -61,20 +61,22 @@ void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mod
 void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
                             const std::string& model);
 
-// Validator of an integer from 0 to `max` (CLI11 alone wraps -1 and 2^64 around), failing with
+// Validator of an integer from `min` to `max` (CLI11 alone wraps -1 and 2^64 around), failing with
 // `message`.
-inline CLI::Validator whole_number(const std::string& message, const std::string& name, std::uint64_t max) {
+inline CLI::Validator whole_number(const std::string& message, const std::string& name, std::uint64_t max, std::uint64_t min = 0) {
   return CLI::Validator(
-      [message, max](const std::string& s) {
+      [message, max, min](const std::string& s) {
         std::uint64_t v = 0;
         const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        return ec == std::errc() && end == s.data() + s.size() && v <= max ? std::string() : message;
+        return ec == std::errc() && end == s.data() + s.size() && v >= min && v <= max ? std::string() : message;
       },
       name);
 }
 inline const CLI::Validator kSeed = whole_number("a seed is an integer from 0 to 2^64-1", "SEED", UINT64_MAX);  // --seed
 // --samples: the learned placers count samples in signed 64-bit integers.
 inline const CLI::Validator kSamples = whole_number("a number of placements from 0 to 2^63-1", "N", INT64_MAX);
+// simulate --random: at least one placement.
+inline const CLI::Validator kRandomCount = whole_number("a number of placements from 1 to 2^63-1", "N", INT64_MAX, 1);
 
 // Validator of --seconds: a finite number >= 0 (-1, nan and 1e400 read as "no limit").
 inline const CLI::Validator kSeconds(

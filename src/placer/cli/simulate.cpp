@@ -22,6 +22,7 @@ struct SimulateArgs {
   std::vector<std::string> placements;
   std::vector<std::string> on;
   std::size_t random = 0;
+  double seconds = 0;  // --random's time limit; 0: none
   std::uint64_t seed = 1;
   std::string trace;
   bool json = false;
@@ -82,36 +83,47 @@ void run_random(const SimulateArgs& args, const LoadedProblem& p) {
     return expand_placement(p.graph, fwd);
   };
   // Placements are drawn a block at a time, outside the timed loop, so that memory does not grow
-  // with N; the draws are the same as drawing all N first.
+  // with N; the draws are the same as drawing all N first. With --seconds the run ends after the
+  // block in which that much wall time (draws included) has passed.
   constexpr std::size_t kBlock = 64;
   std::vector<std::vector<DeviceId>> block;
   block.reserve(std::min<std::size_t>(kBlock, args.random));
-  double sum = 0.0, wall = 0.0;
-  for (std::size_t done = 0; done < args.random;) {
+  // The mean step is kept as a running mean: a sum of steps near the largest double overflows to
+  // inf where their mean does not.
+  double mean = 0.0, wall = 0.0;
+  std::size_t done = 0;
+  const auto began = std::chrono::steady_clock::now();
+  const auto out_of_time = [&] {
+    return args.seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() >= args.seconds;
+  };
+  while (done < args.random && !(done > 0 && out_of_time())) {
     block.clear();
     while (block.size() < kBlock && done + block.size() < args.random) block.push_back(draw());
     if (done == 0) sim.simulate(block[0]);  // warm-up: scratch allocated here, never again
     const auto start = std::chrono::steady_clock::now();
-    for (const auto& placement : block) sum += sim.simulate(placement).step_time_s;
+    for (const auto& placement : block) {
+      const double step = sim.simulate(placement).step_time_s;
+      mean += (step - mean) / static_cast<double>(++done);
+    }
     wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    done += block.size();
   }
-  const double ops_per_second = static_cast<double>(args.random) * static_cast<double>(p.graph.num_ops()) / wall;
+  const double simulations = static_cast<double>(done);
+  const double ops_per_second = simulations * static_cast<double>(p.graph.num_ops()) / wall;
   if (args.json) {
-    std::cout << nlohmann::json{{"simulations", args.random},
+    std::cout << nlohmann::json{{"simulations", done},
                                 {"ops", p.graph.num_ops()},
                                 {"wall_s", wall},
                                 {"ops_per_second", ops_per_second},
-                                {"simulations_per_second", static_cast<double>(args.random) / wall},
-                                {"mean_step_time_s", sum / static_cast<double>(args.random)}}
+                                {"simulations_per_second", simulations / wall},
+                                {"mean_step_time_s", mean}}
                      .dump(2)
               << "\n";
     return;
   }
-  fmt::print("{} random op-level placements of {} ops on {}: {:.2f} M simulated ops/s, {:.0f} simulations/s (one thread), "
+  fmt::print("{} random op-level placements of {} ops on {}{}: {:.2f} M simulated ops/s, {:.0f} simulations/s (one thread), "
              "mean step {}\n",
-             args.random, p.graph.num_ops(), p.cluster.name(), ops_per_second / 1e6, static_cast<double>(args.random) / wall,
-             human_seconds(sum / static_cast<double>(args.random)));
+             done, p.graph.num_ops(), p.cluster.name(), done < args.random ? fmt::format(" (of {}: --seconds ran out)", args.random) : "",
+             ops_per_second / 1e6, simulations / wall, human_seconds(mean));
 }
 
 void run_simulate(const SimulateArgs& args) {
@@ -120,6 +132,7 @@ void run_simulate(const SimulateArgs& args) {
   // Checked before anything is loaded or simulated.
   if (args.random > 0 && (!args.placements.empty() || !args.on.empty() || !args.trace.empty()))
     throw Error("--random simulates random placements of its own: it takes no --placement, --on or --trace");
+  if (args.seconds > 0 && args.random == 0) throw Error("--seconds limits --random: give --random N too");
   if (!args.trace.empty()) {
     if (args.placements.size() + args.on.size() != 1) throw Error("--trace needs exactly one placement");
     check_writable(args.trace, "trace file");
@@ -176,7 +189,9 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--placement", args->placements, "placement JSON file(s), comma-separated")->check(comma_list("file name"));
   cmd->add_option("--on", args->on, "place everything on this device (comma-separated: one run each)")->check(comma_list("device name"));
   cmd->add_option("--random", args->random, "simulate N random op-level placements and report simulated ops per second")
-      ->check(kSamples);
+      ->check(kRandomCount);
+  cmd->add_option("--seconds", args->seconds, "end --random after the placements simulated in this many seconds (0: no limit)")
+      ->check(kSeconds);
   cmd->add_option("--seed", args->seed, "seed of --random")->capture_default_str()->check(kSeed);
   cmd->add_option("--trace", args->trace, "write the schedule as a Chrome trace (Perfetto) to this file")->check(kFileName);
   cmd->add_flag("--json", args->json, "print JSON");

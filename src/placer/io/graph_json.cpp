@@ -6,7 +6,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <span>
 #include <type_traits>
+#include <unordered_map>
+#include <utility>
 
 #include <onnx/defs/schema.h>
 
@@ -53,6 +56,51 @@ void check_attribute_type(const std::string& type, const Attribute& a, const std
   const char* given = a.kind == K::integer ? "an integer" : a.kind == K::real ? "a number" : a.kind == K::text ? "a string" : "a list";
   throw Error(where + ": attribute '" + a.name + "' of " + type + " must be " + expected + " (as in ONNX), got " + given +
               (a.kind == K::text ? " ('" + a.s.substr(0, 40) + "')" : ""));
+}
+
+// How many inputs and outputs an ONNX op type takes, over every version of it ONNX defines (Slice
+// took one input before opset 10, three after; a graph JSON names no opset).
+struct OperandCounts {
+  int min_inputs = std::numeric_limits<int>::max(), max_inputs = 0;
+  int min_outputs = std::numeric_limits<int>::max(), max_outputs = 0;
+};
+
+const OperandCounts* operand_counts(const std::string& type) {
+  static const std::unordered_map<std::string, OperandCounts> counts = [] {
+    std::unordered_map<std::string, OperandCounts> m;
+    for (const onnx::OpSchema& s : onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
+      if (s.domain() != onnx::ONNX_DOMAIN) continue;
+      OperandCounts& c = m[s.Name()];
+      c.min_inputs = std::min(c.min_inputs, s.min_input()), c.max_inputs = std::max(c.max_inputs, s.max_input());
+      c.min_outputs = std::min(c.min_outputs, s.min_output()), c.max_outputs = std::max(c.max_outputs, s.max_output());
+    }
+    return m;
+  }();
+  const auto it = counts.find(type);
+  return it == counts.end() ? nullptr : &it->second;
+}
+
+// An op of an ONNX type priced by placer's rule must have the operands every version of the type
+// requires: a Conv without its weight, or a MatMul with one input, was priced (at 0 FLOPs, or from
+// its output alone) instead of refused (a fuzzing review). `inputs` holds kNoId for a null
+// (omitted optional) input, which a required one may not be. Types ONNX does not define pass.
+void check_operand_counts(const std::string& type, std::span<const TensorId> inputs, std::size_t outputs, const std::string& where) {
+  const OperandCounts* c = operand_counts(type);
+  if (!c) return;
+  auto range = [](int lo, int hi) {
+    return lo == hi ? std::to_string(lo) : hi == std::numeric_limits<int>::max() ? std::to_string(lo) + " or more"
+                                                                                : std::to_string(lo) + " to " + std::to_string(hi);
+  };
+  if (std::cmp_less(inputs.size(), c->min_inputs) || std::cmp_greater(inputs.size(), c->max_inputs))
+    throw Error(where + " (" + type + "): " + std::to_string(inputs.size()) + " inputs, where ONNX's " + type + " takes " +
+                range(c->min_inputs, c->max_inputs) + " (give 'flops' to price an op by your own figures)");
+  for (int k = 0; k < c->min_inputs; ++k)
+    if (inputs[static_cast<std::size_t>(k)] == kNoId)
+      throw Error(where + " (" + type + "): its input " + std::to_string(k) + " is null, but ONNX's " + type + " requires its first " +
+                  std::to_string(c->min_inputs));
+  if (std::cmp_less(outputs, c->min_outputs) || std::cmp_greater(outputs, c->max_outputs))
+    throw Error(where + " (" + type + "): " + std::to_string(outputs) + " outputs, where ONNX's " + type + " gives " +
+                range(c->min_outputs, c->max_outputs));
 }
 
 Attribute attribute_from(const std::string& name, const json& v, const std::string& where) {
@@ -299,6 +347,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       if (spec.work.flops < 0 || spec.work.bytes_read < 0 || spec.work.bytes_written < 0)
         throw Error(where + ": flops and bytes must not be negative");
     } else {
+      check_operand_counts(spec.type, spec.inputs, spec.outputs.size(), where);
       std::vector<TensorDesc> ins, outs;
       for (TensorId t : spec.inputs)
         ins.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{b.tensor_shape(t), b.tensor_dtype(t), true});
@@ -319,10 +368,25 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     }
     // What an op produces is an activation (or, in a step, a gradient); the other kinds are the
     // graph's inputs, which no op makes.
-    for (TensorId out : spec.outputs)
+    for (TensorId out : spec.outputs) {
       if (const TensorKind k = b.tensor_kind(out); k != TensorKind::activation && k != TensorKind::gradient)
         throw Error(where + ": output tensor '" + b.tensor_name(out) + "' is of kind '" + std::string(tensor_kind_name(k)) +
                     "', which only a graph input has (what an op produces is an 'activation')");
+      // A gradient comes from the backward pass: a forward op's was priced and kept as one.
+      if (spec.role == OpRole::forward && b.tensor_kind(out) == TensorKind::gradient)
+        throw Error(where + ": output tensor '" + b.tensor_name(out) +
+                    "' is of kind 'gradient', but the op is a forward op (its outputs are activations)");
+    }
+    // An alias op (a parameter read under a second name, from ONNX's Identity) names both tensors.
+    for (const char* attr : {"alias_of", "alias"})
+      if (const Attribute* a = spec.attrs.find(attr))
+        if (a->kind != Attribute::Kind::text || b.find_tensor(a->s) == kNoId)
+          throw Error(where + ": attribute '" + attr + "' must name a tensor in 'tensors'" +
+                      (a->kind == Attribute::Kind::text ? ", got '" + a->s.substr(0, 80) + "'" : std::string()));
+    // A module path is names joined by dots: "encoder.layers.0", or "" for the model itself.
+    if (!spec.module.empty() && (spec.module.front() == '.' || spec.module.back() == '.' || spec.module.find("..") != std::string::npos))
+      throw Error(where + ": module path '" + spec.module.substr(0, 80) + (spec.module.size() > 80 ? "..." : "") +
+                  "' has an empty part (a dot at an end, or two in a row)");
     std::string name = spec.name;
     OpId id;
     try {
