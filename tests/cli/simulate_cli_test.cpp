@@ -519,11 +519,23 @@ TEST(SimulateCli, AbsurdRatiosToTheBoundPrintInScientificNotation) {
 }
 
 // A placement that does not fit says by how much in --json too (it gave "fits": false and no
-// reason), as simulate --json does.
+// reason), as simulate --json does. It is printed and written, and place exits 3 (it exited 0 for
+// the algorithms that return such a placement, 1 for those that fail: a script could not tell a
+// placement that fits from one that does not by the exit status).
 TEST(PlaceCli, JsonOfAPlacementThatDoesNotFitGivesItsShortfall) {
+  const std::string written = test::temp_path("over.placement.json");
   const test::Outcome o = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "round-robin", "--memory-fraction", "0.01",
-                                  "--json", "-o", test::temp_path("over.placement.json")});
-  ASSERT_EQ(o.exit_code, 0) << o.err;
+                                  "--json", "-o", written});
+  ASSERT_EQ(o.exit_code, 3) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("placer: error: round-robin's placement does not fit in memory (over on gpu:0 by "));
+  EXPECT_THAT(o.err, HasSubstr("; written to " + written + " all the same"));
+  EXPECT_TRUE(std::filesystem::exists(written));
+  for (const char* algo : {"single", "random", "metis", "expert"}) {
+    const test::Outcome text = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", algo, "--memory-fraction", "0.01"});
+    EXPECT_EQ(text.exit_code, 3) << algo << ": " << text.err;
+    EXPECT_THAT(text.out, HasSubstr("(DOES NOT FIT)")) << algo;
+    EXPECT_THAT(text.err, HasSubstr(std::string(algo) + "'s placement does not fit in memory")) << algo;
+  }
   const nlohmann::json j = nlohmann::json::parse(o.out);
   EXPECT_FALSE(j.at("fits").get<bool>());
   ASSERT_FALSE(j.at("shortfalls").empty());

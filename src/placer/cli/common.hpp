@@ -61,6 +61,15 @@ void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mod
 void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
                             const std::string& model);
 
+// `place` found a placement, printed and wrote it, but it does not fit in memory: main prints the
+// message as an error and exits with kExitDoesNotFit (an error without a placement exits 1), so
+// that exit status 0 always means a placement that fits.
+inline constexpr int kExitDoesNotFit = 3;
+class DoesNotFit : public Error {
+ public:
+  using Error::Error;
+};
+
 // Validator of an integer from `min` to `max` (CLI11 alone wraps -1 and 2^64 around), failing with
 // `message`.
 inline CLI::Validator whole_number(const std::string& message, const std::string& name, std::uint64_t max, std::uint64_t min = 0) {

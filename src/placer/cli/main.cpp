@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const placer::cli::DoesNotFit& e) {
+    std::fprintf(stderr, "placer: error: %s\n", e.what());
+    return placer::cli::kExitDoesNotFit;
   } catch (const placer::Error& e) {
     std::fprintf(stderr, "placer: error: %s\n", e.what());
     return 1;

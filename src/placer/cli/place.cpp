@@ -183,6 +183,16 @@ void run_place(const PlaceArgs& args) {
   const PlacementResult& r = row.result;
   PlacementSpec spec = describe_placement(p.graph, p.cluster, r.forward_devices);
   if (!args.output.empty()) save_placement_file(spec, args.output);
+  // Printed and written all the same (what is over, and by how much, is what to act on), then
+  // reported as an error: exit status 0 means a placement that fits.
+  const auto fail_unless_fits = [&] {
+    if (r.sim.fits) return;
+    std::string over;
+    for (auto [d, bytes] : r.sim.shortfalls)
+      over += (over.empty() ? "" : ", ") + p.cluster.device(d).name + " by " + human_bytes(static_cast<double>(bytes));
+    throw DoesNotFit(args.algo + "'s placement does not fit in memory (over on " + over + ")" +
+                     (args.output.empty() ? std::string() : "; written to " + args.output + " all the same"));
+  };
   if (args.json) {
     std::cout << nlohmann::json{{"algo", args.algo},
                                 {"step_time_s", r.sim.step_time_s},
@@ -195,7 +205,7 @@ void run_place(const PlaceArgs& args) {
                                 {"placement", placement_to_json(spec)}}
                      .dump(2)
               << "\n";
-    return;
+    return fail_unless_fits();
   }
   fmt::print("{} on {}: step {}{}, {} sample{} in {:.2f} s{}\n", args.algo, p.cluster.name(), human_seconds(r.sim.step_time_s),
              r.sim.fits ? "" : " (DOES NOT FIT)", r.samples, r.samples == 1 ? "" : "s", row.wall_s, r.note.empty() ? "" : " — " + r.note);
@@ -207,6 +217,7 @@ void run_place(const PlaceArgs& args) {
   if (!args.output.empty())
     fmt::print("wrote {} (default {}{})\n", args.output, spec.default_device.empty() ? "none" : spec.default_device,
                spec.devices.empty() ? "" : fmt::format(", {} other key{}", spec.devices.size(), spec.devices.size() == 1 ? "" : "s"));
+  fail_unless_fits();
 }
 
 void run_compare(const PlaceArgs& args) {
