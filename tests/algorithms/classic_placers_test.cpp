@@ -374,6 +374,25 @@ TEST(Expert, OptionsMoveTheHeadAndTheEmbedding) {
   EXPECT_THAT(full.note, ::testing::HasSubstr("each of the 2 GPUs holds a recurrent layer"));
 }
 
+// On a cluster without a CPU, head=cpu and embedding=cpu were ignored without a word (found by a
+// review): the placement stays the default one and the note says why.
+TEST(Expert, AskingForACpuTheClusterLacksIsNoted) {
+  std::vector<Device> devices;
+  std::vector<Link> links;
+  for (int i = 0; i < 2; ++i) {
+    devices.push_back(Device{.name = name_of("gpu:", i), .kind = DeviceKind::gpu, .model = "t", .peak_flops = 1e12,
+                             .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = 1'000'000, .op_overhead_s = 0.0});
+    links.push_back(Link{.a = devices.back().name, .b = "sw", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 1e-6});
+  }
+  Priced p(tiny_lstm(), Cluster::build("gpus", std::move(devices), {"sw"}, std::move(links)));
+  const PlacementResult plain = run("expert", p.problem());
+  const PlacementResult cpu = run("expert", p.problem(), {{"head", "cpu"}, {"embedding", "cpu"}});
+  EXPECT_EQ(cpu.forward_devices, plain.forward_devices);
+  EXPECT_THAT(cpu.note, ::testing::HasSubstr("embedding=cpu: the cluster has no CPU, so the embedding stays with the first layer it feeds"));
+  EXPECT_THAT(cpu.note, ::testing::HasSubstr("head=cpu: the cluster has no CPU, so the head stays with the last layer"));
+  EXPECT_EQ(plain.note.find("no CPU"), std::string::npos);
+}
+
 TEST(Expert, DealsLayersToGpusInTurnWhenThereAreMoreLayersThanGpus) {
   Priced p(tiny_lstm(), cpu_and_gpus(1, 1'000'000));
   const PlacementResult r = run("expert", p.problem());

@@ -518,6 +518,31 @@ TEST(SimulateCli, AbsurdRatiosToTheBoundPrintInScientificNotation) {
   }
 }
 
+// An output naming an input file replaced it: `place -o MODEL` wrote a placement over the model
+// (found by a review). Refused before anything is written, through another path or a link too.
+TEST(PlaceCli, AnOutputIsNeverAnInput) {
+  const std::string model = test::temp_path("model.onnx"), link = test::temp_path("link.onnx");
+  std::filesystem::copy_file(kModel, model, std::filesystem::copy_options::overwrite_existing);
+  const auto size = std::filesystem::file_size(model);
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(model, link);
+  nlohmann::json k80;
+  for (const auto& c : nlohmann::json::parse(placer({"clusters", "--json"}).out))
+    if (c["name"] == "k80x4") k80 = c;
+  const std::string cluster = write("cluster.json", k80.dump());
+  expect_one_line_error({"place", "--model", model, "--cluster", "k80x4", "--algo", "single", "-o", model},
+                        "-o '" + model + "' is the --model file '" + model + "': writing it would replace an input");
+  expect_one_line_error({"place", "--model", link, "--cluster", "k80x4", "--algo", "single", "-o", model}, "is the --model file");
+  expect_one_line_error({"place", "--model", model, "--cluster", cluster, "--algo", "colocrl", "--samples", "8", "--curve", cluster},
+                        "--curve '" + cluster + "' is the --cluster file");
+  expect_one_line_error({"simulate", "--model", model, "--cluster", cluster, "--on", "gpu:0", "--trace", cluster}, "is the --cluster file");
+  expect_one_line_error({"inspect", model, "--save-graph", link}, "--save-graph '" + link + "' is the --model file");
+  EXPECT_EQ(std::filesystem::file_size(model), size);
+  // Another file is written as before.
+  const auto ok = placer({"place", "--model", model, "--cluster", cluster, "--algo", "single", "-o", test::temp_path("p.json")});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 // A placement that does not fit says by how much in --json too (it gave "fits": false and no
 // reason), as simulate --json does. It is printed and written, and place exits 3 (it exited 0 for
 // the algorithms that return such a placement, 1 for those that fail: a script could not tell a

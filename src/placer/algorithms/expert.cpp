@@ -222,6 +222,12 @@ class ExpertPlacer final : public Placer {
     PlacementResult r = finish(p, std::move(dev), 1);
     if (no_next_gpu)
       r.note = "head=next-gpu: each of the " + std::to_string(gpus.size()) + " GPUs holds a recurrent layer, so the head stays with the last one";
+    // Asked for a CPU the cluster does not have: said, not silently ignored.
+    if (p.cluster.device_ids(DeviceKind::cpu).empty())
+      for (const auto& [option, value] : {std::pair{"embedding", &embedding_}, std::pair{"head", &head_}})
+        if (*value == "cpu")
+          r.note += (r.note.empty() ? "" : "; ") + std::string(option) + "=cpu: the cluster has no CPU, so the " + option + " stays with " +
+                    (std::string_view(option) == "head" ? "the last layer" : "the first layer it feeds");
     if (!r.sim.fits) r.note += (r.note.empty() ? "" : "; ") + std::string("one recurrent layer per GPU does not fit the memory limits");
     return r;
   }

@@ -920,7 +920,7 @@ void register_search(std::vector<PlacerInfo>& r) {
                 {"max-groups", "12", "coarsen the groups to at most this many"},
                 {"max-evaluations", "2000000", "enumerate when devices^groups is at most this; otherwise the integer program"},
                 {"method", "auto", "auto, exhaustive or ip (the integer program over a load + communication model)"},
-                {"devices", "gpus", "devices to place on (2 to 4): 'gpus' (every device when there are fewer than two) or 'all'"},
+                {"devices", "gpus", "devices to place on (at most 8): 'gpus' (every device when there are fewer than two) or 'all'"},
                 {"ip-seconds", "20", "time limit of the integer program (and the budget's seconds when lower)"}},
                [](const PlacerOptions& o) { return std::make_unique<OptimalPlacer>(o); }});
 }

@@ -4,9 +4,11 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer::cli {
 
@@ -140,6 +142,17 @@ nlohmann::json devices_json(const Cluster& cluster, const SimResult& r) {
                        {"capacity_bytes", dr.capacity_bytes}});
   }
   return devices;
+}
+
+void check_not_an_input(const std::string& output, const std::string& output_option,
+                        const std::vector<std::pair<std::string, std::string>>& inputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (output.empty() || !fs::exists(output, ec)) return;  // a file not there yet is no input
+  for (const auto& [option, input] : inputs)
+    if (!input.empty() && fs::exists(input, ec) && fs::equivalent(output, input, ec) && !ec)
+      throw Error(output_option + " " + in_quotes(output) + " is the " + option + " file " + in_quotes(input) +
+                  ": writing it would replace an input (name another file)");
 }
 
 nlohmann::json shortfalls_json(const Cluster& cluster, const SimResult& r) {

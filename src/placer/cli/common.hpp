@@ -150,6 +150,18 @@ using placer::human_seconds;
 // A simulation's devices as `--json` prints them ({name, ops, busy_s, peak_memory_bytes,
 // static_memory_bytes, capacity_bytes} each), and its shortfalls ({device, bytes}: what a
 // placement that does not fit is over by).
+// An output file may not be one of the command's inputs: `-o` naming the --model file replaced the
+// model with a placement (found by a review). `inputs`: (option, path) pairs; paths that are not
+// existing files (a preset's name, "") pass, as does an output not there yet. The same file
+// through any path or link is caught (std::filesystem::equivalent). Throws Error naming both.
+void check_not_an_input(const std::string& output, const std::string& output_option,
+                        const std::vector<std::pair<std::string, std::string>>& inputs);
+
+// The input files of a problem: --model, --cluster (a file, not a preset) and --profile.
+inline std::vector<std::pair<std::string, std::string>> problem_inputs(const ProblemArgs& args) {
+  return {{"--model", args.model}, {"--cluster", args.cluster}, {"--profile", args.profile}};
+}
+
 nlohmann::json devices_json(const Cluster& cluster, const SimResult& r);
 nlohmann::json shortfalls_json(const Cluster& cluster, const SimResult& r);
 

@@ -25,6 +25,12 @@ struct FitArgs {
 };
 
 void run_fit(const FitArgs& args) {
+  {
+    std::vector<std::pair<std::string, std::string>> inputs{{"--cluster", args.cluster}};
+    for (const std::string& m : args.models) inputs.push_back({"--models", m});
+    for (const std::string& f : args.profiles) inputs.push_back({"--profiles", f});
+    check_not_an_input(args.output, "-o", inputs);
+  }
   if (args.models.size() != args.profiles.size())
     throw Error(fmt::format("--models names {} models but --profiles {} profiles: give one profile per model", args.models.size(),
                             args.profiles.size()));

@@ -30,6 +30,7 @@ struct ModuleRow {
 };
 
 void run_inspect(const InspectArgs& args) {
+  check_not_an_input(args.save_graph, "--save-graph", {{"--model", args.model}});
   ModelOptions options = args.model_args.resolve();
   Graph forward = load_forward_graph(args.model, options);
   // In training mode, the step: derived from the forward graph, or the file's own (a graph JSON that

@@ -174,6 +174,8 @@ void run_place(const PlaceArgs& args) {
                       "' " + (a == b ? "name the same file" : "collide (a file is written through NAME.tmp)"));
       }
   }
+  for (const auto& [option, path] : {std::pair<std::string, std::string>{"-o", args.output}, {"--curve", args.curve}, {"--checkpoint", args.checkpoint}})
+    check_not_an_input(path, option, problem_inputs(args.problem));
   // The placement file too is checked before a search that may run for hours.
   if (!args.output.empty()) check_writable(args.output, "placement file");
   LoadedProblem p = load_problem(args.problem);

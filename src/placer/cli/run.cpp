@@ -138,6 +138,7 @@ void run_profile(const ProfileArgs& args) {
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Cluster cluster = resolve_cluster(args.cluster);
+  check_not_an_input(args.output, "-o", {{"--model", args.model}, {"--cluster", args.cluster}});
   check_writable(args.output, "profile file");  // before the measurement, not after it
   exec::ProfileOptions po{.mode = options.mode, .optimizer = options.optimizer, .repeats = args.repeats, .steps = args.steps,
                           .warmup = args.warmup, .seed = args.seed, .fit = !args.no_fit};

@@ -135,6 +135,9 @@ void run_simulate(const SimulateArgs& args) {
   if (args.seconds > 0 && args.random == 0) throw Error("--seconds limits --random: give --random N too");
   if (!args.trace.empty()) {
     if (args.placements.size() + args.on.size() != 1) throw Error("--trace needs exactly one placement");
+    auto inputs = problem_inputs(args.problem);
+    for (const std::string& file : args.placements) inputs.push_back({"--placement", file});
+    check_not_an_input(args.trace, "--trace", inputs);
     check_writable(args.trace, "trace file");
   }
   LoadedProblem p = load_problem(args.problem);
