@@ -13,6 +13,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -367,6 +368,29 @@ struct TinyOnnx {
 // A graph output declared with symbolic sizes (what ONNX's own inference writes after an Einsum:
 // "unk__0", "unk__1") overwrote the shape placer learnt every round, and the import never ended
 // (found by a review).
+// Node names nested deep: one of 400,000 segments took 5 s (the module path was copied at every
+// segment) before its "too deep" refusal; 2,000 distinct names 500 levels deep took 38 s and 6 GB
+// (found by a fuzzing review). Both are refused at once now.
+TEST(OnnxMutation, DeeplyNestedNodeNamesAreRefusedQuickly) {
+  {
+    TinyOnnx m(17);
+    m.input("x", {4}).output("y", {4});
+    std::string name;
+    for (int i = 0; i < 400000; ++i) name += "s/";
+    m.node("Relu", {"x"}, {"y"}).set_name(name + "Relu");
+    const auto began = std::chrono::steady_clock::now();
+    EXPECT_THAT(import_error(m.model), ::testing::HasSubstr("its module path is 400000 levels deep (at most 512)"));
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(), 60.0);  // not a timing test: a hang guard
+  }
+  TinyOnnx m(17);
+  m.input("x0", {4}).output("x2000", {4});
+  std::string tail;
+  for (int level = 0; level < 500; ++level) tail += "/seg" + std::to_string(level);
+  for (int i = 0; i < 2000; ++i)
+    m.node("Relu", {"x" + std::to_string(i)}, {"x" + std::to_string(i + 1)}).set_name("top" + std::to_string(i) + tail + "/Relu");
+  EXPECT_THAT(import_error(m.model), ::testing::HasSubstr("its module paths, each with its ancestors, hold more than 64 MiB of names"));
+}
+
 TEST(OnnxMutation, AnOutputDeclaredWithSymbolicSizesAfterAnEinsumImports) {
   TinyOnnx t(13);
   t.input("x", {2, 3}).input("w", {3, 4});

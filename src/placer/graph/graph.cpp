@@ -339,8 +339,10 @@ Graph GraphBuilder::build() && {
   g.module_parent_.push_back(0);
   g.module_depth_.push_back(0);
   std::unordered_map<std::string, ModuleId> module_ids{{"", 0}};
+  std::size_t module_bytes = 0;
   auto intern = [&](const std::string& path, auto& self) -> ModuleId {
     if (auto it = module_ids.find(path); it != module_ids.end()) return it->second;
+    if ((module_bytes += path.size()) > kMaxModulePathBytes) throw Error(module_paths_too_long());
     auto dot = path.rfind('.');
     ModuleId parent = dot == std::string::npos ? 0 : self(path.substr(0, dot), self);
     auto id = static_cast<ModuleId>(g.module_names_.size());

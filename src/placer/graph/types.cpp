@@ -40,6 +40,11 @@ std::uint32_t dtype_size(DType t) {
   return 0;
 }
 
+std::string module_paths_too_long() {
+  return "its module paths, each with its ancestors, hold more than " + std::to_string(kMaxModulePathBytes >> 20) +
+         " MiB of names (node names nested too deep, too many times over)";
+}
+
 std::string_view dtype_name(DType t) { return kDTypeNames[static_cast<std::size_t>(t)]; }
 DType parse_dtype(std::string_view name) {
   for (std::size_t i = 0; i < kDTypeNames.size(); ++i)
