@@ -247,6 +247,74 @@ TEST(OnnxExports, SmallConstantsInAnExternalFileAreReadForShapeInference) {
   std::filesystem::remove_all(dir);
 }
 
+// Subgraphs store data apart too: an If branch's weight at ../../../etc/passwd was accepted (the
+// main graph's is refused), and a branch's Constant stored beside the model got libonnx's raw
+// message instead of being read (found by a fuzzing review).
+TEST(OnnxExports, ExternalDataInsideSubgraphsIsCheckedAndRead) {
+  const std::filesystem::path dir = test::temp_path("external_branch_dir");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<float> four{1, 2, 3, 4};
+  std::ofstream(dir / "c.bin", std::ios::binary) << std::string(reinterpret_cast<const char*>(four.data()), 16);
+  auto external = [](onnx::TensorProto& t, const std::string& location) {
+    t.clear_float_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    for (const auto& [key, value] : {std::pair<std::string, std::string>{"location", location}, {"offset", "0"}, {"length", "16"}}) {
+      auto* e = t.add_external_data();
+      e->set_key(key), e->set_value(value);
+    }
+  };
+  // then: y = x + w (w an initializer of the branch, or a Constant in it); else: y = x.
+  auto model = [&](bool as_constant, const std::string& location) {
+    Model m;
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {std::int64_t{4}});
+    onnx::NodeProto* branch_if = m.node("If", {"c"}, {"y"});
+    for (const char* name : {"then_branch", "else_branch"}) {
+      auto* a = branch_if->add_attribute();
+      a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
+      onnx::GraphProto& g = *a->mutable_g();
+      g.set_name(name);
+      auto* out = g.add_output();
+      out->set_name(std::string(name) + "_y");
+      Model::type(out, {std::int64_t{4}});
+      if (std::string(name) == "else_branch") {
+        auto* n = g.add_node();
+        n->set_op_type("Identity"), n->add_input("x"), n->add_output(out->name());
+        continue;
+      }
+      onnx::TensorProto w;
+      w.set_data_type(onnx::TensorProto::FLOAT), w.add_dims(4);
+      external(w, location);
+      if (as_constant) {
+        auto* k = g.add_node();
+        k->set_op_type("Constant"), k->set_name("/w"), k->add_output("w");
+        auto* v = k->add_attribute();
+        v->set_name("value"), v->set_type(onnx::AttributeProto::TENSOR), *v->mutable_t() = w;
+      } else {
+        w.set_name("w");
+        *g.add_initializer() = w;
+      }
+      auto* n = g.add_node();
+      n->set_op_type("Add"), n->add_input("x"), n->add_input("w"), n->add_output(out->name());
+    }
+    m.output("y", 1);
+    return m.save("branch.onnx", dir.string());
+  };
+  for (const bool as_constant : {false, true})
+    for (const char* location : {"../../../etc/passwd", "/etc/passwd"})
+      EXPECT_THAT([&] { load_onnx(model(as_constant, location), {}); },
+                  ThrowsMessage<Error>(AllOf(HasSubstr(as_constant ? "the value of Constant '/w' (in a subgraph of node '/If_y')"
+                                                                   : "initializer 'w' (in a subgraph of node '/If_y')"),
+                                             HasSubstr("is not a file inside the model's directory"))))
+          << location;
+  // Stored beside the model, it is read (the If, decided only at run time, is priced as one op).
+  OnnxImportOptions priced;
+  priced.unknown_op_default = OpClass::elementwise;
+  for (const bool as_constant : {false, true}) EXPECT_NO_THROW(load_onnx(model(as_constant, "c.bin"), priced)) << as_constant;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(OnnxExports, ResizeScalesAreNoParameters) {
   Model m(13);
   m.input("x", {std::int64_t{2}, std::int64_t{3}, std::int64_t{8}, std::int64_t{8}});

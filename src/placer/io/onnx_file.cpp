@@ -118,15 +118,30 @@ void read_small_external_data(onnx::ModelProto& model, const std::filesystem::pa
     t.set_data_location(onnx::TensorProto::DEFAULT);
     t.set_raw_data(std::move(bytes));
   };
-  for (auto& init : *model.mutable_graph()->mutable_initializer()) read(init, [&] { return "initializer '" + init.name() + "'"; });
-  for (auto& node : *model.mutable_graph()->mutable_node())
-    if (node.op_type() == "Constant" && (node.domain().empty() || node.domain() == "ai.onnx"))
-      for (auto& a : *node.mutable_attribute())
-        if (a.name() == "value" && a.has_t())
+  // The main graph, its subgraphs (If branches, Loop and Scan bodies) and model-local functions:
+  // a weight in an If branch stored at ../../../etc/passwd was accepted (the main graph's is
+  // refused), and a branch's Constant stored beside the model got libonnx's raw message.
+  auto nodes = [&](auto& node_list, const std::string& scope, auto& graph_fn) -> void {
+    for (auto& node : node_list) {
+      const bool constant = node.op_type() == "Constant" && (node.domain().empty() || node.domain() == "ai.onnx");
+      for (auto& a : *node.mutable_attribute()) {
+        if (constant && a.name() == "value" && a.has_t())
           read(*a.mutable_t(), [&] {
             const std::string name = !node.name().empty() ? node.name() : node.output_size() > 0 ? node.output(0) : std::string("?");
-            return "the value of Constant '" + name + "'";
+            return "the value of Constant '" + name + "'" + scope;
           });
+        const std::string inner = " (in a subgraph of node '" + (!node.name().empty() ? node.name() : node.op_type()) + "')";
+        if (a.has_g()) graph_fn(*a.mutable_g(), inner, graph_fn);
+        for (auto& g : *a.mutable_graphs()) graph_fn(g, inner, graph_fn);
+      }
+    }
+  };
+  auto graph = [&](onnx::GraphProto& g, const std::string& scope, auto& self) -> void {
+    for (auto& init : *g.mutable_initializer()) read(init, [&] { return "initializer '" + init.name() + "'" + scope; });
+    nodes(*g.mutable_node(), scope, self);
+  };
+  graph(*model.mutable_graph(), "", graph);
+  for (auto& f : *model.mutable_functions()) nodes(*f.mutable_node(), " (in function '" + f.name() + "')", graph);
 }
 
 void bind_symbolic_dims(onnx::GraphProto& graph, const std::map<std::string, std::int64_t>& dim_values) {
