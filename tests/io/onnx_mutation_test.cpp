@@ -365,9 +365,6 @@ struct TinyOnnx {
   }
 };
 
-// A graph output declared with symbolic sizes (what ONNX's own inference writes after an Einsum:
-// "unk__0", "unk__1") overwrote the shape placer learnt every round, and the import never ended
-// (found by a review).
 // Node names nested deep: one of 400,000 segments took 5 s (the module path was copied at every
 // segment) before its "too deep" refusal; 2,000 distinct names 500 levels deep took 38 s and 6 GB
 // (found by a fuzzing review). Both are refused at once now.
@@ -391,6 +388,9 @@ TEST(OnnxMutation, DeeplyNestedNodeNamesAreRefusedQuickly) {
   EXPECT_THAT(import_error(m.model), ::testing::HasSubstr("its module paths, each with its ancestors, hold more than 64 MiB of names"));
 }
 
+// A graph output declared with symbolic sizes (what ONNX's own inference writes after an Einsum:
+// "unk__0", "unk__1") overwrote the shape placer learnt every round, and the import never ended
+// (found by a review).
 TEST(OnnxMutation, AnOutputDeclaredWithSymbolicSizesAfterAnEinsumImports) {
   TinyOnnx t(13);
   t.input("x", {2, 3}).input("w", {3, 4});
@@ -404,6 +404,55 @@ TEST(OnnxMutation, AnOutputDeclaredWithSymbolicSizesAfterAnEinsumImports) {
   auto* eq = e.add_attribute();
   eq->set_name("equation"), eq->set_type(onnx::AttributeProto::STRING), eq->set_s("ij,jk->ik");
   EXPECT_EQ(import_error(t.model), "");
+}
+
+// Accepted though invalid (a fuzzing review): a Clip whose min held a million elements, a Gelu
+// whose approximate was "weird", an If decided by an int64 condition.
+TEST(OnnxMutation, ScalarsEnumsAndConditionsAreChecked) {
+  using ::testing::HasSubstr;
+  auto clip = [](std::vector<std::int64_t> min) {
+    TinyOnnx t(13);
+    t.input("x", {4, 8}).input("lo", min).output("y", {4, 8});
+    t.model.mutable_graph()->mutable_input(1)->mutable_type()->mutable_tensor_type()->mutable_shape();  // {}: a scalar
+    t.node("Clip", {"x", "lo"}, {"y"});
+    return import_error(t.model);
+  };
+  EXPECT_EQ(clip({}), "");
+  EXPECT_EQ(clip({1}), "");
+  EXPECT_THAT(clip({1000000}), HasSubstr("(Clip): min 'lo' is [1000000], not a scalar"));
+  EXPECT_THAT(clip({4, 8}), HasSubstr("min 'lo' is [4,8], not a scalar"));
+  auto gelu = [](const std::string& approximate) {
+    TinyOnnx t(20);
+    t.input("x", {4, 8}).output("y", {4, 8});
+    auto* a = t.node("Gelu", {"x"}, {"y"}).add_attribute();
+    a->set_name("approximate"), a->set_type(onnx::AttributeProto::STRING), a->set_s(approximate);
+    return import_error(t.model);
+  };
+  EXPECT_EQ(gelu("tanh"), "");
+  EXPECT_EQ(gelu("none"), "");
+  EXPECT_THAT(gelu("weird"), HasSubstr("(Gelu): attribute 'approximate' is 'weird' ('none' or 'tanh')"));
+  // If (Size(x) > 3) then y = x else y = -x, its condition a bool, or an int64 (Size itself).
+  auto decided = [](bool as_int) {
+    TinyOnnx t(13);
+    t.input("x", {4}).output("y", {4});
+    t.node("Size", {"x"}, {"n"});
+    auto* three = t.model.mutable_graph()->add_initializer();
+    three->set_name("three"), three->set_data_type(onnx::TensorProto::INT64), three->add_int64_data(3);
+    t.node("Greater", {"n", "three"}, {"big"});
+    onnx::NodeProto& branch = t.node("If", {as_int ? "n" : "big"}, {"y"});
+    for (const char* name : {"then_branch", "else_branch"}) {
+      auto* a = branch.add_attribute();
+      a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
+      onnx::GraphProto& g = *a->mutable_g();
+      g.set_name(name);
+      TinyOnnx::shape(g.add_output(), std::string(name) + "_y", {4});
+      auto* n = g.add_node();
+      n->set_op_type(std::string(name) == "then_branch" ? "Identity" : "Neg"), n->add_input("x"), n->add_output(std::string(name) + "_y");
+    }
+    return import_error(t.model);
+  };
+  EXPECT_EQ(decided(false), "");
+  EXPECT_THAT(decided(true), HasSubstr("its condition 'n' is INT64, not BOOL"));
 }
 
 // The checks against the ONNX rules must not refuse valid models, where libonnx 1.12's rules

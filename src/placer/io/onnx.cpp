@@ -700,6 +700,11 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
           throw Error("op '" + spec.name + "' (GroupNormalization): " + (i == 1 ? "scale '" : "bias '") + reads[i] + "' should hold " +
                       std::to_string(channels) + " values (one per channel) or " + std::to_string(groups) + " (one per group, opset 18)");
     }
+    // Gelu (opset 20) is read by the shape rules as an opset-17 op too: its one attribute is
+    // checked here ("weird" was accepted: a fuzzing review).
+    if (node.op_type() == "Gelu" && (node.domain().empty() || node.domain() == "ai.onnx"))
+      if (const std::string a = spec.attrs.get_string("approximate", "none"); a != "none" && a != "tanh")
+        throw Error("op '" + spec.name + "' (Gelu): attribute 'approximate' is '" + a.substr(0, 40) + "' ('none' or 'tanh')");
     try {
       spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);
     } catch (const Error& e) {

@@ -48,8 +48,14 @@ void inline_ifs_decided_by_shapes(onnx::ModelProto& model, const std::map<std::s
     std::unordered_map<std::string, bool> conditions;
     for (const auto& node : nodes)
       if (node.op_type() == "If" && node.input_size() == 1)
-        if (auto it = values.find(node.input(0)); it != values.end() && it->second.size() == 1 && !std::isnan(it->second[0]))
+        if (auto it = values.find(node.input(0)); it != values.end() && it->second.size() == 1 && !std::isnan(it->second[0])) {
+          // ONNX's condition is a bool (an int64 one was decided by its value: a fuzzing review).
+          if (auto t = types.find(node.input(0));
+              t != types.end() && t->second.has_tensor_type() && t->second.tensor_type().elem_type() != onnx::TensorProto::BOOL)
+            throw Error("If '" + (node.name().empty() ? node.output(0) : node.name()) + "': its condition '" + node.input(0) + "' is " +
+                        onnx::TensorProto_DataType_Name(t->second.tensor_type().elem_type()) + ", not BOOL");
           conditions[node.input(0)] = it->second[0] != 0.0;
+        }
     if (conditions.empty() || inline_decided_ifs(model, conditions) == 0) return;
   }
   throw Error("Ifs are still being decided after " + std::to_string(kIfRounds) +

@@ -928,6 +928,15 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
                   list(std::vector<std::int64_t>(w.begin() + 2, w.end())));
     if (node.input_size() > 2 && !node.input(2).empty() && dims_of(2) != std::vector<std::int64_t>{w[1] * group})
       throw Error(where + ": bias " + list(dims_of(2)) + " should be [" + std::to_string(w[1] * group) + "], one per output channel");
+  } else if (op == "Clip") {
+    // min and max are scalars (ONNX's rule reads neither): a min of a million elements was priced
+    // and placed as given (a fuzzing review). One element of rank 1 passes, as runtimes take it.
+    for (int i = 1; i < 3 && i < node.input_size(); ++i) {
+      if (node.input(i).empty()) continue;
+      const std::vector<std::int64_t> v = dims_of(i);
+      if (!(v.empty() || (v.size() == 1 && v[0] == 1)))
+        throw Error(where + ": " + (i == 1 ? "min '" : "max '") + node.input(i) + "' is " + list(v) + ", not a scalar");
+    }
   } else if (op == "PRelu") {
     // The slope broadcasts to X one way (ONNX's rule takes the output from X alone).
     const std::vector<std::int64_t> x = dims_of(0), slope = dims_of(1);
