@@ -174,6 +174,24 @@ TEST(OptimalIp, HonoursMemory) {
   for (const DeviceResult& d : r.sim.devices) EXPECT_LE(d.peak_memory_bytes, 2'500'000u);
 }
 
+// Op times of 1e22 s: CBC called the program infeasible, and optimal said that no placement fits
+// in memory, though every device held the model (found by a fuzzing review). It now returns the
+// best one-device placement and says the program found no solution.
+TEST(OptimalIp, HugeTimesAreNotBlamedOnMemory) {
+  Sketch s;
+  TensorId prev = s.tensor("x", 10, TensorKind::data);
+  for (int i = 1; i <= 4; ++i) {
+    TensorId out = s.tensor("t" + std::to_string(i), 1000);
+    s.op("o" + std::to_string(i), {prev}, {out}, 1e22);
+    prev = out;
+  }
+  Priced pr(std::move(s), switch_gpus(2));
+  const PlacementResult r = run_placer("optimal", pr.problem(), {}, 1, {{"groups", "op"}, {"method", "ip"}});
+  EXPECT_TRUE(r.sim.fits);
+  EXPECT_THAT(r.sim.step_time_s, DoubleNear(4e22, 1e8));
+  EXPECT_THAT(r.note, HasSubstr("integer program (CBC): no solution (CBC proved the program infeasible); everything on gpu:"));
+}
+
 TEST(OptimalErrors, SaysClearlyWhenTheProblemIsTooLarge) {
   Priced nine = uneven_graph(9);  // more devices than optimal takes (8)
   EXPECT_THAT([&] { run_placer("optimal", nine.problem(), {}, 1, {{"groups", "op"}}); },

@@ -752,8 +752,10 @@ class OptimalPlacer final : public Placer {
           if (candidates[k] == d)
             budget_bytes[k] = std::max(0.0, budget_bytes[k] - static_cast<double>(short_bytes) - 0.02 * static_cast<double>(limits[d]));
     }
-    if (timed_out) {
-      // No solution within the time limit: the best one-device placement that fits, if any.
+    // No solution within the time limit, or none at all (CBC called the program infeasible even
+    // with activations left out: with op times of 1e20 s that is the numbers, not the memory):
+    // the best one-device placement that fits, if any.
+    if (timed_out || !closest) {
       Candidate best;
       std::string on;
       for (DeviceId d : candidates) {
@@ -763,9 +765,10 @@ class OptimalPlacer final : public Placer {
       }
       if (best.fits)
         return finish(p, std::move(best.devices), eval.evaluations(),
-                      "integer program (CBC): no solution within its time limit (" + std::to_string(time_limit) +
-                          " s); everything on " + on + ", the best one-device placement");
-      if (!closest)
+                      (timed_out ? "integer program (CBC): no solution within its time limit (" + std::to_string(time_limit) + " s)"
+                                 : "integer program (CBC): no solution (" + status + ")") +
+                          "; everything on " + on + ", the best one-device placement");
+      if (timed_out && !closest)
         throw Error("optimal: the integer program found no solution within its time limit (" + std::to_string(time_limit) +
                     " s) and no single device holds the model; raise ip-seconds or lower max-groups");
     }
@@ -869,7 +872,10 @@ class OptimalPlacer final : public Placer {
     if (!start_solution.empty()) model.setBestSolution(start_solution.data(), num_cols, start_objective, true);
     model.branchAndBound();
     infeasible = model.isProvenInfeasible();
-    if (!model.bestSolution()) return {};
+    if (!model.bestSolution()) {
+      status = infeasible ? "CBC proved the program infeasible" : "CBC found none";
+      return {};
+    }
     status = model.isProvenOptimal() ? "optimal" : "best found in the time limit (not proven optimal)";
     std::vector<std::vector<std::size_t>> solutions;
     auto decode = [&](const double* sol) {
