@@ -469,8 +469,36 @@ TEST(SchedMSct, ALinearProgramOutOfTimeFallsBackToEtf) {
   const PlacementResult r = run_placer("m-sct", m.problem(), {.seconds = 1e-9});
   EXPECT_THAT(r.note, HasSubstr("ran out of --seconds"));
   EXPECT_TRUE(r.sim.fits);
-  EXPECT_EQ(r.forward_devices, run_placer("m-etf", m.problem()).forward_devices);
+  // Out of time, the ETF after it is too (see SchedMEtf.HonoursItsSeconds): m-etf's, on the same budget.
+  EXPECT_EQ(r.forward_devices, run_placer("m-etf", m.problem(), {.seconds = 1e-9}).forward_devices);
   EXPECT_THAT(run_placer("m-sct", m.problem()).note, ::testing::Not(HasSubstr("linear program")));
+}
+
+// ETF weighs every ready op on every device at each step: a pass over a wide graph took minutes
+// whatever --seconds said (71 s at --seconds 1 on 20,000 ops, a fuzzing review). Past its
+// seconds it list-schedules the rest in program order, says so, and still fits.
+TEST(SchedMEtf, HonoursItsSeconds) {
+  Sketch s;
+  TensorId x = s.tensor("x", 10, TensorKind::data);
+  std::vector<TensorId> outs;
+  for (int i = 0; i < 3000; ++i) {
+    outs.push_back(s.tensor("t" + std::to_string(i), 100));
+    s.op("o" + std::to_string(i), {x}, {outs.back()}, 1.0 + (i % 7));
+  }
+  Priced pr(std::move(s), switch_gpus(4));
+  for (const char* algo : {"m-etf", "m-sct"}) {
+    SCOPED_TRACE(algo);
+    const PlacementResult timed = run_placer(algo, pr.problem(), {.seconds = 1e-9});
+    EXPECT_THAT(timed.note, HasSubstr("ran past --seconds: from then on the ready op first in program order went next"));
+    EXPECT_TRUE(timed.sim.fits);
+    const PlacementResult full = run_placer(algo, pr.problem());
+    EXPECT_THAT(full.note, ::testing::Not(HasSubstr("ran past")));
+    // 3,000 ops of 1 to 7 s on 4 GPUs: both keep every GPU busy (list scheduling too is within
+    // a few ops' time of the total work spread over the four).
+    double work = 0.0;
+    for (int i = 0; i < 3000; ++i) work += 1.0 + (i % 7);
+    for (const PlacementResult* r : {&timed, &full}) EXPECT_LT(r->sim.step_time_s, work / 4 + 14.0);
+  }
 }
 
 // Op times of 1e300 s made CLP abort the process on an assertion (SIGABRT, a fuzzing review):

@@ -62,6 +62,12 @@ namespace {
 constexpr DeviceId kUnplaced = std::numeric_limits<DeviceId>::max();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// When a placer's --seconds run out (never without them).
+struct Deadline {
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::time_point::max();
+  bool passed() const { return at != std::chrono::steady_clock::time_point::max() && std::chrono::steady_clock::now() >= at; }
+};
+
 // The devices a scheduler may choose: the GPUs ("gpus"; every device when there is none) or all.
 std::vector<DeviceId> devices_of(const Cluster& c, const std::string& which) {
   std::vector<DeviceId> all(c.num_devices());
@@ -531,18 +537,26 @@ std::optional<std::vector<DeviceId>> m_topo(const StepGraph& s, const std::vecto
 // there no later than anywhere else is kept for that child: it takes another op only when the op
 // is urgent (ready on every device it may take by the time this device is free), and ties go to
 // favourite children.
+//
+// Each step weighs every ready op on every device: on wide graphs (20,000 ops ready at once) a
+// pass takes minutes. Past `deadline` (--seconds) the rest of the pass, and every later pass, is
+// list scheduling instead: the ready op first in program order goes next, to the device where it
+// finishes first; `late` is then set (the note says so).
 std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, const std::vector<double>& footprint,
-                                                         const std::vector<double>& budget, const std::vector<OpId>& favourite) {
+                                                         const std::vector<double>& budget, const std::vector<OpId>& favourite,
+                                                         Deadline deadline, bool& late) {
   const std::size_t n = s.num_ops, nd = s.num_devices;
   Partial st(s, footprint, budget);
   enum : std::uint8_t { kWaiting, kReady, kDone };
   std::vector<std::uint8_t> state(n, kWaiting);
   std::vector<std::uint32_t> pending(n);
   std::vector<double> ready_at(n * nd, kInf);
-  std::vector<OpId> ready;
+  std::vector<OpId> ready;  // late: a heap, the first in program order on top
+  const auto later_in_program = [&](OpId a, OpId b) { return s.rank[a] > s.rank[b]; };
   auto make_ready = [&](OpId o) {
     state[o] = kReady;
     ready.push_back(o);
+    if (late) std::push_heap(ready.begin(), ready.end(), later_in_program);
     for (DeviceId d : s.candidates) ready_at[std::size_t{o} * nd + d] = st.ready_time(o, d);
   };
   for (OpId o : s.problem.graph.topological_order()) {
@@ -553,8 +567,30 @@ std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, con
   std::vector<OpId> last_op(nd, kNoId), kept_for(nd, kNoId);
   auto start_on = [&](OpId o, DeviceId d) { return st.start_time(o, d, ready_at[std::size_t{o} * nd + d]); };
 
+  if (late) std::make_heap(ready.begin(), ready.end(), later_in_program);
   std::size_t transfers_seen = 0;
   for (std::size_t step = 0; step < n; ++step) {
+    if (!late && step % 64 == 0 && deadline.passed()) {
+      late = true;
+      std::make_heap(ready.begin(), ready.end(), later_in_program);
+    }
+    if (late) {
+      if (ready.empty()) throw Error("m-etf: no op is ready with " + std::to_string(n - step) + " left to schedule (internal error)");
+      const OpId o = ready.front();
+      DeviceId d = kUnplaced;
+      double t = kInf, f = kInf;
+      st.for_each_allowed(o, [&](DeviceId e) {
+        const double start = st.start_time(o, e, st.ready_time(o, e)), finish = start + s.time(o, e);
+        if (d == kUnplaced || finish < f || (finish == f && start < t)) d = e, t = start, f = finish;
+      });
+      if (d == kUnplaced) return std::nullopt;  // its family fits nowhere (memory only fills up)
+      std::pop_heap(ready.begin(), ready.end(), later_in_program);
+      ready.pop_back();
+      const bool committed = st.place(o, d, t);
+      state[o] = kDone;
+      release_after(s, o, committed, pending, make_ready);
+      continue;
+    }
     if (st.transfers() != transfers_seen) {  // channels were taken: ready times of waiting ops moved
       transfers_seen = st.transfers();
       for (OpId o : ready) st.for_each_allowed(o, [&](DeviceId d) { ready_at[std::size_t{o} * nd + d] = st.ready_time(o, d); });
@@ -962,13 +998,25 @@ class SchedulerPlacer final : public Placer {
 
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t) override {
     const auto began = std::chrono::steady_clock::now();
+    Deadline deadline;
+    if (budget.seconds > 0.0)
+      deadline.at = began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(budget.seconds));
+    bool late = false;
+    // ETF past its --seconds: said in the note.
+    const auto noted = [&late](PlacementResult r) {
+      if (late)
+        r.note += (r.note.empty() ? "" : "; ") + std::string("ran past --seconds: from then on the ready op first in program order went next, "
+                                                              "to the device where it finishes first (list scheduling), not the one "
+                                                              "that could start first of all");
+      return r;
+    };
     switch (kind_) {
       case Kind::m_topo:
         return schedule_within_memory(p, name_, devices_, contention_, m_topo, observer);
       case Kind::m_etf:
-        return schedule_within_memory(
-            p, name_, devices_, contention_, [](const StepGraph& s, const auto& f, const auto& b) { return earliest_task_first(s, f, b, {}); },
-            observer);
+        return noted(schedule_within_memory(
+            p, name_, devices_, contention_,
+            [&](const StepGraph& s, const auto& f, const auto& b) { return earliest_task_first(s, f, b, {}, deadline, late); }, observer));
       case Kind::critical_path:
         return schedule_within_memory(
             p, name_, devices_, contention_, [&](const StepGraph& s, const auto& f, const auto& b) { return critical_path_first(s, f, b, pin_); },
@@ -995,10 +1043,10 @@ class SchedulerPlacer final : public Placer {
         note = timed_out ? "the SCT linear program ran out of --seconds: no favourite children, plain ETF"
                          : "the SCT linear program was not solved: no favourite children, plain ETF";
     }
-    return schedule_within_memory(
+    return noted(schedule_within_memory(
         p, name_, devices_, contention_,
-        [&](const StepGraph& s, const auto& f, const auto& b) { return earliest_task_first(s, f, b, favourite); }, observer,
-        note);
+        [&](const StepGraph& s, const auto& f, const auto& b) { return earliest_task_first(s, f, b, favourite, deadline, late); }, observer,
+        note));
   }
 
  private:
