@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 
 #include "placer/util/error.hpp"
@@ -62,6 +63,34 @@ Graph one_matmul(const std::string& name, std::optional<std::string> output) {
   b.add_op(std::move(spec));
   if (output) b.mark_output(b.find_tensor(*output));
   return std::move(b).build();
+}
+
+// Two Einsums of 52 operands of [723,700] elements each: each op's work is finite, forward
+// (1.04e308 FLOPs in all) and backward (one product per operand, 1.35e308 each) alike, but the
+// step's sum is not: every total printed from it was "inf". Deriving it is refused now (the
+// forward graph alone passes).
+TEST(TrainingStep, WorkSummingPastADoubleIsRefused) {
+  GraphBuilder b("big");
+  TensorId x = b.add_tensor("x", {723700}, DType::f32, TensorKind::parameter);
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::string eq;
+  for (char c : letters) eq += (eq.empty() ? "" : ",") + std::string(1, c);
+  Attributes attrs;
+  Attribute equation{.name = "equation", .kind = Attribute::Kind::text};
+  equation.s = eq + "->";
+  attrs.set(equation);
+  for (const char* name : {"e1", "e2"}) {
+    TensorId y = b.add_tensor(std::string(name) + "_y", {}, DType::f32, TensorKind::activation);
+    OpSpec spec{.name = name, .type = "Einsum", .inputs = std::vector<TensorId>(letters.size(), x), .outputs = {y}, .attrs = attrs};
+    const std::vector<TensorDesc> ins(letters.size(), TensorDesc{b.tensor_shape(x), DType::f32, true});
+    spec.work = op_work("Einsum", attrs, ins, descs(b, {y}));
+    b.add_op(std::move(spec));
+    b.mark_output(y);
+  }
+  const Graph fwd = std::move(b).build();
+  EXPECT_EQ(work_sum_overflow(fwd), "");
+  EXPECT_THAT([&] { (void)derive_training_step(fwd, Optimizer::sgd); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("the training step of graph 'big': its ops' FLOPs or bytes sum past what a double holds")));
 }
 
 TEST(TrainingStep, AGraphWithoutOutputsHasNothingToTrainAndSaysSo) {

@@ -1,6 +1,7 @@
 #include "placer/graph/graph.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <queue>
 #include <numeric>
@@ -499,6 +500,13 @@ GraphTotals graph_totals(const Graph& g) {
   }
   for (OpId o = 0; o < g.num_ops(); ++o) totals.flops += g.op_work(o).flops;
   return totals;
+}
+
+std::string work_sum_overflow(const Graph& g) {
+  double flops = 0.0, bytes = 0.0;
+  for (OpId o = 0; o < g.num_ops(); ++o) flops += g.op_work(o).flops, bytes += g.op_work(o).bytes_read + g.op_work(o).bytes_written;
+  if (std::isfinite(flops) && std::isfinite(bytes)) return "";
+  return "its ops' FLOPs or bytes sum past what a double holds (" + std::to_string(flops) + " FLOPs, " + std::to_string(bytes) + " bytes)";
 }
 
 }  // namespace placer

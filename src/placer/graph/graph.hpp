@@ -256,4 +256,10 @@ struct GraphTotals {
 };
 GraphTotals graph_totals(const Graph& g);
 
+// "" when the ops' FLOPs and bytes sum to finite numbers, else what they sum to ("its ops' FLOPs
+// or bytes sum past what a double holds (...)"): each op's figures are finite, but two Einsums of
+// 1e308 FLOPs printed "inf FLOPs" everywhere (a fuzzing review). The loaders and the training
+// step refuse such a graph, each with its own hint.
+std::string work_sum_overflow(const Graph& g);
+
 }  // namespace placer

@@ -286,7 +286,11 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   }
   b.set_num_forward_ops(num_fwd);
   b.set_optimizer_state_copies(update.state_copies);
-  return std::move(b).build();
+  Graph step = std::move(b).build();
+  // The backward pass roughly doubles the forward's work: a forward graph near the limit passes.
+  if (const std::string overflow = work_sum_overflow(step); !overflow.empty())
+    throw Error("the training step of graph '" + fwd.name() + "': " + overflow + " (its forward pass alone does not; try --mode inference)");
+  return step;
 }
 
 }  // namespace placer

@@ -436,13 +436,8 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
   } catch (const Error& e) {
     throw Error(source + ": " + e.what());
   }
-  // Each op's figures are finite, but their sum may not be (two ops of 1e308 FLOPs): every total
-  // printed from it was "inf" (found by a fuzzing review).
-  double flops = 0.0, bytes = 0.0;
-  for (OpId o = 0; o < g.num_ops(); ++o) flops += g.op_work(o).flops, bytes += g.op_work(o).bytes_read + g.op_work(o).bytes_written;
-  if (!std::isfinite(flops) || !std::isfinite(bytes))
-    throw Error(source + ": its ops' FLOPs or bytes sum past what a double holds (" + std::to_string(flops) + " FLOPs, " + std::to_string(bytes) +
-                " bytes): check their 'flops', 'bytes_read' and 'bytes_written'");
+  if (const std::string overflow = work_sum_overflow(g); !overflow.empty())
+    throw Error(source + ": " + overflow + ": check their 'flops', 'bytes_read' and 'bytes_written'");
   return g;
 }
 

@@ -736,13 +736,8 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   } catch (const Error& e) {
     throw Error("'" + path + "': " + e.what());  // a graph-level check (a tensor's type, a cycle): name the file
   }
-  // Each op's figures are finite, but their sum may not be (two Einsums of 1e308 FLOPs printed
-  // "inf FLOPs", and the graph JSON saved from it was refused: a fuzzing review). As load_graph_json.
-  double flops = 0.0, bytes = 0.0;
-  for (OpId o = 0; o < g.num_ops(); ++o) flops += g.op_work(o).flops, bytes += g.op_work(o).bytes_read + g.op_work(o).bytes_written;
-  if (!std::isfinite(flops) || !std::isfinite(bytes))
-    throw Error("'" + path + "': its ops' FLOPs or bytes sum past what a double holds (" + std::to_string(flops) + " FLOPs, " +
-                std::to_string(bytes) + " bytes): check the sizes of its tensors");
+  if (const std::string overflow = work_sum_overflow(g); !overflow.empty())
+    throw Error("'" + path + "': " + overflow + ": check the sizes of its tensors");
   return g;
 }
 
