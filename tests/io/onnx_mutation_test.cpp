@@ -407,7 +407,8 @@ TEST(OnnxMutation, AnOutputDeclaredWithSymbolicSizesAfterAnEinsumImports) {
 }
 
 // Accepted though invalid (a fuzzing review): a Clip whose min held a million elements, a Gelu
-// whose approximate was "weird", an If decided by an int64 condition.
+// whose approximate was "weird", an If decided by an int64 condition, a Gather of constant
+// indices out of range.
 TEST(OnnxMutation, ScalarsEnumsAndConditionsAreChecked) {
   using ::testing::HasSubstr;
   auto clip = [](std::vector<std::int64_t> min) {
@@ -453,6 +454,22 @@ TEST(OnnxMutation, ScalarsEnumsAndConditionsAreChecked) {
   };
   EXPECT_EQ(decided(false), "");
   EXPECT_THAT(decided(true), HasSubstr("its condition 'n' is INT64, not BOOL"));
+  // A Gather's constant indices within the axis they index.
+  auto gather = [](std::vector<std::int64_t> indices, std::int64_t axis) {
+    TinyOnnx t(13);
+    t.input("x", {10, 4}).output("y", axis == 0 ? std::vector<std::int64_t>{2, 4} : std::vector<std::int64_t>{10, 2});
+    auto* i = t.model.mutable_graph()->add_initializer();
+    i->set_name("i"), i->set_data_type(onnx::TensorProto::INT64), i->add_dims(2);
+    for (std::int64_t v : indices) i->add_int64_data(v);
+    TinyOnnx::ints(t.node("Gather", {"x", "i"}, {"y"}), "axis", {axis});
+    return import_error(t.model);
+  };
+  EXPECT_EQ(gather({1, 9}, 0), "");
+  EXPECT_EQ(gather({-10, 3}, 0), "");
+  EXPECT_EQ(gather({-1, 3}, 1), "");
+  EXPECT_THAT(gather({1, 100}, 0), HasSubstr("(Gather): index 100 of its indices 'i' is outside axis 0 of its data, of size 10 (indices run from -10 to 9)"));
+  EXPECT_THAT(gather({4, 0}, 1), HasSubstr("index 4 of its indices 'i' is outside axis 1"));
+  EXPECT_THAT(gather({-11, 0}, 0), HasSubstr("index -11"));
 }
 
 // The checks against the ONNX rules must not refuse valid models, where libonnx 1.12's rules
