@@ -147,9 +147,7 @@ inline std::string library_message(const char* what, const std::string& hint, bo
 using placer::human_bytes;  // placer/util/units.hpp
 using placer::human_count;
 using placer::human_seconds;
-// A simulation's devices as `--json` prints them ({name, ops, busy_s, peak_memory_bytes,
-// static_memory_bytes, capacity_bytes} each), and its shortfalls ({device, bytes}: what a
-// placement that does not fit is over by).
+
 // An output file may not be one of the command's inputs: `-o` naming the --model file replaced the
 // model with a placement (found by a review). `inputs`: (option, path) pairs; paths that are not
 // existing files (a preset's name, "") pass, as does an output not there yet. The same file
@@ -162,6 +160,9 @@ inline std::vector<std::pair<std::string, std::string>> problem_inputs(const Pro
   return {{"--model", args.model}, {"--cluster", args.cluster}, {"--profile", args.profile}};
 }
 
+// A simulation's devices as `--json` prints them ({name, ops, busy_s, peak_memory_bytes,
+// static_memory_bytes, capacity_bytes} each), and its shortfalls ({device, bytes}: what a
+// placement that does not fit is over by).
 nlohmann::json devices_json(const Cluster& cluster, const SimResult& r);
 nlohmann::json shortfalls_json(const Cluster& cluster, const SimResult& r);
 
