@@ -519,7 +519,9 @@ TEST(SimulateCli, AbsurdRatiosToTheBoundPrintInScientificNotation) {
 }
 
 // An output naming an input file replaced it: `place -o MODEL` wrote a placement over the model
-// (found by a review). Refused before anything is written, through another path or a link too.
+// (found by a review). Refused before anything is written, through another path or a link given
+// as the input too. An output that is a link to an input is written in its place (the rename
+// replaces the link, not the file), and a file named like a preset is no input.
 TEST(PlaceCli, AnOutputIsNeverAnInput) {
   const std::string model = test::temp_path("model.onnx"), link = test::temp_path("link.onnx");
   std::filesystem::copy_file(kModel, model, std::filesystem::copy_options::overwrite_existing);
@@ -530,13 +532,20 @@ TEST(PlaceCli, AnOutputIsNeverAnInput) {
   for (const auto& c : nlohmann::json::parse(placer({"clusters", "--json"}).out))
     if (c["name"] == "k80x4") k80 = c;
   const std::string cluster = write("cluster.json", k80.dump());
+  const std::string dotted = std::filesystem::path(model).parent_path().string() + "/./" + std::filesystem::path(model).filename().string();
   expect_one_line_error({"place", "--model", model, "--cluster", "k80x4", "--algo", "single", "-o", model},
-                        "-o '" + model + "' is the --model file '" + model + "': writing it would replace an input");
-  expect_one_line_error({"place", "--model", link, "--cluster", "k80x4", "--algo", "single", "-o", model}, "is the --model file");
+                        "-o '" + model + "' is the --model file: writing it would replace an input");
+  expect_one_line_error({"place", "--model", link, "--cluster", "k80x4", "--algo", "single", "-o", dotted},
+                        "-o '" + dotted + "' is the --model file '" + link + "'");
   expect_one_line_error({"place", "--model", model, "--cluster", cluster, "--algo", "colocrl", "--samples", "8", "--curve", cluster},
                         "--curve '" + cluster + "' is the --cluster file");
   expect_one_line_error({"simulate", "--model", model, "--cluster", cluster, "--on", "gpu:0", "--trace", cluster}, "is the --cluster file");
-  expect_one_line_error({"inspect", model, "--save-graph", link}, "--save-graph '" + link + "' is the --model file");
+  expect_one_line_error({"inspect", model, "--save-graph", dotted}, "--save-graph '" + dotted + "' is the --model file");
+  EXPECT_EQ(std::filesystem::file_size(model), size);
+  // Through a link: the link is replaced by the graph, the model stays.
+  const auto saved = placer({"inspect", model, "--save-graph", link});
+  EXPECT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_FALSE(std::filesystem::is_symlink(link));
   EXPECT_EQ(std::filesystem::file_size(model), size);
   // Another file is written as before.
   const auto ok = placer({"place", "--model", model, "--cluster", cluster, "--algo", "single", "-o", test::temp_path("p.json")});

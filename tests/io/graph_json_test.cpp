@@ -332,13 +332,12 @@ TEST(GraphJsonBadInput, OperandsOnnxRequiresAreThere) {
       "ops": [)" + the_op + R"(], "outputs": ["y"]})";
   };
   expect_error(op("", R"({"name": "c", "type": "Conv", "inputs": ["x"], "outputs": ["y"]})"),
-               "ops[0] 'c' (Conv): 1 inputs, where ONNX's Conv takes 2 to 3");
-  expect_error(op("", R"({"name": "c", "type": "Conv", "inputs": [], "outputs": ["y"]})"), "0 inputs, where ONNX's Conv takes 2 to 3");
+               "ops[0] 'c' (Conv): 1 input, where ONNX's Conv takes at least 2");
+  expect_error(op("", R"({"name": "c", "type": "Conv", "inputs": [], "outputs": ["y"]})"), "0 inputs, where ONNX's Conv takes at least 2");
   expect_error(op("", R"({"name": "c", "type": "Conv", "inputs": ["x", null], "outputs": ["y"]})"),
                "its input 1 is null, but ONNX's Conv requires its first 2");
-  expect_error(op("", R"({"name": "c", "type": "Conv", "inputs": ["x", "w", "w", "w"], "outputs": ["y"]})"), "4 inputs");
-  expect_error(op("", R"({"name": "m", "type": "MatMul", "inputs": ["x"], "outputs": ["y"]})"), "1 inputs, where ONNX's MatMul takes 2");
-  expect_error(op("", R"({"name": "c", "type": "Conv", "inputs": ["x", "w"], "outputs": []})"), "0 outputs, where ONNX's Conv gives 1");
+  expect_error(op("", R"({"name": "m", "type": "MatMul", "inputs": ["x"], "outputs": ["y"]})"), "1 input, where ONNX's MatMul takes at least 2");
+  expect_error(op("", R"({"name": "c", "type": "Conv", "inputs": ["x", "w"], "outputs": []})"), "0 outputs, where ONNX's Conv gives at least 1");
   // Optional inputs may be null; an op priced by its own figures is not checked; Slice took one
   // input before opset 10.
   const std::string conv_no_bias = op("", R"({"name": "c", "type": "Conv", "inputs": ["x", "w", null], "outputs": ["y"]})");
@@ -348,6 +347,21 @@ TEST(GraphJsonBadInput, OperandsOnnxRequiresAreThere) {
   EXPECT_NO_THROW(load_graph_json(write("slice1.json", R"({"format": "placer-graph", "version": 1,
     "tensors": [{"name": "x", "shape": [8], "kind": "data"}, {"name": "y", "shape": [4]}],
     "ops": [{"name": "s", "type": "Slice", "inputs": ["x"], "outputs": ["y"], "attrs": {"starts": [0], "ends": [4]}}], "outputs": ["y"]})")));
+  // No upper bound: opset 18 gave ReduceMean and Pad an axes input (the linked ONNX library stops
+  // at 17), an If lists what its branches read, and an alias op (formats.md) has no operands.
+  auto loads = [&](const std::string& name, const std::string& j) {
+    EXPECT_NO_THROW(load_graph_json(write(name, j), OpClass::elementwise)) << j;
+  };
+  const std::string reduce = R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4, 8], "kind": "data"},
+      {"name": "axes", "shape": [1], "dtype": "int64", "kind": "constant"}, {"name": "pads", "shape": [4], "dtype": "int64", "kind": "constant"},
+      {"name": "v", "shape": [], "kind": "constant"}, {"name": "c", "shape": [], "dtype": "bool", "kind": "data"},
+      {"name": "y", "shape": [4, 1]}, {"name": "p", "shape": [6, 8]}, {"name": "i", "shape": [4, 8]}],
+      "ops": [{"name": "r", "type": "ReduceMean", "inputs": ["x", "axes"], "outputs": ["y"]},
+              {"name": "pad", "type": "Pad", "inputs": ["x", "pads", "v", "axes"], "outputs": ["p"]},
+              {"name": "if", "type": "If", "inputs": ["c", "x", "v"], "outputs": ["i"]},
+              {"name": "alias", "type": "Identity", "inputs": [], "outputs": [], "attrs": {"alias_of": "x", "alias": "y"}}],
+      "outputs": ["y", "p", "i"]})";
+  loads("newer.json", reduce);
   // A forward op's gradient, an alias of nothing, empty module parts.
   const std::string relu_to = R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4], "kind": "data"},
       {"name": "y", "shape": [4], "kind": "KIND"}], "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]MORE}], "outputs": ["y"]})";

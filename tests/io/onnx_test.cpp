@@ -55,6 +55,20 @@ TEST(ModulePath, TopLevelFunctionalOpHasNoModule) {
   EXPECT_EQ(literal_module_path("/features/features.0/Conv"), "features.0");
 }
 
+// Names with empty dot-separated parts ("enc./blk", "/../Relu") gave module paths such as
+// "enc..blk" and "..", which the graph JSON saved from the model could not load (found by a
+// review): empty parts are dropped.
+TEST(ModulePath, EmptyPartsAreDropped) {
+  EXPECT_EQ(literal_module_path("enc./blk/MatMul"), "enc.blk");
+  EXPECT_EQ(literal_module_path("/../Relu"), "");
+  EXPECT_EQ(literal_module_path("/a..b/.c/Relu"), "a.b.c");
+  EXPECT_EQ(parse_module_path("enc./blk/MatMul", modules({"enc", "enc.blk"})).module, "enc.blk");
+  EXPECT_EQ(parse_module_path("/../Relu", {}).module, "");
+  const ModulePath call = parse_module_path("/.cells.1_10./Gemm", modules({"cells.1", "cells.1_10"}));
+  EXPECT_EQ(call.module, "cells.1");
+  EXPECT_EQ(call.call, 10u);
+}
+
 struct Expected {
   const char* model;
   std::size_t nodes;

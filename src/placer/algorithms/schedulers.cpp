@@ -999,7 +999,8 @@ class SchedulerPlacer final : public Placer {
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t) override {
     const auto began = std::chrono::steady_clock::now();
     Deadline deadline;
-    if (budget.seconds > 0.0)
+    // Past 1e9 s (31 years) the nanoseconds would wrap around into the past: no deadline then.
+    if (budget.seconds > 0.0 && budget.seconds < 1e9)
       deadline.at = began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(budget.seconds));
     bool late = false;
     // ETF past its --seconds: said in the note.

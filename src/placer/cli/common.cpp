@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -147,12 +148,27 @@ nlohmann::json devices_json(const Cluster& cluster, const SimResult& r) {
 void check_not_an_input(const std::string& output, const std::string& output_option,
                         const std::vector<std::pair<std::string, std::string>>& inputs) {
   namespace fs = std::filesystem;
+  if (output.empty()) return;
   std::error_code ec;
-  if (output.empty() || !fs::exists(output, ec)) return;  // a file not there yet is no input
-  for (const auto& [option, input] : inputs)
-    if (!input.empty() && fs::exists(input, ec) && fs::equivalent(output, input, ec) && !ec)
-      throw Error(output_option + " " + in_quotes(output) + " is the " + option + " file " + in_quotes(input) +
-                  ": writing it would replace an input (name another file)");
+  // Where the output lands: written through NAME.tmp and renamed, it replaces the directory entry
+  // it names (a link there is replaced, not followed), in its directory with links resolved.
+  const fs::path absolute = fs::absolute(output, ec);
+  if (ec) return;
+  const fs::path lands = fs::weakly_canonical(absolute.parent_path(), ec) / absolute.filename();
+  if (ec) return;
+  for (const auto& [option, input] : inputs) {
+    if (input.empty() || !fs::exists(input, ec)) continue;
+    const fs::path read = fs::weakly_canonical(fs::absolute(input, ec), ec);  // the file the input is, links resolved
+    if (!ec && read == lands.lexically_normal())
+      throw Error(output_option + " " + in_quotes(output) + " is the " + option + " file" +
+                  (input == output ? std::string() : " " + in_quotes(input)) + ": writing it would replace an input (name another file)");
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> problem_inputs(const ProblemArgs& args) {
+  const std::vector<std::string> presets = cluster_preset_names();
+  const bool preset = std::find(presets.begin(), presets.end(), args.cluster) != presets.end();
+  return {{"--model", args.model}, {"--cluster", preset ? std::string() : args.cluster}, {"--profile", args.profile}};
 }
 
 nlohmann::json shortfalls_json(const Cluster& cluster, const SimResult& r) {

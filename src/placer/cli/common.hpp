@@ -150,15 +150,16 @@ using placer::human_seconds;
 
 // An output file may not be one of the command's inputs: `-o` naming the --model file replaced the
 // model with a placement (found by a review). `inputs`: (option, path) pairs; paths that are not
-// existing files (a preset's name, "") pass, as does an output not there yet. The same file
-// through any path or link is caught (std::filesystem::equivalent). Throws Error naming both.
+// existing files ("") pass. Outputs are written through NAME.tmp and a rename, which replaces the
+// directory entry the output names: refused when that entry is the input's file (through any
+// relative path, or a link to it given as the input); an output that is a link to the input only
+// replaces the link. Throws Error naming both.
 void check_not_an_input(const std::string& output, const std::string& output_option,
                         const std::vector<std::pair<std::string, std::string>>& inputs);
 
-// The input files of a problem: --model, --cluster (a file, not a preset) and --profile.
-inline std::vector<std::pair<std::string, std::string>> problem_inputs(const ProblemArgs& args) {
-  return {{"--model", args.model}, {"--cluster", args.cluster}, {"--profile", args.profile}};
-}
+// The input files of a problem: --model, --cluster (unless a preset's name, which wins over a
+// file of that name) and --profile.
+std::vector<std::pair<std::string, std::string>> problem_inputs(const ProblemArgs& args);
 
 // A simulation's devices as `--json` prints them ({name, ops, busy_s, peak_memory_bytes,
 // static_memory_bytes, capacity_bytes} each), and its shortfalls ({device, bytes}: what a

@@ -26,7 +26,8 @@ struct FitArgs {
 
 void run_fit(const FitArgs& args) {
   {
-    std::vector<std::pair<std::string, std::string>> inputs{{"--cluster", args.cluster}};
+    // The --cluster file may be refreshed in place (-o naming it): it is read before the fit.
+    std::vector<std::pair<std::string, std::string>> inputs;
     for (const std::string& m : args.models) inputs.push_back({"--models", m});
     for (const std::string& f : args.profiles) inputs.push_back({"--profiles", f});
     check_not_an_input(args.output, "-o", inputs);

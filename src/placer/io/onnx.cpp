@@ -60,6 +60,21 @@ std::vector<std::string> split_name(const std::string& name) {
   return parts;
 }
 
+// A name segment as a module path's part: its dot-separated names without empty ones ("enc." and
+// "a..b" from a node named "enc./blk" or "/a..b/X" gave module paths with empty parts, which the
+// graph JSON saved from them could not load).
+std::string tidy_segment(const std::string& segment) {
+  if (segment.find('.') == std::string::npos) return segment;
+  std::string out;
+  std::size_t begin = 0;
+  while (begin <= segment.size()) {
+    const std::size_t dot = std::min(segment.find('.', begin), segment.size());
+    if (dot > begin) out.append(out.empty() ? "" : ".").append(segment, begin, dot - begin);
+    begin = dot + 1;
+  }
+  return out;
+}
+
 // Appends a segment to a module path, in place (a name of 400,000 segments took seconds when each
 // step copied the path); a segment that repeats the path so far ("layer3" then "layer3.0")
 // replaces it instead of doubling it.
@@ -322,7 +337,8 @@ std::vector<std::string> node_reads(const onnx::NodeProto& node) {
 std::string literal_module_path(const std::string& node_name) {
   auto parts = split_name(node_name);
   std::string path;
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) append_segment(path, parts[i]);
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i)
+    if (const std::string segment = tidy_segment(parts[i]); !segment.empty()) append_segment(path, segment);
   return path;
 }
 
@@ -330,7 +346,8 @@ ModulePath parse_module_path(const std::string& node_name, const std::unordered_
   auto parts = split_name(node_name);
   ModulePath result;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    const std::string& segment = parts[i];
+    const std::string segment = tidy_segment(parts[i]);
+    if (segment.empty()) continue;
     if (auto split = split_call_suffix(segment)) {
       std::string base_path = result.module;
       append_segment(base_path, split->first);
@@ -703,8 +720,10 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     // Gelu (opset 20) is read by the shape rules as an opset-17 op too: its one attribute is
     // checked here ("weird" was accepted: a fuzzing review).
     if (node.op_type() == "Gelu" && (node.domain().empty() || node.domain() == "ai.onnx"))
-      if (const std::string a = spec.attrs.get_string("approximate", "none"); a != "none" && a != "tanh")
-        throw Error("op '" + spec.name + "' (Gelu): attribute 'approximate' is '" + a.substr(0, 40) + "' ('none' or 'tanh')");
+      if (const Attribute* a = spec.attrs.find("approximate");
+          a && (a->kind != Attribute::Kind::text || (a->s != "none" && a->s != "tanh")))
+        throw Error("op '" + spec.name + "' (Gelu): attribute 'approximate' is " +
+                    (a->kind == Attribute::Kind::text ? "'" + a->s.substr(0, 40) + "'" : std::string("not a string")) + " ('none' or 'tanh')");
     try {
       spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);
     } catch (const Error& e) {
