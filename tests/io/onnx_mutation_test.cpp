@@ -432,6 +432,12 @@ TEST(OnnxMutation, ScalarsEnumsAndConditionsAreChecked) {
   EXPECT_EQ(gelu("tanh"), "");
   EXPECT_EQ(gelu("none"), "");
   EXPECT_THAT(gelu("weird"), HasSubstr("(Gelu): attribute 'approximate' is 'weird' ('none' or 'tanh')"));
+  {
+    TinyOnnx t(20);
+    t.input("x", {4, 8}).output("y", {4, 8});
+    TinyOnnx::ints(t.node("Gelu", {"x"}, {"y"}), "approximate", {1});
+    EXPECT_THAT(import_error(t.model), HasSubstr("(Gelu): attribute 'approximate' is not a string"));
+  }
   // If (Size(x) > 3) then y = x else y = -x, its condition a bool, or an int64 (Size itself).
   auto decided = [](bool as_int) {
     TinyOnnx t(13);
