@@ -89,6 +89,17 @@ TEST(Help, TopLevelHelpListsTheInspectSubcommand) {
   EXPECT_THAT(run.out, HasSubstr("inspect"));
 }
 
+// One exit-status rule (README): 0 success, 1 an error, 2 a usage error, 3 a placement that does
+// not fit. Usage errors exited with CLI11's own codes (105, 106; found by a review).
+TEST(Help, UsageErrorsExitTwoAndHelpAndVersionZero) {
+  EXPECT_EQ(placer({}).exit_code, 2);
+  EXPECT_EQ(placer({"simulate", "--memory-fraction", "0", "--model", "x.onnx", "--cluster", "k80x4", "--on", "gpu:0"}).exit_code, 2);
+  EXPECT_EQ(placer({"inspect", "--no-such-option"}).exit_code, 2);
+  EXPECT_EQ(placer({"--version"}).exit_code, 0);
+  EXPECT_EQ(placer({"simulate", "--help"}).exit_code, 0);
+  EXPECT_EQ(placer({"inspect", "/nonexistent.onnx"}).exit_code, 1);
+}
+
 TEST(Help, InspectHelpListsEveryOption) {
   Outcome run = placer({"inspect", "--help"});
   EXPECT_EQ(run.exit_code, 0);

@@ -552,6 +552,28 @@ TEST(PlaceCli, AnOutputIsNeverAnInput) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// A placement file records how place found it; simulated under another mode, optimizer, memory
+// fraction or cluster, a warning says so (a placement found for inference, simulated as a training
+// step, gave another step time without a word: found by a review). The same options say nothing.
+TEST(PlaceCli, APlacementSimulatedUnderOtherOptionsIsWarnedAbout) {
+  const std::string file = test::temp_path("meta.placement.json");
+  const auto placed = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-topo", "--mode", "inference", "-o", file});
+  ASSERT_EQ(placed.exit_code, 0) << placed.err;
+  const nlohmann::json meta = nlohmann::json::parse(std::ifstream(file)).at("meta");
+  EXPECT_EQ(meta.at("algo"), "m-topo");
+  EXPECT_EQ(meta.at("mode"), "inference");
+  EXPECT_EQ(meta.at("cluster"), "k80x4");
+  EXPECT_FALSE(meta.contains("optimizer"));
+  const auto same = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--mode", "inference", "--placement", file, "--json"});
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_EQ(same.err, "");
+  EXPECT_EQ(fmt::format("{:.9g}", nlohmann::json::parse(same.out).at("step_time_s").get<double>()), meta.at("step_time_s").get<std::string>());
+  const auto other = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--memory-fraction", "0.5", "--placement", file});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("placer: warning: placement file '" + file +
+                                   "' was found for --mode inference (here training), --memory-fraction 1 (here 0.5); its step time there: "));
+}
+
 // A placement that does not fit says by how much in --json too (it gave "fits": false and no
 // reason), as simulate --json does. It is printed and written, and place exits 3 (it exited 0 for
 // the algorithms that return such a placement, 1 for those that fail: a script could not tell a

@@ -130,6 +130,23 @@ TEST(PlacementFile, MalformedFilesAreErrors) {
   EXPECT_THAT([] { parse_placement_json(nlohmann::json::parse(R"({"version": 1.0, "default": "gpu:0"})"), "t"); },
               ::testing::ThrowsMessage<Error>(HasSubstr("field 'version' must be an integer, got 1.0")));
   EXPECT_THROW(load_placement_file("/nonexistent/placement.json"), Error);
+  // Another placer file is named by its format, not by its first unknown field (a cluster file's
+  // "description" was; found by a review).
+  EXPECT_THAT([] { parse_placement_json(nlohmann::json::parse(R"({"description": "x", "format": "placer-cluster"})"), "t"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("field 'format' is \"placer-cluster\", expected \"placer-placement\"")));
+}
+
+// The "meta" of a file (how place -o made it) reads back as written; other meta (free text) is
+// ignored, and none is written when there is none.
+TEST(PlacementFile, MetaReadsBackAndMeansNothingForThePlacement) {
+  PlacementSpec spec{.default_device = "gpu:0", .devices = {{"fc1", "gpu:1"}}, .meta = {{"mode", "inference"}, {"step_time_s", "0.5"}}};
+  const PlacementSpec back = parse_placement_json(placement_to_json(spec), "t");
+  EXPECT_EQ(back.meta, spec.meta);
+  EXPECT_EQ(back.meta_value("mode"), "inference");
+  EXPECT_EQ(back.meta_value("nothing"), "");
+  EXPECT_EQ(parse_placement_json(nlohmann::json::parse(R"({"default": "gpu:0", "meta": "by hand", "comment": 3})"), "t").meta.size(), 0u);
+  EXPECT_FALSE(placement_to_json(PlacementSpec{.default_device = "gpu:0"}).contains("meta"));
+  EXPECT_EQ(parse_placement_json(nlohmann::json::parse(R"({"default": "gpu:0", "meta": {"n": 3}})"), "t").meta_value("n"), "3");
 }
 
 // A key that is an op's name and a module's path too places the op alone: the exact name wins, and

@@ -65,6 +65,8 @@ void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTa
 // message as an error and exits with kExitDoesNotFit (an error without a placement exits 1), so
 // that exit status 0 always means a placement that fits.
 inline constexpr int kExitDoesNotFit = 3;
+// A usage error: an option or argument CLI11 rejects (main).
+inline constexpr int kExitUsage = 2;
 class DoesNotFit : public Error {
  public:
   using Error::Error;

@@ -129,7 +129,10 @@ int main(int argc, char** argv) {
     }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a usage error (an option CLI11 rejects) exits 2, not CLI11's
+    // own codes (105, 106, ...): 0 success, 1 an error, 2 a usage error, 3 a placement that does
+    // not fit (README).
+    return app.exit(e) == 0 ? 0 : placer::cli::kExitUsage;
   } catch (const placer::cli::DoesNotFit& e) {
     std::fprintf(stderr, "placer: error: %s\n", e.what());
     return placer::cli::kExitDoesNotFit;

@@ -184,6 +184,18 @@ void run_place(const PlaceArgs& args) {
   if (!row.error.empty()) throw Error(row.error.starts_with(args.algo + ":") ? row.error : args.algo + ": " + row.error);
   const PlacementResult& r = row.result;
   PlacementSpec spec = describe_placement(p.graph, p.cluster, r.forward_devices);
+  // How it was made, so that `simulate` can say when it is simulated under other options.
+  const bool training = args.problem.model_args.mode == "training";
+  spec.meta = {{"written_by", "placer place"},
+               {"algo", args.algo},
+               {"model", args.problem.model},
+               {"cluster", p.cluster.name()},
+               {"mode", args.problem.model_args.mode},
+               {"optimizer", training ? args.problem.model_args.optimizer : std::string()},
+               {"memory_fraction", fmt::format("{:g}", args.problem.memory_fraction)},
+               {"step_time_s", fmt::format("{:.9g}", r.sim.step_time_s)},
+               {"fits", r.sim.fits ? "yes" : "no"}};
+  if (!training) std::erase_if(spec.meta, [](const auto& kv) { return kv.first == "optimizer"; });
   if (!args.output.empty()) save_placement_file(spec, args.output);
   // Printed and written all the same (what is over, and by how much, is what to act on), then
   // reported as an error: exit status 0 means a placement that fits.
@@ -219,6 +231,8 @@ void run_place(const PlaceArgs& args) {
   if (!args.output.empty())
     fmt::print("wrote {} (default {}{})\n", args.output, spec.default_device.empty() ? "none" : spec.default_device,
                spec.devices.empty() ? "" : fmt::format(", {} other key{}", spec.devices.size(), spec.devices.size() == 1 ? "" : "s"));
+  else
+    fmt::print("(no placement file written: -o FILE writes one)\n");
   fail_unless_fits();
 }
 

@@ -126,6 +126,25 @@ void run_random(const SimulateArgs& args, const LoadedProblem& p) {
              ops_per_second / 1e6, simulations / wall, human_seconds(mean));
 }
 
+// A placement file `place -o` wrote records the options it was found under (its "meta"): simulated
+// under others (a placement found for inference, simulated as a training step: 33 ms became
+// 116 ms without a word, found by a review), a warning says which.
+void warn_other_options(const PlacementSpec& spec, const std::string& file, const ProblemArgs& args, const Cluster& cluster) {
+  std::string differ;
+  auto differs = [&](const std::string& key, const std::string& here, const std::string& what) {
+    const std::string there = spec.meta_value(key);
+    if (!there.empty() && there != here) differ += (differ.empty() ? "" : ", ") + what + " " + there + " (here " + here + ")";
+  };
+  differs("mode", args.model_args.mode, "--mode");
+  if (args.model_args.mode == "training" && spec.meta_value("mode") == "training") differs("optimizer", args.model_args.optimizer, "--optimizer");
+  differs("memory_fraction", fmt::format("{:g}", args.memory_fraction), "--memory-fraction");
+  differs("cluster", cluster.name(), "cluster");
+  if (differ.empty()) return;
+  const std::string step = spec.meta_value("step_time_s");
+  fmt::print(stderr, "placer: warning: placement file '{}' was found for {}{}\n", file, differ,
+             step.empty() ? std::string() : "; its step time there: " + step + " s");
+}
+
 void run_simulate(const SimulateArgs& args) {
   if (args.random == 0 && args.placements.empty() && args.on.empty())
     throw Error("give --placement FILE, --on DEVICE or --random N (N at least 1)");
@@ -148,14 +167,18 @@ void run_simulate(const SimulateArgs& args) {
     PlacementSpec spec{.default_device = device};
     runs.push_back({"all on " + device, resolve_forward_placement(spec, p.graph, p.cluster, "--on")});
   }
-  for (const auto& file : args.placements)
-    runs.push_back({file, resolve_forward_placement(load_placement_file(file), p.graph, p.cluster, "placement file '" + file + "'")});
+  for (const auto& file : args.placements) {
+    const PlacementSpec spec = load_placement_file(file);
+    warn_other_options(spec, file, args.problem, p.cluster);
+    runs.push_back({file, resolve_forward_placement(spec, p.graph, p.cluster, "placement file '" + file + "'")});
+  }
 
   const LowerBounds bounds = lower_bounds(p.graph, p.cluster, p.costs);
   Simulator sim(p.graph, p.cluster, p.costs, p.sim);
   nlohmann::json all = nlohmann::json::array();
   if (!args.json)
-    fmt::print("{} ({} ops, {} mode) on {}; lower bound {}\n\n", args.problem.model, p.graph.num_ops(),
+    fmt::print("{} ({} ops{}, {} mode) on {}; lower bound {}\n\n", args.problem.model, p.graph.num_ops(),
+               p.graph.num_folded_ops() > 0 ? fmt::format(", {} of them computed before the step", p.graph.num_folded_ops()) : "",
                args.problem.model_args.mode, p.cluster.name(), human_seconds(bounds.best()));
   for (const auto& [label, fwd] : runs) {
     std::vector<DeviceId> devices = expand_placement(p.graph, fwd);
@@ -221,9 +244,12 @@ void register_bounds(CLI::App& app) {
       return;
     }
     fmt::print("critical path, every op on its fastest device, free communication: {}\n", human_seconds(b.critical_path_s));
-    fmt::print("total work spread perfectly over {} devices:                      {}\n", p.cluster.num_devices(),
+    fmt::print("total work shared out over the {} devices in the best proportions:  {}\n", p.cluster.num_devices(),
                human_seconds(b.total_work_s));
     fmt::print("lower bound: {}\n", human_seconds(b.best()));
+    // Time bounds: no memory limit enters them (docs/simulator.md).
+    if (args->memory_fraction != 1.0)
+      fmt::print(stderr, "placer: note: the bounds do not depend on memory: --memory-fraction changes nothing here\n");
   });
 }
 

@@ -10,8 +10,17 @@
 
 namespace placer {
 
+std::string PlacementSpec::meta_value(const std::string& key) const {
+  for (const auto& [k, v] : meta)
+    if (k == key) return v;
+  return "";
+}
+
 PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) throw Error(source + ": a placement must be a JSON object with 'default' and 'devices'");
+  // The format first: another placer file (a cluster's) was named by its first unknown field.
+  if (auto it = j.find("format"); it != j.end() && *it != "placer-placement")
+    throw Error(source + ": field 'format' is " + json_excerpt(*it) + ", expected \"placer-placement\" (is it a placement file?)");
   PlacementSpec spec;
   for (auto& [key, value] : j.items()) {
     if (key == "default") {
@@ -28,7 +37,10 @@ PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& s
     } else if (key == "version") {
       if (!value.is_number_integer()) throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(value));
       if (value != 1) throw Error(source + ": placement version " + json_excerpt(value) + " is not supported (this placer reads 1)");
-    } else if (key != "comment" && key != "meta") {
+    } else if (key == "meta") {
+      if (value.is_object())  // free text otherwise
+        for (auto& [k, v] : value.items()) spec.meta.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+    } else if (key != "comment") {
       throw Error(source + ": unknown field '" + key + "' (known: default, devices, format, version, comment, meta)");
     }
   }
@@ -44,7 +56,13 @@ PlacementSpec load_placement_file(const std::string& path) {
 nlohmann::json placement_to_json(const PlacementSpec& spec) {
   nlohmann::json devices = nlohmann::json::object();
   for (const auto& [key, device] : spec.devices) devices[key] = device;
-  return {{"format", "placer-placement"}, {"version", 1}, {"default", spec.default_device}, {"devices", devices}};
+  nlohmann::json j = {{"format", "placer-placement"}, {"version", 1}, {"default", spec.default_device}, {"devices", devices}};
+  if (!spec.meta.empty()) {
+    nlohmann::json meta = nlohmann::json::object();
+    for (const auto& [key, value] : spec.meta) meta[key] = value;
+    j["meta"] = meta;
+  }
+  return j;
 }
 
 void save_placement_file(const PlacementSpec& spec, const std::string& path) {

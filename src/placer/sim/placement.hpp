@@ -23,6 +23,11 @@ namespace placer {
 struct PlacementSpec {
   std::string default_device;
   std::vector<std::pair<std::string, std::string>> devices;  // key -> device name (keys sorted when read from JSON)
+  // The file's "meta": how it was made (`place -o` writes the algorithm, model, cluster, mode,
+  // optimizer, memory fraction and step time), as text; read back so that `simulate` can say when
+  // it simulates the file under other options. Never part of what the placement means.
+  std::vector<std::pair<std::string, std::string>> meta;
+  std::string meta_value(const std::string& key) const;  // "" when absent
 };
 
 PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& source);
