@@ -12,6 +12,8 @@
 #include "placer/cli/common.hpp"
 #include "placer/io/graph_json.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/natural_order.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer::cli {
 namespace {
@@ -69,7 +71,7 @@ void run_inspect(const InspectArgs& args) {
     if (forward.tensor_kind(t) == TensorKind::data) data_inputs.push_back(forward.tensor_name(t));
 
   // Per-module summary at the requested depth; parameters count with their home op's module.
-  std::map<std::string, ModuleRow> modules;
+  std::map<std::string, ModuleRow, NaturalLess> modules;  // blocks.2 before blocks.10
   for (OpId o = 0; o < num_fwd; ++o) {
     auto& row = modules[forward.module_name(forward.module_ancestor(forward.op_module(o), args.depth))];
     ++row.ops;
