@@ -147,15 +147,22 @@ TEST(Startup, OnlyCommandsThatMayRunLibtorchLoadIt) {
   Outcome simulate = placer({"simulate", "--model", model, "--cluster", "k80x4", "--on", "gpu:0"}, env);
   Outcome local = placer({"bounds", "--model", model, "--cluster", "local"}, env);
   Outcome run = placer({"run", "--help"}, env);
-  for (const Outcome* o : {&inspect, &simulate}) {
+  // place and compare load it only when they may run a learned placer (place --algo heft loaded
+  // it for nothing, 0.9 s: found by a review), or for their help, which lists every algorithm.
+  Outcome heft = placer({"place", "--model", model, "--cluster", "k80x4", "--algo=heft"}, env);
+  Outcome classic = placer({"compare", "--model", model, "--cluster", "k80x4", "--algos", "single,m-etf"}, env);
+  Outcome learned = placer({"place", "--model", model, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "8"}, env);
+  Outcome place_help = placer({"place", "--help"}, env);
+  for (const Outcome* o : {&inspect, &simulate, &heft, &classic}) {
     EXPECT_EQ(o->exit_code, 0) << o->err.substr(o->err.size() > 2000 ? o->err.size() - 2000 : 0);
     EXPECT_THAT(o->err, Not(HasSubstr("libtorch")));
   }
-  for (const Outcome* o : {&local, &run}) {
+  for (const Outcome* o : {&local, &run, &learned, &place_help}) {
     EXPECT_EQ(o->exit_code, 0);
     EXPECT_THAT(o->err, HasSubstr("libplacer_torch.so"));
     EXPECT_THAT(o->err, HasSubstr("libtorch"));
   }
+  EXPECT_THAT(place_help.out, HasSubstr("colocrl"));
   EXPECT_THAT(run.out, HasSubstr("--steps"));
   // A command that does not load the module still lists `local` among the presets.
   Outcome typo = placer({"simulate", "--model", model, "--cluster", "typo", "--on", "gpu:0"});

@@ -349,7 +349,10 @@ TEST(GraphValidation, RejectsModulePathsHoldingTooManyBytesInAll) {
   for (int level = 0; level < 500; ++level) tail += ".segment_" + std::to_string(level);
   for (int i = 0; i < 2000; ++i) {
     const TensorId out = b.add_tensor("y" + std::to_string(i), {1}, DType::f32, TensorKind::activation);
-    b.add_op({.name = "r" + std::to_string(i), .type = "Relu", .inputs = {in}, .outputs = {out}, .module = "top" + std::to_string(i) + tail});
+    std::string module = "top";
+    module += std::to_string(i);
+    module += tail;
+    b.add_op({.name = "r" + std::to_string(i), .type = "Relu", .inputs = {in}, .outputs = {out}, .module = std::move(module)});
     in = out;
   }
   EXPECT_THAT([&] { (void)std::move(b).build(); }, ::testing::ThrowsMessage<Error>(HasSubstr("hold more than 64 MiB of names")));

@@ -110,6 +110,10 @@ struct PlacerInfo {
 // Every registered algorithm, in registration order.
 const std::vector<PlacerInfo>& placer_registry();
 const PlacerInfo& find_placer(const std::string& name);  // Error listing the names when unknown
+// Whether `name` is one of the core's placers (not one a module registers, such as the learned
+// placers of the libtorch module): the CLI loads that module only for the others. Safe to call
+// before modules register theirs.
+bool is_built_in_placer(const std::string& name);
 std::unique_ptr<Placer> make_placer(const std::string& name, const PlacerOptions& options);
 
 // Shared tools for algorithms.

@@ -25,6 +25,13 @@ std::vector<PlacerInfo> built_in() {
 
 void register_placer(PlacerInfo info) { extra_placers().push_back(std::move(info)); }
 
+bool is_built_in_placer(const std::string& name) {
+  static const std::vector<PlacerInfo> core = built_in();  // not placer_registry(): that merges the modules' once
+  for (const PlacerInfo& info : core)
+    if (info.name == name) return true;
+  return false;
+}
+
 const std::vector<PlacerInfo>& placer_registry() {
   static std::vector<PlacerInfo> registry = built_in();
   static std::once_flag merged;

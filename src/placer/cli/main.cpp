@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "placer/algorithms/placer.hpp"
 #include "placer/cli/common.hpp"
 #include "placer/cli/torch_module.hpp"
 #include "placer/cluster/cluster.hpp"
@@ -21,8 +22,8 @@ namespace {
 // `profile`, `validate`, and any mention of the `local` preset (measured with libtorch; an argument
 // `local` or `--cluster=local`, wherever it stands). Optional (without the module they still work,
 // with a warning): help (a bare `placer` or `placer --help` lists every subcommand; `placer --help
-// simulate` is simulate's help), `place` and `compare` (learned placers), `clusters` (lists
-// `local`). inspect, simulate, bounds and fit on other clusters, `--version` and unknown
+// simulate` is simulate's help), `place` and `compare` when they may run a learned placer (an
+// algorithm the core lacks, or their help), `clusters` (lists `local`). inspect, simulate, bounds and fit on other clusters, `--version` and unknown
 // subcommands never load it.
 enum class TorchNeed { none, optional, required };
 constexpr std::string_view kModuleCommands[] = {"run", "profile", "validate"};  // what the module registers
@@ -39,7 +40,27 @@ TorchNeed torch_need(int argc, char** argv) {
   for (std::string_view c : kModuleCommands)
     if (command == c) return TorchNeed::required;
   if (command.empty() && !version) return TorchNeed::optional;
-  if (command == "place" || command == "compare" || command == "clusters") return TorchNeed::optional;
+  if (command == "place" || command == "compare") {
+    // The module adds the learned placers: needed for help (which lists every algorithm's options)
+    // and for an algorithm the core lacks; `place --algo heft` loaded it for nothing (0.9 s).
+    std::vector<std::string> names;
+    bool help = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view arg = argv[i];
+      help |= arg == "--help" || arg == "-h";
+      std::string_view value;
+      if ((arg == "--algo" || arg == "--algos") && i + 1 < argc) value = argv[i + 1];
+      for (std::string_view prefix : {"--algo=", "--algos="})
+        if (arg.starts_with(prefix)) value = arg.substr(prefix.size());
+      if (!value.empty())
+        for (std::string& name : placer::split_commas(value)) names.push_back(std::move(name));
+    }
+    if (help || names.empty()) return TorchNeed::optional;
+    for (const std::string& name : names)
+      if (name != "all" && !placer::is_built_in_placer(name)) return TorchNeed::optional;
+    return TorchNeed::none;
+  }
+  if (command == "clusters") return TorchNeed::optional;
   return TorchNeed::none;
 }
 
