@@ -151,9 +151,10 @@ TEST(Startup, OnlyCommandsThatMayRunLibtorchLoadIt) {
   // it for nothing, 0.9 s: found by a review), or for their help, which lists every algorithm.
   Outcome heft = placer({"place", "--model", model, "--cluster", "k80x4", "--algo=heft"}, env);
   Outcome classic = placer({"compare", "--model", model, "--cluster", "k80x4", "--algos", "single,m-etf"}, env);
+  Outcome every_classic = placer({"compare", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x2"}, env);
   Outcome learned = placer({"place", "--model", model, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "8"}, env);
   Outcome place_help = placer({"place", "--help"}, env);
-  for (const Outcome* o : {&inspect, &simulate, &heft, &classic}) {
+  for (const Outcome* o : {&inspect, &simulate, &heft, &classic, &every_classic}) {
     EXPECT_EQ(o->exit_code, 0) << o->err.substr(o->err.size() > 2000 ? o->err.size() - 2000 : 0);
     EXPECT_THAT(o->err, Not(HasSubstr("libtorch")));
   }

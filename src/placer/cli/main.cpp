@@ -23,8 +23,8 @@ namespace {
 // `local` or `--cluster=local`, wherever it stands). Optional (without the module they still work,
 // with a warning): help (a bare `placer` or `placer --help` lists every subcommand; `placer --help
 // simulate` is simulate's help), `place` and `compare` when they may run a learned placer (an
-// algorithm the core lacks, or their help), `clusters` (lists `local`). inspect, simulate, bounds and fit on other clusters, `--version` and unknown
-// subcommands never load it.
+// algorithm the core lacks) or for their help, `clusters` (lists `local`). inspect, simulate,
+// bounds and fit on other clusters, `--version` and unknown subcommands never load it.
 enum class TorchNeed { none, optional, required };
 constexpr std::string_view kModuleCommands[] = {"run", "profile", "validate"};  // what the module registers
 TorchNeed torch_need(int argc, char** argv) {
@@ -55,7 +55,9 @@ TorchNeed torch_need(int argc, char** argv) {
       if (!value.empty())
         for (std::string& name : placer::split_commas(value)) names.push_back(std::move(name));
     }
-    if (help || names.empty()) return TorchNeed::optional;
+    if (help) return TorchNeed::optional;
+    // compare without --algos runs every classic placer; place without --algo is a usage error.
+    if (names.empty()) return command == "compare" ? TorchNeed::none : TorchNeed::optional;
     for (const std::string& name : names)
       if (name != "all" && !placer::is_built_in_placer(name)) return TorchNeed::optional;
     return TorchNeed::none;
