@@ -551,7 +551,7 @@ std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, con
   std::vector<std::uint8_t> state(n, kWaiting);
   std::vector<std::uint32_t> pending(n);
   std::vector<double> ready_at(n * nd, kInf);
-  std::vector<OpId> ready;  // late: a heap, the first in program order on top
+  std::vector<OpId> ready;  // late: a heap, the first in program order on top (make_ready keeps it one)
   const auto later_in_program = [&](OpId a, OpId b) { return s.rank[a] > s.rank[b]; };
   auto make_ready = [&](OpId o) {
     state[o] = kReady;
@@ -567,7 +567,6 @@ std::optional<std::vector<DeviceId>> earliest_task_first(const StepGraph& s, con
   std::vector<OpId> last_op(nd, kNoId), kept_for(nd, kNoId);
   auto start_on = [&](OpId o, DeviceId d) { return st.start_time(o, d, ready_at[std::size_t{o} * nd + d]); };
 
-  if (late) std::make_heap(ready.begin(), ready.end(), later_in_program);
   std::size_t transfers_seen = 0;
   for (std::size_t step = 0; step < n; ++step) {
     if (!late && step % 64 == 0 && deadline.passed()) {
