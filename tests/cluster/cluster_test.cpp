@@ -612,6 +612,15 @@ TEST(ClusterErrors, BadFieldsNameTheirPlace) {
   j["devices"][0]["memory_bytes"] = -1;
   EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }),
               AllOf(HasSubstr("'cpu:0'"), HasSubstr("memory_bytes")));
+  // One rule, one wording: 0 bytes and half a byte were told different things.
+  for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json(16000000000.5), nlohmann::json(-1)}) {
+    j["devices"][0]["memory_bytes"] = bad;
+    EXPECT_EQ(error_of([&] { parse_cluster_json(j, "t.json"); }),
+              "t.json: devices[0] ('cpu:0'): field 'memory_bytes' must be a positive whole number, got " + bad.dump());
+  }
+  j = nlohmann::json::parse(kDocExample);
+  j["devices"][1]["streams"] = 0;
+  EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }), HasSubstr("field 'streams' must be a positive whole number, got 0"));
   j = nlohmann::json::parse(kDocExample);
   j["links"][0]["bandwidth_ab"] = 1e9;
   EXPECT_THAT(error_of([&] { parse_cluster_json(j, "t.json"); }),

@@ -691,6 +691,27 @@ TEST(OnnxMutation, ARangeOfDeltaZeroIsNamed) {
   EXPECT_THAT(range(0), ::testing::HasSubstr("(Range): its delta 'd' is 0, a range that never ends"));
 }
 
+// A range of more elements than a dimension holds: ONNX's rule wrapped its count to 0, and the
+// error said "dimension 0 is 0 (an empty tensor)".
+TEST(OnnxMutation, ARangeTooLongForADimensionIsNamed) {
+  auto range = [](float limit, float delta) {
+    TinyOnnx t(13);
+    t.input("x", {1}).output("y", {1});
+    t.model.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("n");
+    for (const auto& [name, value] : std::vector<std::pair<std::string, float>>{{"s", 0.0f}, {"l", limit}, {"d", delta}}) {
+      auto* a = t.node("Constant", {}, {name}).add_attribute();
+      a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT), a->mutable_t()->add_float_data(value);
+    }
+    t.node("Range", {"s", "l", "d"}, {"r"});
+    t.node("Add", {"x", "r"}, {"y"});
+    return import_error(t.model);
+  };
+  EXPECT_EQ(range(1000.0f, 1.0f), "");
+  EXPECT_THAT(range(1e30f, 1e-30f), ::testing::HasSubstr("(Range): a range from 0 to 1e+30 by 1e-30 holds 1e+60 elements, more than a dimension holds"));
+  EXPECT_THAT(range(std::numeric_limits<float>::infinity(), 1.0f), ::testing::HasSubstr("holds inf elements"));
+}
+
 // A sparse initializer (which the checker accepts) is refused saying so: the op reading it was
 // said to read a tensor that nothing produces (found by a review).
 TEST(OnnxMutation, ASparseInitializerIsRefusedSayingSo) {

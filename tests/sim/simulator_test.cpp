@@ -151,6 +151,85 @@ TEST(Simulator, TwoHopRouteAddsLatenciesAndUsesTheBottleneck) {
   EXPECT_THAT(r.on({0, 1}).step_time_s, DoubleNear(1.0 + 8e-6 + 4000 / 1e9 + 1.0, 1e-12));
 }
 
+// gpu:0 and gpu:1 joined through `switches` switches in series (links of 1 GB/s, no latency).
+Cluster chain_of_switches(int switches) {
+  auto gpu = [](std::string name) {
+    return Device{.name = std::move(name), .kind = DeviceKind::gpu, .model = "t", .peak_flops = 1e12,
+                  .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = 1 << 30, .op_overhead_s = 0.0};
+  };
+  std::vector<std::string> names;
+  std::vector<Link> links;
+  std::string from = "gpu:0";
+  for (int i = 0; i <= switches; ++i) {
+    const std::string to = i == switches ? "gpu:1" : "s" + std::to_string(i);
+    if (i < switches) names.push_back(to);
+    links.push_back(Link{.name = "l" + std::to_string(i), .a = from, .b = to, .bandwidth_ab_bytes_per_s = 1e9,
+                         .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 0.0});
+    from = to;
+  }
+  return Cluster::build("chain", {gpu("gpu:0"), gpu("gpu:1")}, std::move(names), std::move(links));
+}
+
+// Channels that the same routes cross are reserved together: one stands for all in the event
+// loop. Switches in series (20,000 held 20,000 channels per transfer: 9 s per simulation, a
+// fuzzing review) then contend as one link, with every channel's bytes still counted.
+TEST(Simulator, SwitchesInSeriesContendAsOneLink) {
+  for (int switches : {1, 3, 20000}) {
+    SCOPED_TRACE(switches);
+    Sketch s;
+    TensorId x = s.tensor("x", 10, TensorKind::data), p = s.tensor("p", 1'000'000), q = s.tensor("q", 1'000'000);
+    TensorId op = s.tensor("op", 10), oq = s.tensor("oq", 10);
+    s.op("split", {x}, {p, q}, 1.0);
+    s.op("use_p", {p}, {op}, 0.0001);
+    s.op("use_q", {q}, {oq}, 0.0001);
+    Priced r(std::move(s), chain_of_switches(switches));
+    const SimResult& res = r.on({0, 1, 1});
+    // q's copy waits for p's on the chain: 1 + 2 ms, then use_q.
+    EXPECT_THAT(res.step_time_s, DoubleNear(1.0 + 2 * 1e-3 + 0.0001, 1e-12));
+    ASSERT_EQ(res.channel_bytes.size(), 2u * (switches + 1));
+    for (std::size_t ch = 0; ch < res.channel_bytes.size(); ++ch) EXPECT_EQ(res.channel_bytes[ch], ch % 2 == 0 ? 2e6 : 0.0) << ch;
+    // The critical path: use_q, q's copy, which waited for p's, p's, split.
+    const auto path = r.sim.critical_path();
+    ASSERT_EQ(path.size(), 4u);
+    EXPECT_EQ(path[1].kind, PathStep::Kind::transfer);
+    EXPECT_EQ(path[2].kind, PathStep::Kind::transfer);
+    EXPECT_EQ(path[3].kind, PathStep::Kind::op);
+  }
+}
+
+// Channels crossed by different routes are not merged: gpu:0 reaches gpu:1 and gpu:2 over one
+// chain (gpu:0 - a - b), then each over its own link from b.
+TEST(Simulator, OnlyChannelsOfTheSameRoutesAreMerged) {
+  auto gpu = [](std::string name) {
+    return Device{.name = std::move(name), .kind = DeviceKind::gpu, .model = "t", .peak_flops = 1e12,
+                  .memory_bandwidth_bytes_per_s = 1e12, .memory_bytes = 1 << 30, .op_overhead_s = 0.0};
+  };
+  auto link = [](std::string a, std::string b) {
+    return Link{.name = a + "-" + b, .a = a, .b = b, .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 0.0};
+  };
+  const Cluster c = Cluster::build("fork", {gpu("gpu:0"), gpu("gpu:1"), gpu("gpu:2")}, {"a", "b"},
+                                   {link("gpu:0", "a"), link("a", "b"), link("b", "gpu:1"), link("b", "gpu:2")});
+  // make0 (gpu:0) and make1 (gpu:1) each make 1 MB at 1 s, read on other devices.
+  auto step = [&](DeviceId p_to, DeviceId r_to) {
+    Sketch s;
+    TensorId x0 = s.tensor("x0", 10, TensorKind::data), x1 = s.tensor("x1", 10, TensorKind::data);
+    TensorId p = s.tensor("p", 1'000'000), r = s.tensor("r", 1'000'000), o1 = s.tensor("o1", 10), o2 = s.tensor("o2", 10);
+    s.op("make0", {x0}, {p}, 1.0);
+    s.op("make1", {x1}, {r}, 1.0);
+    s.op("use_p", {p}, {o1}, 0.0001);
+    s.op("use_r", {r}, {o2}, 0.0001);
+    Priced priced(std::move(s), c);
+    return priced.on({0, 1, p_to, r_to}).step_time_s;
+  };
+  // p over gpu:0 -> a -> b -> gpu:1 and r over gpu:1 -> b -> gpu:2 share no channel: both copies
+  // take 1 ms at once.
+  EXPECT_THAT(step(1, 2), DoubleNear(1.0 + 1e-3 + 0.0001, 1e-12));
+  // p to gpu:2 and r to gpu:0 (gpu:1 -> b -> a -> gpu:0): opposite directions, no wait either.
+  EXPECT_THAT(step(2, 0), DoubleNear(1.0 + 1e-3 + 0.0001, 1e-12));
+  // p to gpu:2, r to gpu:2: both cross b -> gpu:2, the second waits.
+  EXPECT_THAT(step(2, 2), DoubleNear(1.0 + 2e-3 + 0.0001, 1e-12));
+}
+
 TEST(Simulator, ParametersAreSentToRemoteReadersAtTimeZero) {
   Sketch s;
   TensorId x = s.tensor("x", 10, TensorKind::data), w = s.tensor("w", 1000, TensorKind::parameter);

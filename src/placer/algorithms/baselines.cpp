@@ -69,17 +69,14 @@ class RandomPlacer final : public Placer {
     std::uniform_int_distribution<std::size_t> pick(0, devices.size() - 1);
     Evaluator eval(p);
     // --samples draws, or as many as --seconds allows (both: whichever ends first); one without either.
-    const auto start = std::chrono::steady_clock::now();
+    const Deadline deadline = Deadline::after(budget.seconds);
     const bool timed = budget.seconds > 0;
     const std::size_t samples = budget.samples > 0 ? budget.samples : timed ? std::numeric_limits<std::size_t>::max() : 1;
-    auto time_left = [&] {
-      return !timed || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < budget.seconds;
-    };
     std::vector<DeviceId> fwd(p.graph.num_forward_ops()), best;
     double best_time = 0.0;
     bool best_fits = false;
     std::uint64_t best_shortfall = 0;
-    for (std::size_t s = 0; s < samples && (s == 0 || (!observer.stop_requested() && time_left())); ++s) {  // one at least
+    for (std::size_t s = 0; s < samples && (s == 0 || (!observer.stop_requested() && !deadline.passed())); ++s) {  // one at least
       for (auto& d : fwd) d = devices[pick(rng)];
       const SimResult& r = eval.evaluate(fwd);
       // Keep the fastest that fits; until something fits, the closest to fitting (the smallest

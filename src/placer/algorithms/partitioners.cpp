@@ -199,13 +199,13 @@ std::vector<std::uint32_t> partition_scotch(const WeightedGraph& w, std::uint64_
 // Moves groups off devices the simulation finds over their limit (see the header comment).
 void repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph& gg, const std::vector<DeviceId>& targets,
                           std::vector<DeviceId>& group_device, std::size_t max_rounds, Evaluator& eval,
-                          std::chrono::steady_clock::time_point deadline) {
+                          const Deadline& deadline) {
   const std::vector<std::uint64_t> limits = memory_limits(p);
   const std::size_t nd = p.cluster.num_devices();
   std::vector<double> fastest(gg.num_groups, std::numeric_limits<double>::infinity());
   for (std::size_t grp = 0; grp < gg.num_groups; ++grp)
     for (DeviceId d : targets) fastest[grp] = std::min(fastest[grp], gg.time_s[grp * nd + d]);
-  for (std::size_t round = 0; round < max_rounds && std::chrono::steady_clock::now() < deadline; ++round) {
+  for (std::size_t round = 0; round < max_rounds && !deadline.passed(); ++round) {
     const SimResult& r = eval.evaluate(expand_groups(grouping, group_device));
     if (r.fits) break;
     std::vector<double> free(nd);
@@ -309,18 +309,13 @@ class PartitionPlacer final : public Placer {
     // The repair rounds (one simulation each) stay within --samples and --seconds.
     std::size_t rounds = static_cast<std::size_t>(repair_rounds_);
     if (budget.samples > 0) rounds = std::min(rounds, budget.samples);
-    // A budget past what the clock counts (about 292 years in nanoseconds) is no limit: converted,
-    // it wrapped into the past and skipped the repair.
-    const bool limited = budget.seconds > 0.0 && budget.seconds < 1e9;
-    const auto deadline = limited ? began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                std::chrono::duration<double>(budget.seconds))
-                                  : std::chrono::steady_clock::time_point::max();
+    const Deadline deadline = Deadline::after(budget.seconds, began);
     repair_memory(p, grouping, gg, targets, group_device, rounds, eval, deadline);
     observer.on_progress({.samples = eval.evaluations()});
     PlacementResult r = finish(p, expand_groups(grouping, group_device), eval.evaluations(), note);
     if (!r.sim.fits)
       r.note += (r.note.empty() ? "" : "; ") + std::string("the partition still overflows device memory after the repair pass") +
-                (rounds < static_cast<std::size_t>(repair_rounds_) || std::chrono::steady_clock::now() >= deadline
+                (rounds < static_cast<std::size_t>(repair_rounds_) || deadline.passed()
                      ? " (cut short by --samples or --seconds)"
                      : "");
     return r;

@@ -8,8 +8,10 @@
 //   PlacementResult r = placer->place(problem, Budget{}, quiet, /*seed=*/1);
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -44,6 +46,31 @@ struct Budget {
   std::string curve_path;
   std::string checkpoint_path;
   bool resume = false;
+};
+
+// When a placer's --seconds run out, counted from when it started: `Deadline::after(budget.seconds,
+// began)`. None for 0 seconds (no limit), nor past 1e9 s (31 years): converted to the clock's
+// nanoseconds such a budget wrapped into the past, and a placer stopped at once (two reviews).
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Deadline() = default;  // never passes
+  static Deadline after(double seconds, Clock::time_point from = Clock::now()) {
+    Deadline d;
+    if (seconds > 0.0 && seconds < 1e9) d.at_ = from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    return d;
+  }
+  bool limited() const { return at_ != Clock::time_point::max(); }
+  bool passed() const { return limited() && Clock::now() >= at_; }
+  // Seconds left (0 once passed); infinity without a limit.
+  double left_s() const {
+    if (!limited()) return std::numeric_limits<double>::infinity();
+    const double left = std::chrono::duration<double>(at_ - Clock::now()).count();
+    return left > 0.0 ? left : 0.0;
+  }
+
+ private:
+  Clock::time_point at_ = Clock::time_point::max();
 };
 
 struct Progress {

@@ -62,12 +62,6 @@ namespace {
 constexpr DeviceId kUnplaced = std::numeric_limits<DeviceId>::max();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// When a placer's --seconds run out (never without them).
-struct Deadline {
-  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::time_point::max();
-  bool passed() const { return at != std::chrono::steady_clock::time_point::max() && std::chrono::steady_clock::now() >= at; }
-};
-
 // The devices a scheduler may choose: the GPUs ("gpus"; every device when there is none) or all.
 std::vector<DeviceId> devices_of(const Cluster& c, const std::string& which) {
   std::vector<DeviceId> all(c.num_devices());
@@ -996,11 +990,7 @@ class SchedulerPlacer final : public Placer {
   }
 
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t) override {
-    const auto began = std::chrono::steady_clock::now();
-    Deadline deadline;
-    // Past 1e9 s (31 years) the nanoseconds would wrap around into the past: no deadline then.
-    if (budget.seconds > 0.0 && budget.seconds < 1e9)
-      deadline.at = began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(budget.seconds));
+    const Deadline deadline = Deadline::after(budget.seconds);
     bool late = false;
     // ETF past its --seconds: said in the note.
     const auto noted = [&late](PlacementResult r) {
@@ -1036,10 +1026,7 @@ class SchedulerPlacer final : public Placer {
       // The LP gets three quarters of what --seconds leaves (at least a millisecond), ETF the rest:
       // with all of it, ETF after an LP out of time was past the deadline at once and
       // list-scheduled (NMT on k80x4 takes 0.01 s of ETF).
-      const double left_s =
-          budget.seconds > 0.0
-              ? std::max(1e-3, 0.75 * (budget.seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count()))
-              : 0.0;
+      const double left_s = deadline.limited() ? std::max(1e-3, 0.75 * deadline.left_s()) : 0.0;
       bool timed_out = false;
       favourite = favourite_children(step, threshold_, left_s, timed_out);
       if (favourite.empty())

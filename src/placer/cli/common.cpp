@@ -145,21 +145,26 @@ nlohmann::json devices_json(const Cluster& cluster, const SimResult& r) {
   return devices;
 }
 
+std::filesystem::path landing_path(const std::string& output) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(output, ec);
+  if (ec) return fs::path(output).lexically_normal();
+  const fs::path dir = fs::weakly_canonical(absolute.parent_path(), ec);
+  if (ec) return absolute.lexically_normal();
+  return (dir / absolute.filename()).lexically_normal();
+}
+
 void check_not_an_input(const std::string& output, const std::string& output_option,
                         const std::vector<std::pair<std::string, std::string>>& inputs) {
   namespace fs = std::filesystem;
   if (output.empty()) return;
   std::error_code ec;
-  // Where the output lands: written through NAME.tmp and renamed, it replaces the directory entry
-  // it names (a link there is replaced, not followed), in its directory with links resolved.
-  const fs::path absolute = fs::absolute(output, ec);
-  if (ec) return;
-  const fs::path lands = fs::weakly_canonical(absolute.parent_path(), ec) / absolute.filename();
-  if (ec) return;
+  const fs::path lands = landing_path(output);
   for (const auto& [option, input] : inputs) {
     if (input.empty() || !fs::exists(input, ec)) continue;
     const fs::path read = fs::weakly_canonical(fs::absolute(input, ec), ec);  // the file the input is, links resolved
-    if (!ec && read == lands.lexically_normal())
+    if (!ec && read == lands)
       throw Error(output_option + " " + in_quotes(output) + " is the " + option + " file" +
                   (input == output ? std::string() : " " + in_quotes(input)) + ": writing it would replace an input (name another file)");
   }

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,11 @@ inline std::string library_message(const char* what, const std::string& hint, bo
 using placer::human_bytes;  // placer/util/units.hpp
 using placer::human_count;
 using placer::human_seconds;
+
+// Where an output file lands, as an absolute, normal path: outputs are written through NAME.tmp
+// and renamed, which replaces the directory entry NAME (a link there is replaced, not followed), in
+// its directory with links resolved. The path as given when it cannot be resolved.
+std::filesystem::path landing_path(const std::string& output);
 
 // An output file may not be one of the command's inputs: `-o` naming the --model file replaced the
 // model with a placement (found by a review). `inputs`: (option, path) pairs; paths that are not

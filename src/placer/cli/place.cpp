@@ -155,20 +155,15 @@ void run_place(const PlaceArgs& args) {
       throw Error("--checkpoint '" + args.checkpoint + "' is not a regular file (a checkpoint is written to NAME.tmp and renamed over it)");
   }
   // One file for two outputs: the last written wins (the checkpoint was lost under the placement).
-  // Compared as absolute, normalised paths (./a and a are one file), each also against the other's
-  // `.tmp`, through which files are written and renamed.
+  // Compared where they land (./a and a are one file), each also against the other's `.tmp`,
+  // through which files are written and renamed.
   {
     const std::vector<std::pair<const char*, const std::string*>> files = {
         {"-o", &args.output}, {"--curve", &args.curve}, {"--checkpoint", &args.checkpoint}};
-    auto normal = [](const std::string& path) {
-      std::error_code ec;
-      const std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
-      return (ec ? std::filesystem::path(path) : p).lexically_normal().string();
-    };
     for (std::size_t i = 0; i < files.size(); ++i)
       for (std::size_t j = i + 1; j < files.size(); ++j) {
         if (files[i].second->empty() || files[j].second->empty()) continue;
-        const std::string a = normal(*files[i].second), b = normal(*files[j].second);
+        const std::string a = landing_path(*files[i].second).string(), b = landing_path(*files[j].second).string();
         if (a == b || a == b + ".tmp" || b == a + ".tmp")
           throw Error(std::string(files[i].first) + " '" + *files[i].second + "' and " + files[j].first + " '" + *files[j].second +
                       "' " + (a == b ? "name the same file" : "collide (a file is written through NAME.tmp)"));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -44,17 +45,21 @@ double get_number(const json& j, std::string_view key, const std::string& where)
   return v.get<double>();
 }
 
-// A non-negative whole number; JSON writers may spell big integers as 1.2e10.
-std::uint64_t get_count(const json& j, std::string_view key, const std::string& where) {
+// A whole number of at least `min` (0 or 1); JSON writers may spell big integers as 1.2e10. One
+// wording for every value refused (0 memory bytes and 0.5 bytes were told two different rules).
+std::uint64_t get_count(const json& j, std::string_view key, const std::string& where, std::uint64_t min = 0) {
   const json& v = field(j, key, where);
-  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
-  if (v.is_number_float()) {
+  std::optional<std::uint64_t> n;
+  if (v.is_number_unsigned()) n = v.get<std::uint64_t>();
+  else if (v.is_number_integer() && v.get<std::int64_t>() >= 0) n = static_cast<std::uint64_t>(v.get<std::int64_t>());
+  else if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (d >= 0 && d < 0x1p64 && std::floor(d) == d) return static_cast<std::uint64_t>(d);
-    if (d >= 0x1p64) throw Error(where + ": field " + in_quotes(key) + " must be below 2^64, got " + json_excerpt(v));
+    if (d >= 0 && d < 0x1p64 && std::floor(d) == d) n = static_cast<std::uint64_t>(d);
+    else if (d >= 0x1p64) throw Error(where + ": field " + in_quotes(key) + " must be below 2^64, got " + json_excerpt(v));
   }
-  throw Error(where + ": field " + in_quotes(key) + " must be a non-negative whole number, got " + json_excerpt(v));
+  if (n && *n >= min) return *n;
+  throw Error(where + ": field " + in_quotes(key) + " must be a " + (min == 0 ? "non-negative" : "positive") + " whole number, got " +
+              json_excerpt(v));
 }
 
 Device parse_device(const json& j, const std::string& where) {
@@ -75,10 +80,10 @@ Device parse_device(const json& j, const std::string& where) {
   if (j.contains("model")) d.model = get_string(j, "model", here);
   d.peak_flops = get_number(j, "peak_flops", here);
   d.memory_bandwidth_bytes_per_s = get_number(j, "memory_bandwidth", here);
-  d.memory_bytes = get_count(j, "memory_bytes", here);
+  d.memory_bytes = get_count(j, "memory_bytes", here, 1);
   d.op_overhead_s = get_number(j, "op_overhead_s", here);
   if (j.contains("streams")) {
-    const std::uint64_t streams = get_count(j, "streams", here);
+    const std::uint64_t streams = get_count(j, "streams", here, 1);
     if (streams > 1024) throw Error(here + ": field 'streams' must be at most 1024, got " + std::to_string(streams));
     d.streams = static_cast<int>(streams);
   }

@@ -3,6 +3,8 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -1404,6 +1406,19 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
       if (auto it = data.find(node.input(2)); it != data.end())
         if (auto delta = from_tensor(*it->second); delta && delta->size() == 1 && delta->data[0] == 0)
           throw Error(where + ": its delta '" + node.input(2) + "' is 0, a range that never ends");
+    // More elements than a dimension holds (0 to 1e30 by 1e-30): ONNX's rule wraps the count to
+    // 0, and the error named an empty tensor.
+    if (node.op_type() == "Range" && node.input_size() == 3 && data.count(node.input(0)) && data.count(node.input(1)) &&
+        data.count(node.input(2))) {
+      const auto start = from_tensor(*data.at(node.input(0))), limit = from_tensor(*data.at(node.input(1))),
+                 delta = from_tensor(*data.at(node.input(2)));
+      if (start && limit && delta && start->size() == 1 && limit->size() == 1 && delta->size() == 1 && delta->data[0] != 0) {
+        const double steps = std::ceil((limit->data[0] - start->data[0]) / delta->data[0]);
+        if (!(steps < kIntLimit))  // also NaN: an infinite start or limit
+          throw Error(where + fmt::format(": a range from {:g} to {:g} by {:g} holds {:g} elements, more than a dimension holds", start->data[0],
+                                          limit->data[0], delta->data[0], steps));
+      }
+    }
     // A Gather's constant indices lie within the axis they index (ONNX's rule reads their shape
     // alone: an index of 100 into 10 rows was priced as any other, a fuzzing review).
     if (node.op_type() == "Gather" && node.input_size() == 2 && data.count(node.input(1)) && types.count(node.input(0)) &&

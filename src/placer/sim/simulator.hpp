@@ -162,7 +162,7 @@ class Simulator {
   std::vector<std::uint32_t> kept_outputs_;    // graph outputs made during the step (kept to the end)
   std::vector<Route> routes_;                  // from * num_devices + to
   std::vector<ChannelId> route_channels_;
-  std::vector<ChannelId> padded_channels_;     // route -> max_route_ channels (see the constructor)
+  std::vector<ChannelId> padded_channels_;     // route -> max_route_ channels it reserves (see the constructor)
   std::uint32_t max_route_ = 0;
   std::vector<std::uint32_t> streams_;         // device -> ops it runs at once (at least 1)
 
