@@ -105,6 +105,36 @@ TEST_F(OpWorkTest, ConvTransposeScattersEachInputOverItsOutputChannelsAndKernel)
   EXPECT_EQ(work.op_class, OpClass::conv);
 }
 
+// Quantized products: the product of the operands wherever they sit, plus the zero points
+// subtracted (ConvInteger, MatMulInteger) or the requantization of each output (QLinear*: 3 per
+// element) and QLinearConv's bias; none takes a gradient.
+TEST_F(OpWorkTest, QuantizedProductsArePricedAsTheirFloatProducts) {
+  TensorDesc x = t({1, 3, 8, 8}, DType::u8), w = t({4, 3, 3, 3}, DType::u8), zx = t({}, DType::u8), zw = t({}, DType::u8);
+  TensorDesc acc = t({1, 4, 6, 6}, DType::i32), s = t({}), y = t({1, 4, 6, 6}, DType::u8), bias = t({4}, DType::i32);
+  const double conv = 2.0 * 144 * 27;
+  EXPECT_EQ(op_work("ConvInteger", attrs(), Ts{x, w}, Ts{acc}).flops, conv);
+  EXPECT_EQ(op_work("ConvInteger", attrs(), Ts{x, w, zx, zw}, Ts{acc}).flops, conv + 192 + 108);
+  EXPECT_EQ(op_work("ConvInteger", attrs(), Ts{x, w}, Ts{acc}).op_class, OpClass::conv);
+  // x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
+  EXPECT_EQ(op_work("QLinearConv", attrs(), Ts{x, s, zx, w, s, zw, s, zx}, Ts{y}).flops, conv + 3.0 * 144);
+  EXPECT_EQ(op_work("QLinearConv", attrs(), Ts{x, s, zx, w, s, zw, s, zx, bias}, Ts{y}).flops, conv + 4.0 * 144);
+  TensorDesc a = t({2, 3}, DType::i8), b = t({3, 4}, DType::i8), p = t({2, 4}, DType::i32), q = t({2, 4}, DType::i8);
+  EXPECT_EQ(op_work("MatMulInteger", attrs(), Ts{a, b}, Ts{p}).flops, 2.0 * 8 * 3);
+  EXPECT_EQ(op_work("QLinearMatMul", attrs(), Ts{a, s, zx, b, s, zx, s, zx}, Ts{q}).flops, 2.0 * 8 * 3 + 3.0 * 8);
+  EXPECT_EQ(op_work("QLinearMatMul", attrs(), Ts{a, s, zx, b, s, zx, s, zx}, Ts{q}).op_class, OpClass::matmul);
+  // The QDQ ops and the dynamic quantizer, per element.
+  TensorDesc f = t({2, 4});
+  EXPECT_EQ(op_work("QuantizeLinear", attrs(), Ts{f, s}, Ts{q}).flops, 3.0 * 8);
+  EXPECT_EQ(op_work("DequantizeLinear", attrs(), Ts{q, s}, Ts{f}).flops, 2.0 * 8);
+  EXPECT_EQ(op_work("DynamicQuantizeLinear", attrs(), Ts{f}, Ts{q, s, zx}).flops, 5.0 * 8);
+  for (const char* type : {"ConvInteger", "QLinearConv", "MatMulInteger", "QLinearMatMul", "QuantizeLinear", "DequantizeLinear",
+                           "DynamicQuantizeLinear"})
+    EXPECT_FALSE(backward_rule(type).differentiable) << type;
+  // A per-axis scale ([4] along axis 1 of [1,4,6,6]) is no broadcast: not a shape mismatch.
+  TensorDesc scale = t({4});
+  EXPECT_EQ(operand_shape_mismatch("DequantizeLinear", attrs({int_attr("axis", 1)}), Ts{acc, scale}, Ts{t({1, 4, 6, 6})}), "");
+}
+
 TEST_F(OpWorkTest, GemmWithTransBAndBiasIsTwoMNKPlusMN) {
   // Y[M,N] = A[M,K] x B[N,K]^T + C[N], M = 64, K = 1024, N = 4096.
   TensorDesc a = t({64, 1024}), b = t({4096, 1024}), c = t({4096}), y = t({64, 4096});

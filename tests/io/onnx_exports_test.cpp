@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <tuple>
 #include <variant>
@@ -16,6 +17,7 @@
 
 #include "placer/graph/training.hpp"
 #include "placer/io/onnx.hpp"
+#include "placer/io/onnx_file.hpp"
 #include "placer/util/error.hpp"
 #include "support/paths.hpp"
 
@@ -100,6 +102,23 @@ struct Model {
     return path;
   }
 };
+
+// If(condition) giving `out`: then Relu(x), else Tanh(x), x of [4, 16] read from the main graph.
+void add_relu_or_tanh_if(Model& m, const std::string& condition, const std::string& out) {
+  auto* node = m.node("If", {condition}, {out});
+  for (const char* b : {"then", "else"}) {
+    auto* a = node->add_attribute();
+    a->set_name(std::string(b) + "_branch"), a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* g = a->mutable_g();
+    g->set_name(b);
+    const std::string op = b[0] == 't' ? "Relu" : "Tanh";
+    auto* n = g->add_node();
+    n->set_op_type(op), n->set_name("/" + std::string(b) + "/" + op), n->add_input("x"), n->add_output(std::string(b) + "_y");
+    auto* vi = g->add_output();
+    vi->set_name(std::string(b) + "_y");
+    Model::type(vi, {std::int64_t{4}, std::int64_t{16}});
+  }
+}
 
 std::vector<std::int64_t> shape_of(const Graph& g, const std::string& tensor) {
   auto s = g.tensor_shape(g.find_tensor(tensor));
@@ -607,23 +626,209 @@ TEST(OnnxExports, SubgraphsReadFromTheMainGraphAreInputsOfTheirNode) {
   cond.node("ReduceSum", {"x"}, {"s"});
   cond.initializer("zero", {}, 0.0f);
   cond.node("Greater", {"s", "zero"}, {"c"});
-  auto branch = [&](const std::string& name, const std::string& op) {
-    onnx::GraphProto g;
-    g.set_name(name);
-    auto* n = g.add_node();
-    n->set_op_type(op), n->set_name("/" + name + "/" + op), n->add_input("x"), n->add_output(name + "_y");
-    value(g.add_output(), name + "_y", {std::int64_t{4}, std::int64_t{16}});
-    return g;
-  };
-  auto* node = cond.node("If", {"c"}, {"y"});
-  graph_attr(node, "then_branch", branch("then", "Relu"));
-  graph_attr(node, "else_branch", branch("else", "Tanh"));
+  add_relu_or_tanh_if(cond, "c", "y");
   cond.output("y", 2);
   const Graph gi = load_onnx(cond.save("if_outer.onnx"), o);
   const auto if_ins = gi.op_inputs(gi.find_op("/If_y"));
   EXPECT_EQ(if_ins.size(), 2u);
   EXPECT_NE(std::find(if_ins.begin(), if_ins.end(), gi.find_tensor("x")), if_ins.end());
   EXPECT_NO_THROW(derive_training_step(gi, Optimizer::sgd));  // y depends on W through x
+}
+
+// Tensors of any element type, for the models below.
+onnx::TensorProto* typed_initializer(Model& m, const std::string& name, int elem, std::vector<std::int64_t> dims, std::int64_t fill = 1) {
+  auto* t = m.m.mutable_graph()->add_initializer();
+  t->set_name(name), t->set_data_type(elem);
+  std::int64_t n = 1;
+  for (auto d : dims) t->add_dims(d), n *= d;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (elem == onnx::TensorProto::FLOAT) t->add_float_data(static_cast<float>(fill));
+    else if (elem == onnx::TensorProto::INT64) t->add_int64_data(fill);
+    else t->add_int32_data(static_cast<std::int32_t>(fill));  // uint8, int8, int32: int32_data
+  }
+  return t;
+}
+
+// Opset 1-9 Slice takes starts, ends and axes as attributes: the shape arithmetic of PaddleOCR's
+// recognition and classification models (opset 9) was left unknown, and both were refused.
+TEST(OnnxExports, SliceOfOpset9FoldsShapeArithmetic) {
+  Model m(9, 7);
+  m.input("x", {std::string("N"), std::int64_t{8}, std::int64_t{4}, std::int64_t{4}});
+  m.node("GlobalAveragePool", {"x"}, {"g"});
+  m.node("Shape", {"g"}, {"s"});
+  auto* slice = m.node("Slice", {"s"}, {"batch"});
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::int64_t>>{{"axes", 0}, {"starts", 0}, {"ends", 1}}) {
+    auto* a = slice->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::INTS), a->add_ints(value);
+  }
+  typed_initializer(m, "minus_one", onnx::TensorProto::INT64, {1}, -1);
+  Model::attr(m.node("Concat", {"batch", "minus_one"}, {"target"}), "axis", 0);
+  m.node("Reshape", {"g", "target"}, {"y"});
+  m.output("y", 2);
+  OnnxImportOptions o;
+  o.dim_values["N"] = 2;
+  Graph g = load_onnx(m.save("slice_opset9.onnx"), o);
+  EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{2, 8}));
+}
+
+// Opset 18's Split(num_outputs) and ReduceMean(axes as an input) inside an If's branch (the dynamo
+// exporter puts whole models in branches): the checker saw them unconverted and refused the file.
+TEST(OnnxExports, NewerOpsetFormsInsideBranchesAreReadToo) {
+  Model m(18, 8);
+  m.input("x", {std::int64_t{4}, std::int64_t{6}});
+  auto* cond = m.node("Constant", {}, {"c"})->add_attribute();
+  cond->set_name("value"), cond->set_type(onnx::AttributeProto::TENSOR);
+  cond->mutable_t()->set_data_type(onnx::TensorProto::BOOL), cond->mutable_t()->add_int32_data(1);
+  auto* branch = m.node("If", {"c"}, {"r"});
+  for (const char* b : {"then_branch", "else_branch"}) {
+    auto* a = branch->add_attribute();
+    a->set_name(b), a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* sub = a->mutable_g();
+    sub->set_name(b);
+    auto node = [&](const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+      auto* n = sub->add_node();
+      n->set_op_type(op), n->set_name(std::string(b) + "/" + op);
+      for (auto& i : in) n->add_input(i);
+      for (auto& o : out) n->add_output(o);
+      return n;
+    };
+    if (b[0] == 't') {
+      Model::attr(node("Split", {"x"}, {"p", "q"}), "num_outputs", 2);
+      auto* axes = node("Constant", {}, {"ax"})->add_attribute();  // the branch's own constant
+      axes->set_name("value"), axes->set_type(onnx::AttributeProto::TENSOR);
+      axes->mutable_t()->set_data_type(onnx::TensorProto::INT64), axes->mutable_t()->add_dims(1), axes->mutable_t()->add_int64_data(1);
+      node("ReduceMean", {"p", "ax"}, {"o"});
+    } else {
+      node("Identity", {"x"}, {"o"});
+    }
+    sub->add_output()->set_name("o");
+  }
+  m.output("r", 2);
+  Graph g = load_onnx(m.save("branch_opset18.onnx"), {});
+  EXPECT_EQ(shape_of(g, "r"), (std::vector<std::int64_t>{2, 1}));
+}
+
+// Quantized models (onnxruntime's quantizer): DynamicQuantizeLinear, ConvInteger and the QDQ ops
+// have cost rules (the quantized ISNet was refused; with --unknown-ops its convolutions came out 200
+// times under the same network in fp16), and a per-axis scale is no broadcast.
+TEST(OnnxExports, QuantizedOpsArePricedAsTheirProducts) {
+  Model m(13, 8);
+  m.input("x", {std::int64_t{1}, std::int64_t{3}, std::int64_t{8}, std::int64_t{8}});
+  m.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  typed_initializer(m, "w", onnx::TensorProto::UINT8, {4, 3, 3, 3}, 3);
+  typed_initializer(m, "wz", onnx::TensorProto::UINT8, {}, 0);
+  m.node("ConvInteger", {"xq", "w", "xz", "wz"}, {"acc"});  // int32 [1,4,6,6]
+  typed_initializer(m, "scale", onnx::TensorProto::FLOAT, {4}, 1);
+  typed_initializer(m, "zero", onnx::TensorProto::INT32, {4}, 0);
+  Model::attr(m.node("DequantizeLinear", {"acc", "scale", "zero"}, {"y"}), "axis", 1);
+  m.output("y", 4);
+  Graph g = load_onnx(m.save("quantized.onnx"), {});
+  EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{1, 4, 6, 6}));
+  std::map<std::string, double> flops;
+  for (OpId o = 0; o < g.num_ops(); ++o) flops[g.op_type(o)] = g.op_work(o).flops;
+  EXPECT_DOUBLE_EQ(flops["DynamicQuantizeLinear"], 5.0 * 192);                // min, max, quantize
+  EXPECT_DOUBLE_EQ(flops["ConvInteger"], 2.0 * 144 * 27 + 192 + 108);         // products, zero points
+  EXPECT_DOUBLE_EQ(flops["DequantizeLinear"], 2.0 * 144);
+}
+
+// --unknown-ops says which op types it priced, and how many ops: a count of FLOPs that is mostly a
+// guess is no longer silent.
+TEST(OnnxExports, UnknownOpsPricedByTheFallbackAreNamed) {
+  Model m(17, 8);
+  auto* custom = m.m.add_opset_import();
+  custom->set_domain("com.example"), custom->set_version(1);
+  m.input("x", {std::int64_t{4}, std::int64_t{8}});
+  for (const char* out : {"a", "b"}) {
+    auto* n = m.node("Mystery", {out[0] == 'a' ? "x" : "a"}, {out});
+    n->set_domain("com.example");
+    auto* vi = m.m.mutable_graph()->add_value_info();
+    vi->set_name(out);
+    Model::type(vi, {std::int64_t{4}, std::int64_t{8}});
+  }
+  m.node("Relu", {"b"}, {"y"});
+  m.output("y", 2);
+  OnnxImportOptions o;
+  o.unknown_op_default = OpClass::elementwise;
+  std::vector<std::string> warnings;
+  o.warn = [&](const std::string& w) { warnings.push_back(w); };
+  load_onnx(m.save("mystery.onnx"), o);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("--unknown-ops priced 2 ops of types without a cost rule as elementwise (one FLOP per output element): com.example::Mystery (2)"));
+}
+
+// Nodes out of topological order (an fp16 converter appended the input's Cast at the end): ONNX
+// requires the order and its checker refused the file; onnxruntime sorts, and so does placer, with
+// a warning. The importer and the executor read the same sorted nodes (read_onnx_file).
+TEST(OnnxExports, NodesOutOfOrderAreReadSorted) {
+  Model m(17, 8);
+  m.input("x", {std::int64_t{4}, std::int64_t{8}});
+  m.initializer("w", {8, 2});
+  m.node("MatMul", {"r", "w"}, {"y"});
+  m.node("Relu", {"x"}, {"r"});
+  m.output("y", 2);
+  const std::string path = m.save("unsorted.onnx");
+  std::vector<std::string> warnings;
+  OnnxImportOptions o;
+  o.warn = [&](const std::string& w) { warnings.push_back(w); };
+  Graph g = load_onnx(path, o);
+  EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{4, 2}));
+  EXPECT_EQ(g.op_type(0), "Relu");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("not in topological order"));
+  bool sorted = false;
+  const onnx::ModelProto read = read_onnx_file(path, &sorted);
+  EXPECT_TRUE(sorted);
+  EXPECT_EQ(read.graph().node(0).op_type(), "Relu");
+  // A cycle stays a cycle, named by the checker.
+  Model c(17, 8);
+  c.input("x", {std::int64_t{4}});
+  c.node("Add", {"x", "b"}, {"a"});
+  c.node("Relu", {"a"}, {"b"});
+  c.output("b", 1);
+  EXPECT_THAT([&] { load_onnx(c.save("cycle.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("topologically sorted")));
+}
+
+// Weights stored as Constant nodes (Paddle2ONNX writes every weight so) are parameters, as
+// initializers are: PP-OCR's detector was read with no parameters and its training step trained
+// nothing. A Constant that only scales activations stays a constant.
+TEST(OnnxExports, WeightsInConstantNodesAreParameters) {
+  Model m(11, 7);
+  m.input("x", {std::int64_t{1}, std::int64_t{3}, std::int64_t{8}, std::int64_t{8}});
+  m.constant("conv.w", {4, 3, 3, 3}, 0.1f);
+  m.constant("conv.b", {4}, 0.0f);
+  m.node("Conv", {"x", "conv.w", "conv.b"}, {"c"});
+  m.node("Flatten", {"c"}, {"f"});  // [1, 144]
+  m.constant("fc.w", {144, 10}, 0.1f);
+  m.constant("fc.b", {10}, 0.0f);
+  m.node("MatMul", {"f", "fc.w"}, {"mm"});
+  m.node("Add", {"mm", "fc.b"}, {"logits"});
+  m.constant("temperature", {10}, 0.5f);
+  m.node("Mul", {"logits", "temperature"}, {"y"});
+  m.output("y", 2);
+  Graph g = load_onnx(m.save("constant_weights.onnx"), {});
+  EXPECT_EQ(parameters(g), 4u * 27 + 4 + 144 * 10 + 10);
+  EXPECT_NE(g.producer(g.find_tensor("temperature")), kNoId);  // still its Constant's output
+  for (OpId o = 0; o < g.num_ops(); ++o) EXPECT_FALSE(g.op_type(o) == "Constant" && g.op_outputs(o)[0] != g.find_tensor("temperature"));
+  // Its training step updates them.
+  const Graph step = derive_training_step(g, Optimizer::sgd);
+  std::size_t updates = 0;
+  for (OpId o = 0; o < step.num_ops(); ++o) updates += step.op_role(o) == OpRole::update;
+  EXPECT_EQ(updates, 4u);
+}
+
+// An If decided only when the model runs names the graph inputs whose values decide it (Silero
+// VAD branches on its sample rate: the error named a dimension of the If's output instead).
+TEST(OnnxExports, AnIfDecidedAtRunTimeNamesTheInputsItDependsOn) {
+  Model m(13);
+  m.input("x", {std::int64_t{4}, std::int64_t{16}});
+  m.input("sr", {}, onnx::TensorProto::INT64);
+  typed_initializer(m, "rate", onnx::TensorProto::INT64, {}, 16000);
+  m.node("Equal", {"sr", "rate"}, {"c"});
+  add_relu_or_tanh_if(m, "c", "y");
+  m.output("y", 2);
+  EXPECT_THAT([&] { load_onnx(m.save("if_on_input.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("an If whose condition is only known when the model runs"),
+                                         HasSubstr("computed from the value of graph input 'sr'"))));
 }
 
 }  // namespace

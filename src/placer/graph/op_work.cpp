@@ -206,6 +206,22 @@ double conv_transpose_core(const Ctx& c) {
 double conv_like_core(const Ctx& c) { return c.rule.k1 != 0.0 ? conv_transpose_core(c) : conv_core(c); }
 OpWork f_conv(const Ctx& c) { return io(c, conv_like_core(c) + (slot(c.in, 2) ? elems(c.out, 0) : 0.0)); }
 
+// Quantized products (integer arithmetic, no gradient). ConvInteger and MatMulInteger take x and w
+// in slots 0 and 1 and subtract their zero points (slots 2 and 3) once per element; QLinearConv
+// and QLinearMatMul take w in slot 3 and requantize every output (scale, round, add the zero
+// point: 3 per element), QLinearConv adding its int32 bias (slot 8).
+OpWork f_integer_product(const Ctx& c) {
+  const double core = c.rule.op_class == OpClass::conv ? conv_core(c) : matmul_core(c);
+  return io(c, core + (slot(c.in, 2) ? elems(c.in, 0) : 0.0) + (slot(c.in, 3) ? elems(c.in, 1) : 0.0));
+}
+OpWork f_qlinear_product(const Ctx& c) {
+  const TensorDesc none{};
+  const std::array<TensorDesc, 2> operands{slot(c.in, 0) ? c.in[0] : none, slot(c.in, 3) ? c.in[3] : none};
+  const Ctx product{c.attrs, operands, c.out, c.rule};
+  const double core = c.rule.op_class == OpClass::conv ? conv_core(product) : matmul_core(product);
+  return io(c, core + 3.0 * elems(c.out, 0) + (slot(c.in, 8) ? elems(c.out, 0) : 0.0));
+}
+
 // Normalize-and-affine is 4 per element (subtract mean, scale by 1/sigma, times gamma, plus beta);
 // computing the statistics is 4 more (1 add for the mean; subtract, square, add for the variance).
 OpWork f_batchnorm(const Ctx& c) {
@@ -438,14 +454,19 @@ constexpr auto kRules = std::to_array<Rule>({
     alias_op("Constant", false),
     no_grad("ConstantOfShape", data_movement, f_copy),
     {"Conv", conv, f_conv, 0, 0, b_conv, 0, slots({0, 1}), true},
+    {"ConvInteger", conv, f_integer_product},
     {"ConvTranspose", conv, f_conv, 1, 0, b_conv, 0, slots({0, 1}), true},
     unary("Cos", 1, 2, kAll, false),
     unary("Cosh", 1, 2, kAll, false),
     {"CumSum", reduction, f_reduce, 1, 0, b_times_forward, 1},
     copy_op("DepthToSpace"),
+    no_grad("DequantizeLinear", elementwise, f_pointwise, 2),  // (x - zero point) * scale
     // dA = dY / B, dB = -dA·Y (= -dY·A / B²): B for either gradient, A with it (op-rules.md).
     binary("Div", 1, 2, slots({0, 1}), false, false),
     alias_op("Dropout", true),
+    // The scale and zero point of the whole tensor (its min and max: 2 per element), then
+    // QuantizeLinear's 3 per element.
+    no_grad("DynamicQuantizeLinear", elementwise, f_reduce, 5),
     {"Einsum", matmul, f_einsum, 0, 0, b_einsum, 0, kAll, true},
     unary("Elu", 4, 2, 0, true),
     no_grad("Equal", elementwise, f_pointwise),
@@ -489,6 +510,7 @@ constexpr auto kRules = std::to_array<Rule>({
     norm("LpNormalization", f_pointwise, 3, kAll),
     {"LpPool", pooling, f_pool, 2, 0, b_times_forward, 1, kAll, false, slots({0})},
     {"MatMul", matmul, f_matmul, 0, 0, b_matmul, 0, slots({0, 1}), true},
+    {"MatMulInteger", matmul, f_integer_product},
     variadic("Max", 0, kAll, true),
     // dX routes each dY to its window's argmax (found by comparing X with Y, or kept as indices).
     {"MaxPool", pooling, f_pool, 1, 0, b_times_output, 1, slots({0}), false, slots({0}), 1},
@@ -508,6 +530,10 @@ constexpr auto kRules = std::to_array<Rule>({
     copy_op("Pad"),
     // dA = dY*B*A^(B-1), dB = dY*Y*ln A: 3 per element per operand.
     binary("Pow", 1, 3, kAll, false, true),
+    {"QLinearConv", conv, f_qlinear_product},
+    {"QLinearMatMul", matmul, f_qlinear_product},
+    // Dividing by the scale, rounding, adding the zero point and saturating: 3 per element.
+    no_grad("QuantizeLinear", elementwise, f_pointwise, 3),
     {"RNN", matmul, f_recurrent, 1, 2, b_recurrent, 0, kAll, false, kAll},
     no_grad("RandomNormal", data_movement, f_copy),
     no_grad("RandomNormalLike", data_movement, f_copy),
@@ -632,8 +658,10 @@ std::string operand_shape_mismatch(std::string_view op_type, const Attributes& a
     }
     return out;
   };
-  const bool pointwise = (rule->forward == f_pointwise && rule->op_class == elementwise) || rule->forward == f_variadic ||
-                         op_type == "Softmax" || op_type == "LogSoftmax" || op_type == "Hardmax";
+  // (Quantize- and DequantizeLinear's scales are per tensor or per `axis`, not broadcast.)
+  const bool pointwise = ((rule->forward == f_pointwise && rule->op_class == elementwise) || rule->forward == f_variadic ||
+                          op_type == "Softmax" || op_type == "LogSoftmax" || op_type == "Hardmax") &&
+                         op_type != "QuantizeLinear" && op_type != "DequantizeLinear";
   if (pointwise) {
     std::optional<Dims> all = Dims{};
     std::string operands;

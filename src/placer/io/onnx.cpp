@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "placer/io/onnx_compat.hpp"
 #include "placer/io/onnx_file.hpp"
 #include "placer/io/onnx_shapes.hpp"
+#include "placer/io/onnx_uses.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
 
@@ -97,45 +99,6 @@ std::optional<std::pair<std::string, std::uint32_t>> split_call_suffix(const std
   return std::make_pair(segment.substr(0, us), static_cast<std::uint32_t>(std::stoul(segment.substr(us + 1))));
 }
 
-// How a graph-level tensor (input or initializer) is used: the (op type, slot) pairs it reaches,
-// looking through ops that only re-shape or alias it.
-bool is_transparent(const std::string& type) {
-  static const std::unordered_set<std::string> kTypes = {"Identity", "Transpose", "Reshape", "Cast", "Unsqueeze",
-                                                         "Squeeze",  "Flatten",   "Slice",   "Expand"};
-  return kTypes.count(type) > 0;
-}
-
-// setting: an input that steers the op and takes no gradient (Resize's scales, Pad's pads): a
-// floating initializer read only so is a constant, not a parameter. (A graph input keeps the
-// input rules: it has no value in the file, and the executor gives sources values by kind.)
-enum class Use : std::uint8_t { none, weight, buffer, data, setting };
-
-// The role of a tensor arriving at `slot` of an op of type `type`.
-Use slot_use(const std::string& type, std::size_t slot) {
-  if (type == "Conv" || type == "ConvTranspose" || type == "ConvInteger") return slot == 0 ? Use::data : Use::weight;
-  if (type == "Gemm") return slot == 0 ? Use::data : Use::weight;
-  if (type == "MatMul") return slot == 0 ? Use::data : Use::weight;
-  if (type == "BatchNormalization") return slot == 0 ? Use::data : slot <= 2 ? Use::weight : Use::buffer;
-  if (type == "LayerNormalization" || type == "InstanceNormalization" || type == "GroupNormalization" ||
-      type == "SimplifiedLayerNormalization" || type == "PRelu")
-    return slot == 0 ? Use::data : Use::weight;
-  // W, R, B, then sequence_lens, the initial states (trained in some models, zeros in others: no
-  // use the table decides) and LSTM's P, the peephole weights.
-  if (type == "LSTM") return slot == 0 ? Use::data : slot <= 3 || slot == 7 ? Use::weight : slot == 4 ? Use::setting : Use::none;
-  if (type == "GRU" || type == "RNN") return slot == 0 ? Use::data : slot <= 3 ? Use::weight : slot == 4 ? Use::setting : Use::none;
-  if (type == "Gather" || type == "GatherElements" || type == "GatherND") return slot == 0 ? Use::weight : Use::data;
-  if (type == "Embedding") return slot == 0 ? Use::weight : Use::data;
-  static const std::unordered_set<std::string> kSettingsAfterSlot0 = {"Resize", "Upsample", "Pad", "Clip", "Slice", "Tile",
-                                                                      "Expand", "Reshape", "TopK", "Dropout"};
-  if (slot > 0 && kSettingsAfterSlot0.count(type)) return Use::setting;
-  if (type == "Range" || type == "ConstantOfShape") return Use::setting;
-  return Use::none;
-}
-
-struct SourceUses {
-  bool weight = false, buffer = false, data = false, setting = false, other = false;
-  bool only_settings() const { return setting && !weight && !buffer && !data && !other; }
-};
 
 std::vector<std::int64_t> dims_of(const onnx::TypeProto& type, const std::map<std::string, std::int64_t>& dim_values) {
   std::vector<std::int64_t> dims;
@@ -244,8 +207,12 @@ void check_utf8(const onnx::GraphProto& graph, const std::string& path) {
   }
 }
 
-ModelFile read_model(const std::string& path, const std::map<std::string, std::int64_t>& dim_values) {
-  onnx::ModelProto model = read_onnx_file(path);
+ModelFile read_model(const std::string& path, const std::map<std::string, std::int64_t>& dim_values,
+                     const std::function<void(const std::string&)>& warn) {
+  bool sorted = false;
+  onnx::ModelProto model = read_onnx_file(path, &sorted);
+  if (sorted && warn)
+    warn("'" + path + "': its nodes are not in topological order, as ONNX requires (a node reads what a later one makes): read sorted");
   check_utf8(model.graph(), path);
   for (const auto& f : model.functions()) {
     onnx::GraphProto body;  // a function's nodes become the graph's when inlined
@@ -267,10 +234,10 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
     throw Error("model file '" + path + "'" + (newer.empty() ? "" : " (" + newer + ")") + ": " + e.what());
   }
   try {
-    if (external && !compatible)
+    if (external && !compatible && !sorted)
       onnx::checker::check_model(path);
-    else if (external)  // the checker's file entry point would read the newer original
-      check_model_beside(*compatible, path);
+    else if (external)  // the checker's file entry point would read the newer or unsorted original
+      check_model_beside(compatible ? *compatible : model, path);
     else
       onnx::checker::check_model(compatible ? *compatible : model);
   } catch (const std::exception& e) {
@@ -363,7 +330,7 @@ ModulePath parse_module_path(const std::string& node_name, const std::unordered_
 }
 
 Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
-  ModelFile file = read_model(path, options.dim_values);
+  ModelFile file = read_model(path, options.dim_values, options.warn);
   if (const std::string newer = newer_than_placer(file.model); !newer.empty() && options.warn) options.warn("'" + path + "': " + newer);
   onnx::ModelProto& model = file.model;
   onnx::GraphProto* graph = model.mutable_graph();
@@ -418,7 +385,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   };
 
   // Consumers of every tensor name: (node index, slot).
-  std::unordered_map<std::string, std::vector<std::pair<int, int>>> consumers;
+  Consumers consumers;
   // What each node reads (node_reads), once: for the consumers here and the ops' inputs below.
   std::vector<std::vector<std::string>> reads_of(static_cast<std::size_t>(graph->node_size()));
   for (int n = 0; n < graph->node_size(); ++n) {
@@ -430,34 +397,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   for (const auto& o : graph->output()) graph_outputs.insert(o.name());
 
   // Uses of a graph-level tensor, looking through re-shaping and aliasing ops.
-  auto uses_of = [&](const std::string& name) {
-    SourceUses uses;
-    std::vector<std::string> frontier{name};
-    std::unordered_set<std::string> seen{name};
-    while (!frontier.empty()) {
-      std::string cur = frontier.back();
-      frontier.pop_back();
-      auto it = consumers.find(cur);
-      if (it == consumers.end()) continue;
-      for (auto [n, s] : it->second) {
-        const auto& node = graph->node(n);
-        // Reshape's and Expand's second input is a shape, Slice's others are indices: not the tensor flowing through.
-        if (is_transparent(node.op_type()) && s == 0) {
-          for (const auto& out : node.output())
-            if (seen.insert(out).second) frontier.push_back(out);
-          continue;
-        }
-        switch (slot_use(node.op_type(), static_cast<std::size_t>(s))) {
-          case Use::weight: uses.weight = true; break;
-          case Use::buffer: uses.buffer = true; break;
-          case Use::data: uses.data = true; break;
-          case Use::setting: uses.setting = true; break;
-          case Use::none: uses.other = true; break;
-        }
-      }
-    }
-    return uses;
-  };
+  auto uses_of = [&](const std::string& name) { return source_uses(*graph, consumers, name); };
 
   GraphBuilder builder(graph->name());
   // A tensor whose shape inference left unknown, and why that may be: an op of another domain has no
@@ -594,6 +534,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   // op keeps no edges, so that it costs nothing and ties nothing together.
   std::vector<OpId> alias_ops;
   std::unordered_set<std::string> used_names;
+  std::map<std::string, std::size_t> guessed;  // op types --unknown-ops priced, and how many ops
   for (int n = 0; n < graph->node_size(); ++n) {
     const auto& node = graph->node(n);
     OpSpec spec;
@@ -670,6 +611,35 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
                     "', which no earlier node produces and which is not a graph input (dangling input, or nodes out of order)");
       spec.inputs.push_back(t);
     }
+    // Before its outputs' shapes, which such an If leaves unknown when its branches differ (the
+    // error named a dimension of its output: Silero VAD v5, which branches on its sample rate).
+    if (node.op_type() == "If" && !options.unknown_op_default) {
+      // Which graph inputs the condition is computed from (their values, not only their shapes).
+      std::set<std::string> from;
+      if (node.input_size() == 1) {
+        std::unordered_map<std::string, int> producer;
+        for (int k = 0; k < n; ++k)
+          for (const auto& out : graph->node(k).output()) producer.emplace(out, k);
+        std::unordered_set<std::string> inputs_by_name, seen;
+        for (const auto& vi : graph->input()) inputs_by_name.insert(vi.name());
+        for (const auto& t : graph->initializer()) inputs_by_name.erase(t.name());
+        std::vector<std::string> frontier{node.input(0)};
+        while (!frontier.empty() && seen.size() < 100000) {
+          const std::string name = frontier.back();
+          frontier.pop_back();
+          if (!seen.insert(name).second) continue;
+          if (inputs_by_name.count(name)) from.insert(name);
+          auto it = producer.find(name);
+          if (it == producer.end() || graph->node(it->second).op_type() == "Shape" || graph->node(it->second).op_type() == "Size") continue;
+          for (const auto& in : graph->node(it->second).input()) frontier.push_back(in);
+        }
+      }
+      std::string inputs;
+      for (const auto& name : from) inputs += (inputs.empty() ? "'" : ", '") + name + "'";
+      throw Error("op '" + spec.name + "': an If whose condition is only known when the model runs" +
+                  (inputs.empty() ? std::string() : " (it is computed from the value of graph input" + std::string(from.size() > 1 ? "s " : " ") + inputs + ")") +
+                  "; placer places the ops of Ifs that constants and shapes decide (--unknown-ops CLASS prices this one as one op for the simulator)");
+    }
     for (const auto& out : node.output()) {
       if (out.empty()) continue;
       auto it = types.find(out);
@@ -700,9 +670,6 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
         throw Error(what + " has no size known before the model runs (a data-dependent shape, as NonZero's output has, or a symbolic "
                            "size ONNX shape inference could not resolve): placer needs every size");
       }
-    if (node.op_type() == "If" && !options.unknown_op_default)
-      throw Error("op '" + spec.name + "': an If whose condition is only known when the model runs (placer places the ops of " +
-                  "Ifs that constants and shapes decide; --unknown-ops CLASS prices this one as one op for the simulator)");
     if (node.op_type() == "GroupNormalization" && (node.domain().empty() || node.domain() == "ai.onnx") && !ins.empty() &&
         ins[0].shape.size() >= 2) {
       // Read by the shape rules as opset 17 has it (an Identity, onnx_compat.cpp), so checked here:
@@ -724,12 +691,23 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
           a && (a->kind != Attribute::Kind::text || (a->s != "none" && a->s != "tanh")))
         throw Error("op '" + spec.name + "' (Gelu): attribute 'approximate' is " +
                     (a->kind == Attribute::Kind::text ? "'" + a->s.substr(0, 40) + "'" : std::string("not a string")) + " ('none' or 'tanh')");
+    if (options.unknown_op_default && !is_known_op_type(spec.type)) ++guessed[spec.type];
     try {
       spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);
     } catch (const Error& e) {
       throw Error("op '" + spec.name + "': " + e.what());
     }
     builder.add_op(std::move(spec));
+  }
+  // What --unknown-ops priced, so that a count of FLOPs that is mostly a guess says so (a quantized
+  // model's ConvIntegers, before they had rules, came out 200 times under the same network in fp16).
+  if (!guessed.empty() && options.warn) {
+    std::string types;
+    std::size_t ops = 0;
+    for (const auto& [type, count] : guessed) types += (types.empty() ? "" : ", ") + type + " (" + std::to_string(count) + ")", ops += count;
+    options.warn("'" + path + "': --unknown-ops priced " + std::to_string(ops) + " op" + (ops == 1 ? "" : "s") +
+                 " of types without a cost rule as " + std::string(op_class_name(*options.unknown_op_default)) +
+                 " (one FLOP per output element): " + types + "; their FLOPs and times are guesses");
   }
   for (const auto& o : graph->output()) {
     if (empty_values.count(o.name())) throw Error("graph output '" + o.name() + "' is an empty constant (no element): nothing to place");

@@ -12,13 +12,16 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <queue>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "placer/graph/types.hpp"
 #include "placer/io/onnx_compat.hpp"
 #include "placer/io/onnx_inline.hpp"
 #include "placer/io/onnx_shapes.hpp"
+#include "placer/io/onnx_uses.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -158,7 +161,130 @@ void bind_symbolic_dims(onnx::GraphProto& graph, const std::map<std::string, std
         if (d.has_dim_param() && dim_values.count(d.dim_param())) d.set_dim_value(dim_values.at(d.dim_param()));
 }
 
-onnx::ModelProto read_onnx_file(const std::string& path) {
+namespace {
+
+// What a node reads in its graph: its inputs, and the names its subgraphs read from around them.
+void reads_of(const onnx::NodeProto& node, std::vector<std::string>& out) {
+  for (const auto& in : node.input())
+    if (!in.empty()) out.push_back(in);
+  for (const auto& a : node.attribute()) {
+    auto sub = [&](const onnx::GraphProto& g) {
+      for (const auto& n : g.node()) reads_of(n, out);  // inner names too: the producer map has none of them
+    };
+    if (a.has_g()) sub(a.g());
+    for (const auto& g : a.graphs()) sub(g);
+  }
+}
+
+// Sorts `graph`'s nodes (and each subgraph's) so that every node comes after the nodes whose
+// outputs it reads, keeping the file's order where it already is one; true when something moved.
+// A cycle, or a name two nodes produce, leaves the order as it is (the checker names it).
+bool sort_graph(onnx::GraphProto& graph) {
+  bool moved = false;
+  for (auto& node : *graph.mutable_node())
+    for (auto& a : *node.mutable_attribute()) {
+      if (a.has_g()) moved |= sort_graph(*a.mutable_g());
+      for (auto& g : *a.mutable_graphs()) moved |= sort_graph(g);
+    }
+  const int n = graph.node_size();
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < n; ++i)
+    for (const auto& out : graph.node(i).output())
+      if (!out.empty() && !producer.emplace(out, i).second) return moved;
+  std::vector<std::vector<int>> readers(static_cast<std::size_t>(n));
+  std::vector<int> waiting(static_cast<std::size_t>(n), 0);
+  bool in_order = true;
+  std::vector<std::string> reads;
+  for (int i = 0; i < n; ++i) {
+    reads.clear();
+    reads_of(graph.node(i), reads);
+    std::sort(reads.begin(), reads.end());
+    reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+    for (const auto& name : reads)
+      if (auto it = producer.find(name); it != producer.end() && it->second != i) {
+        readers[static_cast<std::size_t>(it->second)].push_back(i);
+        ++waiting[static_cast<std::size_t>(i)];
+        in_order = in_order && it->second < i;
+      }
+  }
+  if (in_order) return moved;
+  // Kahn's algorithm, the ready node first in the file taken first.
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (int i = 0; i < n; ++i)
+    if (waiting[static_cast<std::size_t>(i)] == 0) ready.push(i);
+  std::vector<int> order;
+  order.reserve(static_cast<std::size_t>(n));
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int r : readers[static_cast<std::size_t>(i)])
+      if (--waiting[static_cast<std::size_t>(r)] == 0) ready.push(r);
+  }
+  if (order.size() != static_cast<std::size_t>(n)) return moved;  // a cycle
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> sorted;
+  for (int i : order) *sorted.Add() = std::move(*graph.mutable_node(i));
+  graph.mutable_node()->Swap(&sorted);
+  return true;
+}
+
+}  // namespace
+
+bool sort_nodes_topologically(onnx::ModelProto& model) { return sort_graph(*model.mutable_graph()); }
+
+std::size_t constant_weights_to_initializers(onnx::ModelProto& model) {
+  if (model.ir_version() < 4) return 0;  // before IR 4 every initializer is a graph input too
+  onnx::GraphProto& g = *model.mutable_graph();
+  Consumers consumers;
+  std::unordered_map<std::string, int> producer;
+  for (int n = 0; n < g.node_size(); ++n) {
+    for (int s = 0; s < g.node(n).input_size(); ++s)
+      if (!g.node(n).input(s).empty()) consumers[g.node(n).input(s)].push_back({n, s});
+    for (const auto& out : g.node(n).output()) producer.emplace(out, n);
+  }
+  std::unordered_set<std::string> taken;  // graph outputs, initializers and inputs keep their own roles
+  for (const auto& o : g.output()) taken.insert(o.name());
+  for (const auto& i : g.input()) taken.insert(i.name());
+  for (const auto& t : g.initializer()) taken.insert(t.name());
+  std::vector<char> moved(static_cast<std::size_t>(g.node_size()), 0);
+  std::size_t count = 0;
+  for (int n = 0; n < g.node_size(); ++n) {
+    const onnx::NodeProto& node = g.node(n);
+    if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx") || node.output_size() != 1 ||
+        node.attribute_size() != 1 || node.attribute(0).name() != "value" || !node.attribute(0).has_t() || taken.count(node.output(0)))
+      continue;
+    const onnx::TensorProto& value = node.attribute(0).t();
+    std::uint64_t elements = 1;
+    for (std::int64_t d : value.dims()) elements *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    if (!is_floating(dtype_from_onnx(value.data_type())) || value.dims_size() == 0 || elements < 2) continue;
+    const SourceUses uses = source_uses(g, consumers, node.output(0));
+    // Or a bias added to a product (Paddle2ONNX writes a linear layer as MatMul, then Add).
+    bool bias = false;
+    if (auto it = consumers.find(node.output(0)); it != consumers.end())
+      for (const auto& [reader, slot] : it->second) {
+        const onnx::NodeProto& add = g.node(reader);
+        if (add.op_type() != "Add" || add.input_size() != 2) continue;
+        if (auto p = producer.find(add.input(1 - slot)); p != producer.end()) {
+          const std::string& type = g.node(p->second).op_type();
+          bias = bias || type == "MatMul" || type == "Gemm" || type == "Conv" || type == "ConvTranspose";
+        }
+      }
+    if (!uses.weight && !uses.buffer && !bias) continue;
+    onnx::TensorProto* init = g.add_initializer();
+    *init = value;
+    init->set_name(node.output(0));
+    moved[static_cast<std::size_t>(n)] = 1;
+    ++count;
+  }
+  if (count == 0) return 0;
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (int n = 0; n < g.node_size(); ++n)
+    if (!moved[static_cast<std::size_t>(n)]) *kept.Add() = std::move(*g.mutable_node(n));
+  g.mutable_node()->Swap(&kept);
+  return count;
+}
+
+onnx::ModelProto read_onnx_file(const std::string& path, bool* sorted) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error("model file '" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
@@ -212,9 +338,14 @@ onnx::ModelProto read_onnx_file(const std::string& path) {
   if (!model.has_graph() || model.graph().node_size() == 0)
     throw Error("model file '" + path + "' is not a valid ONNX model (no graph or no nodes)");
   if (model.ir_version() <= 0) throw Error("model file '" + path + "' is not a valid ONNX model (missing IR version)");
+  // ONNX requires nodes in topological order; onnxruntime runs files that are not (an fp16 export
+  // of ISNet), and so does placer, in that order.
+  const bool moved = sort_nodes_topologically(model);
+  if (sorted) *sorted = moved;
   try {
     // Calls of model-local functions become their bodies: placer places the ops inside.
     inline_local_functions(model);
+    constant_weights_to_initializers(model);
     // Small tensors stored apart (shape arithmetic's operands) are read now; weights are not.
     read_small_external_data(model, std::filesystem::path(path).parent_path());
   } catch (const Error& e) {

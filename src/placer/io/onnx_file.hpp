@@ -1,5 +1,6 @@
-// An ONNX file as placer reads it: parsed, every call of a model-local function replaced by its body
-// (onnx_inline.hpp), and small constants stored in external files read in (read_small_external_data).
+// An ONNX file as placer reads it: parsed, its nodes in topological order, every call of a
+// model-local function replaced by its body (onnx_inline.hpp), Constant nodes holding weights taken
+// for initializers, and small constants stored in external files read in (read_small_external_data).
 // Then, once the ONNX checker has seen that (load_onnx), every If whose condition is known before
 // the model runs is replaced by the branch it takes (inline_ifs_decided_by_shapes). The importer and
 // the executor both read a model so, which keeps the graph's ops and the file's nodes one for one.
@@ -20,7 +21,23 @@ namespace placer {
 // Throws Error naming the file when it cannot be opened, is a directory, is empty, is not an ONNX
 // model (a failed parse, no graph or nodes, no IR version), or when inlining its functions or
 // reading its external constants fails.
-onnx::ModelProto read_onnx_file(const std::string& path);
+// Nodes not in topological order (which ONNX requires and onnxruntime does not) are sorted
+// (sort_nodes_topologically); `sorted`, when given, is set to whether they were.
+onnx::ModelProto read_onnx_file(const std::string& path, bool* sorted = nullptr);
+
+// Constant nodes of the main graph whose value is a weight become initializers, which the importer
+// classifies as parameters and buffers as it does every initializer: a floating-point value of
+// two elements or more (not a graph output) that reaches a weight or buffer slot (Conv's weight and
+// bias, BatchNormalization's statistics, MatMul's second operand; source_uses), or that an Add adds
+// to the output of a MatMul, Gemm or convolution (a linear layer's bias). Paddle2ONNX stores
+// every weight so: PP-OCR's detector was read with no parameters and trained nothing. Returns how
+// many; none before IR version 4 (every initializer is a graph input there). read_onnx_file does it.
+std::size_t constant_weights_to_initializers(onnx::ModelProto& model);
+
+// Sorts the nodes of the main graph and of every subgraph so that each comes after the nodes it
+// reads, keeping the file's order where it is one; true when a node moved. A cycle, or a name two
+// nodes produce, leaves that graph as it is.
+bool sort_nodes_topologically(onnx::ModelProto& model);
 
 // Replaces the Ifs of the main graph that shape inference and folding decide (onnxscript's
 // `IsScalar(x)` branches once x's shape is known) by the branches they take, round after round (an

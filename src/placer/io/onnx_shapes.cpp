@@ -521,16 +521,20 @@ std::optional<Value> evaluate_raw(const onnx::NodeProto& n, const std::vector<co
     }
     return out;
   }
-  if (op == "Slice" && all_known(3)) {
+  // Slice of opsets 1-9 takes starts, ends and axes as attributes (PaddleOCR's recognition and
+  // classification models, opset 9: their Reshapes' targets stayed unknown), later ones as inputs.
+  const bool slice_attributes = op == "Slice" && n.input_size() == 1 && attr_ints(n, "starts") && attr_ints(n, "ends");
+  if (op == "Slice" && (slice_attributes ? all_known(1) : all_known(3))) {
     const Value& v = *in[0];
-    auto starts_in = as_ints(*in[1]), ends_in = as_ints(*in[2]);
+    auto starts_in = slice_attributes ? attr_ints(n, "starts") : as_ints(*in[1]), ends_in = slice_attributes ? attr_ints(n, "ends") : as_ints(*in[2]);
     if (!starts_in || !ends_in || starts_in->size() != ends_in->size()) return std::nullopt;
     const auto& starts = *starts_in;
     const auto& ends = *ends_in;
     std::vector<std::int64_t> all_axes(starts.size());
     std::iota(all_axes.begin(), all_axes.end(), std::int64_t{0});
-    const auto axes_in = ints_or(n, in, 3, std::move(all_axes));
-    const auto steps_in = ints_or(n, in, 4, std::vector<std::int64_t>(starts.size(), 1));
+    const auto axes_in = slice_attributes ? std::optional(attr_ints(n, "axes").value_or(std::move(all_axes))) : ints_or(n, in, 3, std::move(all_axes));
+    const auto steps_in = slice_attributes ? std::optional(std::vector<std::int64_t>(starts.size(), 1))
+                                           : ints_or(n, in, 4, std::vector<std::int64_t>(starts.size(), 1));
     if (!axes_in || !steps_in || axes_in->size() != starts.size() || steps_in->size() != starts.size()) return std::nullopt;
     const auto& axes = *axes_in;
     const auto& steps = *steps_in;

@@ -1,0 +1,63 @@
+#include "placer/io/onnx_uses.hpp"
+
+#include <unordered_set>
+
+namespace placer {
+
+bool is_transparent(const std::string& type) {
+  static const std::unordered_set<std::string> kTypes = {"Identity", "Transpose", "Reshape", "Cast", "Unsqueeze",
+                                                         "Squeeze",  "Flatten",   "Slice",   "Expand"};
+  return kTypes.count(type) > 0;
+}
+
+Use slot_use(const std::string& type, std::size_t slot) {
+  if (type == "Conv" || type == "ConvTranspose" || type == "ConvInteger") return slot == 0 ? Use::data : Use::weight;
+  if (type == "Gemm") return slot == 0 ? Use::data : Use::weight;
+  if (type == "MatMul") return slot == 0 ? Use::data : Use::weight;
+  if (type == "BatchNormalization") return slot == 0 ? Use::data : slot <= 2 ? Use::weight : Use::buffer;
+  if (type == "LayerNormalization" || type == "InstanceNormalization" || type == "GroupNormalization" ||
+      type == "SimplifiedLayerNormalization" || type == "PRelu")
+    return slot == 0 ? Use::data : Use::weight;
+  // W, R, B, then sequence_lens, the initial states (trained in some models, zeros in others: no
+  // use the table decides) and LSTM's P, the peephole weights.
+  if (type == "LSTM") return slot == 0 ? Use::data : slot <= 3 || slot == 7 ? Use::weight : slot == 4 ? Use::setting : Use::none;
+  if (type == "GRU" || type == "RNN") return slot == 0 ? Use::data : slot <= 3 ? Use::weight : slot == 4 ? Use::setting : Use::none;
+  if (type == "Gather" || type == "GatherElements" || type == "GatherND") return slot == 0 ? Use::weight : Use::data;
+  if (type == "Embedding") return slot == 0 ? Use::weight : Use::data;
+  static const std::unordered_set<std::string> kSettingsAfterSlot0 = {"Resize", "Upsample", "Pad", "Clip", "Slice", "Tile",
+                                                                      "Expand", "Reshape", "TopK", "Dropout"};
+  if (slot > 0 && kSettingsAfterSlot0.count(type)) return Use::setting;
+  if (type == "Range" || type == "ConstantOfShape") return Use::setting;
+  return Use::none;
+}
+
+SourceUses source_uses(const onnx::GraphProto& graph, const Consumers& consumers, const std::string& name) {
+  SourceUses uses;
+  std::vector<std::string> frontier{name};
+  std::unordered_set<std::string> seen{name};
+  while (!frontier.empty()) {
+    std::string cur = frontier.back();
+    frontier.pop_back();
+    auto it = consumers.find(cur);
+    if (it == consumers.end()) continue;
+    for (auto [n, s] : it->second) {
+      const auto& node = graph.node(n);
+      // Reshape's and Expand's second input is a shape, Slice's others are indices: not the tensor flowing through.
+      if (is_transparent(node.op_type()) && s == 0) {
+        for (const auto& out : node.output())
+          if (seen.insert(out).second) frontier.push_back(out);
+        continue;
+      }
+      switch (slot_use(node.op_type(), static_cast<std::size_t>(s))) {
+        case Use::weight: uses.weight = true; break;
+        case Use::buffer: uses.buffer = true; break;
+        case Use::data: uses.data = true; break;
+        case Use::setting: uses.setting = true; break;
+        case Use::none: uses.other = true; break;
+      }
+    }
+  }
+  return uses;
+}
+
+}  // namespace placer
