@@ -614,6 +614,37 @@ TEST(Executor, RunsASliceOfOpsetNine) {
 // Softmax before opset 13 normalised over every axis from `axis` (default 1) on: the executor runs
 // only the cases where that is one axis, the last, and refuses the others instead of computing
 // something else.
+// A half-precision model runs on the CPU: libtorch has no half kernels for convolutions or
+// products there ("slow_conv2d_cpu" not implemented for 'Half': every fp16 model failed at its
+// first Conv), so such ops compute in float32 and give half outputs. Inference and training.
+TEST(Executor, AHalfPrecisionModelRunsOnTheCpu) {
+  TinyModel t;
+  t.input("x", {1, 2, 5, 5}, onnx::TensorProto::FLOAT16);
+  t.input("w", {3, 2, 3, 3}, onnx::TensorProto::FLOAT16);
+  t.input("fc", {27, 4}, onnx::TensorProto::FLOAT16);
+  t.node("Conv", "/conv/Conv", {"x", "w"}, {"c"});
+  t.node("Relu", "/conv/Relu", {"c"}, {"r"});
+  t.constant("flat", {1, 27});
+  t.node("Reshape", "/head/Reshape", {"r", "flat"}, {"f"});
+  t.node("MatMul", "/head/MatMul", {"f", "fc"}, {"y"});
+  t.output("y", {1, 4});
+  t.m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT16);
+  const std::string path = t.save("placer_exec_fp16.onnx");
+  Executor ex = forward_on_cpu(path);
+  ASSERT_NO_THROW(ex.step());
+  const auto outputs = ex.output_values();
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(outputs[0].size(), 4u);
+  for (float v : outputs[0]) EXPECT_TRUE(std::isfinite(v));
+  ModelOptions options;
+  options.onnx.data_inputs = {"x"};
+  const std::size_t n = load_forward_graph(path, options).num_ops();
+  Executor train(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::training, .all_on_cpu = true});
+  const std::vector<float> before = train.parameter_value("fc");
+  ASSERT_NO_THROW(train.step());
+  EXPECT_NE(train.parameter_value("fc"), before);
+}
+
 TEST(Executor, RefusesAnOldSoftmaxOverSeveralAxes) {
   for (const bool last_axis : {true, false}) {
     TinyModel t;

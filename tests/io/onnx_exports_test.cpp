@@ -729,6 +729,26 @@ TEST(OnnxExports, QuantizedOpsArePricedAsTheirProducts) {
   EXPECT_DOUBLE_EQ(flops["DynamicQuantizeLinear"], 5.0 * 192);                // min, max, quantize
   EXPECT_DOUBLE_EQ(flops["ConvInteger"], 2.0 * 144 * 27 + 192 + 108);         // products, zero points
   EXPECT_DOUBLE_EQ(flops["DequantizeLinear"], 2.0 * 144);
+  // The integer weight is the model's parameter (counted, never trained); scales and zero points
+  // are settings, not parameters.
+  EXPECT_EQ(parameters(g), 108u);
+  EXPECT_EQ(g.tensor_kind(g.find_tensor("w")), TensorKind::parameter);
+  EXPECT_NE(g.tensor_kind(g.find_tensor("scale")), TensorKind::parameter);
+
+  // QDQ: an int8 weight dequantized per channel into a float Conv (onnxruntime's static
+  // quantization). It counted 16 parameters (the scales) for 1,152 weights.
+  Model q(13, 8);
+  q.input("x", {std::int64_t{1}, std::int64_t{8}, std::int64_t{6}, std::int64_t{6}});
+  typed_initializer(q, "w_q", onnx::TensorProto::INT8, {16, 8, 3, 3}, 2);
+  typed_initializer(q, "w_scale", onnx::TensorProto::FLOAT, {16}, 1);
+  typed_initializer(q, "w_zp", onnx::TensorProto::INT8, {16}, 0);
+  Model::attr(q.node("DequantizeLinear", {"w_q", "w_scale", "w_zp"}, {"w"}), "axis", 0);
+  q.node("Conv", {"x", "w"}, {"y"});
+  q.output("y", 4);
+  Graph gq = load_onnx(q.save("qdq_conv.onnx"), {});
+  EXPECT_EQ(parameters(gq), 16u * 8 * 9);
+  // A training step of it trains nothing, and says so.
+  EXPECT_THAT([&] { (void)derive_training_step(gq, Optimizer::sgd); }, ThrowsMessage<Error>(HasSubstr("use inference mode")));
 }
 
 // --unknown-ops says which op types it priced, and how many ops: a count of FLOPs that is mostly a
@@ -829,6 +849,45 @@ TEST(OnnxExports, AnIfDecidedAtRunTimeNamesTheInputsItDependsOn) {
   EXPECT_THAT([&] { load_onnx(m.save("if_on_input.onnx"), {}); },
               ThrowsMessage<Error>(AllOf(HasSubstr("an If whose condition is only known when the model runs"),
                                          HasSubstr("computed from the value of graph input 'sr'"))));
+}
+
+// Split is folded: tf2onnx writes Pad's pads as Concat(Split(constant)), and MLSD's models were
+// refused for a "data-dependent" shape. Sizes from the attribute (opset 11) or the input (13), or
+// equal parts.
+TEST(OnnxExports, SplitOfConstantsFoldsShapeArithmetic) {
+  for (const std::int64_t opset : {11, 13}) {
+    SCOPED_TRACE(opset);
+    Model m(opset, 7);
+    m.input("x", {std::int64_t{1}, std::int64_t{4}, std::int64_t{8}, std::int64_t{8}});
+    auto* pads = typed_initializer(m, "pads_c", onnx::TensorProto::INT64, {8}, 0);
+    pads->set_int64_data(5, 1), pads->set_int64_data(6, 1);
+    std::vector<std::string> parts;
+    for (int i = 0; i < 8; ++i) parts.push_back("s" + std::to_string(i));
+    if (opset < 13) {
+      auto* split = m.node("Split", {"pads_c"}, parts);
+      auto* a = split->add_attribute();
+      a->set_name("split"), a->set_type(onnx::AttributeProto::INTS);
+      for (int i = 0; i < 8; ++i) a->add_ints(1);
+    } else {
+      typed_initializer(m, "sizes", onnx::TensorProto::INT64, {8}, 1);
+      m.node("Split", {"pads_c", "sizes"}, parts);
+    }
+    Model::attr(m.node("Concat", {"s0", "s3", "s1", "s2", "s4", "s7", "s5", "s6"}, {"pads"}), "axis", 0);
+    m.node("Pad", {"x", "pads"}, {"y"});
+    m.output("y", 4);
+    Graph g = load_onnx(m.save("split_pads.onnx"), {});
+    // pads [0,0,0,0,0,1,1,0] reordered to [0,0,0,0, 0,0,1,1]: the end of H and W grows by one.
+    EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{1, 4, 9, 9}));
+  }
+  // Equal parts without sizes.
+  Model e(13, 7);
+  e.input("x", {std::int64_t{9}});
+  typed_initializer(e, "shape_c", onnx::TensorProto::INT64, {4}, 3);
+  e.node("Split", {"shape_c"}, {"a", "b"});  // [3, 3] and [3, 3]
+  e.node("Reshape", {"x", "b"}, {"y"});
+  e.output("y", 2);
+  Graph ge = load_onnx(e.save("split_equal.onnx"), {});
+  EXPECT_EQ(shape_of(ge, "y"), (std::vector<std::int64_t>{3, 3}));
 }
 
 }  // namespace

@@ -1740,8 +1740,34 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 
 // An op's libtorch call. libtorch's own errors (an integer division by zero in the data, an index
 // past a table, a kernel this build lacks) come with a C++ backtrace: one line naming the op instead.
+// On the CPU, libtorch lacks half-precision kernels for most ops (convolutions, products: "not
+// implemented for 'Half'", every fp16 model failed at its first Conv): such an op runs on float32
+// copies of its half inputs, and its outputs the graph holds in half precision are made half again.
+std::vector<torch::Tensor> call_op_upcast(const OpImpl& impl, const OpCall& call) {
+  auto upcast = [](std::span<const torch::Tensor> ts) {
+    std::vector<torch::Tensor> out(ts.begin(), ts.end());
+    for (auto& t : out)
+      if (t.defined() && t.scalar_type() == torch::kHalf) t = t.to(torch::kFloat);
+    return out;
+  };
+  const std::vector<torch::Tensor> in = upcast(call.in), value = upcast(call.value);
+  const OpCall wide{call.g, call.op, call.node, call.training, in, value, call.device};
+  std::vector<torch::Tensor> out = impl.fn(wide);
+  const auto outputs = call.node.output();
+  for (std::size_t k = 0; k < out.size() && k < static_cast<std::size_t>(outputs.size()); ++k) {
+    const TensorId t = outputs[static_cast<int>(k)].empty() ? kNoId : call.g.find_tensor(outputs[static_cast<int>(k)]);
+    if (t != kNoId && out[k].defined() && call.g.tensor_dtype(t) == DType::f16 && out[k].scalar_type() == torch::kFloat) out[k] = out[k].to(torch::kHalf);
+  }
+  return out;
+}
+
 std::vector<torch::Tensor> call_op(const OpImpl& impl, const OpCall& call) {
   try {
+    if (call.device.is_cpu()) {
+      auto half = [](const torch::Tensor& t) { return t.defined() && t.scalar_type() == torch::kHalf; };
+      if (std::any_of(call.in.begin(), call.in.end(), half) || std::any_of(call.value.begin(), call.value.end(), half))
+        return call_op_upcast(impl, call);
+    }
     return impl.fn(call);
   } catch (const c10::Error& e) {
     throw Error(op_label(call.g, call.op) + ": libtorch failed: " + first_line(e.what_without_backtrace()));

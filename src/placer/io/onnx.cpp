@@ -452,6 +452,8 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     if (is_floating(dtype) && !uses.only_settings()) {
       if (uses.buffer && !uses.weight) kind = TensorKind::buffer;
       else if (uses.weight || elements > 1) kind = TensorKind::parameter;
+    } else if (!is_floating(dtype) && uses.weight && uses.quantized) {
+      kind = TensorKind::parameter;  // an int8 weight of a quantized model: counted, never trained
     }
     builder.add_tensor(init.name(), std::move(dims), dtype, kind);
   }

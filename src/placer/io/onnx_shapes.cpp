@@ -658,6 +658,57 @@ std::optional<Value> evaluate(const onnx::NodeProto& n, const std::vector<const 
   return v;
 }
 
+// The values of a Split's outputs (a node of several outputs, which evaluate() does not give):
+// sizes from its `split` input (opset 13 on) or attribute (before), else equal parts; nullopt when
+// its input is unknown or the sizes do not fit it. tf2onnx writes Pad's pads as
+// Concat(Split(constant)): MLSD's models were refused for a "data-dependent" shape.
+std::optional<std::vector<Value>> evaluate_split(const onnx::NodeProto& n, const std::unordered_map<std::string, Value>& values) {
+  if (n.op_type() != "Split" || !(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 1 || n.output_size() < 1) return std::nullopt;
+  auto it = values.find(n.input(0));
+  if (it == values.end()) return std::nullopt;
+  const Value& v = it->second;
+  const auto rank = static_cast<std::int64_t>(v.dims.size());
+  const auto axis = normalized_axis(attr_int(n, "axis", 0), rank);
+  if (!axis || !consistent(v)) return std::nullopt;
+  const std::int64_t extent = v.dims[static_cast<std::size_t>(*axis)];
+  const auto parts = static_cast<std::int64_t>(n.output_size());
+  std::vector<std::int64_t> sizes;
+  if (n.input_size() >= 2 && !n.input(1).empty()) {
+    auto given = values.find(n.input(1));
+    if (given == values.end()) return std::nullopt;
+    auto ints = as_ints(given->second);
+    if (!ints) return std::nullopt;
+    sizes = *ints;
+  } else if (auto attr = attr_ints(n, "split")) {
+    sizes = *attr;
+  } else {
+    if (extent % parts != 0) return std::nullopt;  // opset 18's uneven chunks: left to inference
+    sizes.assign(static_cast<std::size_t>(parts), extent / parts);
+  }
+  if (static_cast<std::int64_t>(sizes.size()) != parts) return std::nullopt;
+  std::int64_t total = 0;
+  for (std::int64_t k : sizes) {
+    if (k < 0) return std::nullopt;
+    total += k;
+  }
+  if (total != extent) return std::nullopt;
+  // Blocks: `outer` rows of [extent x inner] elements; output k takes sizes[k] x inner of each.
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < *axis; ++d) outer *= v.dims[static_cast<std::size_t>(d)];
+  for (std::int64_t d = *axis + 1; d < rank; ++d) inner *= v.dims[static_cast<std::size_t>(d)];
+  std::vector<Value> out;
+  std::int64_t begin = 0;
+  for (std::int64_t k : sizes) {
+    Value part{v.elem_type, v.dims, {}};
+    part.dims[static_cast<std::size_t>(*axis)] = k;
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = (o * extent + begin) * inner; i < (o * extent + begin + k) * inner; ++i) part.data.push_back(v.data[static_cast<std::size_t>(i)]);
+    out.push_back(std::move(part));
+    begin += k;
+  }
+  return out;
+}
+
 // evaluate() of `node` on the values known by name; nothing where it throws (an index out of range).
 std::optional<Value> evaluate_with(const onnx::NodeProto& node, const std::unordered_map<std::string, Value>& values,
                                    const std::function<const onnx::TypeProto*(const std::string&)>& type_of) {
@@ -1720,6 +1771,11 @@ std::unordered_map<std::string, std::vector<double>> folded_values(const onnx::G
     return it == types.end() ? nullptr : &it->second;
   };
   for (const auto& node : graph.node()) {
+    if (auto parts = evaluate_split(node, values)) {
+      for (int k = 0; k < node.output_size(); ++k)
+        if (!node.output(k).empty()) values.emplace(node.output(k), std::move((*parts)[static_cast<std::size_t>(k)]));
+      continue;
+    }
     if (node.output_size() != 1 || node.output(0).empty() || values.count(node.output(0))) continue;
     std::optional<Value> v = evaluate_with(node, values, type_of);
     if (v && consistent(*v)) values.emplace(node.output(0), std::move(*v));
@@ -1843,7 +1899,16 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
         learned.emplace_back(out, (*ours)[i]);
       }
     };
+    std::unordered_set<const onnx::NodeProto*> split_folds;  // Splits of known values: one Constant per output, below
     for (auto& node : *graph->mutable_node()) {
+      if (node.output_size() > 0 && !values.count(node.output(0)))
+        if (auto parts = evaluate_split(node, values);
+            parts && std::all_of(parts->begin(), parts->end(), [](const Value& v) { return consistent(v) && writable_type(v.elem_type); })) {
+          for (int k = 0; k < node.output_size(); ++k)
+            if (!node.output(k).empty()) values.emplace(node.output(k), std::move((*parts)[static_cast<std::size_t>(k)]));
+          split_folds.insert(&node);
+          continue;
+        }
       if (node.output_size() != 1 || values.count(node.output(0))) {
         infer_node(node);
         continue;
@@ -1873,6 +1938,30 @@ std::map<std::string, onnx::TypeProto> infer_all_shapes(onnx::ModelProto model, 
         types[out] = std::move(t);
         folded = true;
       }
+    }
+    // Each Split of a known value gives way to a Constant per output, in its place, so that a
+    // reader of one (a Reshape's target) finds its value as ONNX's rules read data.
+    if (!split_folds.empty()) {
+      google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+      for (auto& node : *graph->mutable_node()) {
+        if (!split_folds.count(&node)) {
+          *nodes.Add() = std::move(node);
+          continue;
+        }
+        for (int k = 0; k < node.output_size(); ++k) {
+          if (node.output(k).empty()) continue;
+          onnx::NodeProto* c = nodes.Add();
+          c->set_op_type("Constant");
+          c->set_name(node.name() + "/" + std::to_string(k));
+          c->add_output(node.output(k));
+          auto* attr = c->add_attribute();
+          attr->set_name("value");
+          attr->set_type(onnx::AttributeProto::TENSOR);
+          *attr->mutable_t() = to_tensor(values.at(node.output(k)));
+        }
+      }
+      graph->mutable_node()->Swap(&nodes);
+      folded = true;
     }
     // A Split without sizes into outputs its input's dimension does not divide (opset 18's
     // num_outputs, read through opset 13 by onnx_compat): the sizes of opset 18's rule, as the

@@ -11,7 +11,11 @@ bool is_transparent(const std::string& type) {
 }
 
 Use slot_use(const std::string& type, std::size_t slot) {
-  if (type == "Conv" || type == "ConvTranspose" || type == "ConvInteger") return slot == 0 ? Use::data : Use::weight;
+  // Quantized products: the integer weight (and QLinearConv's int32 bias); scales and zero points steer.
+  if (type == "ConvInteger" || type == "MatMulInteger") return slot == 0 ? Use::data : slot == 1 ? Use::weight : Use::setting;
+  if (type == "QLinearConv" || type == "QLinearMatMul") return slot == 0 ? Use::data : slot == 3 || slot == 8 ? Use::weight : Use::setting;
+  if (type == "QuantizeLinear" || type == "DequantizeLinear") return slot == 0 ? Use::data : Use::setting;
+  if (type == "Conv" || type == "ConvTranspose") return slot == 0 ? Use::data : Use::weight;
   if (type == "Gemm") return slot == 0 ? Use::data : Use::weight;
   if (type == "MatMul") return slot == 0 ? Use::data : Use::weight;
   if (type == "BatchNormalization") return slot == 0 ? Use::data : slot <= 2 ? Use::weight : Use::buffer;
@@ -42,13 +46,20 @@ SourceUses source_uses(const onnx::GraphProto& graph, const Consumers& consumers
     if (it == consumers.end()) continue;
     for (auto [n, s] : it->second) {
       const auto& node = graph.node(n);
+      // A quantized weight reaches its op through a DequantizeLinear (QDQ models).
+      const bool dequantize = node.op_type() == "DequantizeLinear" && s == 0;
+      uses.quantized |= dequantize;
       // Reshape's and Expand's second input is a shape, Slice's others are indices: not the tensor flowing through.
-      if (is_transparent(node.op_type()) && s == 0) {
+      if ((is_transparent(node.op_type()) || dequantize) && s == 0) {
         for (const auto& out : node.output())
           if (seen.insert(out).second) frontier.push_back(out);
         continue;
       }
-      switch (slot_use(node.op_type(), static_cast<std::size_t>(s))) {
+      const Use use = slot_use(node.op_type(), static_cast<std::size_t>(s));
+      if (use == Use::weight && (node.op_type() == "ConvInteger" || node.op_type() == "MatMulInteger" || node.op_type() == "QLinearConv" ||
+                                 node.op_type() == "QLinearMatMul"))
+        uses.quantized = true;
+      switch (use) {
         case Use::weight: uses.weight = true; break;
         case Use::buffer: uses.buffer = true; break;
         case Use::data: uses.data = true; break;

@@ -17,7 +17,8 @@
 
 namespace placer {
 
-// Ops that only re-shape or alias a tensor: a use is looked for through them (at their slot 0).
+// Ops that only re-shape or alias a tensor: a use is looked for through them (at their slot 0), and
+// through a DequantizeLinear's slot 0 (SourceUses::quantized).
 bool is_transparent(const std::string& type);
 
 // setting: an input that steers the op and takes no gradient (Resize's scales, Pad's pads): a
@@ -30,6 +31,9 @@ Use slot_use(const std::string& type, std::size_t slot);
 
 struct SourceUses {
   bool weight = false, buffer = false, data = false, setting = false, other = false;
+  // Reaches its uses through a DequantizeLinear, or is the weight of a quantized product: an
+  // integer weight (QDQ and integer-arithmetic models), a parameter although not floating.
+  bool quantized = false;
   bool only_settings() const { return setting && !weight && !buffer && !data && !other; }
 };
 
