@@ -10,6 +10,7 @@ packages=(
   libmetis-dev libscotch-dev coinor-libcbc-dev coinor-libclp-dev
   libtorch-dev libopenblas0                       # neural policies, executor (OpenBLAS: 25x faster than reference BLAS)
   python3 python3-onnx python3-numpy               # acceptance checks and doc scripts
+  libonnx-testdata                                 # ONNX's own per-op test models: the importer's conformance test
 )
 missing=()
 for p in "${packages[@]}"; do

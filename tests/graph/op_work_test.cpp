@@ -135,6 +135,37 @@ TEST_F(OpWorkTest, QuantizedProductsArePricedAsTheirFloatProducts) {
   EXPECT_EQ(operand_shape_mismatch("DequantizeLinear", attrs({int_attr("axis", 1)}), Ts{acc, scale}, Ts{t({1, 4, 6, 6})}), "");
 }
 
+// Ops ONNX's backend test models use that had no rule (found by importing all of them,
+// tests/io/onnx_backend_test.cpp): losses, transforms, windows, RoiAlign, MaxUnpool, Det, NMS, Unique.
+TEST_F(OpWorkTest, LossesTransformsAndDetectionOpsHaveRules) {
+  // Losses over scores [N=4, C=10] and labels [4].
+  TensorDesc scores = t({4, 10}), labels = t({4}, DType::i64), loss = t({});
+  EXPECT_EQ(op_work("SoftmaxCrossEntropyLoss", attrs(), Ts{scores, labels}, Ts{loss}).flops, 5.0 * 40 + 2.0 * 4);
+  EXPECT_EQ(op_work("NegativeLogLikelihoodLoss", attrs(), Ts{scores, labels}, Ts{loss}).flops, 3.0 * 4);
+  EXPECT_TRUE(backward_rule("SoftmaxCrossEntropyLoss").differentiable);
+  // DFT of 2 complex rows of N = 8 along axis 1: 5 N log2 N each; of real rows, half.
+  TensorDesc complex = t({2, 8, 2}), real = t({2, 8, 1}), spectrum = t({2, 8, 2});
+  EXPECT_EQ(op_work("DFT", attrs(), Ts{complex}, Ts{spectrum}).flops, 2 * 5.0 * 8 * 3);
+  EXPECT_EQ(op_work("DFT", attrs(), Ts{real}, Ts{spectrum}).flops, 2 * 2.5 * 8 * 3);
+  // STFT of a real signal into 3 frames of 5 bins (onesided: frames of 8): a window and a real FFT each.
+  TensorDesc signal = t({1, 32, 1}), frames = t({1, 3, 5, 2});
+  EXPECT_EQ(op_work("STFT", attrs(), Ts{signal}, Ts{frames}).flops, 3 * (8.0 + 2.5 * 8 * 3));
+  // Windows: generators, per element.
+  EXPECT_EQ(op_work("HannWindow", attrs(), Ts{t({}, DType::i64)}, Ts{t({16})}).flops, 3.0 * 16);
+  EXPECT_FALSE(backward_rule("HannWindow").differentiable);
+  // RoiAlign: 2 x 2 samples of 9 FLOPs, plus the average, per output element.
+  TensorDesc feature = t({1, 8, 16, 16}), rois = t({3, 4}), batch = t({3}, DType::i64), pooled = t({3, 8, 7, 7});
+  EXPECT_EQ(op_work("RoiAlign", attrs({int_attr("sampling_ratio", 2)}), Ts{feature, rois, batch}, Ts{pooled}).flops, 3.0 * 8 * 49 * 37);
+  // Det of 5 matrices 4 x 4: 2/3 M^3 each.
+  EXPECT_DOUBLE_EQ(op_work("Det", attrs(), Ts{t({5, 4, 4})}, Ts{t({5})}).flops, 5 * (2.0 / 3.0) * 64);
+  // MaxUnpool moves bytes only.
+  EXPECT_EQ(op_work("MaxUnpool", attrs(), Ts{t({1, 1, 2, 2}), t({1, 1, 2, 2}, DType::i64)}, Ts{t({1, 1, 4, 4})}).flops, 0.0);
+  // NonMaxSuppression of 1 x 2 classes x 8 boxes: a sort and every pair, per class. Unique: a sort.
+  TensorDesc boxes = t({1, 8, 4}), box_scores = t({1, 2, 8}), selected = t({3, 3}, DType::i64);
+  EXPECT_EQ(op_work("NonMaxSuppression", attrs(), Ts{boxes, box_scores}, Ts{selected}).flops, 2 * (8.0 * 3 + 5.0 * 64));
+  EXPECT_EQ(op_work("Unique", attrs(), Ts{t({16})}, Ts{t({5})}).flops, 16.0 * 4);
+}
+
 TEST_F(OpWorkTest, GemmWithTransBAndBiasIsTwoMNKPlusMN) {
   // Y[M,N] = A[M,K] x B[N,K]^T + C[N], M = 64, K = 1024, N = 4096.
   TensorDesc a = t({64, 1024}), b = t({4096, 1024}), c = t({4096}), y = t({64, 4096});

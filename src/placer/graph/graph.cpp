@@ -185,8 +185,11 @@ Graph GraphBuilder::build() && {
     auto where = [&] {
       return t.producer != kNoId ? " (output of op '" + ops_[t.producer].name + "')" : std::string();
     };
-    if (t.dtype == DType::unknown || t.dtype == DType::string)
-      throw Error("tensor '" + t.name + "'" + where() + ": unknown or unsupported element type");
+    if (t.dtype == DType::string)
+      throw Error("tensor '" + t.name + "'" + where() + ": a tensor of strings (placer places ops on numeric tensors: text is "
+                  "tokenized before the model)");
+    if (t.dtype == DType::unknown)
+      throw Error("tensor '" + t.name + "'" + where() + ": unknown or unsupported element type (complex and 8-bit float types are not supported)");
     std::uint64_t elements = 1;
     for (std::size_t i = 0; i < t.shape.size(); ++i) {
       if (t.shape[i] <= 0)

@@ -222,6 +222,55 @@ OpWork f_qlinear_product(const Ctx& c) {
   return io(c, core + 3.0 * elems(c.out, 0) + (slot(c.in, 8) ? elems(c.out, 0) : 0.0));
 }
 
+// Losses. SoftmaxCrossEntropyLoss: a log-softmax over the scores (5 per element), then per label
+// the gather, weight and sum (2). NegativeLogLikelihoodLoss: gather, weight and sum per target (3).
+OpWork f_softmax_cross_entropy(const Ctx& c) { return io(c, 5.0 * elems(c.in, 0) + 2.0 * elems(c.in, 1)); }
+OpWork f_negative_log_likelihood(const Ctx& c) { return io(c, 3.0 * elems(c.in, 1)); }
+
+// A fast Fourier transform of length N: 5 N log2 N FLOPs (complex radix-2), half for real input.
+double fft_flops(double n, bool real) { return (real ? 2.5 : 5.0) * n * std::log2(std::max(n, 2.0)); }
+// DFT: input [batch..., N, 1 or 2] along `axis`; as many transforms as the output has rows.
+OpWork f_dft(const Ctx& c) {
+  const auto r = static_cast<std::int64_t>(rank(c.in, 0));
+  std::int64_t axis = c.attrs.get_int("axis", 1);
+  if (axis < 0) axis += r;
+  if (r < 2 || axis < 0 || axis >= r - 1) return io(c, 0.0);
+  const double n = std::max(dim(c.in, 0, static_cast<std::size_t>(axis)), dim(c.out, 0, static_cast<std::size_t>(axis)));
+  const double along = dim(c.out, 0, static_cast<std::size_t>(axis));
+  const double transforms = along > 0 ? elems(c.out, 0) / (along * 2.0) : 0.0;
+  return io(c, transforms * fft_flops(n, dim(c.in, 0, static_cast<std::size_t>(r - 1)) == 1));
+}
+// STFT: output [batch, frames, bins, 2]; each frame is windowed (N) and transformed, N the frame
+// length (2 (bins - 1) when onesided).
+OpWork f_stft(const Ctx& c) {
+  const double bins = dim(c.out, 0, 2);
+  const double n = c.attrs.get_int("onesided", 1) ? 2.0 * std::max(bins - 1.0, 1.0) : bins;
+  const double frames = dim(c.out, 0, 0) * dim(c.out, 0, 1);
+  return io(c, frames * (n + fft_flops(n, dim(c.in, 0, 2) <= 1)));
+}
+// RoiAlign: each output element averages sampling_ratio^2 bilinear samples (4 taps, 9 FLOPs each);
+// an adaptive ratio (0) is taken as 2.
+OpWork f_roi_align(const Ctx& c) {
+  const auto ratio = static_cast<double>(c.attrs.get_int("sampling_ratio", 0));
+  const double samples = ratio > 0 ? ratio * ratio : 4.0;
+  return io(c, elems(c.out, 0) * (9.0 * samples + 1.0));
+}
+// NonMaxSuppression: per batch and class, a sort of the B boxes by score and, at worst, an IoU
+// (about 10 FLOPs) of every pair. Unique: a sort of its input. Both give data-dependent shapes,
+// imported only when the model declares them.
+OpWork f_non_max_suppression(const Ctx& c) {
+  const double boxes = dim(c.in, 1, 2), lists = dim(c.in, 1, 0) * dim(c.in, 1, 1);
+  return io(c, lists * (boxes * std::log2(std::max(boxes, 2.0)) + 5.0 * boxes * boxes));
+}
+OpWork f_sort(const Ctx& c) { return io(c, elems(c.in, 0) * std::log2(std::max(elems(c.in, 0), 2.0))); }
+
+// Det: an LU factorisation per M x M matrix, 2/3 M^3.
+OpWork f_det(const Ctx& c) {
+  const std::size_t r = rank(c.in, 0);
+  const double m = r >= 2 ? dim(c.in, 0, r - 1) : 0.0;
+  return io(c, m > 0 ? elems(c.in, 0) / (m * m) * (2.0 / 3.0) * m * m * m : 0.0);
+}
+
 // Normalize-and-affine is 4 per element (subtract mean, scale by 1/sigma, times gamma, plus beta);
 // computing the statistics is 4 more (1 add for the mean; subtract, square, add for the variance).
 OpWork f_batchnorm(const Ctx& c) {
@@ -443,6 +492,7 @@ constexpr auto kRules = std::to_array<Rule>({
     no_grad("BitwiseNot", elementwise, f_pointwise),
     no_grad("BitwiseOr", elementwise, f_pointwise),
     no_grad("BitwiseXor", elementwise, f_pointwise),
+    no_grad("BlackmanWindow", data_movement, f_pointwise, 5),  // generators: two cosines, scaled and summed
     // Integer casts get no gradient through the dtype filter of backward_work, not the rule.
     copy_op("Cast"),
     copy_op("CastLike"),
@@ -459,8 +509,12 @@ constexpr auto kRules = std::to_array<Rule>({
     unary("Cos", 1, 2, kAll, false),
     unary("Cosh", 1, 2, kAll, false),
     {"CumSum", reduction, f_reduce, 1, 0, b_times_forward, 1},
+    // Linear: the gradient is the transform back, as many FLOPs as the forward.
+    {"DFT", elementwise, f_dft, 0, 0, b_times_forward, 1},
     copy_op("DepthToSpace"),
     no_grad("DequantizeLinear", elementwise, f_pointwise, 2),  // (x - zero point) * scale
+    // The gradient det(A) A^-T: an inverse (about 3 times the factorisation).
+    {"Det", matmul, f_det, 0, 0, b_times_forward, 3, kAll, false, slots({0})},
     // dA = dY / B, dB = -dA·Y (= -dY·A / B²): B for either gradient, A with it (op-rules.md).
     binary("Div", 1, 2, slots({0, 1}), false, false),
     alias_op("Dropout", true),
@@ -491,6 +545,8 @@ constexpr auto kRules = std::to_array<Rule>({
     no_grad("GreaterOrEqual", elementwise, f_pointwise),
     {"GridSample", data_movement, f_grid_sample, 0, 0, b_times_forward, 2, slots({0, 1})},
     norm("GroupNormalization", f_pointwise, 8, slots({0, 1})),
+    no_grad("HammingWindow", data_movement, f_pointwise, 3),
+    no_grad("HannWindow", data_movement, f_pointwise, 3),
     unary("HardSigmoid", 4, 1, kAll, false),
     unary("HardSwish", 5, 1, kAll, false),
     no_grad("Hardmax", reduction, f_pointwise),
@@ -514,13 +570,19 @@ constexpr auto kRules = std::to_array<Rule>({
     variadic("Max", 0, kAll, true),
     // dX routes each dY to its window's argmax (found by comparing X with Y, or kept as indices).
     {"MaxPool", pooling, f_pool, 1, 0, b_times_output, 1, slots({0}), false, slots({0}), 1},
+    // Scatters each value to its saved index (a zero-filled output); the gradient gathers it back.
+    copy_op("MaxUnpool", f_copy, slots({1})),
     variadic("Mean", 1, 0, false),
     norm("MeanVarianceNormalization", f_pointwise, 6, kAll),
+    no_grad("MelWeightMatrix", data_movement, f_copy),
     variadic("Min", 0, kAll, true),
     unary("Mish", 5, 2, kAll, false),
     no_grad("Mod", elementwise, f_pointwise),
     binary("Mul", 1, 1, slots({0, 1}), true, false),
     unary("Neg", 1, 1, 0, false),
+    // dX scatters -weight into a zeroed input-shaped tensor at each target: as many FLOPs again.
+    {"NegativeLogLikelihoodLoss", reduction, f_negative_log_likelihood, 0, 0, b_times_forward, 1, slots({1, 2}), false, 0, 1},
+    no_grad("NonMaxSuppression", reduction, f_non_max_suppression),
     // One compare per input element, then the compaction writes the indices.
     no_grad("NonZero", data_movement, f_reduce),
     no_grad("Not", elementwise, f_pointwise),
@@ -555,7 +617,10 @@ constexpr auto kRules = std::to_array<Rule>({
     alias_op("Reshape", true),
     {"Resize", data_movement, f_resize, 0, 0, b_resize},
     copy_op("ReverseSequence", f_copy, slots({1})),
+    // The gradient scatters each dY back over its samples' taps.
+    {"RoiAlign", data_movement, f_roi_align, 0, 0, b_times_forward, 1, slots({1, 2})},
     no_grad("Round", elementwise, f_pointwise),
+    {"STFT", elementwise, f_stft, 0, 0, b_times_forward, 1, slots({2})},
     copy_op("Scatter", f_scatter, slots({1})),
     copy_op("ScatterElements", f_scatter, slots({1})),
     copy_op("ScatterND", f_scatter, slots({1})),
@@ -570,6 +635,8 @@ constexpr auto kRules = std::to_array<Rule>({
     copy_op("Slice", f_slice),
     // max, subtract, exp, sum, divide = 5; dX = Y * (dY - sum(dY * Y)) = 4 per element.
     {"Softmax", reduction, f_pointwise, 5, 0, b_times_output, 4, 0, false, slots({0})},
+    // dScores = (softmax - one-hot) x weight x dLoss: about 2 per score element.
+    {"SoftmaxCrossEntropyLoss", reduction, f_softmax_cross_entropy, 0, 0, b_times_forward, 0.4, slots({0, 1, 2}), false, 0, 1},
     unary("Softplus", 3, 2, kAll, false),
     unary("Softsign", 3, 2, kAll, false),
     copy_op("SpaceToDepth"),
@@ -586,6 +653,7 @@ constexpr auto kRules = std::to_array<Rule>({
     {"TopK", reduction, f_topk, 0, 0, b_times_output, 1, 0, false, slots({1}), 1},
     copy_op("Transpose"),
     copy_op("Trilu"),
+    no_grad("Unique", reduction, f_sort),
     alias_op("Unsqueeze", true),
     {"Upsample", data_movement, f_resize, 0, 0, b_resize},
     binary("Where", 1, 1, slots({0}), false, false),

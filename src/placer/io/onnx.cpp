@@ -693,6 +693,10 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
           a && (a->kind != Attribute::Kind::text || (a->s != "none" && a->s != "tanh")))
         throw Error("op '" + spec.name + "' (Gelu): attribute 'approximate' is " +
                     (a->kind == Attribute::Kind::text ? "'" + a->s.substr(0, 40) + "'" : std::string("not a string")) + " ('none' or 'tanh')");
+    if ((node.op_type() == "Loop" || node.op_type() == "Scan") && (node.domain().empty() || node.domain() == "ai.onnx") &&
+        !options.unknown_op_default)
+      throw Error("op '" + spec.name + "': a " + node.op_type() + ", whose iterations placer does not unroll (placer places the ops " +
+                  "of static graphs: export the model traced, with its loops unrolled; --unknown-ops CLASS prices this one as one op for the simulator)");
     if (options.unknown_op_default && !is_known_op_type(spec.type)) ++guessed[spec.type];
     try {
       spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);
