@@ -229,6 +229,10 @@ void set_int(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(v);
 }
+void set_string(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::STRING), a->set_s(v);
+}
 void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<std::int64_t> v) {
   auto* a = n->add_attribute();
   a->set_name(name);
@@ -731,20 +735,56 @@ TEST(Executor, RefusesAnOpTypeItCannotRunBeforeRunning) {
 TEST(Executor, RefusesAnAttributeItCannotRunBeforeRunning) {
   TinyModel t;
   t.input("x", {1, 2, 6, 6});
-  auto* pool = t.node("AveragePool", "/head/AveragePool", {"x"}, {"y"});
-  set_ints(pool, "kernel_shape", {3, 3});
-  set_ints(pool, "pads", {0, 0, 1, 1});  // asymmetric, and count_include_pad is 0
-  t.output("y", {1, 2, 5, 5});
-  const std::string path = t.save("placer_exec_avgpool_asym.onnx");
+  t.constant("pads", {0, 0, 1, 1, 0, 0, 1, 1});
+  set_string(t.node("Pad", "/head/Pad", {"x", "pads"}, {"y"}), "mode", "wrap");  // opset 19's, read as reflect for shapes
+  t.output("y", {1, 2, 8, 8});
+  const std::string path = t.save("placer_exec_pad_wrap.onnx");
   ModelOptions options;
   options.mode = Mode::inference;
-  EXPECT_THAT([&] { Executor(path, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::inference}); },
-              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
-                  "op '/head/AveragePool' (AveragePool): asymmetric pads with count_include_pad=0 are not supported")));
-  set_int(pool, "count_include_pad", 1);
-  const std::string counted = t.save("placer_exec_avgpool_asym_counted.onnx");
-  Executor ex(counted, options, virtual_cluster(), std::vector<DeviceId>(1, 0), ExecOptions{.mode = Mode::inference});
-  EXPECT_NO_THROW(ex.step());
+  EXPECT_THAT([&] { Executor(path, options, virtual_cluster(), std::vector<DeviceId>(2, 0), ExecOptions{.mode = Mode::inference}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("op '/head/Pad' (Pad): Pad mode 'wrap' is not supported")));
+}
+
+// Pooling pads ONNX allows and libtorch does not (asymmetric, past half the kernel), with and
+// without count_include_pad, and an integer max pool (ONNX's test_averagepool_2d_pads and
+// test_maxpool_2d_uint8 failed in libtorch; the asymmetric mean without count_include_pad was refused).
+TEST(Executor, PoolsWithAnyPadsAndIntegers) {
+  // x = [[1, 2], [3, 4]] padded by 2 before each axis; 3 x 3 windows hold {1}, {1, 2}, {1, 3}, all.
+  auto pooled = [](const std::string& type, std::int64_t include_pad, int elem) {
+    TinyModel t;
+    t.input("x", {1, 1, 2, 2}, elem);
+    auto* pool = t.node(type, "/head/" + type, {"x"}, {"y"});
+    set_ints(pool, "kernel_shape", {3, 3});
+    set_ints(pool, "pads", {2, 2, 0, 0});
+    if (type == "AveragePool") set_int(pool, "count_include_pad", include_pad);
+    t.output("y", {1, 1, 2, 2});
+    t.m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+    ModelOptions options;
+    options.mode = Mode::inference;
+    options.onnx.data_inputs = {"x"};
+    Executor ex(t.save("placer_exec_pool_pads.onnx"), options, virtual_cluster(), std::vector<DeviceId>(1, 0),
+                ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+    onnx::TensorProto x;
+    x.set_data_type(elem);
+    for (std::int64_t d : {1, 1, 2, 2}) x.add_dims(d);
+    for (int v : {1, 2, 3, 4}) elem == onnx::TensorProto::FLOAT ? x.add_float_data(static_cast<float>(v)) : x.add_int32_data(v);
+    const std::string file = test::temp_path("x.pb");
+    {
+      std::ofstream out(file, std::ios::binary);
+      x.SerializeToOstream(&out);
+    }
+    ex.set_input("x", file);
+    ex.step();
+    return ex.output_values()[0];
+  };
+  using ::testing::ElementsAre;
+  using ::testing::FloatNear;
+  EXPECT_THAT(pooled("AveragePool", 1, onnx::TensorProto::FLOAT),
+              ElementsAre(FloatNear(1.0f / 9, 1e-6f), FloatNear(3.0f / 9, 1e-6f), FloatNear(4.0f / 9, 1e-6f), FloatNear(10.0f / 9, 1e-6f)));
+  EXPECT_THAT(pooled("AveragePool", 0, onnx::TensorProto::FLOAT),
+              ElementsAre(FloatNear(1.0f, 1e-6f), FloatNear(1.5f, 1e-6f), FloatNear(2.0f, 1e-6f), FloatNear(2.5f, 1e-6f)));
+  EXPECT_THAT(pooled("MaxPool", 0, onnx::TensorProto::FLOAT), ElementsAre(1.0f, 2.0f, 3.0f, 4.0f));
+  EXPECT_THAT(pooled("MaxPool", 0, onnx::TensorProto::UINT8), ElementsAre(1.0f, 2.0f, 3.0f, 4.0f));
 }
 
 // BatchNormalization's training-mode form gives the running statistics after the batch.

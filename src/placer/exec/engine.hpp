@@ -83,6 +83,9 @@ class Engine {
   const torch::Tensor& folded_value(TensorId t) const { return folded_[t]; }
   bool is_source(TensorId t) const { return sources_[t].defined(); }
   const torch::Tensor& source(TensorId t) const { return sources_[t]; }
+  // Gives source tensor `t` (data, parameter or buffer) the value `v`, on its device; its shape and
+  // element type must be the tensor's.
+  void set_source_value(TensorId t, const torch::Tensor& v);
 
   std::vector<std::vector<float>> output_values() const;
   std::vector<torch::Tensor> parameters() const;

@@ -83,6 +83,10 @@ class Executor {
   // For tests and checks: the graph outputs of the last step and a parameter's current value, as
   // float on the CPU (row-major); tensors copied between devices in the last step.
   std::vector<std::vector<float>> output_values() const;
+  // For tests and checks: gives source tensor `name` (data, parameter or buffer) the value stored
+  // in `tensor_file`, a serialized ONNX TensorProto (as ONNX's test data stores inputs); its dims
+  // and element type must be the tensor's.
+  void set_input(std::string_view name, const std::string& tensor_file);
   std::vector<float> parameter_value(std::string_view name) const;
   std::vector<std::string> parameter_names() const;
   double last_loss() const;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -146,19 +147,35 @@ Tensors op_conv(const OpCall& c) {
   return {torch::convolution(x, w, b, win.strides, padding, win.dilations, false, std::vector<std::int64_t>(nd, 0), groups)};
 }
 
+// Whether a pooling window's pads are given to libtorch as padded input instead: asymmetric ones,
+// and pads past half the kernel, which libtorch refuses and ONNX allows ("pad should be at most
+// half of kernel size": ONNX's test_maxpool_2d_pads).
+bool pre_pad(const Window& w) {
+  if (!w.symmetric) return true;
+  for (std::size_t i = 0; i < w.kernel.size(); ++i)
+    if (2 * w.pads[i] > w.kernel[i]) return true;
+  return false;
+}
+
+// libtorch pools and reflect/edge pads floating-point tensors only on the CPU ("max_pool2d" not
+// implemented for 'Byte'): integers go through float64, exact for them, and back.
+torch::Tensor as_floating(const torch::Tensor& x) { return x.is_floating_point() ? x : x.to(torch::kDouble); }
+torch::Tensor like(const torch::Tensor& y, const torch::Tensor& x) { return y.scalar_type() == x.scalar_type() ? y : y.to(x.scalar_type()); }
+
 Tensors op_max_pool(const OpCall& c) {
-  torch::Tensor x = c.in[0];
+  torch::Tensor x = as_floating(c.in[0]);
   const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
   Window win = window_of(c.g, c.op, c.g.op_attrs(c.op).get_ints("kernel_shape"));
   const bool ceil_mode = c.g.op_attrs(c.op).get_int("ceil_mode", 0) != 0;
   std::vector<std::int64_t> padding = begin_pads(win);
-  if (!win.symmetric) {
+  if (pre_pad(win)) {
     x = torch::constant_pad_nd(x, torch_pads(win.pads, nd), -std::numeric_limits<double>::infinity());
     std::fill(padding.begin(), padding.end(), 0);
   }
-  if (nd == 1) return {torch::max_pool1d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)};
-  if (nd == 2) return {torch::max_pool2d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)};
-  return {torch::max_pool3d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)};
+  torch::Tensor y = nd == 1   ? torch::max_pool1d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)
+                    : nd == 2 ? torch::max_pool2d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)
+                              : torch::max_pool3d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode);
+  return {like(y, c.in[0])};
 }
 
 Tensors op_avg_pool(const OpCall& c) {
@@ -168,14 +185,19 @@ Tensors op_avg_pool(const OpCall& c) {
   const bool ceil_mode = c.g.op_attrs(c.op).get_int("ceil_mode", 0) != 0;
   bool include_pad = c.g.op_attrs(c.op).get_int("count_include_pad", 0) != 0;
   std::vector<std::int64_t> padding = begin_pads(win);
-  if (!win.symmetric) {
-    if (!include_pad) throw Error(op_label(c.g, c.op) + ": asymmetric pads with count_include_pad=0 are not supported");
-    x = torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0);
-    std::fill(padding.begin(), padding.end(), 0);
-  }
-  if (nd == 1) return {torch::avg_pool1d(x, win.kernel, win.strides, padding, ceil_mode, include_pad)};
-  if (nd == 2) return {torch::avg_pool2d(x, win.kernel, win.strides, padding, ceil_mode, include_pad)};
-  return {torch::avg_pool3d(x, win.kernel, win.strides, padding, ceil_mode, include_pad)};
+  auto pool = [&](const torch::Tensor& t, bool count_pads) {
+    if (nd == 1) return torch::avg_pool1d(t, win.kernel, win.strides, padding, ceil_mode, count_pads);
+    if (nd == 2) return torch::avg_pool2d(t, win.kernel, win.strides, padding, ceil_mode, count_pads);
+    return torch::avg_pool3d(t, win.kernel, win.strides, padding, ceil_mode, count_pads);
+  };
+  if (!pre_pad(win)) return {pool(x, include_pad)};
+  // Padded with zeros beforehand; without count_include_pad each mean is divided by the share of
+  // its window that holds input (the same pooling of a mask of ones).
+  std::fill(padding.begin(), padding.end(), 0);
+  const torch::Tensor padded = pool(torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0), true);
+  if (include_pad) return {padded};
+  const torch::Tensor ones = torch::ones({1, 1}, x.options()).expand_as(x.narrow(0, 0, 1).narrow(1, 0, 1)).contiguous();
+  return {padded / pool(torch::constant_pad_nd(ones, torch_pads(win.pads, nd), 0), true)};
 }
 
 std::vector<std::int64_t> spatial_dims(const torch::Tensor& x) {
@@ -190,6 +212,18 @@ Tensors op_batch_norm(const OpCall& c) {
   const Attributes& a = c.g.op_attrs(c.op);
   const double eps = a.get_float("epsilon", 1e-5), momentum = a.get_float("momentum", 0.9);
   // ONNX: running = running * momentum + batch * (1 - momentum); torch's momentum is the latter factor.
+  if (!c.training && a.get_int("training_mode", 0) != 0) {
+    // The node asks for batch statistics outside a training step (ONNX's
+    // test_batchnorm_example_training_mode; it was normalised with the running ones): its running
+    // statistics are outputs, by ONNX's formula (the batch's biased variance), not updated in place.
+    const torch::Tensor& x = c.in[0];
+    torch::Tensor y = torch::batch_norm(x, c.in[1], c.in[2], torch::Tensor(), torch::Tensor(), true, 0.0, eps, true);
+    if (c.node.output_size() < 2) return {y};
+    std::vector<std::int64_t> dims{0};
+    for (std::int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+    const torch::Tensor mean = x.mean(dims), var = x.var(dims, /*unbiased=*/false);
+    return {y, c.in[3] * momentum + mean * (1.0 - momentum), c.in[4] * momentum + var * (1.0 - momentum)};
+  }
   torch::Tensor y = torch::batch_norm(c.in[0], c.in[1], c.in[2], c.in[3], c.in[4], c.training, 1.0 - momentum, eps, true);
   if (c.node.output_size() < 2) return {y};
   // The training-mode form (training_mode=1) also gives the running statistics after this batch
@@ -502,10 +536,10 @@ Tensors op_pad(const OpCall& c) {
   for (std::size_t i = 0; i < first; ++i) batch *= sizes[i];
   std::vector<std::int64_t> folded{batch, 1};
   folded.insert(folded.end(), sizes.begin() + static_cast<std::ptrdiff_t>(first), sizes.end());
-  const torch::Tensor y = F::pad(x.reshape(folded), options);
+  const torch::Tensor y = F::pad(as_floating(x).reshape(folded), options);
   std::vector<std::int64_t> shape(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(first));
   shape.insert(shape.end(), y.sizes().begin() + 2, y.sizes().end());
-  return {y.reshape(shape)};
+  return {like(y.reshape(shape), x)};
 }
 
 // ---- Preparation checks (OpCheck) ----
@@ -535,8 +569,6 @@ std::string check_max_pool(const Graph& g, OpId op) { return check_window(g, op,
 std::string check_avg_pool(const Graph& g, OpId op) {
   Window w;
   if (std::string why = check_window(g, op, g.op_attrs(op).get_ints("kernel_shape"), &w); !why.empty()) return why;
-  if (!w.symmetric && g.op_attrs(op).get_int("count_include_pad", 0) == 0)
-    return "asymmetric pads with count_include_pad=0 are not supported";
   return {};
 }
 
@@ -895,7 +927,12 @@ torch::Tensor resize_axis(const torch::Tensor& x, std::int64_t axis, std::int64_
   torch::Tensor coord;
   if (r.transform == "half_pixel") coord = (idx + 0.5) / scale - 0.5;
   else if (r.transform == "pytorch_half_pixel") coord = out > 1 ? (idx + 0.5) / scale - 0.5 : torch::zeros_like(idx);
-  else if (r.transform == "align_corners") coord = out > 1 ? idx * (static_cast<double>(in - 1) / static_cast<double>(out - 1)) : torch::zeros_like(idx);
+  else if (r.transform == "align_corners") {
+    // ONNX's length_resized is length_original x scale, not rounded (0.6 x 4 = 2.4: the second of
+    // two outputs samples 3 / 1.4 = 2.14, not 3; ONNX's test_resize_downsample_scales_linear_align_corners).
+    const double resized = static_cast<double>(in) * scale;
+    coord = resized > 1.0 ? idx * (static_cast<double>(in - 1) / (resized - 1.0)) : torch::zeros_like(idx);
+  }
   else if (r.transform == "asymmetric") coord = idx / scale;
   else coord = (idx + 0.5) / scale;  // tf_half_pixel_for_nn (check_resize refuses the rest)
   auto clamped = [&](const torch::Tensor& i) { return i.clamp(0, in - 1).to(torch::kLong).to(device); };
@@ -1953,6 +1990,16 @@ std::vector<torch::Tensor> Engine::inputs_for(OpId op, torch::Device device) con
   return in;
 }
 
+void Engine::set_source_value(TensorId t, const torch::Tensor& v) {
+  if (t >= sources_.size() || !sources_[t].defined()) throw Error("tensor '" + graph_.tensor_name(t) + "' is no data, parameter or buffer");
+  const auto shape = graph_.tensor_shape(t);
+  if (v.sizes() != c10::IntArrayRef(shape.data(), shape.size()) || v.scalar_type() != sources_[t].scalar_type())
+    throw Error("tensor '" + graph_.tensor_name(t) + "': the value given has another shape or element type than the tensor's " +
+                dims_text(shape) + " " + std::string(dtype_name(graph_.tensor_dtype(t))));
+  torch::NoGradGuard no_grad;
+  sources_[t].copy_(v);
+}
+
 std::vector<std::vector<float>> Engine::output_values() const {
   std::vector<std::vector<float>> out;
   for (const torch::Tensor& t : outputs_) {
@@ -2047,6 +2094,16 @@ StepTimes Executor::measure(int steps, int warmup) {
 const std::vector<MeasuredMemory>& Executor::measured_memory() const { return impl_->memory; }
 
 std::vector<std::vector<float>> Executor::output_values() const { return impl_->engine.output_values(); }
+
+void Executor::set_input(std::string_view name, const std::string& tensor_file) {
+  detail::Engine& e = impl_->engine;
+  const TensorId t = e.graph().find_tensor(name);
+  if (t == kNoId) throw Error("no tensor named '" + std::string(name) + "'");
+  std::ifstream in(tensor_file, std::ios::binary);
+  onnx::TensorProto proto;
+  if (!in || !proto.ParseFromIstream(&in)) throw Error("cannot read a tensor from '" + tensor_file + "'");
+  e.set_source_value(t, detail::tensor_from_proto(proto, "tensor file '" + tensor_file + "'"));
+}
 
 std::vector<float> Executor::parameter_value(std::string_view name) const {
   const detail::Engine& e = impl_->engine;
