@@ -1,12 +1,14 @@
 // The executor against ONNX's reference outputs: every backend test model of Debian's
 // libonnx-testdata (tests/io/onnx_backend_test.cpp imports them all) that imports and whose ops the
-// executor runs is run on the CPU with its test inputs, and its outputs are compared with the
-// expected ones. A model the executor refuses is refused before running, by name.
+// executor runs is run on the CPU with its test inputs and its stored weights, and its outputs are
+// compared with the expected ones. A model the executor refuses is refused before running, by name.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -20,11 +22,12 @@
 #include "placer/exec/exec.hpp"
 #include "placer/io/model.hpp"
 #include "placer/util/error.hpp"
+#include "support/paths.hpp"
 
 namespace placer {
 namespace {
 
-constexpr const char* kTestData = "/usr/share/libonnx-testdata/data/node";
+constexpr const char* kTestData = "/usr/share/libonnx-testdata/data";
 
 // The values stored in an ONNX tensor file, as doubles; nullopt for types read here as none.
 std::optional<std::vector<double>> stored_values(const std::filesystem::path& path) {
@@ -77,17 +80,19 @@ Cluster one_cpu() {
 TEST(ExecutorBackendModels, GiveOnnxsReferenceOutputs) {
   std::vector<std::filesystem::path> models;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(kTestData, ec))
-    if (std::filesystem::exists(entry.path() / "model.onnx")) models.push_back(entry.path());
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(kTestData, ec))
+    if (entry.path().filename() == "model.onnx") models.push_back(entry.path().parent_path());
   if (models.empty()) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/install-deps.sh installs it)";
   std::sort(models.begin(), models.end());
   std::size_t ran = 0, matched = 0;
   std::vector<std::string> differ;
   for (const auto& dir : models) {
-    const std::string name = dir.filename().string();
+    const std::string name = dir.parent_path().filename().string() + "/" + dir.filename().string();
     // Random draws and the ops whose reference is a random draw give other values by design.
-    if (name.find("random") != std::string::npos || name.find("bernoulli") != std::string::npos ||
-        name.find("dropout") != std::string::npos)
+    std::string lower = name;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (lower.find("random") != std::string::npos || lower.find("bernoulli") != std::string::npos ||
+        lower.find("dropout") != std::string::npos)
       continue;
     const std::string path = (dir / "model.onnx").string();
     onnx::ModelProto proto;
@@ -119,6 +124,19 @@ TEST(ExecutorBackendModels, GiveOnnxsReferenceOutputs) {
       }
     }
     if (!fed) continue;
+    // Weights stored in the model (the executor draws parameters at random; placer reads no weights).
+    for (const auto& init : proto.graph().initializer()) {
+      const std::string file = test::temp_path("initializer.pb");
+      {
+        std::ofstream out(file, std::ios::binary);
+        init.SerializeToOstream(&out);
+      }
+      try {
+        ex->set_input(init.name(), file);
+      } catch (const Error&) {
+        // a constant, folded into the graph with its value
+      }
+    }
     try {
       ex->step();
     } catch (const Error& e) {
@@ -137,7 +155,13 @@ TEST(ExecutorBackendModels, GiveOnnxsReferenceOutputs) {
       }
       for (std::size_t i = 0; i < expected->size() && same; ++i) {
         const double want = (*expected)[i], got = outputs[k][i];
-        if (std::isnan(want) ? !std::isnan(got) : std::fabs(got - want) > 1e-3 + 1e-3 * std::fabs(want)) same = false;
+        // Outputs are read as float32: a double past its range is infinite there (pytorch-operator's
+        // test data holds uninitialised doubles such as 2.4e198).
+        if (std::fabs(want) > 3.4e38) {
+          if (!std::isinf(got) && std::fabs(got) <= 3.4e38) same = false;
+        } else if (std::isnan(want) ? !std::isnan(got) : std::fabs(got - want) > 1e-3 + 1e-3 * std::fabs(want)) {
+          same = false;
+        }
       }
     }
     if (same) ++matched;
@@ -146,6 +170,8 @@ TEST(ExecutorBackendModels, GiveOnnxsReferenceOutputs) {
   std::cout << ran << " models ran, " << matched << " gave ONNX's outputs\n";
   for (const auto& name : differ) std::cout << "differs: " << name << "\n";
   EXPECT_TRUE(differ.empty());
+  // libonnx-testdata 1.12 (Debian 12): 736 of its 1,072 models run (2026-11-29).
+  EXPECT_GE(ran, 700u);
 }
 
 }  // namespace
