@@ -542,6 +542,151 @@ Tensors op_pad(const OpCall& c) {
   return {like(y.reshape(shape), x)};
 }
 
+// ---- Quantized arithmetic, windows, losses (ONNX semantics; integers computed in float64, exact) ----
+
+// A per-tensor or per-axis quantization parameter shaped to broadcast along `axis` of a rank-`rank` tensor.
+torch::Tensor along_axis(const torch::Tensor& p, std::int64_t axis, std::int64_t rank) {
+  if (p.dim() == 0 || p.numel() == 1) return p.reshape({});
+  std::vector<std::int64_t> shape(static_cast<std::size_t>(rank), 1);
+  shape[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)] = p.numel();
+  return p.reshape(shape);
+}
+// Rounds half to even and saturates to the range of `type` (uint8 when the zero point is absent).
+torch::Tensor saturate(const torch::Tensor& x, torch::ScalarType type) {
+  double lo = 0, hi = 255;
+  if (type == torch::kChar) lo = -128, hi = 127;
+  else if (type == torch::kInt) lo = -2147483648.0, hi = 2147483647.0;
+  return torch::round(x).clamp(lo, hi).to(type);
+}
+torch::Tensor wide(const torch::Tensor& x) { return x.to(torch::kDouble); }
+torch::Tensor zero_point(const OpCall& c, std::size_t slot, const torch::Tensor& like) {
+  return c.has(slot) ? wide(c.in[slot]) : torch::zeros({}, like.options().dtype(torch::kDouble));
+}
+
+// y = saturate(round(x / scale) + zero point): the division in the input's type (float32, as
+// ONNX's reference and onnxruntime compute: 0.5 / (5 / 255) is 25.5 there, 25.4999... in double).
+Tensors op_quantize_linear(const OpCall& c) {
+  const std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", 1), rank = c.in[0].dim();
+  const torch::ScalarType type = c.has(2) ? c.in[2].scalar_type() : torch::kByte;
+  const torch::Tensor scale = along_axis(c.in[1].to(c.in[0].scalar_type()), axis, rank), zp = along_axis(zero_point(c, 2, c.in[0]), axis, rank);
+  return {saturate(wide(torch::round(c.in[0] / scale)) + zp, type)};
+}
+Tensors op_dequantize_linear(const OpCall& c) {
+  const std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", 1), rank = c.in[0].dim();
+  const torch::Tensor scale = along_axis(wide(c.in[1]), axis, rank), zp = along_axis(zero_point(c, 2, c.in[0]), axis, rank);
+  return {((wide(c.in[0]) - zp) * scale).to(c.in[1].scalar_type())};
+}
+Tensors op_dynamic_quantize_linear(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];  // float32, as ONNX computes it
+  const torch::Tensor lo = torch::clamp_max(x.min(), 0.0), hi = torch::clamp_min(x.max(), 0.0);
+  torch::Tensor scale = (hi - lo) / 255.0;
+  scale = torch::where(scale == 0, torch::ones_like(scale), scale);
+  const torch::Tensor zp = torch::round(torch::clamp(-lo / scale, 0, 255));
+  return {saturate(wide(torch::round(x / scale)) + wide(zp), torch::kByte), scale, zp.to(torch::kByte)};
+}
+// Integer products of (x - x_zp) and (w - w_zp), in float64, as int32.
+Tensors op_matmul_integer(const OpCall& c) {
+  torch::Tensor a = wide(c.in[0]), b = wide(c.in[1]);
+  if (c.has(2)) a = a - (c.in[2].numel() > 1 ? wide(c.in[2]).reshape({-1, 1}) : wide(c.in[2]).reshape({}));  // per row
+  if (c.has(3)) b = b - wide(c.in[3]);                                                                       // per column
+  return {torch::round(torch::matmul(a, b)).to(torch::kInt)};
+}
+torch::Tensor conv_of(const OpCall& c, const torch::Tensor& x, const torch::Tensor& w) {
+  const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
+  Window win = window_of(c.g, c.op, std::vector<std::int64_t>(w.sizes().begin() + 2, w.sizes().end()));
+  std::vector<std::int64_t> padding = begin_pads(win);
+  torch::Tensor input = x;
+  if (!win.symmetric) {
+    input = torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0);
+    std::fill(padding.begin(), padding.end(), 0);
+  }
+  return torch::convolution(input, w, torch::Tensor(), win.strides, padding, win.dilations, false, std::vector<std::int64_t>(nd, 0),
+                            c.g.op_attrs(c.op).get_int("group", 1));
+}
+Tensors op_conv_integer(const OpCall& c) {
+  torch::Tensor x = wide(c.in[0]), w = wide(c.in[1]);
+  if (c.has(2)) x = x - wide(c.in[2]).reshape({});
+  if (c.has(3)) w = w - along_axis(wide(c.in[3]), 0, w.dim());  // per output channel
+  return {torch::round(conv_of(c, x, w)).to(torch::kInt)};
+}
+// QLinear*: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp (and QLinearConv's int32 bias).
+Tensors op_qlinear(const OpCall& c, bool conv) {
+  const torch::Tensor x = wide(c.in[0]) - wide(c.in[2]).reshape({});
+  torch::Tensor w = wide(c.in[3]);
+  const std::int64_t w_axis = conv ? 0 : w.dim() - 1;  // per output channel, or per column
+  w = w - along_axis(wide(c.in[5]), w_axis, w.dim());
+  torch::Tensor acc = conv ? conv_of(c, x, w) : torch::matmul(x, w);
+  if (conv && c.has(8)) acc = acc + along_axis(wide(c.in[8]), 1, acc.dim());
+  const torch::Tensor w_scale = along_axis(wide(c.in[4]), conv ? 1 : acc.dim() - 1, acc.dim());
+  const torch::Tensor real = acc * wide(c.in[1]).reshape({}) * w_scale;
+  return {saturate(real / wide(c.in[6]).reshape({}) + wide(c.in[7]).reshape({}), c.in[7].scalar_type())};
+}
+Tensors op_qlinear_conv(const OpCall& c) { return op_qlinear(c, true); }
+Tensors op_qlinear_matmul(const OpCall& c) { return op_qlinear(c, false); }
+
+Tensors op_det(const OpCall& c) { return {torch::det(c.in[0])}; }
+
+// Windows of `size` points; periodic (the default) divides by size, symmetric by size - 1.
+Tensors op_window(const OpCall& c, int kind) {
+  const auto size = static_cast<std::int64_t>(*c.scalar(0));
+  const bool periodic = c.g.op_attrs(c.op).get_int("periodic", 1) != 0;
+  const double n = static_cast<double>(periodic ? size : size - 1);
+  const torch::Tensor k = torch::arange(size, torch::TensorOptions().dtype(torch::kDouble));
+  const torch::Tensor phase = 2.0 * M_PI * k / n;
+  torch::Tensor w = kind == 0   ? 0.5 - 0.5 * torch::cos(phase)                                      // Hann
+                    : kind == 1 ? 25.0 / 46.0 - 21.0 / 46.0 * torch::cos(phase)                      // Hamming
+                                : 0.42 - 0.5 * torch::cos(phase) + 0.08 * torch::cos(2.0 * phase);   // Blackman
+  return {w.to(scalar_type(c.g.tensor_dtype(c.g.op_outputs(c.op)[0]))).to(c.device)};
+}
+Tensors op_hann_window(const OpCall& c) { return op_window(c, 0); }
+Tensors op_hamming_window(const OpCall& c) { return op_window(c, 1); }
+Tensors op_blackman_window(const OpCall& c) { return op_window(c, 2); }
+
+// Losses: reduction and ignore_index as ONNX defines them, which are torch's.
+torch::Tensor nll(const OpCall& c, const torch::Tensor& log_prob) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  namespace F = torch::nn::functional;
+  auto options = F::NLLLossFuncOptions().ignore_index(a.get_int("ignore_index", -100));
+  const std::string reduction = a.get_string("reduction", "mean");
+  if (reduction == "none") options.reduction(torch::kNone);
+  else if (reduction == "sum") options.reduction(torch::kSum);
+  else options.reduction(torch::kMean);
+  if (c.has(2)) options.weight(c.in[2]);
+  return F::nll_loss(log_prob, c.in[1].to(torch::kLong), options);
+}
+Tensors op_negative_log_likelihood_loss(const OpCall& c) { return {nll(c, c.in[0])}; }
+Tensors op_softmax_cross_entropy_loss(const OpCall& c) {
+  const torch::Tensor log_prob = torch::log_softmax(c.in[0], 1);
+  return {nll(c, log_prob), log_prob};
+}
+
+// MaxUnpool: each value to its index in a zeroed output. The indices (MaxPool's, flat over the
+// whole tensor) count in the default output shape, (in - 1) x stride + kernel - pads per axis; an
+// output_shape of other sizes gets each at the same coordinates (ONNX's
+// test_maxunpool_export_with_output_shape).
+Tensors op_max_unpool(const OpCall& c) {
+  const std::vector<std::int64_t> out_shape = c.out_shape(0);
+  const torch::Tensor& x = c.in[0];
+  const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
+  const Window win = window_of(c.g, c.op, c.g.op_attrs(c.op).get_ints("kernel_shape"));
+  std::vector<std::int64_t> default_shape(out_shape.begin(), out_shape.begin() + 2);
+  for (std::size_t i = 0; i < nd; ++i)
+    default_shape.push_back((x.size(static_cast<std::int64_t>(i + 2)) - 1) * win.strides[i] + win.kernel[i] - win.pads[i] - win.pads[i + nd]);
+  torch::Tensor index = c.in[1].reshape(-1).to(torch::kLong);
+  if (default_shape != out_shape) {
+    torch::Tensor rest = index, flat = torch::zeros_like(index);
+    std::int64_t stride = 1;
+    for (std::size_t d = out_shape.size(); d-- > 0;) {
+      flat = flat + rest.remainder(default_shape[d]) * stride;
+      rest = rest.div(default_shape[d], "floor");
+      stride *= out_shape[d];
+    }
+    index = flat;
+  }
+  torch::Tensor out = torch::zeros(out_shape, x.options());
+  return {out.view(-1).scatter(0, index, x.reshape(-1)).view(out_shape)};
+}
+
 // ---- Preparation checks (OpCheck) ----
 
 // The window of a convolution or pooling op, as the op will compute it; its errors as a reason.
@@ -1346,6 +1491,20 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"Constant", {op_constant}},
       {"ConstantOfShape", {op_constant_of_shape, 0}},
       {"Range", {op_range, 0}},
+      {"QuantizeLinear", {op_quantize_linear}},
+      {"DequantizeLinear", {op_dequantize_linear}},
+      {"DynamicQuantizeLinear", {op_dynamic_quantize_linear, -1, nullptr, 3}},
+      {"MatMulInteger", {op_matmul_integer}},
+      {"ConvInteger", {op_conv_integer}},
+      {"QLinearMatMul", {op_qlinear_matmul}},
+      {"QLinearConv", {op_qlinear_conv}},
+      {"Det", {op_det}},
+      {"HannWindow", {op_hann_window, 0}},
+      {"HammingWindow", {op_hamming_window, 0}},
+      {"BlackmanWindow", {op_blackman_window, 0}},
+      {"NegativeLogLikelihoodLoss", {op_negative_log_likelihood_loss}},
+      {"SoftmaxCrossEntropyLoss", {op_softmax_cross_entropy_loss, -1, nullptr, 2}},
+      {"MaxUnpool", {op_max_unpool, 2}},
       {"Expand", {op_expand, 1}},
       {"Tile", {op_tile, 1}},
       {"Trilu", {op_trilu, 1}},
