@@ -626,6 +626,28 @@ Tensors op_qlinear_matmul(const OpCall& c) { return op_qlinear(c, false); }
 
 Tensors op_det(const OpCall& c) { return {torch::det(c.in[0])}; }
 
+// DFT (opsets 17-19): input [batch, ..., 1 (real) or 2 (complex)], along `axis` (counted before the
+// last dimension), `dft_length` points (input 1: zero-padded or cut), `onesided` (the first n/2 + 1
+// bins), `inverse` (scaled by 1/n, as NumPy's). Output [..., 2]: real and imaginary parts.
+Tensors op_dft(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const torch::Tensor& x = c.in[0];
+  std::int64_t axis = a.get_int("axis", 1);
+  if (axis < 0) axis += x.dim() - 1;
+  const bool inverse = a.get_int("inverse", 0) != 0, onesided = a.get_int("onesided", 0) != 0;
+  const c10::optional<std::int64_t> n =
+      c.has(1) ? c10::optional<std::int64_t>(static_cast<std::int64_t>(*c.scalar(1))) : c10::nullopt;
+  const torch::Tensor wide_x = x.to(torch::kDouble);
+  torch::Tensor signal = x.size(-1) == 1 ? wide_x.select(-1, 0) : torch::view_as_complex(wide_x.contiguous());
+  torch::Tensor spectrum;
+  if (inverse) spectrum = torch::fft::ifft(signal, n, axis);
+  else if (onesided && x.size(-1) == 1) spectrum = torch::fft::rfft(signal, n, axis);
+  else spectrum = torch::fft::fft(signal, n, axis);
+  if (onesided && (inverse || x.size(-1) == 2))
+    spectrum = spectrum.narrow(axis, 0, spectrum.size(axis) / 2 + 1);
+  return {torch::view_as_real(spectrum.contiguous()).to(x.scalar_type())};
+}
+
 // Windows of `size` points; periodic (the default) divides by size, symmetric by size - 1.
 Tensors op_window(const OpCall& c, int kind) {
   const auto size = static_cast<std::int64_t>(*c.scalar(0));
@@ -1499,6 +1521,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"QLinearMatMul", {op_qlinear_matmul}},
       {"QLinearConv", {op_qlinear_conv}},
       {"Det", {op_det}},
+      {"DFT", {op_dft, 1}},
       {"HannWindow", {op_hann_window, 0}},
       {"HammingWindow", {op_hamming_window, 0}},
       {"BlackmanWindow", {op_blackman_window, 0}},
