@@ -626,6 +626,23 @@ Tensors op_qlinear_matmul(const OpCall& c) { return op_qlinear(c, false); }
 
 Tensors op_det(const OpCall& c) { return {torch::det(c.in[0])}; }
 
+// STFT (opset 17): signal [batch, length, 1 or 2], frames of `window`'s length (or frame_length)
+// every frame_step samples, each times the window and transformed; onesided (the default) keeps
+// the first n/2 + 1 bins of a real signal. Output [batch, frames, bins, 2].
+Tensors op_stft(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const auto step = static_cast<std::int64_t>(*c.scalar(1));
+  const std::int64_t n = c.has(2) ? c.in[2].numel() : static_cast<std::int64_t>(*c.scalar(3));
+  const bool onesided = c.g.op_attrs(c.op).get_int("onesided", 1) != 0;
+  const torch::Tensor wide_x = x.to(torch::kDouble);
+  const bool real = x.size(-1) == 1;
+  torch::Tensor signal = real ? wide_x.select(-1, 0) : torch::view_as_complex(wide_x.contiguous());
+  torch::Tensor frames = signal.unfold(1, n, step);  // [batch, frames, n]
+  if (c.has(2)) frames = frames * c.in[2].to(torch::kDouble);
+  const torch::Tensor spectrum = onesided && real ? torch::fft::rfft(frames, n, -1) : torch::fft::fft(frames, n, -1);
+  return {torch::view_as_real(spectrum.contiguous()).to(x.scalar_type())};
+}
+
 // DFT (opsets 17-19): input [batch, ..., 1 (real) or 2 (complex)], along `axis` (counted before the
 // last dimension), `dft_length` points (input 1: zero-padded or cut), `onesided` (the first n/2 + 1
 // bins), `inverse` (scaled by 1/n, as NumPy's). Output [..., 2]: real and imaginary parts.
@@ -1522,6 +1539,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"QLinearConv", {op_qlinear_conv}},
       {"Det", {op_det}},
       {"DFT", {op_dft, 1}},
+      {"STFT", {op_stft}},
       {"HannWindow", {op_hann_window, 0}},
       {"HammingWindow", {op_hamming_window, 0}},
       {"BlackmanWindow", {op_blackman_window, 0}},
