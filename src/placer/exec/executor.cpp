@@ -626,6 +626,76 @@ Tensors op_qlinear_matmul(const OpCall& c) { return op_qlinear(c, false); }
 
 Tensors op_det(const OpCall& c) { return {torch::det(c.in[0])}; }
 
+// RoiAlign (opsets 10-16): per region, output_height x output_width bins, each the mean (or max) of
+// sampling_ratio^2 bilinear samples (adaptive: ceil(region / bins) per axis); a sample more than
+// one pixel outside the map is 0. half_pixel shifts coordinates by half a pixel; the legacy
+// output_half_pixel does not, and makes regions at least one pixel wide. In float64, per region.
+Tensors op_roi_align(const OpCall& c) {
+  const Attributes& a = c.g.op_attrs(c.op);
+  const torch::Tensor x = c.in[0].to(torch::kDouble).to(torch::kCPU);
+  const torch::Tensor rois = c.in[1].to(torch::kDouble).to(torch::kCPU), batch = c.in[2].to(torch::kLong).to(torch::kCPU);
+  const std::int64_t out_h = a.get_int("output_height", 1), out_w = a.get_int("output_width", 1), ratio = a.get_int("sampling_ratio", 0);
+  const double scale = a.get_float("spatial_scale", 1.0);
+  const bool half_pixel = a.get_string("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+  const bool max_mode = a.get_string("mode", "avg") == "max";
+  const std::int64_t height = x.size(2), width = x.size(3), regions = rois.size(0);
+  const double offset = half_pixel ? 0.5 : 0.0;
+  std::vector<torch::Tensor> outputs;
+  for (std::int64_t r = 0; r < regions; ++r) {
+    const auto box = rois[r];
+    const double x1 = box[0].item<double>() * scale - offset, y1 = box[1].item<double>() * scale - offset;
+    double roi_w = box[2].item<double>() * scale - offset - x1, roi_h = box[3].item<double>() * scale - offset - y1;
+    if (!half_pixel) roi_w = std::max(roi_w, 1.0), roi_h = std::max(roi_h, 1.0);
+    const double bin_h = roi_h / static_cast<double>(out_h), bin_w = roi_w / static_cast<double>(out_w);
+    const std::int64_t grid_h = ratio > 0 ? ratio : static_cast<std::int64_t>(std::ceil(roi_h / static_cast<double>(out_h)));
+    const std::int64_t grid_w = ratio > 0 ? ratio : static_cast<std::int64_t>(std::ceil(roi_w / static_cast<double>(out_w)));
+    // Sample coordinates along each axis: bin p, sample i at start + p * bin + (i + 0.5) * bin / grid.
+    auto coords = [](double start, double bin, std::int64_t bins, std::int64_t grid) {
+      std::vector<double> v;
+      for (std::int64_t p = 0; p < bins; ++p)
+        for (std::int64_t i = 0; i < grid; ++i) v.push_back(start + static_cast<double>(p) * bin + (static_cast<double>(i) + 0.5) * bin / static_cast<double>(std::max<std::int64_t>(grid, 1)));
+      return v;
+    };
+    // Bilinear taps along one axis: low and high indices and weights (0 outside [-1, size]).
+    auto taps = [](const std::vector<double>& v, std::int64_t size) {
+      std::vector<std::int64_t> lo(v.size()), hi(v.size());
+      std::vector<double> wl(v.size()), wh(v.size());
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        double t = v[k];
+        if (t < -1.0 || t > static_cast<double>(size)) {
+          lo[k] = hi[k] = 0, wl[k] = wh[k] = 0.0;
+          continue;
+        }
+        t = std::max(t, 0.0);
+        auto l = static_cast<std::int64_t>(std::floor(t));
+        std::int64_t h = l + 1;
+        if (l >= size - 1) l = h = size - 1, t = static_cast<double>(l);
+        lo[k] = l, hi[k] = h, wh[k] = t - static_cast<double>(l), wl[k] = 1.0 - wh[k];
+      }
+      auto opts = torch::TensorOptions().dtype(torch::kLong);
+      return std::make_tuple(torch::tensor(lo, opts), torch::tensor(hi, opts), torch::tensor(wl, torch::kDouble), torch::tensor(wh, torch::kDouble));
+    };
+    const auto [ylo, yhi, wyl, wyh] = taps(coords(y1, bin_h, out_h, grid_h), height);
+    const auto [xlo, xhi, wxl, wxh] = taps(coords(x1, bin_w, out_w, grid_w), width);
+    const torch::Tensor map = x[batch[r].item<std::int64_t>()];  // [C, H, W]
+    auto at = [&](const torch::Tensor& ys, const torch::Tensor& xs) { return map.index_select(1, ys).index_select(2, xs); };
+    // [C, out_h * grid_h, out_w * grid_w] samples, as weighted taps.
+    const torch::Tensor wy_l = wyl.view({1, -1, 1}), wy_h = wyh.view({1, -1, 1}), wx_l = wxl.view({1, 1, -1}), wx_h = wxh.view({1, 1, -1});
+    const std::vector<torch::Tensor> terms = {wy_l * wx_l * at(ylo, xlo), wy_l * wx_h * at(ylo, xhi), wy_h * wx_l * at(yhi, xlo), wy_h * wx_h * at(yhi, xhi)};
+    const std::int64_t channels = map.size(0);
+    torch::Tensor binned;
+    if (max_mode) {
+      // onnxruntime's max mode: the largest weighted tap of the bin's samples.
+      binned = torch::stack(terms).amax(0);
+    } else {
+      binned = terms[0] + terms[1] + terms[2] + terms[3];
+    }
+    binned = binned.view({channels, out_h, grid_h, out_w, grid_w});
+    outputs.push_back(max_mode ? binned.amax({2, 4}) : binned.mean({2, 4}));
+  }
+  return {torch::stack(outputs).to(c.in[0].scalar_type()).to(c.device)};
+}
+
 // STFT (opset 17): signal [batch, length, 1 or 2], frames of `window`'s length (or frame_length)
 // every frame_step samples, each times the window and transformed; onesided (the default) keeps
 // the first n/2 + 1 bins of a real signal. Output [batch, frames, bins, 2].
@@ -1540,6 +1610,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"Det", {op_det}},
       {"DFT", {op_dft, 1}},
       {"STFT", {op_stft}},
+      {"RoiAlign", {op_roi_align}},
       {"HannWindow", {op_hann_window, 0}},
       {"HammingWindow", {op_hamming_window, 0}},
       {"BlackmanWindow", {op_blackman_window, 0}},
