@@ -100,14 +100,14 @@ TEST(Simulator, ForkJoinAcrossDevicesPaysTwoTransfers) {
 
 // split (1 s) makes p and q (1 MB each); use_p and use_q (0.1 ms) read them. Placed {0, 1, 1},
 // both copies take the same link: q's waits for p's.
-Priced two_copies_on_one_link() {
+Priced two_copies_on_one_link(Cluster cluster = two_gpus()) {
   Sketch s;
   TensorId x = s.tensor("x", 10, TensorKind::data), p = s.tensor("p", 1'000'000), q = s.tensor("q", 1'000'000);
   TensorId op = s.tensor("op", 10), oq = s.tensor("oq", 10);
   s.op("split", {x}, {p, q}, 1.0);
   s.op("use_p", {p}, {op}, 0.0001);
   s.op("use_q", {q}, {oq}, 0.0001);
-  return Priced(std::move(s), two_gpus());
+  return Priced(std::move(s), std::move(cluster));
 }
 
 TEST(Simulator, TransfersOnOneLinkWaitForEachOther) {
@@ -176,13 +176,7 @@ Cluster chain_of_switches(int switches) {
 TEST(Simulator, SwitchesInSeriesContendAsOneLink) {
   for (int switches : {1, 3, 20000}) {
     SCOPED_TRACE(switches);
-    Sketch s;
-    TensorId x = s.tensor("x", 10, TensorKind::data), p = s.tensor("p", 1'000'000), q = s.tensor("q", 1'000'000);
-    TensorId op = s.tensor("op", 10), oq = s.tensor("oq", 10);
-    s.op("split", {x}, {p, q}, 1.0);
-    s.op("use_p", {p}, {op}, 0.0001);
-    s.op("use_q", {q}, {oq}, 0.0001);
-    Priced r(std::move(s), chain_of_switches(switches));
+    Priced r = two_copies_on_one_link(chain_of_switches(switches));
     const SimResult& res = r.on({0, 1, 1});
     // q's copy waits for p's on the chain: 1 + 2 ms, then use_q.
     EXPECT_THAT(res.step_time_s, DoubleNear(1.0 + 2 * 1e-3 + 0.0001, 1e-12));

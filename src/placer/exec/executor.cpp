@@ -133,19 +133,22 @@ std::vector<std::int64_t> begin_pads(const Window& w) { return {w.pads.begin(), 
 
 using Tensors = std::vector<torch::Tensor>;
 
-Tensors op_conv(const OpCall& c) {
-  torch::Tensor x = c.in[0], w = c.in[1];
-  torch::Tensor b = c.has(2) ? c.in[2] : torch::Tensor();
+// A Conv's (or ConvInteger's, QLinearConv's) convolution of x by w (and bias b): its window from
+// the IR, asymmetric pads applied beforehand.
+torch::Tensor conv_of(const OpCall& c, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = torch::Tensor()) {
   const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
   Window win = window_of(c.g, c.op, std::vector<std::int64_t>(w.sizes().begin() + 2, w.sizes().end()));
   std::vector<std::int64_t> padding = begin_pads(win);
+  torch::Tensor input = x;
   if (!win.symmetric) {
-    x = torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0);
+    input = torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0);
     std::fill(padding.begin(), padding.end(), 0);
   }
   const std::int64_t groups = c.g.op_attrs(c.op).get_int("group", 1);
-  return {torch::convolution(x, w, b, win.strides, padding, win.dilations, false, std::vector<std::int64_t>(nd, 0), groups)};
+  return torch::convolution(input, w, b, win.strides, padding, win.dilations, false, std::vector<std::int64_t>(nd, 0), groups);
 }
+
+Tensors op_conv(const OpCall& c) { return {conv_of(c, c.in[0], c.in[1], c.has(2) ? c.in[2] : torch::Tensor())}; }
 
 // Whether a pooling window's pads are given to libtorch as padded input instead: asymmetric ones,
 // and pads past half the kernel, which libtorch refuses and ONNX allows ("pad should be at most
@@ -590,18 +593,6 @@ Tensors op_matmul_integer(const OpCall& c) {
   if (c.has(2)) a = a - (c.in[2].numel() > 1 ? wide(c.in[2]).reshape({-1, 1}) : wide(c.in[2]).reshape({}));  // per row
   if (c.has(3)) b = b - wide(c.in[3]);                                                                       // per column
   return {torch::round(torch::matmul(a, b)).to(torch::kInt)};
-}
-torch::Tensor conv_of(const OpCall& c, const torch::Tensor& x, const torch::Tensor& w) {
-  const std::size_t nd = static_cast<std::size_t>(x.dim() - 2);
-  Window win = window_of(c.g, c.op, std::vector<std::int64_t>(w.sizes().begin() + 2, w.sizes().end()));
-  std::vector<std::int64_t> padding = begin_pads(win);
-  torch::Tensor input = x;
-  if (!win.symmetric) {
-    input = torch::constant_pad_nd(x, torch_pads(win.pads, nd), 0);
-    std::fill(padding.begin(), padding.end(), 0);
-  }
-  return torch::convolution(input, w, torch::Tensor(), win.strides, padding, win.dilations, false, std::vector<std::int64_t>(nd, 0),
-                            c.g.op_attrs(c.op).get_int("group", 1));
 }
 Tensors op_conv_integer(const OpCall& c) {
   torch::Tensor x = wide(c.in[0]), w = wide(c.in[1]);

@@ -204,10 +204,8 @@ std::optional<onnx::ModelProto> library_compatible_copy(const onnx::ModelProto& 
   lower_graph(*copy.mutable_graph(), nullptr, opset);
   // Model-local functions: their own opset imports and nodes (constants are their Constant nodes).
   for (auto& f : *copy.mutable_functions()) {
-    bool newer = false;
     for (auto& o : *f.mutable_opset_import())
-      if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() > onnx_library_opset()) o.set_version(onnx_library_opset()), newer = true;
-    if (!newer && opset <= onnx_library_opset()) continue;
+      if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() > onnx_library_opset()) o.set_version(onnx_library_opset());
     onnx::GraphProto constants_only;
     for (const auto& node : f.node())
       if (node.op_type() == "Constant") *constants_only.add_node() = node;
