@@ -574,6 +574,34 @@ TEST(PlaceCli, APlacementSimulatedUnderOtherOptionsIsWarnedAbout) {
                                    "' was found for --mode inference (here training), --memory-fraction 1 (here 0.5); its step time there: "));
 }
 
+// --gradient-sums out-of-place models libtorch 1.x's sums of partial gradients: RNNLM's output
+// projection (78.1 MiB, read at 20 steps) is summed into a new buffer beside the old sum and the
+// partial, so the training peak on one GPU rises by about that much; times do not move. A placement
+// found under one setting warns when simulated under the other.
+TEST(SimulateCli, GradientSumsOutOfPlaceRaiseTrainingPeaks) {
+  if (!test::have_shared_models()) GTEST_SKIP() << "shared models not found";
+  const std::string model = test::shared_model("rnnlm");
+  auto peak = [&](const char* sums) {
+    const auto r = placer({"simulate", "--model", model, "--cluster", "k80x4", "--on", "gpu:0", "--gradient-sums", sums, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    return std::pair{j.at("devices").at(1).at("peak_memory_bytes").get<double>(), j.at("step_time_s").get<double>()};
+  };
+  const auto [in_place, in_place_time] = peak("in-place");
+  const auto [out_of_place, out_of_place_time] = peak("out-of-place");
+  const double projection = 10000.0 * 2048 * 4;
+  EXPECT_NEAR(out_of_place - in_place, projection, 0.1 * projection);
+  EXPECT_EQ(out_of_place_time, in_place_time);
+  expect_one_line_error({"simulate", "--model", model, "--cluster", "k80x4", "--on", "gpu:0", "--gradient-sums", "sideways"},
+                        "--gradient-sums: sideways not in {in-place,out-of-place}");
+  const std::string file = test::temp_path("sums.placement.json");
+  ASSERT_EQ(placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-topo", "--gradient-sums", "out-of-place", "-o", file}).exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(file)).at("meta").at("gradient_sums"), "out-of-place");
+  const auto other = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement", file});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("was found for --gradient-sums out-of-place (here in-place)"));
+}
+
 // A placement that does not fit says by how much in --json too (it gave "fits": false and no
 // reason), as simulate --json does. It is printed and written, and place exits 3 (it exited 0 for
 // the algorithms that return such a placement, 1 for those that fail: a script could not tell a

@@ -37,8 +37,8 @@ struct Priced {
   Cluster c;
   CostTable costs;
   Simulator sim;
-  Priced(Sketch&& s, Cluster cluster)
-      : g(std::move(s.b).build()), c(std::move(cluster)), costs(g, c, CostModel::defaults(), &s.profile), sim(g, c, costs) {}
+  Priced(Sketch&& s, Cluster cluster, SimOptions options = {})
+      : g(std::move(s.b).build()), c(std::move(cluster)), costs(g, c, CostModel::defaults(), &s.profile), sim(g, c, costs, std::move(options)) {}
   const SimResult& on(std::vector<DeviceId> devices) { return sim.simulate(devices); }
 };
 
@@ -433,6 +433,20 @@ TEST(SimulatorMemory, PartialGradientsSummedOnArrivalAreFreedThen) {
   EXPECT_EQ(across.step_time_s, held.on({0, 0, 1, 0}).step_time_s);
   // The step's memory back to its static part: everything taken was given back.
   EXPECT_EQ(summed.on({0, 0, 0, 0}).devices[0].static_memory_bytes, 1u);
+
+  // Summed out of place (libtorch 1.x): as g2 is summed into g1, the new sum is written while both
+  // are live (x + g1 + g2 + the sum: 3,001), and likewise for g3; nothing else changes.
+  Priced copied(sketch(true), two_gpus(), SimOptions{.gradient_sums_out_of_place = true});
+  EXPECT_EQ(copied.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 3000u);
+  // g3 made on gpu:1: summed when its copy arrives on gpu:0 (x + g1 + the copy + the sum); gpu:1
+  // only makes and sends it.
+  const SimResult& copied_across = copied.on({0, 0, 1, 0});
+  EXPECT_EQ(copied_across.devices[0].peak_memory_bytes, 1u + 3000u);
+  EXPECT_EQ(copied_across.devices[1].peak_memory_bytes, 1u + 1000u);
+  EXPECT_EQ(copied_across.step_time_s, held.on({0, 0, 1, 0}).step_time_s);
+  // Without partials summed on arrival (all held), the option changes nothing.
+  Priced held_copied(sketch(false), two_gpus(), SimOptions{.gradient_sums_out_of_place = true});
+  EXPECT_EQ(held_copied.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 3000u + 10u);
 }
 
 // Optimizer state is kept for the parameters the step updates: none for one no gradient reaches.

@@ -74,6 +74,11 @@ void add_problem_options(CLI::App* cmd, ProblemArgs& args) {
           },
           "FLOAT in [0.01, 1]"))
       ->capture_default_str();
+  cmd->add_option("--gradient-sums", args.gradient_sums,
+                  "how the training framework sums a tensor's partial gradients: in-place (PyTorch 2) or out-of-place (libtorch "
+                  "1.x: each sum a new buffer, three gradient-sized buffers for an instant)")
+      ->check(CLI::IsMember({"in-place", "out-of-place"}))
+      ->capture_default_str();
   add_model_options(cmd, args.model_args);
 }
 
@@ -128,6 +133,7 @@ LoadedProblem load_problem(const ProblemArgs& args) {
   if (profile) warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
   SimOptions sim;
   sim.memory_fraction = args.memory_fraction;
+  sim.gradient_sums_out_of_place = args.gradient_sums == "out-of-place";
   return LoadedProblem{std::move(graph), std::move(cluster), std::move(costs), sim};
 }
 

@@ -43,6 +43,7 @@ struct ProblemArgs {
   std::string cluster;
   std::string profile;
   double memory_fraction = 1.0;
+  std::string gradient_sums = "in-place";  // SimOptions::gradient_sums_out_of_place: "in-place" or "out-of-place"
 };
 void add_problem_options(CLI::App* cmd, ProblemArgs& args);
 struct LoadedProblem {

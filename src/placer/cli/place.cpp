@@ -188,9 +188,10 @@ void run_place(const PlaceArgs& args) {
                {"mode", args.problem.model_args.mode},
                {"optimizer", training ? args.problem.model_args.optimizer : std::string()},
                {"memory_fraction", fmt::format("{:g}", args.problem.memory_fraction)},
+               {"gradient_sums", training ? args.problem.gradient_sums : std::string()},
                {"step_time_s", fmt::format("{:.9g}", r.sim.step_time_s)},
                {"fits", r.sim.fits ? "yes" : "no"}};
-  if (!training) std::erase_if(spec.meta, [](const auto& kv) { return kv.first == "optimizer"; });
+  if (!training) std::erase_if(spec.meta, [](const auto& kv) { return kv.first == "optimizer" || kv.first == "gradient_sums"; });
   if (!args.output.empty()) save_placement_file(spec, args.output);
   // Printed and written all the same (what is over, and by how much, is what to act on), then
   // reported as an error: exit status 0 means a placement that fits.

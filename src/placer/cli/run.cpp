@@ -205,7 +205,10 @@ void run_validate(const ValidateArgs& args) {
   if (!args.profile.empty()) profile = Profile::load(args.profile);
   const CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
   if (profile) warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
-  Simulator sim(graph, cluster, costs);
+  // Peaks as this libtorch's autograd makes them (its partial gradient sums: in place or not).
+  SimOptions sim_options;
+  sim_options.gradient_sums_out_of_place = exec::sums_gradients_out_of_place();
+  Simulator sim(graph, cluster, costs, sim_options);
 
   std::vector<std::pair<std::string, std::vector<DeviceId>>> runs;
   for (const auto& device : args.on)

@@ -138,6 +138,7 @@ void warn_other_options(const PlacementSpec& spec, const std::string& file, cons
   differs("mode", args.model_args.mode, "--mode");
   if (args.model_args.mode == "training" && spec.meta_value("mode") == "training") differs("optimizer", args.model_args.optimizer, "--optimizer");
   differs("memory_fraction", fmt::format("{:g}", args.memory_fraction), "--memory-fraction");
+  if (args.model_args.mode == "training") differs("gradient_sums", args.gradient_sums, "--gradient-sums");
   differs("cluster", cluster.name(), "cluster");
   if (differ.empty()) return;
   const std::string step = spec.meta_value("step_time_s");
@@ -248,8 +249,9 @@ void register_bounds(CLI::App& app) {
                human_seconds(b.total_work_s));
     fmt::print("lower bound: {}\n", human_seconds(b.best()));
     // Time bounds: no memory limit enters them (docs/simulator.md).
-    if (args->memory_fraction != 1.0)
-      fmt::print(stderr, "placer: note: the bounds do not depend on memory: --memory-fraction changes nothing here\n");
+    if (args->memory_fraction != 1.0 || args->gradient_sums != "in-place")
+      fmt::print(stderr, "placer: note: the bounds do not depend on memory: {} changes nothing here\n",
+                 args->memory_fraction != 1.0 ? "--memory-fraction" : "--gradient-sums");
   });
 }
 

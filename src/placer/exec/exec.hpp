@@ -31,6 +31,12 @@ namespace placer::exec {
 // Call before building an Executor; every exec entry point calls it once.
 int configure_threads(int requested = 0);
 
+// Whether the linked libtorch's autograd sums a tensor's partial gradients out of place (libtorch
+// 1.x, Debian 12's 1.13: each sum a new buffer beside the old sum and the partial) rather than in
+// place (PyTorch 2): measured once per process with a weight read twice. What `validate` sets
+// SimOptions::gradient_sums_out_of_place to, so that its simulated peaks model this libtorch.
+bool sums_gradients_out_of_place();
+
 struct ExecOptions {
   Mode mode = Mode::training;
   Optimizer optimizer = Optimizer::sgd;

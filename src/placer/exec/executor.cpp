@@ -1708,6 +1708,26 @@ int cuda_index(const Device& dev) {
 
 }  // namespace detail
 
+bool sums_gradients_out_of_place() {
+  // A weight read twice gets two partial gradients, which autograd's input buffer sums before
+  // AccumulateGrad. In place (PyTorch 2, holding the last reference) two weight-sized buffers are
+  // live at the peak of the backward pass; out of place (libtorch 1.x) the sum is a third.
+  static const bool out_of_place = [] {
+    detail::install_host_meter();
+    constexpr std::int64_t n = 128;  // 64 KiB: far above the loss's scalars and the row gradients
+    const std::uint64_t weight_bytes = n * n * sizeof(float);
+    torch::Tensor w = torch::ones({n, n}).set_requires_grad(true);
+    const torch::Tensor x = torch::ones({1, n});
+    torch::Tensor loss = torch::mm(x, w).sum() + torch::mm(x, w).sum();
+    const std::uint64_t base = detail::read_host_memory().current_bytes;
+    detail::reset_host_peak();
+    loss.backward();
+    const std::uint64_t peak = detail::read_host_memory().peak_bytes - base;
+    return peak >= weight_bytes * 5 / 2;
+  }();
+  return out_of_place;
+}
+
 void check_devices_available(const Cluster& cluster, std::span<const DeviceId> devices) {
   std::map<int, std::string> by_index;  // CUDA index -> the first device of `devices` on it
   for (DeviceId d : devices) {

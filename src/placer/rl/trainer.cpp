@@ -88,7 +88,7 @@ struct Fingerprint {
 
 // FNV-1a over what decides every simulated step time and fit: the graph's ops and tensors, every
 // op time on every device, the routes between devices and each device's memory limit. Another
-// model, cluster, profile, --dim, --memory-fraction or --optimizer changes it.
+// model, cluster, profile, --dim, --memory-fraction, --gradient-sums or --optimizer changes it.
 std::int64_t problem_hash(const Problem& p) {
   Fnv1a h;
   auto mix = [&](std::uint64_t v) { h.u64(v); };
@@ -107,6 +107,7 @@ std::int64_t problem_hash(const Problem& p) {
     for (DeviceId b = 0; b < nd; ++b)
       if (a != b) mix_double(p.cluster.route_latency_s(a, b)), mix_double(p.cluster.route_bandwidth(a, b));
   for (std::uint64_t limit : memory_limits(p)) mix(limit);
+  if (p.sim.gradient_sums_out_of_place) mix(1);  // higher peaks: what fits changes (the default leaves older hashes as they were)
   return static_cast<std::int64_t>(h.value());
 }
 

@@ -116,6 +116,7 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     info.dest_mask = 0;
     info.dev = 0;
     info.source = g.producer(x) == kNoId;
+    info.sum_copy = options_.gradient_sums_out_of_place && g.tensor_accumulated(x);
     info.home = info.source ? g.param_home(x) : g.producer(x);
     if (info.source && info.home != kNoId && !g.tensor_folded(x)) source_tensors_.push_back(x);
     if (info.source) static_extra_[x] = g.optimizer_state_bytes(x);
@@ -530,7 +531,11 @@ void Simulator::run(std::span<const DeviceId> devices) {
         for (std::uint64_t mask = tx.dest_mask; mask; mask &= mask - 1)
           send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now);
         // Nobody reads it (a view's storage is freed by its own uses; a graph output's is pinned).
-        if (uses[std::size_t{x} * nd + d] == 0) mem_now[d] -= alloc_bytes[x];
+        // A partial gradient summed here out of place: the new sum, with the old and this one.
+        if (uses[std::size_t{x} * nd + d] == 0) {
+          if (tx.sum_copy) [[unlikely]] mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tx.bytes);
+          mem_now[d] -= alloc_bytes[x];
+        }
       }
       // An event of the heap that made no op of no time ready starts its device at once (nothing
       // else waits then); otherwise the device waits for those ops, and the loop starts it.
@@ -548,8 +553,11 @@ void Simulator::run(std::span<const DeviceId> devices) {
       }
       const DeviceId from = tx.dev;
       release(storage[x], from);  // the sender's copy is no longer needed for this send
-      // A partial gradient summed on arrival (no reader holds it): its copy is freed at once.
-      mem_now[d] -= tx.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(uses[std::size_t{x} * nd + d] == 0));
+      // A partial gradient summed on arrival (no reader holds it): its copy is freed at once (out
+      // of place, after the new sum was written beside it).
+      const bool summed = uses[std::size_t{x} * nd + d] == 0;
+      if (tx.sum_copy & summed) [[unlikely]] mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tx.bytes);
+      mem_now[d] -= tx.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(summed));
       if (zero_finished_.empty()) start_ops(d, now);
       else to_start |= std::uint64_t{1} << d;
     }

@@ -79,6 +79,12 @@ struct SimOptions {
   double memory_fraction = 1.0;
   // Per-device limits in bytes (0 = capacity x memory_fraction); empty = none.
   std::vector<std::uint64_t> memory_limit_bytes;
+  // How autograd sums the partial gradients of a tensor read k times (Graph::tensor_accumulated).
+  // false: in place, into the first (PyTorch 2's input buffer when it holds the last reference):
+  // a later partial costs only itself. true: out of place (libtorch 1.x, Debian 12's 1.13): each
+  // sum writes a new buffer while the old sum and the partial are alive, so for an instant three
+  // buffers of the gradient's size are held (docs/simulator.md#rules).
+  bool gradient_sums_out_of_place = false;
 };
 
 // The memory a placement may use on device `d`: its per-device limit when `options` gives one,
@@ -128,6 +134,7 @@ class Simulator {
     std::uint32_t home;                // producer op, or home op of a source tensor (kNoId: none)
     std::uint8_t dev;                  // per run: device of its producer or home op
     std::uint8_t source;               // no producer: data, parameter, buffer, constant
+    std::uint8_t sum_copy;             // a partial gradient summed out of place (SimOptions)
   };
   // A transfer of this run.
   struct Transfer {
