@@ -432,5 +432,61 @@ TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
               ::testing::HasSubstr("profile version 2 is not supported (this placer reads 1)"));
 }
 
+// Scratch memory of a CPU convolution (oneDNN's reordered operands, measured with libtorch 1.13:
+// docs/cost-model.md#workspaces), held while it runs; none on a GPU, none for other ops.
+TEST(CostTable, ConvolutionsOnTheCpuHoldWorkspaces) {
+  GraphBuilder b;
+  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  };
+  auto with_group = [](std::int64_t group) {
+    Attributes a;
+    a.set(Attribute{.name = "group", .kind = Attribute::Kind::integer, .i = group});
+    return a;
+  };
+  const OpWork work{1e6, 1e6, 1e6, OpClass::conv};
+  // A 3x3 convolution over 32 samples: 24.5 MiB in, 49 MiB out, a 288 KiB weight.
+  const TensorId x = tensor("x", {32, 64, 56, 56}, TensorKind::data), w = tensor("w", {128, 64, 3, 3}, TensorKind::parameter);
+  const TensorId y = tensor("y", {32, 128, 56, 56});
+  // A 1x1 convolution over 8 samples (libtorch runs it without oneDNN on one thread).
+  const TensorId w1 = tensor("w1", {128, 128, 1, 1}, TensorKind::parameter), y1 = tensor("y1", {32, 128, 56, 56});
+  const TensorId x8 = tensor("x8", {8, 16, 10, 10}, TensorKind::data), w8 = tensor("w8", {16, 16, 1, 1}, TensorKind::parameter);
+  const TensorId y8 = tensor("y8", {8, 16, 10, 10});
+  // A depthwise (grouped) convolution.
+  const TensorId wd = tensor("wd", {16, 1, 3, 3}, TensorKind::parameter), yd = tensor("yd", {8, 16, 10, 10});
+  b.add_op({.name = "conv", .type = "Conv", .inputs = {x, w}, .outputs = {y}, .attrs = with_group(1), .work = work});
+  b.add_op({.name = "conv1x1", .type = "Conv", .inputs = {y, w1}, .outputs = {y1}, .attrs = with_group(1), .work = work});
+  b.add_op({.name = "small1x1", .type = "Conv", .inputs = {x8, w8}, .outputs = {y8}, .attrs = with_group(1), .work = work});
+  b.add_op({.name = "depthwise", .type = "Conv", .inputs = {y8, wd}, .outputs = {yd}, .attrs = with_group(16), .work = work});
+  b.add_op({.name = "relu", .type = "Relu", .inputs = {y1}, .outputs = {tensor("r", {32, 128, 56, 56})},
+            .work = {1e6, 1e6, 1e6, OpClass::elementwise}});
+  const TensorId dy = tensor("dy", {32, 128, 56, 56}, TensorKind::data), dx = tensor("dx", {32, 64, 56, 56}, TensorKind::gradient);
+  const TensorId dw = tensor("dw", {128, 64, 3, 3}, TensorKind::gradient), dyd = tensor("dyd", {8, 16, 10, 10}, TensorKind::data);
+  const TensorId dy8 = tensor("dy8", {8, 16, 10, 10}, TensorKind::gradient), dwd = tensor("dwd", {16, 1, 3, 3}, TensorKind::gradient);
+  const TensorId dwd2 = tensor("dwd2", {16, 1, 3, 3}, TensorKind::gradient);
+  b.add_op({.name = "conv/grad", .type = "ConvGrad", .inputs = {dy, x, w}, .outputs = {dx, dw}, .attrs = with_group(1),
+            .role = OpRole::backward, .forward_op = 0, .work = work});
+  b.add_op({.name = "depthwise/grad", .type = "ConvGrad", .inputs = {dyd, y8, wd}, .outputs = {dy8, dwd}, .attrs = with_group(16),
+            .role = OpRole::backward, .forward_op = 3, .work = work});
+  b.add_op({.name = "depthwise/grad_w", .type = "ConvGrad", .inputs = {dyd, y8, wd}, .outputs = {dwd2}, .attrs = with_group(16),
+            .role = OpRole::backward, .forward_op = 3, .work = work});
+  b.set_num_forward_ops(5);
+  const Graph g = std::move(b).build();
+  const std::uint64_t in = 32ull * 64 * 56 * 56 * 4, out = 2 * in, weight = 128ull * 64 * 9 * 4;
+  EXPECT_EQ(op_workspace_bytes(g, 0, DeviceKind::cpu), out + weight) << "the larger of input and output, and the weight";
+  EXPECT_EQ(op_workspace_bytes(g, 1, DeviceKind::cpu), out + 128 * 128 * 4) << "1x1 over 32 samples: oneDNN";
+  EXPECT_EQ(op_workspace_bytes(g, 2, DeviceKind::cpu), 0u) << "1x1 over 8 samples: libtorch's own kernel";
+  EXPECT_EQ(op_workspace_bytes(g, 3, DeviceKind::cpu), 8u * 16 * 100 * 4 + 16 * 9 * 4);
+  EXPECT_EQ(op_workspace_bytes(g, 4, DeviceKind::cpu), 0u) << "not a convolution";
+  EXPECT_EQ(op_workspace_bytes(g, 5, DeviceKind::cpu), in + out) << "the gradient: its forward input and dY";
+  EXPECT_EQ(op_workspace_bytes(g, 6, DeviceKind::cpu), 8u * 16 * 100 * 4) << "grouped, with a data gradient: dY";
+  EXPECT_EQ(op_workspace_bytes(g, 7, DeviceKind::cpu), 0u) << "grouped, the weight's gradient alone";
+  for (OpId o = 0; o < g.num_ops(); ++o) EXPECT_EQ(op_workspace_bytes(g, o, DeviceKind::gpu), 0u) << "not measured on a GPU";
+  const CostTable t(g, one_gpu(), CostModel::defaults());
+  EXPECT_EQ(t.workspace_bytes(0, 0), out + weight);
+  EXPECT_EQ(t.workspace_bytes(0, 1), 0u);
+  EXPECT_EQ(t.workspaces().size(), g.num_ops() * 2);
+}
+
 }  // namespace
 }  // namespace placer

@@ -248,6 +248,48 @@ struct StepOf {
 const OpWork& work_of(const Graph& g, const std::string& op) { return g.op_work(g.find_op(op)); }
 }  // namespace
 
+// A max pool's gradient reads the argmax of each window, PyTorch's int64 indices: an output the
+// step adds to the forward op (or the node's ONNX Indices output), not Y; the work as before. In
+// inference, or when no gradient reaches the pool's input, no indices.
+TEST(TrainingStep, MaxPoolKeepsInt64IndicesForItsGradient) {
+  auto pooled = [](bool indices_output, bool trained_input) {
+    StepOf s;
+    const TensorId x = s.tensor("x", {2, 3, 8, 8}, TensorKind::data), w = s.tensor("w", {4, 3, 3, 3}, TensorKind::parameter);
+    const TensorId c = s.tensor("c", {2, 4, 6, 6}), y = s.tensor("y", {2, 4, 3, 3}), r = s.tensor("r", {2, 4, 3, 3});
+    Attributes pool;
+    pool.set(Attribute{.name = "kernel_shape", .kind = Attribute::Kind::integers, .ints = {2, 2}});
+    pool.set(Attribute{.name = "strides", .kind = Attribute::Kind::integers, .ints = {2, 2}});
+    s.op("conv", "Conv", {x, w}, {c});
+    std::vector<TensorId> outs{y};
+    if (indices_output) outs.push_back(s.tensor("i", {2, 4, 3, 3}, TensorKind::activation, DType::i64));
+    s.op("pool", "MaxPool", {trained_input ? c : x}, outs, pool);
+    s.op("relu", "Relu", {y}, {r});
+    if (!trained_input) s.op("mul", "Mul", {r, s.tensor("p", {2, 4, 3, 3}, TensorKind::parameter)}, {s.tensor("m", {2, 4, 3, 3})});
+    return s.step({trained_input ? r : s.b.find_tensor("m")});
+  };
+  const Graph step = pooled(false, true);
+  const OpId pool = step.find_op("pool"), grad = step.find_op("pool/grad");
+  ASSERT_EQ(step.op_outputs(pool).size(), 2u);
+  const TensorId indices = step.op_outputs(pool)[1];
+  EXPECT_EQ(step.tensor_name(indices), "y/indices");
+  EXPECT_EQ(step.tensor_dtype(indices), DType::i64);
+  EXPECT_EQ(step.tensor_bytes(indices), 2 * step.tensor_bytes(step.find_tensor("y")));
+  auto reads = [&](const Graph& g, OpId op, TensorId t) {
+    const auto ins = g.op_inputs(op);
+    return std::find(ins.begin(), ins.end(), t) != ins.end();
+  };
+  EXPECT_TRUE(reads(step, grad, indices));
+  EXPECT_TRUE(reads(step, grad, step.find_tensor("c"))) << "and its input";
+  EXPECT_FALSE(reads(step, grad, step.find_tensor("y"))) << "not Y";
+  // The ONNX Indices output, when the node has one, is what the gradient reads.
+  const Graph declared = pooled(true, true);
+  EXPECT_EQ(declared.op_outputs(declared.find_op("pool")).size(), 2u);
+  EXPECT_TRUE(reads(declared, declared.find_op("pool/grad"), declared.find_tensor("i")));
+  // A pool of data, which no gradient reaches, keeps none.
+  const Graph data = pooled(false, false);
+  EXPECT_EQ(data.op_outputs(data.find_op("pool")).size(), 1u);
+}
+
 TEST(TrainingStep, GradientsReadAndWriteWhatTheRulesSay) {
   {
     StepOf s;  // y = a / b, only b trained: dY, A and B read

@@ -49,7 +49,8 @@ struct RefResult {
   std::vector<RefTransfer> transfers;   // in the order they were sent
 };
 
-inline RefResult reference_simulate(const Graph& g, const Cluster& c, const CostTable& costs, const std::vector<DeviceId>& dev) {
+inline RefResult reference_simulate(const Graph& g, const Cluster& c, const CostTable& costs, const std::vector<DeviceId>& dev,
+                                    const SimOptions& options = {}) {
   const std::size_t n = g.num_ops(), nd = c.num_devices(), nt = g.num_tensors();
   RefResult r;
   r.busy_s.assign(nd, 0.0);
@@ -193,6 +194,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
       r.op_times[o].start_s = now;
       r.busy_s[d] += time;
       ++r.ops[d];
+      allocate(d, costs.workspace_bytes(o, d));  // scratch held while it runs
       for (TensorId t : g.op_outputs(o)) allocate(d, own_bytes(t));
       events.push({now + time, kFinish, o});
     }
@@ -215,7 +217,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
   double now = 0.0;
   auto finish = [&](OpId o, bool took_device) {
     const DeviceId d = dev[o];
-    if (took_device) ++free_streams[d];
+    if (took_device) ++free_streams[d], now_bytes[d] -= costs.workspace_bytes(o, d);
     r.op_times[o].ran = true;
     r.op_times[o].end_s = now;
     r.step_time_s = std::max(r.step_time_s, now);
@@ -224,6 +226,10 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     for (TensorId t : g.op_outputs(o)) {
       input_here(t, d, now);
       for (DeviceId to : destinations[t]) send(t, to, now);
+      // A partial summed here out of place (its reader is on this device; a view too): the new
+      // sum is written while it and the old sum live.
+      if (options.gradient_sums_out_of_place && g.tensor_accumulated(t) && !readers[t].empty() && dev[readers[t][0]] == d)
+        r.peak_bytes[d] = std::max(r.peak_bytes[d], now_bytes[d] + g.tensor_bytes(t));
       if (viewed[t] == kNoId && holds[{t, d}] == 0 && !kept.count({t, d})) now_bytes[d] -= g.tensor_bytes(t);  // nobody reads it
     }
     to_start.insert(d);
@@ -247,7 +253,10 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     } else {  // tensor `id` arrives on device `dest`
       input_here(id, dest, now);
       release(home_storage(id));
-      if (g.tensor_accumulated(id)) now_bytes[dest] -= g.tensor_bytes(id);  // summed as it arrives: the copy goes
+      if (g.tensor_accumulated(id)) {  // summed as it arrives: the copy goes (out of place, after the new sum)
+        if (options.gradient_sums_out_of_place) r.peak_bytes[dest] = std::max(r.peak_bytes[dest], now_bytes[dest] + g.tensor_bytes(id));
+        now_bytes[dest] -= g.tensor_bytes(id);
+      }
       to_start.insert(dest);
     }
   }

@@ -449,6 +449,42 @@ TEST(SimulatorMemory, PartialGradientsSummedOnArrivalAreFreedThen) {
   EXPECT_EQ(held_copied.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 3000u + 10u);
 }
 
+// A CPU convolution holds its workspace while it runs (CostTable::workspace_bytes: oneDNN's
+// reordered operands, the larger of input and output plus the weight), freed when it ends; a GPU
+// holds none. A stride-2 convolution of x [16,8,10,10] (51,200 bytes) into y [16,8,5,5] (12,800),
+// weight 2,304 bytes, then a Relu.
+TEST(SimulatorMemory, ACpuConvolutionHoldsItsWorkspaceWhileItRuns) {
+  GraphBuilder b("conv");
+  const TensorId x = b.add_tensor("x", {16, 8, 10, 10}, DType::f32, TensorKind::data);
+  const TensorId w = b.add_tensor("w", {8, 8, 3, 3}, DType::f32, TensorKind::parameter);
+  const TensorId y = b.add_tensor("y", {16, 8, 5, 5}, DType::f32, TensorKind::activation);
+  const TensorId r = b.add_tensor("r", {16, 8, 5, 5}, DType::f32, TensorKind::activation);
+  Attributes strided;
+  strided.set(Attribute{.name = "strides", .kind = Attribute::Kind::integers, .ints = {2, 2}});
+  b.add_op({.name = "conv", .type = "Conv", .inputs = {x, w}, .outputs = {y}, .attrs = strided, .work = {1e6, 1e5, 1e5, OpClass::conv}});
+  b.add_op({.name = "relu", .type = "Relu", .inputs = {y}, .outputs = {r}, .work = {1e3, 1e4, 1e4, OpClass::elementwise}});
+  b.mark_output(r);
+  const Graph g = std::move(b).build();
+  auto device = [](std::string name, DeviceKind kind) {
+    return Device{.name = std::move(name), .kind = kind, .model = "test", .peak_flops = 1e12, .memory_bandwidth_bytes_per_s = 1e12,
+                  .memory_bytes = 1'000'000};
+  };
+  const Cluster c = Cluster::build("t", {device("cpu:0", DeviceKind::cpu), device("gpu:0", DeviceKind::gpu)}, {},
+                                   {Link{.a = "cpu:0", .b = "gpu:0", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9,
+                                         .latency_s = 1e-6}});
+  const CostTable costs(g, c, CostModel::defaults());
+  ASSERT_EQ(costs.workspace_bytes(0, 0), 51200u + 2304u);
+  Simulator sim(g, c, costs);
+  // The GPU's peak: x, w, y and r while the Relu runs.
+  EXPECT_EQ(sim.simulate(std::vector<DeviceId>{1, 1}).devices[1].peak_memory_bytes, 51200u + 2304u + 12800u + 12800u);
+  // The CPU's: x, w, y and the workspace while the convolution runs; the workspace is gone by the Relu.
+  const SimResult& on_cpu = sim.simulate(std::vector<DeviceId>{0, 0});
+  EXPECT_EQ(on_cpu.devices[0].peak_memory_bytes, 51200u + 2304u + 12800u + 51200u + 2304u);
+  EXPECT_EQ(on_cpu.devices[0].static_memory_bytes, 51200u + 2304u);
+  // Run twice: what the run took it gave back.
+  EXPECT_EQ(sim.simulate(std::vector<DeviceId>{0, 0}).devices[0].peak_memory_bytes, 51200u + 2304u + 12800u + 51200u + 2304u);
+}
+
 // Optimizer state is kept for the parameters the step updates: none for one no gradient reaches.
 TEST(SimulatorMemory, OptimizerStateOnlyForUpdatedParameters) {
   Sketch s;

@@ -322,6 +322,36 @@ Profile Profile::load(const std::string& path) {
 
 void Profile::save(const std::string& path) const { write_json_file(path, to_json(), "profile"); }
 
+std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
+  if (kind != DeviceKind::cpu) return 0;
+  const bool backward = g.op_role(op) == OpRole::backward;
+  const OpId conv = backward ? g.forward_op(op) : op;
+  if (conv == kNoId || g.op_type(conv) != "Conv" || (backward && g.op_type(op) != "ConvGrad")) return 0;
+  const auto ins = g.op_inputs(conv);
+  const auto outs = g.op_outputs(conv);
+  if (ins.size() < 2 || ins[0] == kNoId || ins[1] == kNoId || outs.empty() || outs[0] == kNoId) return 0;
+  const TensorId x = ins[0], w = ins[1], y = outs[0];
+  if (g.tensor_dtype(x) != DType::f32) return 0;  // oneDNN's path takes float32 only
+  const auto xs = g.tensor_shape(x), ws = g.tensor_shape(w);
+  if (xs.size() < 3 || ws.size() != xs.size()) return 0;
+  // libtorch 1.13 (ConvParams::use_mkldnn): a 1x1 convolution, unstrided and undilated, over fewer
+  // than 16 samples runs without oneDNN on one thread.
+  const Attributes& a = g.op_attrs(conv);
+  bool one_by_one = true, unit = true;
+  for (std::size_t k = 2; k < ws.size(); ++k) one_by_one = one_by_one && ws[k] == 1;
+  for (std::int64_t v : a.get_ints("strides")) unit = unit && v == 1;
+  for (std::int64_t v : a.get_ints("dilations")) unit = unit && v == 1;
+  if (one_by_one && unit && xs[0] < 16) return 0;
+  const std::uint64_t in = g.tensor_bytes(x), out = g.tensor_bytes(y);
+  const bool grouped = a.get_int("group", 1) > 1;
+  if (!backward) return std::max(in, out) + g.tensor_bytes(w);
+  if (!grouped) return in + out;
+  // A grouped convolution's gradient: dY reordered for the data gradient, when there is one.
+  for (TensorId t : g.op_outputs(op))
+    if (t != kNoId && std::ranges::equal(g.tensor_shape(t), xs)) return out;
+  return 0;
+}
+
 CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile)
     : num_devices_(c.num_devices()) {
   const bool fitted = profile && profile->model();
@@ -331,6 +361,7 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
   for (DeviceId d = 0; d < num_devices_; ++d) profile_model[d] = fitted && m.prices[static_cast<std::size_t>(c.device(d).kind)];
   time_s_.assign(g.num_ops() * num_devices_, 0.0);
   source_.assign(g.num_ops() * num_devices_, CostSource::modelled);
+  workspace_.assign(g.num_ops() * num_devices_, 0);
   const bool use_profile = profile && profile->size() > 0;
   for (OpId o = 0; o < g.num_ops(); ++o) {
     const OpWork& w = g.op_work(o);
@@ -366,6 +397,14 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
   }
   // Each time is finite, but a device's sum may not be (a profile giving 1e308 s to two ops):
   // every step and bound on it would be inf, or the bounds' arithmetic NaN.
+  // Workspaces: one rule per device kind, where the op takes time.
+  for (OpId o = 0; o < g.num_ops(); ++o) {
+    const std::array<std::uint64_t, 2> by_kind{op_workspace_bytes(g, o, DeviceKind::cpu), op_workspace_bytes(g, o, DeviceKind::gpu)};
+    if (by_kind[0] == 0 && by_kind[1] == 0) continue;
+    for (DeviceId d = 0; d < num_devices_; ++d)
+      if (time_s_[std::size_t{o} * num_devices_ + d] > 0)
+        workspace_[std::size_t{o} * num_devices_ + d] = by_kind[static_cast<std::size_t>(c.device(d).kind)];
+  }
   for (DeviceId d = 0; d < num_devices_; ++d) {
     double total = 0.0;
     for (OpId o = 0; o < g.num_ops(); ++o) total += time_s_[std::size_t{o} * num_devices_ + d];

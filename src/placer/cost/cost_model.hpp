@@ -101,6 +101,15 @@ class Profile {
   std::optional<CostModel> model_;
 };
 
+// Scratch memory `op` holds while it runs on a device of `kind`, beyond its inputs and outputs
+// (docs/cost-model.md#workspaces). On the CPU, libtorch's oneDNN convolution reorders its operands
+// into blocked layouts: forward, the larger of input and output plus the weight; a convolution's
+// gradient, its forward input and output (dY) when the filters are not grouped, dY alone for a
+// grouped one whose data gradient is needed. 0 for every other op, for convolutions libtorch
+// runs without oneDNN (transposed, not float32, 1x1 over fewer than 16 samples), and on GPUs
+// (cuDNN's workspaces depend on the algorithm it picks: not measured).
+std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind);
+
 // "Conv(32x3x224x224,64x3x7x7)": the op type and its input shapes.
 std::string op_signature(const Graph& g, OpId op);
 
@@ -121,12 +130,17 @@ class CostTable {
   // Op-major table: times()[op * num_devices + device].
   std::span<const double> times() const { return time_s_; }
   CostSource source(OpId op, DeviceId d) const { return source_[std::size_t{op} * num_devices_ + d]; }
+  // op_workspace_bytes of each op on each device's kind (0 where the op takes no time there).
+  std::uint64_t workspace_bytes(OpId op, DeviceId d) const { return workspace_[std::size_t{op} * num_devices_ + d]; }
+  // Op-major table: workspaces()[op * num_devices + device].
+  std::span<const std::uint64_t> workspaces() const { return workspace_; }
   std::size_t measured_entries() const { return measured_; }
 
  private:
   std::size_t num_devices_ = 0;
   std::vector<double> time_s_;
   std::vector<CostSource> source_;
+  std::vector<std::uint64_t> workspace_;
   std::size_t measured_ = 0;
 };
 

@@ -78,27 +78,6 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     return name;
   };
 
-  GraphBuilder b(fwd.name());
-  for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
-    auto shape = fwd.tensor_shape(t);
-    b.add_tensor(fwd.tensor_name(t), {shape.begin(), shape.end()}, fwd.tensor_dtype(t), fwd.tensor_kind(t));
-  }
-  for (OpId o = 0; o < num_fwd; ++o) {
-    OpSpec spec{.name = fwd.op_name(o), .type = fwd.op_type(o)};
-    auto ins = fwd.op_inputs(o);
-    auto outs = fwd.op_outputs(o);
-    spec.inputs.assign(ins.begin(), ins.end());
-    spec.outputs.assign(outs.begin(), outs.end());
-    spec.attrs = fwd.op_attrs(o);
-    spec.module = fwd.module_name(fwd.op_module(o));
-    spec.call = fwd.op_call(o);
-    spec.work = fwd.op_work(o);
-    // Declared views (graph JSON); an alias's first output is derived again by the builder.
-    spec.view_outputs = fwd.op_view_outputs(o) & ~(spec.work.op_class == OpClass::alias ? 1u : 0u);
-    b.add_op(std::move(spec));
-  }
-  for (TensorId t : fwd.outputs()) b.mark_output(t);
-
   // Which tensors carry a gradient: parameters, and float outputs of differentiable ops with an
   // input that carries one.
   std::vector<bool> requires_grad(fwd.num_tensors(), false);
@@ -117,6 +96,42 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     for (std::size_t i = 0; i < outs.size(); ++i)
       requires_grad[outs[i]] = (rule.grad_outputs == 0 || i < rule.grad_outputs) && is_floating(fwd.tensor_dtype(outs[i]));
   }
+
+  GraphBuilder b(fwd.name());
+  std::vector<TensorId> max_pool_indices(num_fwd, kNoId);  // forward op -> the indices its gradient reads
+  for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
+    auto shape = fwd.tensor_shape(t);
+    b.add_tensor(fwd.tensor_name(t), {shape.begin(), shape.end()}, fwd.tensor_dtype(t), fwd.tensor_kind(t));
+  }
+  for (OpId o = 0; o < num_fwd; ++o) {
+    OpSpec spec{.name = fwd.op_name(o), .type = fwd.op_type(o)};
+    auto ins = fwd.op_inputs(o);
+    auto outs = fwd.op_outputs(o);
+    spec.inputs.assign(ins.begin(), ins.end());
+    spec.outputs.assign(outs.begin(), outs.end());
+    spec.attrs = fwd.op_attrs(o);
+    spec.module = fwd.module_name(fwd.op_module(o));
+    spec.call = fwd.op_call(o);
+    spec.work = fwd.op_work(o);
+    // Declared views (graph JSON); an alias's first output is derived again by the builder.
+    spec.view_outputs = fwd.op_view_outputs(o) & ~(spec.work.op_class == OpClass::alias ? 1u : 0u);
+    // A max pool whose input carries a gradient keeps the argmax of each window for its gradient:
+    // PyTorch's int64 indices (max_pool2d_with_indices), twice Y's bytes in float32. The ONNX
+    // Indices output when the node has one, else an output the step adds.
+    if (spec.type == "MaxPool" && !ins.empty() && ins[0] != kNoId && requires_grad[ins[0]] && !outs.empty() && outs[0] != kNoId) {
+      if (outs.size() > 1 && outs[1] != kNoId) {
+        max_pool_indices[o] = outs[1];
+      } else {
+        auto shape = fwd.tensor_shape(outs[0]);
+        max_pool_indices[o] = b.add_tensor(new_tensor_name(fwd.tensor_name(outs[0]) + "/indices"), {shape.begin(), shape.end()}, DType::i64,
+                                           TensorKind::activation);
+        spec.outputs.resize(2, kNoId);
+        spec.outputs[1] = max_pool_indices[o];
+      }
+    }
+    b.add_op(std::move(spec));
+  }
+  for (TensorId t : fwd.outputs()) b.mark_output(t);
 
   // A model with parameters none of whose outputs carries a gradient (an output that is a graph
   // input, or reached only through integer or non-differentiable ops) would give a "training
@@ -228,7 +243,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       if (ins[i] != kNoId && fwd.tensor_kind(ins[i]) != TensorKind::constant && (i >= 64 ? rule.saves_inputs : (kept >> i & 1u) != 0))
         spec.inputs.push_back(ins[i]);
     for (std::size_t j = 0; j < outs.size() && j < 32; ++j)
-      if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId) spec.inputs.push_back(outs[j]);
+      if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId)
+        spec.inputs.push_back(j == 0 && max_pool_indices[o] != kNoId ? max_pool_indices[o] : outs[j]);
 
     spec.work.flops += accumulate_flops;
     spec.work.bytes_read += accumulate_bytes;

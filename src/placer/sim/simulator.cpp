@@ -148,6 +148,10 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   remaining_.resize(n);
   uses_.assign(t * num_devices_, 0);
   duration_.resize(n);
+  // Workspaces (CostTable::workspace_bytes): per run, each op's on its device. Without any (no CPU
+  // convolution) the event loop skips them.
+  has_workspaces_ = std::any_of(costs.workspaces().begin(), costs.workspaces().end(), [](std::uint64_t b) { return b != 0; });
+  workspace_.assign(has_workspaces_ ? n : 0, 0);
   ready_.resize(num_devices_);
   for (auto& set : ready_) set.resize(n);
   routes_.reserve(num_devices_ * num_devices_);
@@ -263,6 +267,9 @@ void Simulator::run(std::span<const DeviceId> devices) {
   const std::uint32_t* const out_tensors = out_tensors_.data();
   const OpId* const topo = graph_.topological_order().data();
   const double* const times = costs_.times().data();
+  const std::uint64_t* const workspaces = costs_.workspaces().data();
+  const bool with_workspaces = has_workspaces_;
+  const std::uint64_t* const workspace = workspace_.data();
   const Route* const routes = routes_.data();
   const ChannelId* const route_channels = route_channels_.data();
   const ChannelId* const padded_channels = padded_channels_.data();
@@ -334,6 +341,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
   // One loop over every (op, input) pair rather than a loop per op: no branch mispredicted on
   // how many inputs an op has.
   for (OpId o = 0; o < n; ++o) duration[o] = times[std::size_t{o} * nd + dev[o]];
+  if (with_workspaces)
+    for (OpId o = 0; o < n; ++o) workspace_[o] = workspaces[std::size_t{o} * nd + dev[o]];
   std::fill(remaining_.begin(), remaining_.end(), 0u);
   std::uint32_t transfers = 0;
   const std::uint32_t* const edge_op = edge_op_.data();
@@ -450,6 +459,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       const double time = duration[o];
       dres[d].busy_s += time;
       ++dres[d].ops;
+      if (with_workspaces) allocate(d, workspace[o]);  // scratch it holds while it runs (CostTable::workspace_bytes)
       for (std::uint32_t i = ops[o].out_begin; i < ops[o].out_end; ++i) allocate(d, alloc_bytes[out_tensors[i]]);
       if constexpr (kTrace) trace->push_back({TraceEvent::Kind::op, o, d, d, now, now + time});
       push_event(now + time, o, kOpFinish);
@@ -512,6 +522,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       if (took_device) {
         ++free_streams[d];
         last_finished[d] = o;
+        if (with_workspaces) mem_now[d] -= workspace[o];
       }
       timing[o].end_s = now;
       ++finished;
@@ -531,9 +542,11 @@ void Simulator::run(std::span<const DeviceId> devices) {
         for (std::uint64_t mask = tx.dest_mask; mask; mask &= mask - 1)
           send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now);
         // Nobody reads it (a view's storage is freed by its own uses; a graph output's is pinned).
-        // A partial gradient summed here out of place: the new sum, with the old and this one.
         if (uses[std::size_t{x} * nd + d] == 0) {
-          if (tx.sum_copy) [[unlikely]] mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tx.bytes);
+          // A partial gradient summed here (its one reader is on this device: not sent; no use of
+          // its own, as it is not held) out of place: the new sum is written while this one and
+          // the old sum live.
+          if (tx.sum_copy & (tx.dest_mask == 0)) [[unlikely]] mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tx.bytes);
           mem_now[d] -= alloc_bytes[x];
         }
       }

@@ -11,7 +11,8 @@
 //   cluster computed; a transfer holds every channel of its route (each link direction carries one
 //   transfer at a time) for latency + bytes / bottleneck bandwidth. Copies overlap with compute.
 // - Memory: parameters, buffers and optimizer state stay on their device for the whole step; an
-//   activation is allocated when its producer starts and freed after its last reader on that
+//   op's scratch (CostTable::workspace_bytes: a CPU convolution's reordered operands) is held
+//   while it runs; an activation is allocated when its producer starts and freed after its last reader on that
 //   device (and its last outgoing transfer); a copy is allocated when its transfer is issued and
 //   freed after its last reader there. A partial gradient summed into another as it arrives
 //   (Graph::tensor_accumulated) is freed once it is available to its reader: at its producer's
@@ -185,6 +186,8 @@ class Simulator {
   std::vector<std::uint32_t> in_slot_;         // per run, per in_tensors_ entry: the storage its op reads
   bool uses_dirty_ = false;                    // uses_ or reader_head_ may not be reset (the last run did not end normally)
   std::vector<double> duration_;               // op -> its time on its device
+  std::vector<std::uint64_t> workspace_;       // per run, op -> its workspace on its device, held while it runs
+  bool has_workspaces_ = false;                // some op has a workspace on some device (else workspace_ is empty)
   std::vector<Transfer> transfers_;            // in the order they were sent
   // Ready ops of one device as a set of topological ranks: a two-level bitset, so that inserting
   // and taking the lowest rank cost a few word operations whatever the queue length.
