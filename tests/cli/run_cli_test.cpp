@@ -44,6 +44,8 @@ TEST(ValidateCli, SetsTheSimulatedPeakBesideTheMeasuredOne) {
   const double measured = m["peak_bytes"].get<double>(), simulated = m["simulated_peak_bytes"].get<double>();
   EXPECT_NEAR(simulated, measured, 0.01 * measured);  // measured 2026-11-29: 12 bytes apart
   EXPECT_NEAR(m["error"].get<double>(), (simulated - measured) / measured, 1e-12);
+  // The simulation sums partial gradients as this libtorch does, and says which.
+  EXPECT_TRUE(j.at("gradient_sums") == "in-place" || j.at("gradient_sums") == "out-of-place") << j.dump();
 
   auto text = placer({"validate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--steps", "1", "--warmup", "0"});
   ASSERT_EQ(text.exit_code, 0) << text.err;

@@ -271,7 +271,11 @@ void run_validate(const ValidateArgs& args) {
                                 {"placements", rows},
                                 {"median_abs_error", median},
                                 {"max_abs_error", sorted.back()}};
-    if (options.mode == Mode::training) out["optimizer"] = args.model_args.optimizer;
+    if (options.mode == Mode::training) {
+      out["optimizer"] = args.model_args.optimizer;
+      // How the simulation summed partial gradients: as this libtorch does (simulate's --gradient-sums).
+      out["gradient_sums"] = sim_options.gradient_sums_out_of_place ? "out-of-place" : "in-place";
+    }
     std::cout << out.dump(2) << "\n";
     return;
   }

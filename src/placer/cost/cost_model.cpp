@@ -395,8 +395,6 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
                     " bytes): check the op's work and the device's peak_flops, memory_bandwidth and efficiencies");
     }
   }
-  // Each time is finite, but a device's sum may not be (a profile giving 1e308 s to two ops):
-  // every step and bound on it would be inf, or the bounds' arithmetic NaN.
   // Workspaces: one rule per device kind, where the op takes time.
   for (OpId o = 0; o < g.num_ops(); ++o) {
     const std::array<std::uint64_t, 2> by_kind{op_workspace_bytes(g, o, DeviceKind::cpu), op_workspace_bytes(g, o, DeviceKind::gpu)};
@@ -405,6 +403,8 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
       if (time_s_[std::size_t{o} * num_devices_ + d] > 0)
         workspace_[std::size_t{o} * num_devices_ + d] = by_kind[static_cast<std::size_t>(c.device(d).kind)];
   }
+  // Each time is finite, but a device's sum may not be (a profile giving 1e308 s to two ops):
+  // every step and bound on it would be inf, or the bounds' arithmetic NaN.
   for (DeviceId d = 0; d < num_devices_; ++d) {
     double total = 0.0;
     for (OpId o = 0; o < g.num_ops(); ++o) total += time_s_[std::size_t{o} * num_devices_ + d];
