@@ -481,11 +481,45 @@ TEST(CostTable, ConvolutionsOnTheCpuHoldWorkspaces) {
   EXPECT_EQ(op_workspace_bytes(g, 5, DeviceKind::cpu), in + out) << "the gradient: its forward input and dY";
   EXPECT_EQ(op_workspace_bytes(g, 6, DeviceKind::cpu), 8u * 16 * 100 * 4) << "grouped, with a data gradient: dY";
   EXPECT_EQ(op_workspace_bytes(g, 7, DeviceKind::cpu), 0u) << "grouped, the weight's gradient alone";
-  for (OpId o = 0; o < g.num_ops(); ++o) EXPECT_EQ(op_workspace_bytes(g, o, DeviceKind::gpu), 0u) << "not measured on a GPU";
+  for (OpId o = 0; o < g.num_ops(); ++o) EXPECT_EQ(op_workspace_bytes(g, o, DeviceKind::gpu), 0u) << "cuDNN's: not measured";
   const CostTable t(g, one_gpu(), CostModel::defaults());
   EXPECT_EQ(t.workspace_bytes(0, 0), out + weight);
   EXPECT_EQ(t.workspace_bytes(0, 1), 0u);
   EXPECT_EQ(t.workspaces().size(), g.num_ops() * 2);
+}
+
+// A convolution (or its gradient) reading a view out of row-major order (a Split's channels, a
+// Concat gradient's slice) holds a copy of it in order while it runs, on every device; a part cut
+// in row-major order (along the batch) needs none.
+TEST(CostTable, ConvolutionsCopyAViewOutOfOrderFirst) {
+  GraphBuilder b;
+  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  };
+  auto axis = [](std::int64_t a) {
+    Attributes attrs;
+    attrs.set(Attribute{.name = "axis", .kind = Attribute::Kind::integer, .i = a});
+    return attrs;
+  };
+  const OpWork conv{1e6, 1e6, 1e6, OpClass::conv}, move{0, 1e6, 1e6, OpClass::data_movement};
+  const TensorId x = tensor("x", {8, 16, 10, 10}, TensorKind::data), w = tensor("w", {8, 8, 1, 1}, TensorKind::parameter);
+  const TensorId c0 = tensor("c0", {8, 8, 10, 10}), c1 = tensor("c1", {8, 8, 10, 10}), n0 = tensor("n0", {4, 16, 10, 10}), n1 = tensor("n1", {4, 16, 10, 10});
+  const TensorId w16 = tensor("w16", {8, 16, 1, 1}, TensorKind::parameter);
+  b.add_op({.name = "channels", .type = "Split", .inputs = {x}, .outputs = {c0, c1}, .attrs = axis(1), .work = move});
+  b.add_op({.name = "batch", .type = "Split", .inputs = {x}, .outputs = {n0, n1}, .attrs = axis(0), .work = move});
+  b.add_op({.name = "conv_c", .type = "Conv", .inputs = {c0, w}, .outputs = {tensor("y0", {8, 8, 10, 10})}, .work = conv});
+  b.add_op({.name = "conv_n", .type = "Conv", .inputs = {n0, w16}, .outputs = {tensor("y1", {4, 8, 10, 10})}, .work = conv});
+  b.add_op({.name = "relu", .type = "Relu", .inputs = {c1}, .outputs = {tensor("r", {8, 8, 10, 10})}, .work = {1e3, 1e3, 1e3, OpClass::elementwise}});
+  b.add_op({.name = "relu_n", .type = "Relu", .inputs = {n1}, .outputs = {tensor("rn", {4, 16, 10, 10})}, .work = {1e3, 1e3, 1e3, OpClass::elementwise}});
+  const Graph g = std::move(b).build();
+  ASSERT_TRUE(g.tensor_is_view(c0));
+  EXPECT_FALSE(g.tensor_in_order(c0));
+  EXPECT_TRUE(g.tensor_in_order(n0));
+  const std::uint64_t part = 8ull * 8 * 100 * 4;
+  EXPECT_EQ(op_workspace_bytes(g, 2, DeviceKind::gpu), part);
+  EXPECT_EQ(op_workspace_bytes(g, 2, DeviceKind::cpu), part) << "1x1 over 8 samples: the copy alone";
+  EXPECT_EQ(op_workspace_bytes(g, 3, DeviceKind::gpu), 0u) << "rows of the batch: in order";
+  EXPECT_EQ(op_workspace_bytes(g, 4, DeviceKind::gpu), 0u) << "an elementwise kernel reads strides as they are";
 }
 
 }  // namespace

@@ -511,6 +511,19 @@ TEST_F(OpWorkTest, MaxPoolBackwardRoutesEachOutputGradientOnceAverageSpreadsItOv
   EXPECT_EQ(bwd("AveragePool", as, Ts{x}, Ts{y}, {true}).flops, 9 * out);
 }
 
+TEST_F(OpWorkTest, AveragePoolKeepsItsInputForItsShapeButDoesNotReadIt) {
+  // PyTorch's avg_pool2d saves `self` (its backward takes it, for the shape): the input lives until
+  // the gradient has run, but the gradient's kernel reads only dY.
+  TensorDesc x = t({8, 168, 42, 42}), y = t({8, 168, 21, 21});
+  Attributes as = attrs({ints_attr("kernel_shape", {1, 1}), ints_attr("strides", {2, 2})});
+  const bool need[] = {true}, none[] = {false};
+  EXPECT_EQ(saved_inputs("AveragePool", as, Ts{x}, Ts{y}, need), 1u);
+  EXPECT_EQ(saved_inputs("AveragePool", as, Ts{x}, Ts{y}, none), 0u);  // no gradient, nothing kept
+  EXPECT_TRUE(backward_rule("AveragePool").saves_inputs);
+  EXPECT_EQ(bwd("AveragePool", as, Ts{x}, Ts{y}, {true}).bytes_read, 8.0 * 168 * 21 * 21 * kF32);  // dY alone
+  EXPECT_EQ(saved_inputs("GlobalAveragePool", attrs(), Ts{x}, Ts{t({8, 168, 1, 1})}, need), 0u);  // mean: sizes only
+}
+
 TEST_F(OpWorkTest, GatherBackwardScatterAddsIntoAFullSizedGradient) {
   TensorDesc table = t({30522, 768}), ids = t({8, 128}, DType::i64), y = t({8, 128, 768});
   OpWork work = bwd("Gather", attrs(), Ts{table, ids}, Ts{y}, {true, false});

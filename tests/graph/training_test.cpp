@@ -395,6 +395,55 @@ TEST(TrainingStep, AddPassesItsGradientOnAsViewsOfTheIncomingOne) {
   }
 }
 
+// A Concat's gradients are slices of dY (PyTorch's narrow): views of a part of the incoming gradient,
+// priced as before (the bytes moved back). An input concatenated twice gets the sum of two slices,
+// a tensor of its own; with every partial of dY a view, nothing views their new sum.
+TEST(TrainingStep, ConcatsGradientsAreSlicesOfTheIncomingOne) {
+  {
+    StepOf s;  // y = Exp(Concat(x * w, x * v, x)) along the channels
+    const TensorId x = s.tensor("x", {2, 3, 4}, TensorKind::data), w = s.tensor("w", {2, 3, 4}, TensorKind::parameter);
+    const TensorId v = s.tensor("v", {2, 3, 4}, TensorKind::parameter), a = s.tensor("a", {2, 3, 4}), b = s.tensor("b", {2, 3, 4});
+    const TensorId c = s.tensor("c", {2, 9, 4}), y = s.tensor("y", {2, 9, 4});
+    Attributes axis;
+    axis.set(Attribute{.name = "axis", .kind = Attribute::Kind::integer, .i = 1});
+    s.op("mul_a", "Mul", {x, w}, {a});
+    s.op("mul_b", "Mul", {x, v}, {b});
+    s.op("cat", "Concat", {a, b, x}, {c}, axis);
+    s.op("out", "Exp", {c}, {y});
+    const Graph g = s.step({y});
+    const OpId cat = g.find_op("cat/grad");
+    EXPECT_EQ(g.op_view_outputs(cat), 3u);  // dA and dB; x is data
+    EXPECT_EQ(g.tensor_name(g.op_inputs(cat)[0]), "grad/c/out");
+    EXPECT_TRUE(g.tensor_is_view(g.find_tensor("grad/a/cat")));
+    EXPECT_EQ(work_of(g, "cat/grad").bytes_written, 2 * 24 * 4.0);
+  }
+  {
+    StepOf s;  // Concat(a, a): a's gradient is the sum of two slices
+    const TensorId w = s.tensor("w", {2, 3}, TensorKind::parameter), a = s.tensor("a", {2, 3}), c = s.tensor("c", {4, 3});
+    const TensorId y = s.tensor("y", {4, 3});
+    s.op("exp_a", "Exp", {w}, {a});
+    s.op("cat", "Concat", {a, a}, {c});
+    s.op("out", "Exp", {c}, {y});
+    const Graph g = s.step({y});
+    EXPECT_EQ(g.op_view_outputs(g.find_op("cat/grad")), 0u);
+  }
+  {
+    StepOf s;  // c = Concat(a, b) read by two Adds: both partials of dC are views, so their sum is new
+    const TensorId w = s.tensor("w", {2, 3}, TensorKind::parameter), v = s.tensor("v", {2, 3}, TensorKind::parameter);
+    const TensorId p = s.tensor("p", {4, 3}, TensorKind::parameter), q = s.tensor("q", {4, 3}, TensorKind::parameter);
+    const TensorId a = s.tensor("a", {2, 3}), b = s.tensor("b", {2, 3}), c = s.tensor("c", {4, 3});
+    const TensorId r = s.tensor("r", {4, 3}), t = s.tensor("t", {4, 3}), y = s.tensor("y", {4, 3});
+    s.op("exp_a", "Exp", {w}, {a});
+    s.op("exp_b", "Exp", {v}, {b});
+    s.op("cat", "Concat", {a, b}, {c});
+    s.op("add_r", "Add", {c, p}, {r});
+    s.op("add_t", "Add", {c, q}, {t});
+    s.op("mul", "Mul", {r, t}, {y});
+    const Graph g = s.step({y});
+    EXPECT_EQ(g.op_view_outputs(g.find_op("cat/grad")), 0u);
+  }
+}
+
 // Found by a review: the partials of an output read twice are summed in place into one that owns
 // its storage, never into a view that a sibling gradient may still read (PyTorch's input buffer
 // adds in place only into a tensor it alone holds); a sum that must be written reads it again.

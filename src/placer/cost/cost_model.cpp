@@ -322,11 +322,21 @@ Profile Profile::load(const std::string& path) {
 
 void Profile::save(const std::string& path) const { write_json_file(path, to_json(), "profile"); }
 
-std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
-  if (kind != DeviceKind::cpu) return 0;
-  const bool backward = g.op_role(op) == OpRole::backward;
-  const OpId conv = backward ? g.forward_op(op) : op;
-  if (conv == kNoId || g.op_type(conv) != "Conv" || (backward && g.op_type(op) != "ConvGrad")) return 0;
+namespace {
+
+// A convolution (or its gradient) copies an operand whose elements are out of row-major order into
+// order first, on every device (libtorch's `contiguous()` before oneDNN, cuDNN or its own kernels):
+// a slice of a Concat's gradient, a Split's channels. Measured on the CPU: a [8,168,42,42] slice
+// of dY held one slice more while its convolution's gradient ran.
+std::uint64_t ordered_copies(const Graph& g, OpId op) {
+  std::uint64_t bytes = 0;
+  for (TensorId t : g.op_inputs(op))
+    if (t != kNoId && !g.tensor_in_order(t) && !g.tensor_accumulated(t)) bytes += g.tensor_bytes(t);
+  return bytes;
+}
+
+// oneDNN's reorders of a CPU convolution's operands (op_workspace_bytes).
+std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpId conv) {
   const auto ins = g.op_inputs(conv);
   const auto outs = g.op_outputs(conv);
   if (ins.size() < 2 || ins[0] == kNoId || ins[1] == kNoId || outs.empty() || outs[0] == kNoId) return 0;
@@ -350,6 +360,17 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   for (TensorId t : g.op_outputs(op))
     if (t != kNoId && std::ranges::equal(g.tensor_shape(t), xs)) return out;
   return 0;
+}
+
+}  // namespace
+
+std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
+  const bool backward = g.op_role(op) == OpRole::backward;
+  const OpId conv = backward ? g.forward_op(op) : op;
+  if (conv == kNoId || g.op_type(conv) != "Conv" || (backward && g.op_type(op) != "ConvGrad")) return 0;
+  const std::uint64_t copies = ordered_copies(g, op);
+  if (kind != DeviceKind::cpu) return copies;
+  return copies + onednn_workspace_bytes(g, op, backward, conv);
 }
 
 CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile)

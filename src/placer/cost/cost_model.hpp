@@ -102,7 +102,9 @@ class Profile {
 };
 
 // Scratch memory `op` holds while it runs on a device of `kind`, beyond its inputs and outputs
-// (docs/cost-model.md#workspaces). On the CPU, libtorch's oneDNN convolution reorders its operands
+// (docs/cost-model.md#workspaces). A convolution or its gradient, on any device, copies an operand
+// that is a view out of row-major order (Graph::tensor_in_order: a slice of a Concat's gradient)
+// into order first. On the CPU, libtorch's oneDNN convolution also reorders its operands
 // into blocked layouts: forward, the larger of input and output plus the weight; a convolution's
 // gradient, its forward input and output (dY) when the filters are not grouped, dY alone for a
 // grouped one whose data gradient is needed. 0 for every other op, for convolutions libtorch

@@ -104,7 +104,9 @@ OpId GraphBuilder::add_op(OpSpec spec) {
                   spec.name + "'");
   }
   if (spec.view_outputs != 0) {
-    // A declared view shares input 0's storage: it needs that input, and the same elements and type.
+    // A declared view shares input 0's storage: it needs that input, and its type; it holds all of
+    // that input's elements (a gradient passed through) or some of them (a Concat's gradient: a
+    // slice of dY, PyTorch's narrow).
     const TensorId base = spec.inputs.empty() ? kNoId : spec.inputs[0];
     if (base == kNoId) throw Error("op '" + spec.name + "' declares views of its first input but has none");
     auto elements = [](const TensorSpec& t) {
@@ -118,9 +120,9 @@ OpId GraphBuilder::add_op(OpSpec spec) {
         throw Error("op '" + spec.name + "' declares output " + std::to_string(i) + " a view, but has " + std::to_string(spec.outputs.size()) +
                     " outputs");
       const TensorSpec &out = tensors_[spec.outputs[i]], &in = tensors_[base];
-      if (out.dtype != in.dtype || elements(out) != elements(in))
+      if (out.dtype != in.dtype || elements(out) > elements(in))
         throw Error("op '" + spec.name + "' declares output '" + out.name + "' a view of its input '" + in.name +
-                    "', but their sizes or element types differ");
+                    "', but it is larger than that input or of another element type");
     }
   }
   for (TensorId t : spec.outputs) tensors_[t].producer = id;
@@ -434,6 +436,26 @@ Graph GraphBuilder::build() && {
     const TensorId in = ins[0], out = outs[0];
     const bool same_bytes = g.tensor_bytes_[out] == g.tensor_bytes_[in];
     const std::string& type = g.type_names_[g.op_type_[o]];
+    // A part of its input (a Split's outputs: PyTorch's split_with_sizes; a Concat's gradient) is in
+    // row-major order when the dimensions before the first one it cuts are all 1.
+    auto part_in_order = [&](TensorId part) {
+      const auto whole = g.tensor_shape(in), piece = g.tensor_shape(part);
+      if (whole.size() != piece.size()) return false;
+      for (std::size_t k = 0; k < whole.size(); ++k)
+        if (whole[k] != piece[k]) return true;
+        else if (whole[k] != 1) return false;
+      return true;
+    };
+    if (type == "Split" && g.op_work_[o].op_class != OpClass::alias) {
+      // PyTorch's split: every output a view of a part of the input (of its type).
+      for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
+        if (outs[i] != kNoId && g.tensor_dtype_[outs[i]] == g.tensor_dtype_[in]) views |= 1u << i;
+    }
+    // Declared views and a Split's parts: a view of the whole keeps its input's order (a gradient
+    // passed through), a part is in order if cut in order from an input in order.
+    for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
+      if ((views >> i & 1u) && outs[i] != kNoId)
+        permuted[outs[i]] = (g.tensor_bytes_[outs[i]] != g.tensor_bytes_[in] && !part_in_order(outs[i])) || permuted[in];
     if (type == "Transpose" && same_bytes) {
       // PyTorch's permute: a view with permuted strides (the identity permutation keeps the order).
       views |= 1u;
@@ -448,12 +470,14 @@ Graph GraphBuilder::build() && {
       const bool reshapes = type == "Reshape" || type == "Flatten";
       if (reshapes && permuted[in]) {
         views &= ~1u;  // a copy in row-major order
+        permuted[out] = 0;
       } else {
         views |= 1u;
         permuted[out] = permuted[in];
       }
     }
   }
+  g.tensor_permuted_ = std::move(permuted);
 
   // Homes of tensors without a producer: their first consumer in topological order that is not
   // folded (a Shape of the data input runs before the step, anywhere), else their first consumer.

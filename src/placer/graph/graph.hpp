@@ -85,6 +85,10 @@ class Graph {
   std::uint32_t op_view_outputs(OpId op) const { return op_views_[op]; }
   // True when `t` is such a view: it takes no memory of its own.
   bool tensor_is_view(TensorId t) const;
+  // False for a view whose elements are not in row-major order in its storage: a Transpose's, a
+  // part cut across rows (a Split's or a Concat gradient's channels of [N, C, H, W]), or a view of
+  // such. A kernel that needs its operand in order copies it first (CostTable::workspace_bytes).
+  bool tensor_in_order(TensorId t) const { return tensor_permuted_[t] == 0; }
   bool tensor_folded(TensorId t) const { return tensor_folded_[t] != 0; }
   // A partial gradient that its one reader adds, as soon as it is available there, into the first
   // partial of the same gradient (PyTorch's autograd input buffer and AccumulateGrad sum partials as
@@ -168,7 +172,7 @@ class Graph {
   std::vector<TensorId> op_inputs_, op_outputs_;
   std::vector<OpId> succ_, pred_, topo_;
   std::vector<std::uint32_t> topo_rank_;
-  std::vector<std::uint8_t> op_folded_, tensor_folded_, param_updated_, tensor_accumulated_;
+  std::vector<std::uint8_t> op_folded_, tensor_folded_, param_updated_, tensor_accumulated_, tensor_permuted_;
   std::size_t num_folded_ops_ = 0;
   // Tensors.
   std::vector<std::string> tensor_name_;

@@ -81,6 +81,10 @@ struct Rule {
   // The class of the gradient's kernel when it is not the forward's (global pooling: the forward is
   // a reduction, its gradient a pooling backward kernel).
   std::optional<OpClass> backward_class = std::nullopt;
+  // Inputs autograd keeps for the gradient although its kernel reads only their shapes (bit i =
+  // slot i): PyTorch's avg_pool2d saves `self`. They live until the gradient has run (saved_inputs)
+  // but are not priced as read (backward_work).
+  std::uint32_t kept_inputs = 0;
 };
 
 // ---- helpers --------------------------------------------------------------------------------------
@@ -464,6 +468,12 @@ constexpr Rule global_pool(std::string_view t, double k1, std::uint32_t saved, s
   return r;
 }
 
+// `r` whose gradient keeps the inputs of `slots` alive for their shapes alone (Rule::kept_inputs).
+constexpr Rule keeping(Rule r, std::uint32_t slots) {
+  r.kept_inputs = slots;
+  return r;
+}
+
 // `r` with the gradients of `slots` passed through when those operands are not broadcast.
 constexpr Rule passing(Rule r, std::uint32_t slots) {
   r.passes = slots;
@@ -483,8 +493,9 @@ constexpr auto kRules = std::to_array<Rule>({
     unary("Asinh", 1, 2, kAll, false),
     unary("Atan", 1, 2, kAll, false),
     unary("Atanh", 1, 2, kAll, false),
-    // Averaging spreads each dY/k over its window: as many FLOPs as the forward, nothing saved.
-    {"AveragePool", pooling, f_pool, 1, 0, b_times_forward, 1},
+    // Averaging spreads each dY/k over its window: as many FLOPs as the forward, no value read; but
+    // autograd keeps X (avg_pool2d_backward takes `self`, for its shape).
+    keeping({"AveragePool", pooling, f_pool, 1, 0, b_times_forward, 1}, slots({0})),
     norm("BatchNormalization", f_batchnorm, 0, slots({0, 1, 3, 4})),
     no_grad("Bernoulli", data_movement, f_copy),
     no_grad("BitShift", elementwise, f_pointwise),
@@ -805,7 +816,7 @@ BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs) {
   if (!r) return {true, true, false};
   if (!r->backward) return {false, false, false};
   if (r->op_class == alias) return {true, false, false};
-  return {true, r->saved_inputs != 0, r->saved_outputs, r->grad_outputs};
+  return {true, (r->saved_inputs | r->kept_inputs) != 0, r->saved_outputs, r->grad_outputs};
 }
 
 std::uint32_t passed_gradients(std::string_view op_type, std::span<const TensorDesc> inputs, std::span<const TensorDesc> outputs,
@@ -855,7 +866,7 @@ std::uint64_t saved_inputs(std::string_view op_type, const Attributes& attrs, st
   std::uint64_t all = 0;
   for (std::size_t j = 0; j < inputs.size() && j < 64; ++j) all |= std::uint64_t{inputs[j].present} << j;
   if (!rule) return all;
-  if (!rule->backward || rule->op_class == alias || rule->saved_inputs == 0) return 0;
+  if (!rule->backward || rule->op_class == alias || (rule->saved_inputs | rule->kept_inputs) == 0) return 0;
   // What the gradients computed need: the inputs that need one, less those passed through.
   const std::uint32_t passed = passed_gradients(op_type, inputs, outputs, needs_grad, repeated);
   Grads need;
@@ -865,7 +876,10 @@ std::uint64_t saved_inputs(std::string_view op_type, const Attributes& attrs, st
     need.need[i] = needs_grad[i] && inputs[i].present && grad_capable(inputs[i].dtype) && !(i < 32 && (passed >> i & 1u));
     any = any || need.need[i];
   }
-  return any ? read_inputs(*rule, inputs, need, op_type == "Div") : 0;
+  if (!any) return 0;
+  std::uint64_t kept = 0;  // kept for their shapes (Rule::kept_inputs)
+  for (std::size_t j = 0; j < inputs.size() && j < 32; ++j) kept |= std::uint64_t{inputs[j].present && (rule->kept_inputs >> j & 1u)} << j;
+  return read_inputs(*rule, inputs, need, op_type == "Div") | kept;
 }
 
 OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,

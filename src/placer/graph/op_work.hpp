@@ -79,7 +79,9 @@ BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs = A
 // that are computed need. A product's operand (Mul, MatMul, Gemm, Conv) is kept only when another
 // operand needs a gradient (dA = dY·B keeps B), a quotient's dividend only when the divisor does
 // (dA = dY/B), an input of an op whose gradient it feeds (Sigmoid via its input, normalizations,
-// Pow, ...) whenever the op has a gradient to compute. `needs_grad[i]`: input i needs a gradient.
+// Pow, ...) whenever the op has a gradient to compute, and what autograd keeps for its shape alone
+// (AveragePool's input: PyTorch's avg_pool2d saves it; not priced as read by backward_work).
+// `needs_grad[i]`: input i needs a gradient.
 // An unknown op type keeps every input; an alias, or an op whose gradients are all passed
 // through (Add), keeps none.
 std::uint64_t saved_inputs(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,

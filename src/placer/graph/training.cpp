@@ -214,7 +214,9 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     const bool alias = spec.work.op_class == OpClass::alias;
     // The incoming gradient: the partials of the first output (one per reader of it).
     std::vector<TensorId>* first = outs.empty() || partials[outs[0]].empty() ? nullptr : &partials[outs[0]];
-    bool views = (passed != 0 || alias) && first != nullptr;
+    // A Concat's gradients are slices of dY (PyTorch's narrow): views of a part of it.
+    const bool slices = fwd.op_type(o) == "Concat" && !alias;
+    bool views = (passed != 0 || alias || slices) && first != nullptr;
     double accumulate_flops = 0.0, accumulate_bytes = 0.0;
     for (TensorId t : outs)
       if (partials[t].size() > 1) {
@@ -268,7 +270,10 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       const bool stays_alias = spec.work.op_class == OpClass::alias;
       // A view has the incoming gradient's type and size (an op priced as an alias may not).
       const bool same_size = fwd.tensor_dtype(ins[i]) == fwd.tensor_dtype(outs[0]) && fwd.tensor_elements(ins[i]) == fwd.tensor_elements(outs[0]);
-      const bool view = slot < 32 && same_size && (stays_alias ? slot == 0 : views && (alias ? slot == 0 : i < 32 && (passed >> i & 1u)));
+      // A Concat input read in two slots gets the sum of two slices: a tensor of its own.
+      const bool slice = slices && views && fwd.tensor_dtype(ins[i]) == fwd.tensor_dtype(outs[0]) &&
+                         std::count(ins.begin(), ins.end(), ins[i]) == 1;
+      const bool view = slot < 32 && (slice || (same_size && (stays_alias ? slot == 0 : views && (alias ? slot == 0 : i < 32 && (passed >> i & 1u)))));
       if (view) view_bits |= 1u << slot;
       const TensorId g = grad_tensor(ins[i], fwd.op_name(o));
       spec.outputs.push_back(g);
