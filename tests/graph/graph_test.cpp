@@ -511,7 +511,9 @@ TEST(GraphViews, ATransposeIsAPermutedViewThatAReshapeCopies) {
 
 // PyTorch's split returns views of parts of its input: a Split's outputs take no memory of their own.
 // A part cut along the first dimension that is not 1 is in row-major order; one cut further in (an
-// LSTM's gates, [B, 4H] along 1) is not, and a Reshape of it copies.
+// LSTM's gates, [B, 4H] along 1) is not, and a Reshape of it copies where PyTorch's `view` could not
+// step through it (flattening across the cut), not where it could (splitting the cut dimension:
+// attention heads of a fused QKV projection).
 TEST(GraphViews, ASplitsOutputsAreViewsOfPartsOfItsInput) {
   GraphBuilder b;
   auto f32 = [&](const char* name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
@@ -519,7 +521,7 @@ TEST(GraphViews, ASplitsOutputsAreViewsOfPartsOfItsInput) {
   };
   const TensorId x = f32("x", {1, 4, 6}, TensorKind::data), a = f32("a", {1, 4, 6});
   const TensorId s0 = f32("s0", {1, 1, 6}), s1 = f32("s1", {1, 3, 6}), c0 = f32("c0", {1, 4, 2}), c1 = f32("c1", {1, 4, 4});
-  const TensorId r0 = f32("r0", {6}), r1 = f32("r1", {8});
+  const TensorId r0 = f32("r0", {6}), r1 = f32("r1", {16}), h1 = f32("h1", {1, 4, 2, 2});
   const OpWork alias{0, 0, 0, OpClass::alias};
   b.add_op({.name = "relu", .type = "Relu", .inputs = {x}, .outputs = {a}, .work = {24, 96, 96, OpClass::elementwise}});
   Attributes axis1, axis2;
@@ -529,13 +531,19 @@ TEST(GraphViews, ASplitsOutputsAreViewsOfPartsOfItsInput) {
   b.add_op({.name = "cols", .type = "Split", .inputs = {a}, .outputs = {c0, c1}, .attrs = axis2, .work = {0, 96, 96, OpClass::data_movement}});
   b.add_op({.name = "R0", .type = "Reshape", .inputs = {s0}, .outputs = {r0}, .work = alias});
   b.add_op({.name = "R1", .type = "Reshape", .inputs = {c1}, .outputs = {r1}, .work = alias});
-  for (TensorId out : {s1, c0, r0, r1}) b.mark_output(out);
+  b.add_op({.name = "H1", .type = "Reshape", .inputs = {c1}, .outputs = {h1}, .work = alias});
+  for (TensorId out : {s1, c0, r0, r1, h1}) b.mark_output(out);
   const Graph g = std::move(b).build();
   EXPECT_EQ(g.op_view_outputs(1), 3u);
   EXPECT_EQ(g.op_view_outputs(2), 3u);
   for (TensorId v : {s0, s1, c0, c1}) EXPECT_TRUE(g.tensor_is_view(v)) << g.tensor_name(v);
   EXPECT_TRUE(g.tensor_is_view(r0));   // rows of a [1, 4, 6]: in order
-  EXPECT_FALSE(g.tensor_is_view(r1));  // columns: a copy
+  EXPECT_TRUE(g.tensor_in_order(s1));
+  EXPECT_FALSE(g.tensor_in_order(c1));
+  EXPECT_FALSE(g.tensor_is_view(r1));  // columns flattened: a copy, in order
+  EXPECT_TRUE(g.tensor_in_order(r1));
+  EXPECT_TRUE(g.tensor_is_view(h1));   // columns split in two: a view, still out of order
+  EXPECT_FALSE(g.tensor_in_order(h1));
 }
 
 TEST(GraphViews, DeclaredViewsOfTheFirstInput) {

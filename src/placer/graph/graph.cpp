@@ -5,6 +5,8 @@
 #include <functional>
 #include <queue>
 #include <numeric>
+#include <optional>
+#include <span>
 
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
@@ -25,6 +27,56 @@ void to_csr(std::size_t rows, const Row& row_items, std::vector<std::uint32_t>& 
   items.reserve(begin[rows]);
   for (std::size_t r = 0; r < rows; ++r)
     for (auto v : row_items(r)) items.push_back(v);
+}
+
+using Shape = std::span<const std::int64_t>;
+
+std::vector<std::int64_t> row_major_strides(Shape shape) {
+  std::vector<std::int64_t> strides(shape.size());
+  std::int64_t step = 1;
+  for (std::size_t k = shape.size(); k-- > 0;) strides[k] = step, step *= std::max<std::int64_t>(shape[k], 1);
+  return strides;
+}
+
+// Whether elements laid out with `strides` are in row-major order (dimensions of size 1 aside).
+bool in_row_major_order(Shape shape, std::span<const std::int64_t> strides) {
+  std::int64_t step = 1;
+  for (std::size_t k = shape.size(); k-- > 0;) {
+    if (shape[k] == 1) continue;
+    if (strides[k] != step) return false;
+    step *= shape[k];
+  }
+  return true;
+}
+
+// The strides of a view of shape `to` over elements of shape `from` laid out with `strides`, when
+// one exists (the rule of PyTorch's `view`): walking both shapes from the last dimension, each run
+// of `from`'s dimensions that are contiguous with one another must be covered exactly by a run of
+// `to`'s, which then steps through it with that run's innermost stride. None when a dimension of
+// `to` would straddle two such runs (a transposed or sliced tensor flattened across the cut).
+std::optional<std::vector<std::int64_t>> view_strides(Shape from, std::span<const std::int64_t> strides, Shape to) {
+  std::vector<std::int64_t> out(to.size(), 1);
+  if (from.empty()) return out;
+  std::int64_t elements = 1;
+  for (std::int64_t d : from) elements *= d;
+  if (elements == 0) return std::nullopt;
+  std::int64_t t = static_cast<std::int64_t>(to.size()) - 1;
+  std::int64_t base = strides.back(), run = 1, covered = 1;
+  for (std::int64_t f = static_cast<std::int64_t>(from.size()) - 1; f >= 0; --f) {
+    run *= from[static_cast<std::size_t>(f)];
+    // The run ends at the first dimension, or where the next one out does not continue it.
+    const bool run_ends = f == 0 || (from[static_cast<std::size_t>(f - 1)] != 1 && strides[static_cast<std::size_t>(f - 1)] != run * base);
+    if (!run_ends) continue;
+    while (t >= 0 && (covered < run || to[static_cast<std::size_t>(t)] == 1)) {
+      out[static_cast<std::size_t>(t)] = covered * base;
+      covered *= to[static_cast<std::size_t>(t)];
+      --t;
+    }
+    if (covered != run) return std::nullopt;
+    if (f > 0) base = strides[static_cast<std::size_t>(f - 1)], run = 1, covered = 1;
+  }
+  if (t != -1) return std::nullopt;
+  return out;
 }
 
 }  // namespace
@@ -419,12 +471,17 @@ Graph GraphBuilder::build() && {
     g.tensor_accumulated_[t] = 1;
   }
 
-  // Views (see Graph::op_view_outputs): an alias's first output, a Transpose's, and declared ones;
-  // none for an op that is folded or whose first input is absent or a set-up value. Walked in
-  // topological order so that a view knows whether its input's elements are in row-major order:
-  // a permuted view (a Transpose's, or an alias of one that keeps strides) is not, and a Reshape or
-  // Flatten of it copies (PyTorch's reshape of a non-contiguous tensor), so it is no view.
-  std::vector<std::uint8_t> permuted(num_tensors, 0);
+  // Views (see Graph::op_view_outputs): an alias's first output, a Transpose's, a Split's outputs
+  // and declared ones; none for an op that is folded or whose first input is absent or a set-up
+  // value. Walked in topological order so that each view knows the strides of what it views, as
+  // PyTorch's tensors carry them: a Transpose permutes them, a part (a Split's output, a Concat
+  // gradient's slice) keeps its input's, and a Reshape or Flatten is a view only where PyTorch's
+  // `view` could make one of those strides (view_strides), else it copies into row-major order.
+  std::vector<std::vector<std::int64_t>> strides(num_tensors);  // of views; empty: row-major
+  auto strides_of = [&](TensorId t) {
+    if (!strides[t].empty() || g.tensor_shape(t).empty()) return strides[t];
+    return row_major_strides(g.tensor_shape(t));
+  };
   for (OpId o : g.topo_) {
     const auto ins = g.op_inputs(o);
     const auto outs = g.op_outputs(o);
@@ -436,48 +493,53 @@ Graph GraphBuilder::build() && {
     const TensorId in = ins[0], out = outs[0];
     const bool same_bytes = g.tensor_bytes_[out] == g.tensor_bytes_[in];
     const std::string& type = g.type_names_[g.op_type_[o]];
-    // A part of its input (a Split's outputs: PyTorch's split_with_sizes; a Concat's gradient) is in
-    // row-major order when the dimensions before the first one it cuts are all 1.
-    auto part_in_order = [&](TensorId part) {
-      const auto whole = g.tensor_shape(in), piece = g.tensor_shape(part);
-      if (whole.size() != piece.size()) return false;
-      for (std::size_t k = 0; k < whole.size(); ++k)
-        if (whole[k] != piece[k]) return true;
-        else if (whole[k] != 1) return false;
-      return true;
-    };
+    const std::vector<std::int64_t> in_strides = strides_of(in);
     if (type == "Split" && g.op_work_[o].op_class != OpClass::alias) {
       // PyTorch's split: every output a view of a part of the input (of its type).
       for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
         if (outs[i] != kNoId && g.tensor_dtype_[outs[i]] == g.tensor_dtype_[in]) views |= 1u << i;
     }
-    // Declared views and a Split's parts: a view of the whole keeps its input's order (a gradient
-    // passed through), a part is in order if cut in order from an input in order.
+    // Declared views and a Split's parts: a part of the same rank (a Split's, a Concat gradient's
+    // slice) or the whole as it is (a gradient passed through) has the input's strides; another
+    // shape those a view of it would have, if any (else taken as in order).
     for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
-      if ((views >> i & 1u) && outs[i] != kNoId)
-        permuted[outs[i]] = (g.tensor_bytes_[outs[i]] != g.tensor_bytes_[in] && !part_in_order(outs[i])) || permuted[in];
+      if ((views >> i & 1u) && outs[i] != kNoId) {
+        const Shape whole = g.tensor_shape(in), part = g.tensor_shape(outs[i]);
+        const bool as_is = std::ranges::equal(whole, part) || (whole.size() == part.size() && g.tensor_bytes_[outs[i]] < g.tensor_bytes_[in]);
+        strides[outs[i]] = as_is ? in_strides : view_strides(whole, in_strides, part).value_or(std::vector<std::int64_t>{});
+      }
     if (type == "Transpose" && same_bytes) {
-      // PyTorch's permute: a view with permuted strides (the identity permutation keeps the order).
+      // PyTorch's permute: a view with permuted strides.
       views |= 1u;
-      const auto perm = g.op_attrs_[o].get_ints("perm");
-      bool identity = true;
-      for (std::size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == static_cast<std::int64_t>(k);
-      if (perm.empty()) identity = g.tensor_shape(in).size() <= 1;  // ONNX's default reverses the dimensions
-      permuted[out] = !identity || permuted[in];
+      auto perm = g.op_attrs_[o].get_ints("perm");
+      const std::size_t rank = g.tensor_shape(in).size();
+      if (perm.empty())  // ONNX's default reverses the dimensions
+        for (std::size_t k = rank; k-- > 0;) perm.push_back(static_cast<std::int64_t>(k));
+      std::vector<std::int64_t> permuted(rank);
+      bool valid = perm.size() == rank && rank == g.tensor_shape(out).size();
+      for (std::size_t k = 0; valid && k < rank; ++k) {
+        valid = perm[k] >= 0 && perm[k] < static_cast<std::int64_t>(rank);
+        if (valid) permuted[k] = in_strides[static_cast<std::size_t>(perm[k])];
+      }
+      strides[out] = valid ? std::move(permuted) : std::vector<std::int64_t>{};
     } else if (g.op_work_[o].op_class == OpClass::alias && same_bytes) {
       // An alias's first output is a view of its first input when it has as many bytes (a Reshape);
       // one of another size or type (an unknown op priced as an alias) has storage of its own.
+      auto view = view_strides(g.tensor_shape(in), in_strides, g.tensor_shape(out));
       const bool reshapes = type == "Reshape" || type == "Flatten";
-      if (reshapes && permuted[in]) {
+      if (reshapes && !view) {
         views &= ~1u;  // a copy in row-major order
-        permuted[out] = 0;
+        strides[out].clear();
       } else {
-        views |= 1u;
-        permuted[out] = permuted[in];
+        views |= 1u;  // (Squeeze and Unsqueeze always find strides; another alias keeps its order)
+        strides[out] = view ? std::move(*view) : in_strides;
+        if (strides[out].size() != g.tensor_shape(out).size()) strides[out].clear();
       }
     }
   }
-  g.tensor_permuted_ = std::move(permuted);
+  g.tensor_permuted_.assign(num_tensors, 0);
+  for (TensorId t = 0; t < num_tensors; ++t)
+    g.tensor_permuted_[t] = !strides[t].empty() && !in_row_major_order(g.tensor_shape(t), strides[t]);
 
   // Homes of tensors without a producer: their first consumer in topological order that is not
   // folded (a Shape of the data input runs before the step, anywhere), else their first consumer.

@@ -78,16 +78,19 @@ class Graph {
   // class alias (no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference Dropout,
   // their gradients, or an unknown op priced as an alias) when it has as many bytes as that input
   // (any other output, such as an inference Dropout's mask, or one of another size, is a tensor of
-  // its own), the output of a Transpose (PyTorch's permute: a view with permuted strides; a Reshape
-  // or Flatten of such a permuted view, directly or through other aliases, copies it and is no
-  // view), and the outputs its OpSpec declares (the gradients that Add, Sub and Sum pass through
-  // unchanged). 0 for every other op.
+  // its own), the output of a Transpose (PyTorch's permute: a view with permuted strides), a
+  // Split's outputs (views of parts of its input), and the outputs its OpSpec declares (the
+  // gradients that Add, Sub and Sum pass through unchanged, a Concat gradient's slices of dY). A
+  // Reshape or Flatten of a view out of row-major order is a view only where PyTorch's `view`
+  // could step through those strides (splitting a dimension, not merging two across a cut), else
+  // it copies and is no view. 0 for every other op.
   std::uint32_t op_view_outputs(OpId op) const { return op_views_[op]; }
   // True when `t` is such a view: it takes no memory of its own.
   bool tensor_is_view(TensorId t) const;
-  // False for a view whose elements are not in row-major order in its storage: a Transpose's, a
-  // part cut across rows (a Split's or a Concat gradient's channels of [N, C, H, W]), or a view of
-  // such. A kernel that needs its operand in order copies it first (CostTable::workspace_bytes).
+  // False for a view whose elements are not in row-major order in its storage (its strides, as
+  // PyTorch's tensor would carry them): a Transpose's, a part cut across rows (a Split's or a
+  // Concat gradient's channels of [N, C, H, W]), or a view of such. A kernel that needs its operand
+  // in order copies it first (CostTable::workspace_bytes).
   bool tensor_in_order(TensorId t) const { return tensor_permuted_[t] == 0; }
   bool tensor_folded(TensorId t) const { return tensor_folded_[t] != 0; }
   // A partial gradient that its one reader adds, as soon as it is available there, into the first
