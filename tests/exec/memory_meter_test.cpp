@@ -213,12 +213,13 @@ std::string small_model(const std::string& name, const std::vector<std::pair<std
   return path;
 }
 
-// What autograd keeps of parts of tensors and of pools, against the simulator on the host meter
+// What autograd keeps of parts of tensors, of pools and of gradient formulas, against the simulator on the host meter
 // (measured 2026-11-30 with Debian's libtorch 1.13; each was 7-20% off before it was modelled):
 // - a Concat's gradients are slices of dY (views); a convolution reading one copies it into order
 //   while it runs (CostTable::workspace_bytes);
 // - a Split's outputs are views of its input (the Mul keeps s1, and with it all of `a`);
-// - an AveragePool keeps its input until its gradient has run (for the shape).
+// - an AveragePool keeps its input until its gradient has run (for the shape);
+// - erf's gradient formula holds four temporaries of its input's size (CostTable::workspace_bytes).
 TEST(MemoryMeter, SlicesSplitsAndPoolsKeepWhatAutogradKeeps) {
   exec::configure_threads(1);
   const std::vector<std::int64_t> act{8, 32, 20, 20}, one_by_one{32, 32, 1, 1};
@@ -236,7 +237,8 @@ TEST(MemoryMeter, SlicesSplitsAndPoolsKeepWhatAutogradKeeps) {
                                        {{"Conv", {"input", "w0"}, {"a"}, k1},
                                         {"AveragePool", {"a"}, {"y"}, {{"kernel_shape", {1, 1}}, {"strides", {2, 2}}, {"count_include_pad", {0}}}}},
                                        {8, 32, 10, 10});
-  for (const std::string& path : {concat, split, pool}) {
+  const std::string erf = small_model("erf_of_a_sum", {x, {"b", act}}, {{"Add", {"input", "b"}, {"a"}, {}}, {"Erf", {"a"}, {"y"}, {}}}, act);
+  for (const std::string& path : {concat, split, pool, erf}) {
     SCOPED_TRACE(path);
     const Peaks p = all_on_cpu_peaks(path, Mode::training, Optimizer::sgd, SimOptions{.gradient_sums_out_of_place = exec::sums_gradients_out_of_place()});
     ASSERT_GT(p.measured, 0u);

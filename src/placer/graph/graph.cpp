@@ -57,9 +57,10 @@ bool in_row_major_order(Shape shape, std::span<const std::int64_t> strides) {
 std::optional<std::vector<std::int64_t>> view_strides(Shape from, std::span<const std::int64_t> strides, Shape to) {
   std::vector<std::int64_t> out(to.size(), 1);
   if (from.empty()) return out;
-  std::int64_t elements = 1;
-  for (std::int64_t d : from) elements *= d;
-  if (elements == 0) return std::nullopt;
+  if (strides.size() != from.size()) return std::nullopt;
+  std::int64_t elements = 1;  // (every product below is at most this)
+  for (std::int64_t d : from)
+    if (d <= 0 || __builtin_mul_overflow(elements, d, &elements)) return std::nullopt;
   std::int64_t t = static_cast<std::int64_t>(to.size()) - 1;
   std::int64_t base = strides.back(), run = 1, covered = 1;
   for (std::int64_t f = static_cast<std::int64_t>(from.size()) - 1; f >= 0; --f) {
