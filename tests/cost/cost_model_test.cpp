@@ -503,26 +503,35 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
   b.add_op({.name = "erf", .type = "Erf", .inputs = {a}, .outputs = {e}, .work = pointwise});
   b.add_op({.name = "tanh", .type = "Tanh", .inputs = {e}, .outputs = {t}, .work = pointwise});
   b.add_op({.name = "square", .type = "Mul", .inputs = {t, t}, .outputs = {s}, .work = pointwise});
-  const TensorId ds = tensor("ds", {4, 8}, TensorKind::data), dt = tensor("dt", {4, 8}, TensorKind::gradient);
+  const TensorId v = tensor("v", {4, 8}, TensorKind::parameter), q = tensor("q", {4, 8}), r = tensor("r", {4, 8});
+  b.add_op({.name = "over", .type = "Div", .inputs = {s, v}, .outputs = {q}, .work = pointwise});
+  b.add_op({.name = "halve", .type = "Div", .inputs = {q, tensor("two", {}, TensorKind::constant)}, .outputs = {r}, .work = pointwise});
+  const TensorId dr = tensor("dr", {4, 8}, TensorKind::data), dq = tensor("dq", {4, 8}, TensorKind::gradient);
+  const TensorId ds = tensor("ds", {4, 8}, TensorKind::gradient), dv = tensor("grad/v/over", {4, 8}, TensorKind::gradient);
+  const TensorId dt = tensor("dt", {4, 8}, TensorKind::gradient);
   const TensorId de = tensor("de", {4, 8}, TensorKind::gradient), da = tensor("da", {4, 8}, TensorKind::gradient);
   const TensorId dw = tensor("dw", {8}, TensorKind::gradient);
   auto grad = [&](const char* name, const char* type, std::vector<TensorId> ins, std::vector<TensorId> outs, OpId fwd) {
     b.add_op({.name = name, .type = type, .inputs = std::move(ins), .outputs = std::move(outs), .role = OpRole::backward, .forward_op = fwd,
               .work = pointwise});
   };
+  grad("halve/grad", "DivGrad", {dr}, {dq}, 5);
+  grad("over/grad", "DivGrad", {dq, s, v}, {ds, dv}, 4);
   grad("square/grad", "MulGrad", {ds, t}, {dt}, 3);
   grad("tanh/grad", "TanhGrad", {dt, t}, {de}, 2);
   grad("erf/grad", "ErfGrad", {de, a}, {da}, 1);
   grad("scale/grad", "MulGrad", {da, x}, {dw}, 0);
-  b.set_num_forward_ops(4);
+  b.set_num_forward_ops(6);
   const Graph g = std::move(b).build();
   const std::uint64_t bytes = 4 * 8 * 4;
   for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
     EXPECT_EQ(op_workspace_bytes(g, 1, kind), 0u) << "forward: none";
-    EXPECT_EQ(op_workspace_bytes(g, 4, kind), bytes) << "x * x";
-    EXPECT_EQ(op_workspace_bytes(g, 5, kind), 0u) << "tanh's gradient is one kernel";
-    EXPECT_EQ(op_workspace_bytes(g, 6, kind), 4 * bytes) << "erf's: x², -x², exp(-x²), ...";
-    EXPECT_EQ(op_workspace_bytes(g, 7, kind), bytes) << "dW = sum(dA * x): the product at A's size";
+    EXPECT_EQ(op_workspace_bytes(g, 6, kind), 0u) << "q / 2: dQ = dR / 2";
+    EXPECT_EQ(op_workspace_bytes(g, 7, kind), 3 * bytes) << "s / v: dV = -dQ * s / v²";
+    EXPECT_EQ(op_workspace_bytes(g, 8, kind), bytes) << "x * x";
+    EXPECT_EQ(op_workspace_bytes(g, 9, kind), 0u) << "tanh's gradient is one kernel";
+    EXPECT_EQ(op_workspace_bytes(g, 10, kind), 4 * bytes) << "erf's: x², -x², exp(-x²), ...";
+    EXPECT_EQ(op_workspace_bytes(g, 11, kind), bytes) << "dW = sum(dA * x): the product at A's size";
   }
 }
 

@@ -363,6 +363,18 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
   return 0;
 }
 
+// Whether the gradient op `grad` of Div `fwd` computes the divisor's gradient: both operands', or the
+// one an operand that takes none (data, a constant) leaves, or else the one its name says (the
+// training step names it grad/<divisor>/<op>).
+bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
+  const auto ins = g.op_inputs(fwd);
+  const auto outs = g.op_outputs(grad);
+  auto takes_none = [&](TensorId t) { return t == kNoId || g.tensor_kind(t) == TensorKind::data || g.tensor_kind(t) == TensorKind::constant; };
+  if (takes_none(ins[1]) || outs.empty()) return false;
+  if (outs.size() >= 2 || takes_none(ins[0])) return true;
+  return outs[0] != kNoId && g.tensor_name(outs[0]).starts_with("grad/" + g.tensor_name(ins[1]) + "/");
+}
+
 // Temporaries of a gradient formula that autograd evaluates as several kernels (PyTorch's
 // derivatives.yaml: erf's `2 / sqrt(pi) * exp(-x.pow(2)) * grad` allocates x², -x², exp(-x²), ...),
 // held while the gradient op runs beyond its output. Measured 2026-11-30 on the host meter
@@ -371,6 +383,7 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
 // Sqrt 1; none for Exp, Tanh, Sigmoid, Relu, Softmax, Log, Neg, Softplus, LayerNormalization
 // (fused kernels, or formulas of the output). A Mul's gradient for a broadcast operand (a scale
 // parameter) multiplies at the output's size before it reduces: 1 output-sized tensor; x * x: 1.
+// A Div's for its divisor (-grad * a / b²): 3 of the output's size.
 std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
   static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4}, {"Cos", 2}, {"Reciprocal", 2}, {"Sin", 1},
                                                                  {"Abs", 1}, {"Elu", 1}, {"Sqrt", 1}};
@@ -381,6 +394,7 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
   const std::uint64_t x = g.tensor_bytes(ins[0]), y = g.tensor_bytes(outs[0]);
   if (auto it = kPerInput.find(type); it != kPerInput.end()) return static_cast<std::uint64_t>(it->second) * x;
   if (type == "Pow" && ins.size() > 1 && ins[1] != kNoId && g.tensor_kind(ins[1]) == TensorKind::constant) return 2 * x;
+  if (type == "Div" && ins.size() > 1 && ins[1] != kNoId && divisor_differentiated(g, grad, fwd)) return 3 * y;
   if (type == "Mul" && ins.size() > 1 && ins[1] != kNoId) {
     if (ins[0] == ins[1]) return x;
     // A gradient smaller than Y: a broadcast operand's, reduced from a product of Y's size.

@@ -105,8 +105,8 @@ class Profile {
 // (docs/cost-model.md#workspaces). On any device: a convolution or its gradient copies an operand
 // that is a view out of row-major order (Graph::tensor_in_order: a slice of a Concat's gradient)
 // into order first, and a gradient formula that autograd runs as several kernels holds their
-// temporaries (Erf's, Cos's, Pow's by a constant, a broadcast Mul operand's product before it is
-// reduced; measured, in tensors of the op's input). On the CPU, libtorch's oneDNN convolution also
+// temporaries (Erf's, Cos's, Pow's by a constant, a Div's for its divisor, a broadcast Mul
+// operand's product before it is reduced; measured, in tensors of the op's input or output). On the CPU, libtorch's oneDNN convolution also
 // reorders its operands
 // into blocked layouts: forward, the larger of input and output plus the weight; a convolution's
 // gradient, its forward input and output (dY) when the filters are not grouped, dY alone for a
