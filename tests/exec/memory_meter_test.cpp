@@ -213,8 +213,9 @@ std::string small_model(const std::string& name, const std::vector<std::pair<std
   return path;
 }
 
-// What autograd keeps of parts of tensors, of pools and of gradient formulas, against the simulator on the host meter
-// (measured 2026-11-30 with Debian's libtorch 1.13; each was 7-20% off before it was modelled):
+// What autograd keeps of parts of tensors, of pools and of gradient formulas, against the simulator
+// on the host meter (measured 2026-11-30 with Debian's libtorch 1.13; each rule moves its peak here
+// by 11-40%):
 // - a Concat's gradients are slices of dY (views); a convolution reading one copies it into order
 //   while it runs (CostTable::workspace_bytes);
 // - a Split's outputs are views of its input (the Mul keeps s1, and with it all of `a`);
