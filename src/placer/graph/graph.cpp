@@ -494,12 +494,14 @@ Graph GraphBuilder::build() && {
     const TensorId in = ins[0], out = outs[0];
     const bool same_bytes = g.tensor_bytes_[out] == g.tensor_bytes_[in];
     const std::string& type = g.type_names_[g.op_type_[o]];
-    const std::vector<std::int64_t> in_strides = strides_of(in);
     if (type == "Split" && g.op_work_[o].op_class != OpClass::alias) {
       // PyTorch's split: every output a view of a part of the input (of its type).
       for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
         if (outs[i] != kNoId && g.tensor_dtype_[outs[i]] == g.tensor_dtype_[in]) views |= 1u << i;
     }
+    const bool alias = g.op_work_[o].op_class == OpClass::alias;
+    if (views == 0 && !((type == "Transpose" || alias) && same_bytes)) continue;  // no view: nothing to stride
+    const std::vector<std::int64_t> in_strides = strides_of(in);
     // Declared views and a Split's parts: a part of the same rank (a Split's, a Concat gradient's
     // slice) or the whole as it is (a gradient passed through) has the input's strides; another
     // shape those a view of it would have, if any (else taken as in order).
@@ -523,7 +525,7 @@ Graph GraphBuilder::build() && {
         if (valid) permuted[k] = in_strides[static_cast<std::size_t>(perm[k])];
       }
       strides[out] = valid ? std::move(permuted) : std::vector<std::int64_t>{};
-    } else if (g.op_work_[o].op_class == OpClass::alias && same_bytes) {
+    } else if (alias && same_bytes) {
       // An alias's first output is a view of its first input when it has as many bytes (a Reshape);
       // one of another size or type (an unknown op priced as an alias) has storage of its own.
       auto view = view_strides(g.tensor_shape(in), in_strides, g.tensor_shape(out));
