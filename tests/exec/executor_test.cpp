@@ -818,18 +818,54 @@ TEST(Executor, BatchNormsTrainingFormGivesItsRunningStatistics) {
 // when the executor is built (it stopped the first step there).
 TEST(Executor, AnOutputItDoesNotGiveIsRefusedBeforeRunning) {
   TinyModel t;
-  t.input("x", {4, 8});
-  t.input("gamma", {8});
-  t.node("LayerNormalization", "/ln/LN", {"x", "gamma"}, {"y", "mean"});
-  t.output("y", {4, 8});
-  t.output("mean", {4, 1});
+  t.input("x", {1, 2, 4, 4});
+  set_ints(t.node("MaxPool", "/pool/MaxPool", {"x"}, {"y", "where"}), "kernel_shape", {2, 2});
+  t.output("y", {1, 2, 3, 3});
+  t.output("where", {1, 2, 3, 3});
+  t.m.mutable_graph()->mutable_output(1)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
   ModelOptions options;
   options.mode = Mode::inference;
   options.onnx.data_inputs = {"x"};
-  const std::string path = t.save("placer_exec_ln_mean.onnx");
+  const std::string path = t.save("placer_exec_pool_indices.onnx");
   const std::size_t n = load_forward_graph(path, options).num_ops();
   EXPECT_THAT([&] { Executor(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference}); },
-              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("op '/ln/LN' (LayerNormalization): output 1 ('mean') is not one the executor gives")));
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("op '/pool/MaxPool' (MaxPool): output 1 ('where') is not one the executor gives")));
+}
+
+// LayerNormalization's optional outputs: the mean and 1 / sqrt(variance + epsilon) of every row,
+// of the input's rank with the normalised dimensions 1.
+TEST(Executor, LayerNormGivesItsMeanAndInverseStandardDeviation) {
+  TinyModel t;
+  t.input("x", {2, 4});
+  t.input("gamma", {4});
+  t.node("LayerNormalization", "/ln/LN", {"x", "gamma"}, {"y", "mean", "inv_std"});
+  t.output("y", {2, 4});
+  t.output("mean", {2, 1});
+  t.output("inv_std", {2, 1});
+  ModelOptions options;
+  options.mode = Mode::inference;
+  options.onnx.data_inputs = {"x"};
+  Executor ex(t.save("placer_exec_ln_mean.onnx"), options, virtual_cluster(), std::vector<DeviceId>(1, 0),
+              ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+  onnx::TensorProto x;
+  x.set_data_type(onnx::TensorProto::FLOAT);
+  x.add_dims(2), x.add_dims(4);
+  for (float v : {1.0f, 2.0f, 3.0f, 4.0f, -2.0f, 0.0f, 2.0f, 4.0f}) x.add_float_data(v);
+  const std::string file = test::temp_path("x.pb");
+  {
+    std::ofstream out(file, std::ios::binary);
+    x.SerializeToOstream(&out);
+  }
+  ex.set_input("x", file);
+  ex.step();
+  const auto out = ex.output_values();
+  ASSERT_EQ(out.size(), 3u);
+  using ::testing::ElementsAre;
+  using ::testing::FloatNear;
+  // Rows 1..4 (mean 2.5, variance 1.25) and -2, 0, 2, 4 (mean 1, variance 5); epsilon 1e-5.
+  EXPECT_THAT(out[1], ElementsAre(FloatNear(2.5f, 1e-6f), FloatNear(1.0f, 1e-6f)));
+  EXPECT_THAT(out[2], ElementsAre(FloatNear(static_cast<float>(1.0 / std::sqrt(1.25 + 1e-5)), 1e-5f),
+                                  FloatNear(static_cast<float>(1.0 / std::sqrt(5.0 + 1e-5)), 1e-5f)));
 }
 
 TEST(Executor, RefusesAGpuThisLibtorchCannotReach) {

@@ -359,6 +359,90 @@ TEST(OnnxExports, EmptyConstantsAreInputsNotGiven) {
   EXPECT_GT(g.tensor_elements(g.find_tensor("up")), 0u);
 }
 
+// An empty axes input of a reduction (ONNX: reduce every axis, or none with
+// noop_with_empty_axes) is read as not given; an empty input read as data is still refused.
+TEST(OnnxExports, EmptyInputsThatOnlySteerAreNotGiven) {
+  Model m(13);
+  m.input("x", {std::int64_t{3}, std::int64_t{4}});
+  m.input("axes", {std::int64_t{0}}, onnx::TensorProto::INT64);
+  Model::attr(m.node("ReduceSum", {"x", "axes"}, {"s"}), "keepdims", 1);
+  Model::type(m.m.mutable_graph()->add_output(), {std::int64_t{1}, std::int64_t{1}});  // declared: inference cannot read axes
+  m.m.mutable_graph()->mutable_output(0)->set_name("s");
+  Graph g = load_onnx(m.save("empty_axes.onnx"), {});
+  EXPECT_EQ(g.find_tensor("axes"), kNoId);
+  EXPECT_EQ(shape_of(g, "s"), (std::vector<std::int64_t>{1, 1}));
+  const OpId sum = g.producer(g.find_tensor("s"));
+  ASSERT_EQ(g.op_inputs(sum).size(), 2u);
+  EXPECT_EQ(g.op_inputs(sum)[1], kNoId);
+
+  Model data(13);
+  data.input("x", {std::int64_t{3}, std::int64_t{4}});
+  data.input("e", {std::int64_t{0}, std::int64_t{4}});
+  Model::attr(data.node("Concat", {"x", "e"}, {"c"}), "axis", 0);
+  data.output("c", 2);
+  EXPECT_THAT([&] { load_onnx(data.save("empty_data.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("'e'"), HasSubstr("is 0 (an empty tensor"))));
+}
+
+// A set-up value that comes out empty (LayerNormalization's function for axis 0 slices a prefix
+// shape of no dimension and concatenates it with the rest) is left out with the op that computes
+// it; its readers read nothing there. Set-up values only: an empty activation is still refused.
+TEST(OnnxExports, EmptySetUpValuesAreLeftOutWithTheirOps) {
+  Model m(13);
+  m.input("x", {std::int64_t{3}, std::int64_t{4}});
+  m.node("Shape", {"x"}, {"shape"});
+  auto int64s = [](Model& into, const std::string& name, std::vector<std::int64_t> values) {
+    auto* t = into.m.mutable_graph()->add_initializer();
+    t->set_name(name), t->set_data_type(onnx::TensorProto::INT64), t->add_dims(static_cast<std::int64_t>(values.size()));
+    for (auto v : values) t->add_int64_data(v);
+  };
+  int64s(m, "zero", {0}), int64s(m, "two", {2});
+  m.node("Slice", {"shape", "zero", "zero"}, {"prefix"});  // [0]: no dimension
+  m.node("Slice", {"shape", "zero", "two"}, {"rest"});
+  Model::attr(m.node("Concat", {"prefix", "rest"}, {"target"}), "axis", 0);
+  m.node("Reshape", {"x", "target"}, {"y"});
+  m.output("y", 2);
+  Graph g = load_onnx(m.save("empty_prefix.onnx"), {});
+  EXPECT_EQ(g.find_tensor("prefix"), kNoId);
+  EXPECT_NE(g.find_tensor("rest"), kNoId);
+  EXPECT_EQ(g.num_ops(), 4u);  // Shape, the second Slice, Concat and Reshape: nothing for the empty slice
+  EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{3, 4}));
+  const OpId concat = g.producer(g.find_tensor("target"));
+  EXPECT_TRUE(g.op_folded(concat));
+  EXPECT_EQ(g.op_inputs(concat)[0], kNoId);
+
+  Model act(13);
+  act.input("x", {std::int64_t{3}, std::int64_t{4}});
+  int64s(act, "zero", {0});
+  act.node("Slice", {"x", "zero", "zero"}, {"none"});  // [0, 4] of data
+  act.node("Relu", {"none"}, {"y"});
+  act.output("y", 2);
+  EXPECT_THAT([&] { load_onnx(act.save("empty_activation.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("is 0 (an empty tensor")));
+}
+
+// PRelu of opset 6 has no broadcasting: a slope of C values on [N, C, ...] is one per channel (as
+// PyTorch's exporter wrote it), which the executor lays along dimension 1. From opset 7 the same
+// slope broadcasts from the last dimension, and [3] on [2, 3, 4, 5] does not.
+TEST(OnnxExports, Opset6PReluTakesASlopePerChannel) {
+  for (const std::int64_t opset : {6, 9}) {
+    Model m(opset, 3);
+    m.input("x", {std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}});
+    m.initializer("slope", {3});
+    m.input("slope", {std::int64_t{3}});  // IR 3: initializers are graph inputs too
+    m.node("PRelu", {"x", "slope"}, {"y"});
+    m.output("y", 4);
+    const std::string path = m.save("prelu" + std::to_string(opset) + ".onnx");
+    if (opset == 6) {
+      Graph g = load_onnx(path, {});
+      EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{2, 3, 4, 5}));
+      EXPECT_EQ(g.op_attrs(g.producer(g.find_tensor("y"))).get_int("slope_per_channel", 0), 1);
+      EXPECT_NO_THROW(derive_training_step(g, Optimizer::sgd));
+    } else {
+      EXPECT_THAT([&] { load_onnx(path, {}); }, ThrowsMessage<Error>(HasSubstr("does not broadcast to input [2,3,4,5]")));
+    }
+  }
+}
+
 TEST(OnnxExports, NewerOpsetsThanTheLibrarysAreReadThroughTheirOlderForms) {
   // IR 10, opset 20 (what onnx >= 1.16 writes): Gelu (new in 20), ReduceMean with its axes as an
   // input (18), Split by num_outputs (18), GroupNormalization (18).

@@ -240,8 +240,14 @@ Tensors op_layer_norm(const OpCall& c) {
   std::int64_t axis = a.get_int("axis", -1);
   if (axis < 0) axis += x.dim();
   std::vector<std::int64_t> shape(x.sizes().begin() + axis, x.sizes().end());
-  return {torch::layer_norm(x, shape, c.has(1) ? c.in[1] : torch::Tensor(), c.has(2) ? c.in[2] : torch::Tensor(),
-                            a.get_float("epsilon", 1e-5), true)};
+  const torch::Tensor weight = c.has(1) ? c.in[1] : torch::Tensor(), bias = c.has(2) ? c.in[2] : torch::Tensor();
+  const double epsilon = a.get_float("epsilon", 1e-5);
+  if (c.node.output_size() < 2) return {torch::layer_norm(x, shape, weight, bias, epsilon, true)};
+  // The optional Mean and InvStdDev outputs: what the kernel computes for its gradient anyway.
+  auto [y, mean, inv_std_dev] = torch::native_layer_norm(x, shape, weight, bias, epsilon);
+  Tensors out{y, mean.reshape(c.out_shape(1))};
+  if (c.node.output_size() > 2) out.push_back(inv_std_dev.reshape(c.out_shape(2)));
+  return out;
 }
 
 Tensors op_reshape_to_ir(const OpCall& c) { return {c.in[0].reshape(c.out_shape(0))}; }
@@ -383,7 +389,10 @@ Tensors op_reduce_max(const OpCall& c) { return op_softmax_like_reduce(c, 2); }
 Tensors op_reduce_min(const OpCall& c) { return op_softmax_like_reduce(c, 3); }
 
 Tensors op_concat(const OpCall& c) {
-  return {torch::cat(std::vector<torch::Tensor>(c.in.begin(), c.in.end()), c.g.op_attrs(c.op).get_int("axis", 0))};
+  std::vector<torch::Tensor> parts;  // an empty part the import left out is absent here
+  for (const torch::Tensor& part : c.in)
+    if (part.defined()) parts.push_back(part);
+  return {torch::cat(parts, c.g.op_attrs(c.op).get_int("axis", 0))};
 }
 
 Tensors op_split(const OpCall& c) {
@@ -856,8 +865,19 @@ Tensors op_is_inf(const OpCall& c) {
   if (negative) out = out | torch::isneginf(x);
   return {out};
 }
-// PRelu: the slope broadcasts to x (ONNX's unidirectional broadcasting), not only per channel.
-Tensors op_prelu(const OpCall& c) { return {torch::where(c.in[0] >= 0, c.in[0], c.in[0] * c.in[1])}; }
+// PRelu: the slope broadcasts to x (ONNX's unidirectional broadcasting), not only per channel;
+// opset 6's slope of one value per channel (the importer's slope_per_channel) is laid along
+// dimension 1.
+Tensors op_prelu(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  torch::Tensor slope = c.in[1];
+  if (c.g.op_attrs(c.op).get_int("slope_per_channel", 0) != 0) {
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(x.dim() - 1), 1);
+    shape[0] = slope.numel();
+    slope = slope.reshape(shape);
+  }
+  return {torch::where(x >= 0, x, x * slope)};
+}
 
 #define PLACER_BINARY(name, expr) \
   Tensors name(const OpCall& c) { const torch::Tensor &a = c.in[0], &b = c.in[1]; return {expr}; }
@@ -1520,7 +1540,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
   static const std::unordered_map<std::string, OpImpl> table = {
       {"Conv", {op_conv, -1, check_conv}},
       {"BatchNormalization", {op_batch_norm, -1, nullptr, 3}},  // not the saved statistics of opsets < 14
-      {"LayerNormalization", {op_layer_norm}},
+      {"LayerNormalization", {op_layer_norm, -1, nullptr, -1}},
       {"MaxPool", {op_max_pool, -1, check_max_pool}},
       {"AveragePool", {op_avg_pool, -1, check_avg_pool}},
       {"GlobalAveragePool", {op_global_avg_pool}},
@@ -1782,15 +1802,18 @@ torch::Tensor OpCall::input_or_value(std::size_t slot) const {
 
 namespace {
 
-// A Constant holding no element (a dimension of 0), which the importer leaves out of the graph.
-bool empty_constant(const onnx::NodeProto& node) {
-  if (node.op_type() != "Constant" || node.output_size() != 1) return false;
-  for (const auto& a : node.attribute()) {
-    if (a.name() == "value" && a.has_t()) return std::any_of(a.t().dims().begin(), a.t().dims().end(), [](std::int64_t d) { return d == 0; });
-    if (a.name() == "value_ints") return a.ints_size() == 0;
-    if (a.name() == "value_floats") return a.floats_size() == 0;
-  }
-  return false;
+// Whether graph op `op` is what the importer made of `node`: it gives one of the node's outputs,
+// or stands for the parameter the node aliases, or (an op whose outputs nothing reads) has the
+// node's type and none of its outputs is in the graph. The nodes the importer leaves out (those
+// that compute only empty set-up values: an empty Constant, a prefix shape of no dimension) give
+// no tensor of the graph and so match no op.
+bool made_from(const Graph& g, OpId op, const onnx::NodeProto& node) {
+  const auto outs = g.op_outputs(op);
+  if (!outs.empty()) return std::find(node.output().begin(), node.output().end(), g.tensor_name(outs[0])) != node.output().end();
+  if (const Attribute* alias = g.op_attrs(op).find("alias")) return node.output_size() > 0 && node.output(0) == alias->s;
+  const std::string type = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "::" + node.op_type();
+  return g.op_type(op) == type &&
+         std::none_of(node.output().begin(), node.output().end(), [&](const std::string& out) { return !out.empty() && g.find_tensor(out) != kNoId; });
 }
 
 bool is_alias_op(const Graph& g, OpId op) {
@@ -1815,10 +1838,10 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   model_ = read_onnx_file(model_path);  // as the importer reads it
   inline_ifs_decided_by_shapes(model_, model.onnx.dim_values);
   const std::size_t num_ops = graph_.num_ops();
-  // One op per node, but for the Constants that hold no element (an empty `roi` of Resize), which
-  // the importer leaves out: their readers read nothing there.
-  for (int i = 0; i < model_.graph().node_size(); ++i)
-    if (!empty_constant(model_.graph().node(i))) node_index_.push_back(i);
+  // One op per node, in order, but for the nodes that compute only empty set-up values (an empty
+  // `roi` of Resize), which the importer leaves out: their readers read nothing there.
+  for (int i = 0; i < model_.graph().node_size() && node_index_.size() < num_ops; ++i)
+    if (made_from(graph_, static_cast<OpId>(node_index_.size()), model_.graph().node(i))) node_index_.push_back(i);
   if (node_index_.size() != num_ops)
     throw Error("model file '" + model_path + "': the imported graph does not match the file's nodes one for one");
   check_supported(graph_);
@@ -1887,7 +1910,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
     impls_[op] = find_op_impl(graph_.op_type(op));
     for (const auto& out : node.output()) op_out_slots_[op].push_back(out.empty() ? kNoId : graph_.find_tensor(out));
     // An output the graph keeps that the implementation does not give (MaxPool's Indices,
-    // LayerNorm's Mean, BatchNorm's saved statistics of opsets before 14): refused now, not when
+    // BatchNorm's saved statistics of opsets before 14): refused now, not when
     // the first step reaches it.
     if (impls_[op] && impls_[op]->outputs >= 0)
       for (std::size_t k = static_cast<std::size_t>(impls_[op]->outputs); k < op_out_slots_[op].size(); ++k)

@@ -433,6 +433,10 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   // empty shape of a Reshape to a scalar) hold nothing to place or send: they are left out, and an
   // op reading one reads nothing there, as if the optional input were not given.
   std::unordered_set<std::string> empty_values;
+  // Set-up values by name, by the graph's rule (Graph::op_folded): constants, and what Shape, Size
+  // and ops reading only set-up values compute. One that comes out empty (a LayerNormalization
+  // function's prefix shape for axis 0) is an empty value too, and its op is left out.
+  std::unordered_set<std::string> setup_values;
   auto has_zero_dim = [](const auto& dims) { return std::any_of(dims.begin(), dims.end(), [](std::int64_t d) { return d == 0; }); };
 
   // Graph-level tensors: initializers, then inputs that are not initializers.
@@ -455,6 +459,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     } else if (!is_floating(dtype) && uses.weight && uses.quantized) {
       kind = TensorKind::parameter;  // an int8 weight of a quantized model: counted, never trained
     }
+    if (kind == TensorKind::constant) setup_values.insert(init.name());
     builder.add_tensor(init.name(), std::move(dims), dtype, kind);
   }
   {
@@ -511,6 +516,13 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
           throw Error("graph input '" + inputs[i]->name() + "': dimension " + std::to_string(k) +
                       " has no size and no name (the model leaves it open): fix it in the model");
         }
+      // An empty input that only steers ops (a ReduceSum's `axes` given as [], which reduces
+      // every axis, or none with noop_with_empty_axes) is read as not given, as empty constants are.
+      if (has_zero_dim(dims) && uses_of(inputs[i]->name()).only_settings()) {
+        empty_values.insert(inputs[i]->name());
+        continue;
+      }
+      if (kinds[i] == TensorKind::constant) setup_values.insert(inputs[i]->name());
       add_named(inputs[i]->name(), dtype, std::move(dims), kinds[i], nullptr, "");
     }
   }
@@ -569,6 +581,21 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
         spec.attrs.set(a);
       }
     }
+    // PRelu of opset 6 has no broadcasting: a slope of C elements on [N,C,...] is a slope per
+    // channel (PyTorch's exporter wrote PReLU's weight so), which broadcasting would align with the
+    // last dimension. Kept as an attribute for the executor; the cost is the same either way.
+    if (node.op_type() == "PRelu" && (node.domain().empty() || node.domain() == "ai.onnx") && default_opset(model) < 7 &&
+        node.input_size() == 2) {
+      auto x = types.find(node.input(0)), slope = types.find(node.input(1));
+      if (x != types.end() && slope != types.end()) {
+        const auto xd = dims_of(x->second, options.dim_values), sd = dims_of(slope->second, options.dim_values);
+        if (xd.size() > 2 && sd.size() == 1 && sd[0] == xd[1] && sd[0] > 1) {
+          Attribute per_channel{.name = "slope_per_channel", .kind = Attribute::Kind::integer};
+          per_channel.i = 1;
+          spec.attrs.set(per_channel);
+        }
+      }
+    }
     ModulePath mp = parse_module_path(node.name(), known_modules);
     spec.module = mp.module;
     spec.call = mp.call;
@@ -613,6 +640,31 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
                     "', which no earlier node produces and which is not a graph input (dangling input, or nodes out of order)");
       spec.inputs.push_back(t);
     }
+    // A set-up value by the graph's rule; `setup_if_empty`: also when its only inputs are empty
+    // values (which the graph never sees).
+    bool setup = false, setup_if_empty = false;
+    if (spec.type == "Constant" || spec.type == "Shape" || spec.type == "Size") {
+      setup = setup_if_empty = true;
+    } else if (!spec.type.starts_with("Random") && spec.type != "Bernoulli" && spec.type != "Multinomial" && spec.type != "If" &&
+               spec.type != "Loop" && spec.type != "Scan") {
+      bool any = false, any_empty = false, all = true;
+      for (const auto& in : reads) {
+        if (in.empty()) continue;
+        if (empty_values.count(in)) any_empty = true;
+        else any = true, all = all && setup_values.count(in);
+      }
+      setup = any && all;
+      setup_if_empty = (any || any_empty) && all;
+    }
+    if (setup_if_empty && node.output_size() > 0 && std::all_of(node.output().begin(), node.output().end(), [&](const std::string& out) {
+          auto it = types.find(out);
+          return !out.empty() && it != types.end() && has_zero_dim(dims_of(it->second, options.dim_values));
+        })) {
+      for (const auto& out : node.output()) empty_values.insert(out);
+      continue;
+    }
+    if (setup)
+      for (const auto& out : node.output()) setup_values.insert(out);
     // Before its outputs' shapes, which such an If leaves unknown when its branches differ (the
     // error named a dimension of its output: Silero VAD v5, which branches on its sample rate).
     if (node.op_type() == "If" && !options.unknown_op_default) {

@@ -885,7 +885,9 @@ void check_declared_against_stored(const onnx::GraphProto& graph) {
 // What ONNX 1.12's shape rules leave unchecked and the cost rules would price regardless: a Conv
 // (or pooling) window's attributes against its operands, a Gemm's inner dimensions, a Reshape's
 // element count. `types` holds every input's fully known type.
-void check_operands(const onnx::NodeProto& node, const std::string& where, const std::map<std::string, onnx::TypeProto>& types) {
+// `source`: the default opset the model was written for.
+void check_operands(const onnx::NodeProto& node, const std::string& where, const std::map<std::string, onnx::TypeProto>& types,
+                    std::int64_t source) {
   auto dims_of = [&](int i) {
     std::vector<std::int64_t> dims;
     if (i >= node.input_size() || node.input(i).empty()) return dims;
@@ -997,6 +999,9 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
   } else if (op == "PRelu") {
     // The slope broadcasts to X one way (ONNX's rule takes the output from X alone).
     const std::vector<std::int64_t> x = dims_of(0), slope = dims_of(1);
+    // Opset 6 has no broadcasting: a slope of one element is shared, one of C a slope per channel
+    // (PyTorch's exporter wrote PReLU's [C] weight so), read so by the importer (prelu_per_channel).
+    if (source > 0 && source < 7 && slope.size() == 1 && x.size() >= 2 && slope[0] == x[1]) return;
     bool fits = slope.size() <= x.size();
     for (std::size_t k = 0; fits && k < slope.size(); ++k) fits = slope[k] == x[x.size() - slope.size() + k] || slope[k] == 1;
     if (!fits) throw Error(where + ": slope '" + node.input(1) + "' is " + list(slope) + ", which does not broadcast to input " + list(x));
@@ -1512,7 +1517,7 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
       throw Error(where + ": " + what);
     }
     if (!rule) continue;
-    check_operands(node, where, types);
+    check_operands(node, where, types, source);
     for (int i = 0; i < node.output_size(); ++i) {
       if (node.output(i).empty()) continue;
       const onnx::TypeProto& given = (*rule)[static_cast<std::size_t>(i)];

@@ -28,8 +28,12 @@ Use slot_use(const std::string& type, std::size_t slot) {
   if (type == "GRU" || type == "RNN") return slot == 0 ? Use::data : slot <= 3 ? Use::weight : slot == 4 ? Use::setting : Use::none;
   if (type == "Gather" || type == "GatherElements" || type == "GatherND") return slot == 0 ? Use::weight : Use::data;
   if (type == "Embedding") return slot == 0 ? Use::weight : Use::data;
-  static const std::unordered_set<std::string> kSettingsAfterSlot0 = {"Resize", "Upsample", "Pad", "Clip", "Slice", "Tile",
-                                                                      "Expand", "Reshape", "TopK", "Dropout"};
+  // Axes, sizes, bounds and shapes given as inputs (opset 13 on for ReduceSum, Squeeze, Unsqueeze
+  // and Split, 18 for the other reductions).
+  static const std::unordered_set<std::string> kSettingsAfterSlot0 = {
+      "Resize",      "Upsample",   "Pad",       "Clip",      "Slice",      "Tile",       "Expand",          "Reshape",
+      "TopK",        "Dropout",    "Squeeze",   "Unsqueeze", "Split",      "ReduceSum",  "ReduceMean",      "ReduceMax",
+      "ReduceMin",   "ReduceProd", "ReduceL1",  "ReduceL2",  "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
   if (slot > 0 && kSettingsAfterSlot0.count(type)) return Use::setting;
   if (type == "Range" || type == "ConstantOfShape") return Use::setting;
   return Use::none;
