@@ -817,19 +817,57 @@ TEST(Executor, BatchNormsTrainingFormGivesItsRunningStatistics) {
 // An output the graph keeps that the implementation does not give (LayerNorm's Mean) is refused
 // when the executor is built (it stopped the first step there).
 TEST(Executor, AnOutputItDoesNotGiveIsRefusedBeforeRunning) {
+  // BatchNormalization of opset 9 in its training form: outputs 3 and 4, the statistics saved for
+  // the gradient (their content left to the runtime), are not given.
   TinyModel t;
-  t.input("x", {1, 2, 4, 4});
-  set_ints(t.node("MaxPool", "/pool/MaxPool", {"x"}, {"y", "where"}), "kernel_shape", {2, 2});
-  t.output("y", {1, 2, 3, 3});
-  t.output("where", {1, 2, 3, 3});
-  t.m.mutable_graph()->mutable_output(1)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  t.m.mutable_opset_import(0)->set_version(9);
+  t.input("x", {4, 3, 2, 2});
+  for (const char* name : {"scale", "bias", "mean", "var"}) t.input(name, {3});
+  t.node("BatchNormalization", "/bn/BN", {"x", "scale", "bias", "mean", "var"}, {"y", "running_mean", "running_var", "saved_mean", "saved_var"});
+  t.output("y", {4, 3, 2, 2});
+  for (const char* name : {"running_mean", "running_var", "saved_mean", "saved_var"}) t.output(name, {3});
   ModelOptions options;
   options.mode = Mode::inference;
   options.onnx.data_inputs = {"x"};
-  const std::string path = t.save("placer_exec_pool_indices.onnx");
+  const std::string path = t.save("placer_exec_bn_saved.onnx");
   const std::size_t n = load_forward_graph(path, options).num_ops();
   EXPECT_THAT([&] { Executor(path, options, virtual_cluster(), std::vector<DeviceId>(n, 0), ExecOptions{.mode = Mode::inference}); },
-              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("op '/pool/MaxPool' (MaxPool): output 1 ('where') is not one the executor gives")));
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("op '/bn/BN' (BatchNormalization): output 3 ('saved_mean') is not one the executor gives")));
+}
+
+// MaxPool's Indices count over the whole tensor as ONNX does: the planes of earlier batches and
+// channels first, then the place in the unpadded plane, row-major or (storage_order 1) column-major;
+// begin pads only (asymmetric, padded beforehand) must not shift them.
+TEST(Executor, MaxPoolsIndicesCountOverTheWholeUnpaddedTensor) {
+  auto indices = [](std::int64_t storage_order) {
+    TinyModel t;
+    t.input("x", {1, 2, 2, 2});
+    auto* pool = t.node("MaxPool", "/pool/MaxPool", {"x"}, {"y", "where"});
+    set_ints(pool, "kernel_shape", {2, 2}), set_ints(pool, "pads", {1, 1, 0, 0}), set_int(pool, "storage_order", storage_order);
+    t.output("y", {1, 2, 2, 2});
+    t.output("where", {1, 2, 2, 2});
+    t.m.mutable_graph()->mutable_output(1)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+    ModelOptions options;
+    options.mode = Mode::inference;
+    options.onnx.data_inputs = {"x"};
+    Executor ex(t.save("placer_exec_pool_where.onnx"), options, virtual_cluster(), std::vector<DeviceId>(1, 0),
+                ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
+    onnx::TensorProto x;
+    x.set_data_type(onnx::TensorProto::FLOAT);
+    for (std::int64_t d : {1, 2, 2, 2}) x.add_dims(d);
+    for (float v : {1.0f, 5.0f, 3.0f, 2.0f, 7.0f, 0.0f, 0.0f, 9.0f}) x.add_float_data(v);
+    const std::string file = test::temp_path("x.pb");
+    {
+      std::ofstream out(file, std::ios::binary);
+      x.SerializeToOstream(&out);
+    }
+    ex.set_input("x", file);
+    ex.step();
+    return ex.output_values().at(1);
+  };
+  using ::testing::ElementsAre;
+  EXPECT_THAT(indices(0), ElementsAre(0, 1, 2, 1, 4, 4, 4, 7));
+  EXPECT_THAT(indices(1), ElementsAre(0, 2, 1, 2, 4, 4, 4, 7));
 }
 
 // LayerNormalization's optional outputs: the mean and 1 / sqrt(variance + epsilon) of every row,

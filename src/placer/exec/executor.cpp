@@ -175,10 +175,39 @@ Tensors op_max_pool(const OpCall& c) {
     x = torch::constant_pad_nd(x, torch_pads(win.pads, nd), -std::numeric_limits<double>::infinity());
     std::fill(padding.begin(), padding.end(), 0);
   }
-  torch::Tensor y = nd == 1   ? torch::max_pool1d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)
-                    : nd == 2 ? torch::max_pool2d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)
-                              : torch::max_pool3d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode);
-  return {like(y, c.in[0])};
+  if (c.node.output_size() < 2 || c.node.output(1).empty()) {
+    torch::Tensor y = nd == 1   ? torch::max_pool1d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)
+                      : nd == 2 ? torch::max_pool2d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)
+                                : torch::max_pool3d(x, win.kernel, win.strides, padding, win.dilations, ceil_mode);
+    return {like(y, c.in[0])};
+  }
+  // Indices: libtorch gives each maximum's place in its (padded) plane; ONNX's count over the whole
+  // unpadded tensor, in row-major order of the spatial dimensions (storage_order 0) or column-major
+  // (1), after the planes of the batches and channels before.
+  auto [y, where] = nd == 1   ? torch::max_pool1d_with_indices(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)
+                    : nd == 2 ? torch::max_pool2d_with_indices(x, win.kernel, win.strides, padding, win.dilations, ceil_mode)
+                              : torch::max_pool3d_with_indices(x, win.kernel, win.strides, padding, win.dilations, ceil_mode);
+  const torch::Tensor& in = c.in[0];
+  std::vector<torch::Tensor> at(nd);
+  torch::Tensor rest = where;
+  for (std::size_t k = nd; k-- > 0;) {
+    const std::int64_t extent = x.size(static_cast<std::int64_t>(k + 2));
+    at[k] = torch::remainder(rest, extent) - (pre_pad(win) ? win.pads[k] : 0);
+    rest = torch::div(rest, extent, "floor");
+  }
+  const bool column_major = c.g.op_attrs(c.op).get_int("storage_order", 0) != 0;
+  torch::Tensor flat = torch::zeros_like(where);
+  std::int64_t plane = 1;
+  for (std::size_t i = 0; i < nd; ++i) {
+    const std::size_t k = column_major ? nd - 1 - i : i;
+    const std::int64_t extent = in.size(static_cast<std::int64_t>(k + 2));
+    flat = flat * extent + at[k];
+    plane *= extent;
+  }
+  std::vector<std::int64_t> planes_shape{in.size(0), in.size(1)};
+  planes_shape.resize(static_cast<std::size_t>(in.dim()), 1);
+  const torch::Tensor planes = torch::arange(in.size(0) * in.size(1), where.options()).reshape(planes_shape) * plane;
+  return {like(y, c.in[0]), flat + planes};
 }
 
 Tensors op_avg_pool(const OpCall& c) {
@@ -1541,7 +1570,7 @@ const std::unordered_map<std::string, OpImpl>& op_table() {
       {"Conv", {op_conv, -1, check_conv}},
       {"BatchNormalization", {op_batch_norm, -1, nullptr, 3}},  // not the saved statistics of opsets < 14
       {"LayerNormalization", {op_layer_norm, -1, nullptr, -1}},
-      {"MaxPool", {op_max_pool, -1, check_max_pool}},
+      {"MaxPool", {op_max_pool, -1, check_max_pool, 2}},
       {"AveragePool", {op_avg_pool, -1, check_avg_pool}},
       {"GlobalAveragePool", {op_global_avg_pool}},
       {"GlobalMaxPool", {op_global_max_pool}},
