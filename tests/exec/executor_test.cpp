@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <functional>
 #include <map>
 #include <thread>
@@ -839,7 +840,7 @@ TEST(Executor, AnOutputItDoesNotGiveIsRefusedBeforeRunning) {
 // channels first, then the place in the unpadded plane, row-major or (storage_order 1) column-major;
 // begin pads only (asymmetric, padded beforehand) must not shift them.
 TEST(Executor, MaxPoolsIndicesCountOverTheWholeUnpaddedTensor) {
-  auto indices = [](std::int64_t storage_order) {
+  auto indices = [](std::int64_t storage_order, std::vector<float> values) {
     TinyModel t;
     t.input("x", {1, 2, 2, 2});
     auto* pool = t.node("MaxPool", "/pool/MaxPool", {"x"}, {"y", "where"});
@@ -855,7 +856,7 @@ TEST(Executor, MaxPoolsIndicesCountOverTheWholeUnpaddedTensor) {
     onnx::TensorProto x;
     x.set_data_type(onnx::TensorProto::FLOAT);
     for (std::int64_t d : {1, 2, 2, 2}) x.add_dims(d);
-    for (float v : {1.0f, 5.0f, 3.0f, 2.0f, 7.0f, 0.0f, 0.0f, 9.0f}) x.add_float_data(v);
+    for (float v : values) x.add_float_data(v);
     const std::string file = test::temp_path("x.pb");
     {
       std::ofstream out(file, std::ios::binary);
@@ -866,8 +867,12 @@ TEST(Executor, MaxPoolsIndicesCountOverTheWholeUnpaddedTensor) {
     return ex.output_values().at(1);
   };
   using ::testing::ElementsAre;
-  EXPECT_THAT(indices(0), ElementsAre(0, 1, 2, 1, 4, 4, 4, 7));
-  EXPECT_THAT(indices(1), ElementsAre(0, 2, 1, 2, 4, 4, 4, 7));
+  EXPECT_THAT(indices(0, {1.0f, 5.0f, 3.0f, 2.0f, 7.0f, 0.0f, 0.0f, 9.0f}), ElementsAre(0, 1, 2, 1, 4, 4, 4, 7));
+  EXPECT_THAT(indices(1, {1.0f, 5.0f, 3.0f, 2.0f, 7.0f, 0.0f, 0.0f, 9.0f}), ElementsAre(0, 2, 1, 2, 4, 4, 4, 7));
+  // Windows of nothing but -inf: the first cell of the window that is in the tensor, never the
+  // padding before it (whose place would fall in the plane before).
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(indices(0, {-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf}), ElementsAre(0, 0, 0, 0, 4, 4, 4, 4));
 }
 
 // LayerNormalization's optional outputs: the mean and 1 / sqrt(variance + epsilon) of every row,
@@ -904,6 +909,22 @@ TEST(Executor, LayerNormGivesItsMeanAndInverseStandardDeviation) {
   EXPECT_THAT(out[1], ElementsAre(FloatNear(2.5f, 1e-6f), FloatNear(1.0f, 1e-6f)));
   EXPECT_THAT(out[2], ElementsAre(FloatNear(static_cast<float>(1.0 / std::sqrt(1.25 + 1e-5)), 1e-5f),
                                   FloatNear(static_cast<float>(1.0 / std::sqrt(5.0 + 1e-5)), 1e-5f)));
+
+  // InvStdDev alone (Mean's name left empty, as optimisers leave unused outputs), in a training
+  // step: the statistics take no gradient, and the step runs.
+  TinyModel u;
+  u.input("x", {2, 4});
+  u.input("gamma", {4});
+  u.node("LayerNormalization", "/ln/LN", {"x", "gamma"}, {"y", "", "inv_std"});
+  u.output("y", {2, 4});
+  u.output("inv_std", {2, 1});
+  options.mode = Mode::training;
+  Executor trained(u.save("placer_exec_ln_inv_std.onnx"), options, virtual_cluster(), std::vector<DeviceId>(1, 0),
+                   ExecOptions{.mode = Mode::training, .all_on_cpu = true});
+  trained.set_input("x", file);
+  trained.step();
+  EXPECT_THAT(trained.output_values().at(1), ElementsAre(FloatNear(static_cast<float>(1.0 / std::sqrt(1.25 + 1e-5)), 1e-5f),
+                                                         FloatNear(static_cast<float>(1.0 / std::sqrt(5.0 + 1e-5)), 1e-5f)));
 }
 
 TEST(Executor, RefusesAGpuThisLibtorchCannotReach) {

@@ -418,6 +418,18 @@ TEST(OnnxExports, EmptySetUpValuesAreLeftOutWithTheirOps) {
   act.node("Relu", {"none"}, {"y"});
   act.output("y", 2);
   EXPECT_THAT([&] { load_onnx(act.save("empty_activation.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("is 0 (an empty tensor")));
+
+  // zeros_like of a scalar, as exporters write it: ConstantOfShape(Shape(s)), the shape empty. An
+  // op that reads nothing but empty values would read nothing at all: refused, naming it.
+  Model scalar(13);
+  scalar.input("s", {});
+  scalar.node("Shape", {"s"}, {"dims"});
+  auto* zeros = scalar.node("ConstantOfShape", {"dims"}, {"z"});
+  zeros->set_name("zeros");
+  scalar.node("Add", {"s", "z"}, {"y"});
+  scalar.output("y", 0);
+  EXPECT_THAT([&] { load_onnx(scalar.save("zeros_like_scalar.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("op 'zeros' (ConstantOfShape)"), HasSubstr("'dims' is empty"))));
 }
 
 // PRelu of opset 6 has no broadcasting: a slope of C values on [N, C, ...] is one per channel (as

@@ -194,6 +194,9 @@ Tensors op_max_pool(const OpCall& c) {
     const std::int64_t extent = x.size(static_cast<std::int64_t>(k + 2));
     at[k] = torch::remainder(rest, extent) - (pre_pad(win) ? win.pads[k] : 0);
     rest = torch::div(rest, extent, "floor");
+    // A window whose values are all -inf keeps its first cell, which may be padding: ONNX takes
+    // the window's first cell in the tensor (the first along each dimension, in dilation steps).
+    if (pre_pad(win)) at[k] = torch::where(at[k] < 0, torch::remainder(at[k], win.dilations[k]), at[k]);
   }
   const bool column_major = c.g.op_attrs(c.op).get_int("storage_order", 0) != 0;
   torch::Tensor flat = torch::zeros_like(where);
@@ -272,10 +275,14 @@ Tensors op_layer_norm(const OpCall& c) {
   const torch::Tensor weight = c.has(1) ? c.in[1] : torch::Tensor(), bias = c.has(2) ? c.in[2] : torch::Tensor();
   const double epsilon = a.get_float("epsilon", 1e-5);
   if (c.node.output_size() < 2) return {torch::layer_norm(x, shape, weight, bias, epsilon, true)};
-  // The optional Mean and InvStdDev outputs: what the kernel computes for its gradient anyway.
+  // The optional Mean and InvStdDev outputs: what the kernel computes for its gradient anyway, of
+  // x's rank with the normalised dimensions 1 (ONNX's shape, whichever outputs the node names).
+  // They take no gradient (the training step gives them none).
   auto [y, mean, inv_std_dev] = torch::native_layer_norm(x, shape, weight, bias, epsilon);
-  Tensors out{y, mean.reshape(c.out_shape(1))};
-  if (c.node.output_size() > 2) out.push_back(inv_std_dev.reshape(c.out_shape(2)));
+  std::vector<std::int64_t> stats(x.sizes().begin(), x.sizes().end());
+  std::fill(stats.begin() + axis, stats.end(), 1);
+  Tensors out{y, mean.detach().reshape(stats), inv_std_dev.detach().reshape(stats)};
+  out.resize(std::min<std::size_t>(out.size(), static_cast<std::size_t>(c.node.output_size())));
   return out;
 }
 
@@ -1841,8 +1848,16 @@ bool made_from(const Graph& g, OpId op, const onnx::NodeProto& node) {
   if (!outs.empty()) return std::find(node.output().begin(), node.output().end(), g.tensor_name(outs[0])) != node.output().end();
   if (const Attribute* alias = g.op_attrs(op).find("alias")) return node.output_size() > 0 && node.output(0) == alias->s;
   const std::string type = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "::" + node.op_type();
-  return g.op_type(op) == type &&
-         std::none_of(node.output().begin(), node.output().end(), [&](const std::string& out) { return !out.empty() && g.find_tensor(out) != kNoId; });
+  if (g.op_type(op) != type) return false;
+  if (std::any_of(node.output().begin(), node.output().end(), [&](const std::string& out) { return !out.empty() && g.find_tensor(out) != kNoId; }))
+    return false;
+  // And it reads what the node reads (a node left out reads other values than a later op of its type).
+  const auto ins = g.op_inputs(op);
+  for (int s = 0; s < node.input_size(); ++s)
+    if (static_cast<std::size_t>(s) < ins.size() && ins[static_cast<std::size_t>(s)] != kNoId &&
+        g.tensor_name(ins[static_cast<std::size_t>(s)]) != node.input(s))
+      return false;
+  return true;
 }
 
 bool is_alias_op(const Graph& g, OpId op) {

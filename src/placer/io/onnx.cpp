@@ -643,18 +643,19 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     // A set-up value by the graph's rule; `setup_if_empty`: also when its only inputs are empty
     // values (which the graph never sees).
     bool setup = false, setup_if_empty = false;
+    bool any = false, all = true;  // of its inputs read and not empty: any; all set-up values
+    const char* first_empty = nullptr;
+    for (const auto& in : reads) {
+      if (in.empty()) continue;
+      if (empty_values.count(in)) first_empty = first_empty ? first_empty : in.c_str();
+      else any = true, all = all && setup_values.count(in);
+    }
     if (spec.type == "Constant" || spec.type == "Shape" || spec.type == "Size") {
       setup = setup_if_empty = true;
     } else if (!spec.type.starts_with("Random") && spec.type != "Bernoulli" && spec.type != "Multinomial" && spec.type != "If" &&
                spec.type != "Loop" && spec.type != "Scan") {
-      bool any = false, any_empty = false, all = true;
-      for (const auto& in : reads) {
-        if (in.empty()) continue;
-        if (empty_values.count(in)) any_empty = true;
-        else any = true, all = all && setup_values.count(in);
-      }
       setup = any && all;
-      setup_if_empty = (any || any_empty) && all;
+      setup_if_empty = (any || first_empty) && all;
     }
     if (setup_if_empty && node.output_size() > 0 && std::all_of(node.output().begin(), node.output().end(), [&](const std::string& out) {
           auto it = types.find(out);
@@ -663,6 +664,11 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       for (const auto& out : node.output()) empty_values.insert(out);
       continue;
     }
+    // An op that reads only empty values and gives something (ConstantOfShape of a scalar's shape,
+    // the product of none) would read nothing at all: refused as before empty values were left out.
+    if (first_empty && !any)
+      throw Error("op '" + spec.name + "' (" + node.op_type() + "): input '" + first_empty +
+                  "' is empty (no element), as are all it reads: nothing to place");
     if (setup)
       for (const auto& out : node.output()) setup_values.insert(out);
     // Before its outputs' shapes, which such an If leaves unknown when its branches differ (the
