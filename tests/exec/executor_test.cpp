@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <map>
 #include <thread>
 #include <tuple>
