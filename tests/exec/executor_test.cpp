@@ -224,6 +224,18 @@ struct TinyModel {
   }
 };
 
+// A float32 tensor of these dims and values, written to a temporary file for Executor::set_input.
+std::string float_tensor_file(const std::string& file, std::vector<std::int64_t> dims, std::vector<float> values) {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  for (std::int64_t d : dims) t.add_dims(d);
+  for (float v : values) t.add_float_data(v);
+  const std::string path = test::temp_path(file);
+  std::ofstream out(path, std::ios::binary);
+  t.SerializeToOstream(&out);
+  return path;
+}
+
 void set_int(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
   auto* a = n->add_attribute();
   a->set_name(name);
@@ -853,16 +865,7 @@ TEST(Executor, MaxPoolsIndicesCountOverTheWholeUnpaddedTensor) {
     options.onnx.data_inputs = {"x"};
     Executor ex(t.save("placer_exec_pool_where.onnx"), options, virtual_cluster(), std::vector<DeviceId>(1, 0),
                 ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
-    onnx::TensorProto x;
-    x.set_data_type(onnx::TensorProto::FLOAT);
-    for (std::int64_t d : {1, 2, 2, 2}) x.add_dims(d);
-    for (float v : values) x.add_float_data(v);
-    const std::string file = test::temp_path("x.pb");
-    {
-      std::ofstream out(file, std::ios::binary);
-      x.SerializeToOstream(&out);
-    }
-    ex.set_input("x", file);
+    ex.set_input("x", float_tensor_file("x.pb", {1, 2, 2, 2}, std::move(values)));
     ex.step();
     return ex.output_values().at(1);
   };
@@ -890,15 +893,7 @@ TEST(Executor, LayerNormGivesItsMeanAndInverseStandardDeviation) {
   options.onnx.data_inputs = {"x"};
   Executor ex(t.save("placer_exec_ln_mean.onnx"), options, virtual_cluster(), std::vector<DeviceId>(1, 0),
               ExecOptions{.mode = Mode::inference, .all_on_cpu = true});
-  onnx::TensorProto x;
-  x.set_data_type(onnx::TensorProto::FLOAT);
-  x.add_dims(2), x.add_dims(4);
-  for (float v : {1.0f, 2.0f, 3.0f, 4.0f, -2.0f, 0.0f, 2.0f, 4.0f}) x.add_float_data(v);
-  const std::string file = test::temp_path("x.pb");
-  {
-    std::ofstream out(file, std::ios::binary);
-    x.SerializeToOstream(&out);
-  }
+  const std::string file = float_tensor_file("x.pb", {2, 4}, {1.0f, 2.0f, 3.0f, 4.0f, -2.0f, 0.0f, 2.0f, 4.0f});
   ex.set_input("x", file);
   ex.step();
   const auto out = ex.output_values();
