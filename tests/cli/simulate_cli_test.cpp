@@ -86,13 +86,14 @@ TEST(SimulateCli, TraceIsAChromeTrace) {
   std::remove(trace.c_str());
 }
 
-// Options that cannot go together fail before anything is simulated or printed.
+// Options that cannot go together fail before anything is simulated or printed, as usage errors
+// (exit 2); a file that cannot be written is an error (1).
 TEST(SimulateCli, ConflictingOptionsFailFirst) {
   auto random_on = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "3", "--on", "gpu:0"});
-  EXPECT_EQ(random_on.exit_code, 1);
+  EXPECT_EQ(random_on.exit_code, 2);
   EXPECT_THAT(random_on.err, HasSubstr("--random simulates random placements of its own"));
   auto two_traced = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0,gpu:1", "--trace", test::temp_path("t.json")});
-  EXPECT_EQ(two_traced.exit_code, 1);
+  EXPECT_EQ(two_traced.exit_code, 2);
   EXPECT_THAT(two_traced.err, HasSubstr("--trace needs exactly one placement"));
   EXPECT_EQ(two_traced.out, "");
   auto unwritable = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--trace", "/nonexistent/dir/t.json"});

@@ -26,6 +26,7 @@
 #include "placer/algorithms/families.hpp"
 #include "placer/algorithms/grouping.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/units.hpp"
 
 namespace placer {
 namespace {
@@ -334,8 +335,8 @@ class ExpertPlacer final : public Placer {
         for (const auto& [d, bytes] : r.shortfalls) over += static_cast<double>(bytes);
         if ((closest.empty() || over < closest_over) && !r.shortfalls.empty()) {
           closest = dev, closest_over = over;
-          closest_overflow = p.cluster.device(r.shortfalls.front().first).name + " over by " + std::to_string(r.shortfalls.front().second) +
-                             " bytes" + (r.shortfalls.size() > 1 ? ", ..." : "");
+          closest_overflow = p.cluster.device(r.shortfalls.front().first).name + " over by " +
+                             human_bytes(static_cast<double>(r.shortfalls.front().second)) + (r.shortfalls.size() > 1 ? ", ..." : "");
         }
         if (k == 1) break;  // one GPU: both splits are the same
       }

@@ -32,6 +32,7 @@
 #include "placer/algorithms/families.hpp"
 #include "placer/algorithms/grouping.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/units.hpp"
 
 namespace placer {
 namespace {
@@ -150,9 +151,9 @@ class ModuleMap {
         const Device& last = p_.cluster.device(devices.back());
         const std::uint64_t left = budget[d] > used + reserved ? budget[d] - used - reserved : 0;
         throw Error(std::string(it.module ? "module '" + g.module_name(it.id) + "'" : "op '" + g.op_name(it.id) + "'") + " (" +
-                    std::to_string(size(it) + reserve(it)) + " bytes with its working set) fits on no device in this fill order: the "
-                    "last one, " + last.name + ", has " + std::to_string(left) + " of its " + std::to_string(budget[d]) +
-                    " bytes of budget left after the items before it");
+                    human_bytes(static_cast<double>(size(it) + reserve(it))) + " with its working set) fits on no device in this fill order: the "
+                    "last one, " + last.name + ", has " + human_bytes(static_cast<double>(left)) + " of its " +
+                    human_bytes(static_cast<double>(budget[d])) + " of budget left after the items before it");
       }
       used = reserved = 0;
     }

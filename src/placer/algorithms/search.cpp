@@ -398,7 +398,7 @@ class LocalSearchPlacer final : public Placer {
           make_grouping_at_least(p, levels_[level], static_cast<std::size_t>(max_groups_), candidates.size(), grouping_note);
       const std::vector<std::vector<OpId>> members = members_of(grouping);
       const GroupGraph neighbours = group_graph(p, grouping);
-      note += (level == 0 ? ", " : " -> ") + std::to_string(grouping.num_groups) + " groups";
+      note += (level == 0 ? ", " : " -> ") + std::to_string(grouping.num_groups) + (grouping.num_groups == 1 ? " group" : " groups");
       if (levels > 1) note += " (" + levels_[level] + ")";
       if (!grouping_note.empty()) note += " [" + grouping_note + "]";
 

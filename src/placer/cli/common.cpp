@@ -21,18 +21,18 @@ ModelOptions ModelArgs::resolve() const {
   o.onnx.data_inputs = comma_items(data_inputs);
   for (const auto& d : dims) {
     auto eq = d.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error("--dim expects NAME=VALUE, got '" + d + "'");
+    if (eq == std::string::npos || eq == 0) throw UsageError("--dim expects NAME=VALUE, got '" + d + "'");
     long long v = 0;
     try {
       std::size_t used = 0;
       v = std::stoll(d.substr(eq + 1), &used);
       if (used != d.size() - eq - 1 || v <= 0) throw std::invalid_argument("");
     } catch (const std::exception&) {
-      throw Error("--dim expects a positive integer value, got '" + d + "'");
+      throw UsageError("--dim expects a positive integer value, got '" + d + "'");
     }
     const std::string name = d.substr(0, eq);
     if (auto [it, fresh] = o.onnx.dim_values.emplace(name, v); !fresh && it->second != v)
-      throw Error("--dim gives '" + name + "' two values (" + std::to_string(it->second) + " and " + std::to_string(v) + ")");
+      throw UsageError("--dim gives '" + name + "' two values (" + std::to_string(it->second) + " and " + std::to_string(v) + ")");
   }
   if (!unknown_ops.empty() && unknown_ops != "error") o.onnx.unknown_op_default = parse_op_class(unknown_ops);
   o.onnx.warn = [](const std::string& what) { fmt::print(stderr, "placer: warning: {}\n", what); };

@@ -67,8 +67,15 @@ void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTa
 // message as an error and exits with kExitDoesNotFit (an error without a placement exits 1), so
 // that exit status 0 always means a placement that fits.
 inline constexpr int kExitDoesNotFit = 3;
-// A usage error: an option or argument CLI11 rejects (main).
+// A usage error: an option or argument CLI11 rejects, or a UsageError (main).
 inline constexpr int kExitUsage = 2;
+// An option or argument the command line is wrong in by itself, before any file is read (an
+// unknown algorithm, --steps 0, none of --placement and --on): main prints it as an error and
+// exits with kExitUsage, as for CLI11's own.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
 class DoesNotFit : public Error {
  public:
   using Error::Error;

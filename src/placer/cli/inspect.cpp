@@ -65,7 +65,11 @@ void run_inspect(const InspectArgs& args) {
     forward_flops += forward.op_work(o).flops;
     ++by_type[forward.op_type(o)];
   }
-  totals = graph_totals(forward);
+  // Activations as the step of --mode makes them: a training step's forward ops (the same ids)
+  // also give what their gradients need of them (max pooling's indices), so that a model and the
+  // training step saved from it (--save-graph) read the same.
+  const Graph& made = step ? *step : forward;
+  totals = graph_totals(made);
   std::vector<std::string> data_inputs;
   for (TensorId t = 0; t < forward.num_tensors(); ++t)
     if (forward.tensor_kind(t) == TensorKind::data) data_inputs.push_back(forward.tensor_name(t));
@@ -76,7 +80,7 @@ void run_inspect(const InspectArgs& args) {
     auto& row = modules[forward.module_name(forward.module_ancestor(forward.op_module(o), args.depth))];
     ++row.ops;
     row.flops += forward.op_work(o).flops;
-    for (TensorId t : forward.op_outputs(o)) row.activation_bytes += static_cast<double>(forward.tensor_bytes(t));
+    for (TensorId t : made.op_outputs(o)) row.activation_bytes += static_cast<double>(made.tensor_bytes(t));
   }
   for (TensorId t = 0; t < forward.num_tensors(); ++t)
     if (forward.tensor_kind(t) == TensorKind::parameter && forward.param_home(t) != kNoId)

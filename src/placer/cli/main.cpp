@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
       if (!torch_commands)  // not loaded for a word that names no command: its commands exist all the same
         for (std::string_view c : kModuleCommands) names += ", " + std::string(c);
       if (!known)
-        throw placer::Error("unknown command '" + std::string(argv[1]).substr(0, 200) + "' (commands: " + names +
+        throw placer::cli::UsageError("unknown command '" + std::string(argv[1]).substr(0, 200) + "' (commands: " + names +
                             "; see --help)");
     }
     app.parse(argc, argv);
@@ -156,6 +156,9 @@ int main(int argc, char** argv) {
     // own codes (105, 106, ...): 0 success, 1 an error, 2 a usage error, 3 a placement that does
     // not fit (README).
     return app.exit(e) == 0 ? 0 : placer::cli::kExitUsage;
+  } catch (const placer::cli::UsageError& e) {
+    std::fprintf(stderr, "placer: error: %s\n", e.what());
+    return placer::cli::kExitUsage;
   } catch (const placer::cli::DoesNotFit& e) {
     std::fprintf(stderr, "placer: error: %s\n", e.what());
     return placer::cli::kExitDoesNotFit;

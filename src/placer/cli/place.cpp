@@ -33,7 +33,7 @@ class TerminalObserver final : public Observer {
  public:
   explicit TerminalObserver(std::string label, bool quiet) : label_(std::move(label)), quiet_(quiet), tty_(isatty(2)) {
     previous_ = std::signal(SIGINT, on_sigint);
-    last_ = std::chrono::steady_clock::now();
+    started_ = last_ = std::chrono::steady_clock::now();
   }
   ~TerminalObserver() override {
     if (tty_ && drawn_) std::fputs("\n", stderr);
@@ -45,12 +45,14 @@ class TerminalObserver final : public Observer {
     const double since = std::chrono::duration<double>(now - last_).count();
     if (since < (tty_ ? 0.2 : 10.0)) return;
     last_ = now;
+    // The algorithm's own clock where it keeps one (a search's, a resumed training's), else this one.
+    const double elapsed = p.elapsed_s > 0 ? p.elapsed_s : std::chrono::duration<double>(now - started_).count();
     std::string best = p.best_step_time_s > 0 ? human_seconds(p.best_step_time_s) : "none fits yet";
     std::string total = p.samples_total ? fmt::format("/{}", p.samples_total) : "";
     std::string remaining;
-    if (p.samples_total && p.samples && p.samples < p.samples_total && p.elapsed_s > 0)
-      remaining = fmt::format(", ~{:.0f} s left", p.elapsed_s * static_cast<double>(p.samples_total - p.samples) / static_cast<double>(p.samples));
-    const std::string line = fmt::format("{}: {}{} samples, best {}, {:.1f} s{}", label_, p.samples, total, best, p.elapsed_s, remaining);
+    if (p.samples_total && p.samples && p.samples < p.samples_total && elapsed > 0)
+      remaining = fmt::format(", ~{:.0f} s left", elapsed * static_cast<double>(p.samples_total - p.samples) / static_cast<double>(p.samples));
+    const std::string line = fmt::format("{}: {}{} samples, best {}, {:.1f} s{}", label_, p.samples, total, best, elapsed, remaining);
     if (tty_) {
       fmt::print(stderr, "\r\033[K{}", line);
       drawn_ = true;
@@ -64,7 +66,7 @@ class TerminalObserver final : public Observer {
  private:
   std::string label_;
   bool quiet_, tty_, drawn_ = false;
-  std::chrono::steady_clock::time_point last_{};
+  std::chrono::steady_clock::time_point started_{}, last_{};
   void (*previous_)(int) = nullptr;
 };
 
@@ -88,11 +90,20 @@ PlacerOptions parse_opts(const std::vector<std::string>& opts) {
   std::map<std::string, std::string> values;
   for (const auto& kv : opts) {
     auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error("--opt expects KEY=VALUE, got '" + kv + "'");
+    if (eq == std::string::npos || eq == 0) throw UsageError("--opt expects KEY=VALUE, got '" + kv + "'");
     if (!values.emplace(kv.substr(0, eq), kv.substr(eq + 1)).second)
-      throw Error("--opt " + kv.substr(0, eq) + " is given twice ('" + values[kv.substr(0, eq)] + "' and '" + kv.substr(eq + 1) + "')");
+      throw UsageError("--opt " + kv.substr(0, eq) + " is given twice ('" + values[kv.substr(0, eq)] + "' and '" + kv.substr(eq + 1) + "')");
   }
   return PlacerOptions(std::move(values));
+}
+
+// An algorithm the registry knows, with options it has: a UsageError otherwise.
+void check_algorithm(const std::string& name, const PlacerOptions& options) {
+  try {
+    (void)make_placer(name, options);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
 }
 
 std::string algorithms_help() {
@@ -137,14 +148,14 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
 }
 
 void run_place(const PlaceArgs& args) {
-  (void)find_placer(args.algo);  // an unknown name: its own error, before the model loads (not "NAME: unknown ... 'NAME'")
+  check_algorithm(args.algo, parse_opts(args.opts));  // before the model loads (not "NAME: unknown ... 'NAME'")
   // Files of searches that learn: refused for an algorithm that writes none (they were ignored).
-  if (args.resume && args.checkpoint.empty()) throw Error("--resume needs --checkpoint FILE (the search to continue)");
+  if (args.resume && args.checkpoint.empty()) throw UsageError("--resume needs --checkpoint FILE (the search to continue)");
   if ((!args.curve.empty() || !args.checkpoint.empty()) && find_placer(args.algo).family != "learned") {
     std::string learned;  // from the registry: a learned placer added later is named too
     for (const PlacerInfo& info : placer_registry())
       if (info.family == "learned") learned += (learned.empty() ? "" : ", ") + info.name;
-    throw Error("--curve and --checkpoint are for the learned placers (" + learned + "): " + args.algo + " writes neither");
+    throw UsageError("--curve and --checkpoint are for the learned placers (" + learned + "): " + args.algo + " writes neither");
   }
   // A checkpoint is a file of its own, written through NAME.tmp and renamed: a device or a pipe
   // in its place would be replaced by it.
@@ -238,24 +249,24 @@ void run_compare(const PlaceArgs& args) {
     void (*previous)(int) = std::signal(SIGINT, on_sigint);
     ~SigintGuard() { std::signal(SIGINT, previous); }
   } guard;
-  LoadedProblem p = load_problem(args.problem);
-  const Problem problem{p.graph, p.cluster, p.costs, p.sim};
   // Split here, not by CLI11, which dropped empty names ("random,,heft") and let a lone ","
   // take the next argument as the list.
   std::vector<std::string> algos;
   for (const std::string& list : args.algos)
     for (std::string& name : split_commas(list)) algos.push_back(std::move(name));
   for (const auto& a : algos) {
-    if (a.empty()) throw Error("--algos holds an empty name (two commas in a row?)");
-    if (a == "all" && algos.size() > 1) throw Error("--algos: 'all' stands alone (it means every non-learned algorithm)");
-    if (std::count(algos.begin(), algos.end(), a) > 1) throw Error("--algos names '" + a + "' twice");
+    if (a.empty()) throw UsageError("--algos holds an empty name (two commas in a row?)");
+    if (a == "all" && algos.size() > 1) throw UsageError("--algos: 'all' stands alone (it means every non-learned algorithm)");
+    if (std::count(algos.begin(), algos.end(), a) > 1) throw UsageError("--algos names '" + a + "' twice");
   }
   if (algos.empty() || (algos.size() == 1 && algos[0] == "all")) {
     algos.clear();
     for (const auto& info : placer_registry())
       if (info.family != "learned") algos.push_back(info.name);
   }
-  for (const auto& a : algos) find_placer(a);  // unknown names fail before anything runs
+  for (const auto& a : algos) check_algorithm(a, {});  // unknown names fail before anything loads or runs
+  LoadedProblem p = load_problem(args.problem);
+  const Problem problem{p.graph, p.cluster, p.costs, p.sim};
   const LowerBounds bounds = lower_bounds(p.graph, p.cluster, p.costs);
 
   // The best single device that fits: the reference every row's speedup is measured against.

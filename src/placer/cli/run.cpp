@@ -82,8 +82,8 @@ void print_memory(const nlohmann::json& memory) {
 }
 
 void run_run(const RunArgs& args) {
-  if (args.placement.empty() == args.on.empty()) throw Error("give exactly one of --placement FILE or --on DEVICE");
-  if (args.steps < 1 || args.warmup < 0) throw Error("--steps must be at least 1 and --warmup at least 0");
+  if (args.placement.empty() == args.on.empty()) throw UsageError("give exactly one of --placement FILE or --on DEVICE");
+  if (args.steps < 1 || args.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
   const int threads = exec::configure_threads(args.threads);
   ModelOptions options = args.model_args.resolve();
   ModelOptions forward_options = options;
@@ -134,7 +134,7 @@ struct ProfileArgs {
 };
 
 void run_profile(const ProfileArgs& args) {
-  if (args.steps < 1 || args.warmup < 0 || args.repeats < 1) throw Error("--steps and --repeats must be at least 1 and --warmup at least 0");
+  if (args.steps < 1 || args.warmup < 0 || args.repeats < 1) throw UsageError("--steps and --repeats must be at least 1 and --warmup at least 0");
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Cluster cluster = resolve_cluster(args.cluster);
@@ -194,8 +194,8 @@ struct ValidateArgs {
 };
 
 void run_validate(const ValidateArgs& args) {
-  if (args.placements.empty() && args.on.empty()) throw Error("give --placements FILE,... or --on DEVICE,...");
-  if (args.steps < 1 || args.warmup < 0) throw Error("--steps must be at least 1 and --warmup at least 0");
+  if (args.placements.empty() && args.on.empty()) throw UsageError("give --placements FILE,... or --on DEVICE,...");
+  if (args.steps < 1 || args.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Graph graph = load_model(args.model, options);

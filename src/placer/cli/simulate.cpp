@@ -148,13 +148,13 @@ void warn_other_options(const PlacementSpec& spec, const std::string& file, cons
 
 void run_simulate(const SimulateArgs& args) {
   if (args.random == 0 && args.placements.empty() && args.on.empty())
-    throw Error("give --placement FILE, --on DEVICE or --random N (N at least 1)");
+    throw UsageError("give --placement FILE, --on DEVICE or --random N (N at least 1)");
   // Checked before anything is loaded or simulated.
   if (args.random > 0 && (!args.placements.empty() || !args.on.empty() || !args.trace.empty()))
-    throw Error("--random simulates random placements of its own: it takes no --placement, --on or --trace");
-  if (args.seconds > 0 && args.random == 0) throw Error("--seconds limits --random: give --random N too");
+    throw UsageError("--random simulates random placements of its own: it takes no --placement, --on or --trace");
+  if (args.seconds > 0 && args.random == 0) throw UsageError("--seconds limits --random: give --random N too");
   if (!args.trace.empty()) {
-    if (args.placements.size() + args.on.size() != 1) throw Error("--trace needs exactly one placement");
+    if (args.placements.size() + args.on.size() != 1) throw UsageError("--trace needs exactly one placement");
     auto inputs = problem_inputs(args.problem);
     for (const std::string& file : args.placements) inputs.push_back({"--placement", file});
     check_not_an_input(args.trace, "--trace", inputs);
