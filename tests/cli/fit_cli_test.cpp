@@ -35,6 +35,11 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   ASSERT_EQ(fit.exit_code, 0) << fit.err;
   EXPECT_THAT(fit.out, HasSubstr("cpu:"));
   EXPECT_THAT(fit.out, HasSubstr("per-op overhead"));
+  // Each model's whole step with the fit, against the step its profile gives (a QA pass found a
+  // fit 35% under the model it was fitted on, with nothing printed to say so).
+  EXPECT_THAT(fit.out, HasSubstr("cifarnet.onnx on cpu:0: step "));
+  EXPECT_THAT(fit.out, HasSubstr(" with the fit, "));
+  EXPECT_THAT(fit.out, HasSubstr(" with its profile ("));
   nlohmann::json j = nlohmann::json::parse(std::ifstream(cluster));
   EXPECT_EQ(j["name"], "this-machine");
   ASSERT_TRUE(j["devices"][0].contains("efficiency")) << j.dump();
@@ -46,7 +51,20 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   EXPECT_GE(j["devices"][0]["backward_op_overhead_s"].get<double>(), 0.0);
   auto sim = placer({"simulate", "--model", model, "--cluster", cluster, "--on", "cpu:0", "--json"});
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  EXPECT_GT(nlohmann::json::parse(sim.out)["step_time_s"].get<double>(), 0.0);
+  const double fitted_step = nlohmann::json::parse(sim.out)["step_time_s"].get<double>();
+  EXPECT_GT(fitted_step, 0.0);
+  // The JSON report's figures are those simulations: the fitted cluster's, and the profile's.
+  auto fit_json = placer({"fit", "--cluster", "local", "--models", model, "--profiles", profile, "--json"});
+  ASSERT_EQ(fit_json.exit_code, 0) << fit_json.err;
+  const nlohmann::json report = nlohmann::json::parse(fit_json.out);
+  ASSERT_EQ(report["steps"].size(), 1u) << report.dump();
+  const nlohmann::json& step = report["steps"][0];
+  EXPECT_EQ(step["device"], "cpu:0");
+  auto replay = placer({"simulate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--profile", profile, "--json"});
+  ASSERT_EQ(replay.exit_code, 0) << replay.err;
+  const double replayed = nlohmann::json::parse(replay.out)["step_time_s"].get<double>();
+  EXPECT_NEAR(step["profiled_step_s"].get<double>(), replayed, 1e-6 * replayed);
+  EXPECT_NEAR(step["error"].get<double>(), step["fitted_step_s"].get<double>() / step["profiled_step_s"].get<double>() - 1.0, 1e-12);
 }
 
 // A cluster whose CPU gives no per-op overhead: the overhead `profile` fits cannot be a scale of

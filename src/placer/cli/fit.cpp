@@ -10,6 +10,7 @@
 
 #include "placer/cli/common.hpp"
 #include "placer/cost/fit.hpp"
+#include "placer/sim/simulator.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/json_fields.hpp"
 
@@ -127,11 +128,34 @@ void run_fit(const FitArgs& args) {
       throw Error("the fit to these profiles cannot price '" + args.models[i] + "' (" + e.what() + "): check the profiles' times");
     }
   }
+  // What the fit gives each model's whole step, against the step its profile gives (the profile
+  // replays its measured step, docs/execution.md): every op on the first device of each kind the
+  // profile timed. The fit weighs each op by its relative error, so a model whose time sits in a
+  // few ops far from the roofline (a CPU max pooling's gradient) can come out well under.
+  nlohmann::json steps_report = nlohmann::json::array();
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
+      const auto ids = cluster.device_ids(kind);
+      if (ids.empty()) continue;
+      bool timed = false;
+      for (OpId op = 0; op < steps[i].num_ops() && !timed; ++op)
+        timed = steps[i].op_role(op) != OpRole::update && profiles[i].find(kind, steps[i].op_name(op), op_signature(steps[i], op)).has_value();
+      if (!timed) continue;
+      const std::vector<DeviceId> on(steps[i].num_ops(), ids.front());
+      const CostTable profiled_costs(steps[i], cluster, CostModel::defaults(), &profiles[i]), fitted_costs(steps[i], fitted, CostModel::defaults());
+      const double profiled = Simulator(steps[i], cluster, profiled_costs).simulate(on).step_time_s;
+      const double predicted = Simulator(steps[i], fitted, fitted_costs).simulate(on).step_time_s;
+      steps_report.push_back({{"model", args.models[i]},
+                              {"device", cluster.device(ids.front()).name},
+                              {"profiled_step_s", profiled},
+                              {"fitted_step_s", predicted},
+                              {"error", profiled > 0 ? predicted / profiled - 1.0 : 0.0}});
+    }
   if (!args.output.empty()) {
     write_json_file(args.output, cluster_to_json(fitted), "cluster");
   }
   if (args.json) {
-    std::cout << nlohmann::json{{"cluster", cluster_to_json(fitted)}, {"fits", report}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"cluster", cluster_to_json(fitted)}, {"fits", report}, {"steps", steps_report}}.dump(2) << "\n";
     return;
   }
   for (const auto& k : report) {
@@ -151,6 +175,10 @@ void run_fit(const FitArgs& args) {
       print_classes(k["backward_efficiency"]);
     }
   }
+  for (const auto& st : steps_report)
+    fmt::print("{} on {}: step {} with the fit, {} with its profile ({:+.0f}%)\n", st["model"].get<std::string>(),
+               st["device"].get<std::string>(), human_seconds(st["fitted_step_s"].get<double>()),
+               human_seconds(st["profiled_step_s"].get<double>()), 100 * st["error"].get<double>());
   if (!args.output.empty()) fmt::print("wrote {}\n", args.output);
 }
 
