@@ -87,6 +87,9 @@ TEST(PlacementFile, KeyMatchingNothingIsAnError) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("'layer5'"));
   }
+  // The empty key, which inspect's "(top level)" row seems to offer, says how top-level ops are placed.
+  EXPECT_THAT([&] { resolve(R"({"default": "gpu:0", "devices": {"": "gpu:1"}})", modular_graph()); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("are placed by their op names, or by 'default'")));
 }
 
 // Keys place forward ops: a key naming a module that holds only backward or update ops placed

@@ -98,6 +98,9 @@ std::vector<DeviceId> resolve_forward_placement(const PlacementSpec& spec, const
                     "and update ops follow them)");
       by_module[*m] = d;
     }
+    else if (key.empty())  // the "(top level)" row of `placer inspect`: no module path to name
+      throw Error(source + ": key '' names no op or module: ops outside every module (inspect's \"(top level)\") are placed by "
+                  "their op names, or by 'default'");
     else throw Error(source + ": key '" + key + "' matches no forward op and no module of the model");
   }
   const DeviceId fallback =
