@@ -140,7 +140,8 @@ TEST(OnnxExports, ASymbolicSizeIsBoundWithDimAndNamedWhenItIsNot) {
   m.output("y", 2);
   const std::string path = m.save("symbolic.onnx");
   EXPECT_THAT([&] { load_onnx(path, {}); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("graph input 'x' has the symbolic dimension 'N'"), HasSubstr("--dim N=VALUE"))));
+              ThrowsMessage<Error>(AllOf(HasSubstr("'" + path + "': graph input 'x' has the symbolic dimension 'N'"),
+                                         HasSubstr("--dim N=VALUE"))));  // naming the file, as the other --dim errors do
   OnnxImportOptions o;
   o.dim_values["N"] = 8;
   Graph g = load_onnx(path, o);

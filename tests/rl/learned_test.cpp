@@ -443,6 +443,35 @@ TEST(Training, ResumeRefusesADamagedCheckpoint) {
   EXPECT_NO_THROW(run("colocrl", pr.problem(), Budget{.samples = 32, .checkpoint_path = path, .resume = true}, {{"hidden", "16"}}));
 }
 
+// A device index of the best placement damaged in a high byte (4 read as 4 + 2^32) is refused:
+// it was read as a DeviceId, which dropped the damage, and the checksum agreed (a QA pass).
+TEST(Training, ResumeRefusesADeviceIndexOutOfRange) {
+  Priced pr = skip_chain(6, 2);
+  const std::string path = temp("best_high_byte.ckpt");
+  run("colocrl", pr.problem(), Budget{.samples = 16, .checkpoint_path = path}, {{"hidden", "16"}});
+  torch::serialize::InputArchive ar;
+  ar.load_from(path);
+  torch::Tensor best;
+  ASSERT_TRUE(ar.try_read("best_placement", best));
+  best = best.contiguous();
+  const std::string pattern(reinterpret_cast<const char*>(best.data_ptr<std::int64_t>()), static_cast<std::size_t>(best.numel()) * 8);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // The placement is the archive's first tensor (data/0), so its bytes' first occurrence; a few
+  // zeros and ones can recur later, in the optimizer's state.
+  const std::size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_LT(at, 256u) << "the placement is the archive's first entry";
+  bytes[at + 4] = static_cast<char>(bytes[at + 4] ^ 0x01);  // the first index, + 2^32
+  const std::string copy = temp("best_high_byte_copy.ckpt");
+  std::ofstream(copy, std::ios::binary) << bytes;
+  EXPECT_THAT([&] { run("colocrl", pr.problem(), Budget{.samples = 32, .checkpoint_path = copy, .resume = true}, {{"hidden", "16"}}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("its best placement does not match this problem")));
+}
+
 // Files that cannot be written fail before training, not after it.
 TEST(Training, AnUnwritableCheckpointFailsFirst) {
   Priced pr = skip_chain(6, 2);

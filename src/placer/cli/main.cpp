@@ -44,10 +44,12 @@ TorchNeed torch_need(int argc, char** argv) {
     // The module adds the learned placers: needed for help (which lists every algorithm's options)
     // and for an algorithm the core lacks; `place --algo heft` loaded it for nothing (0.9 s).
     std::vector<std::string> names;
-    bool help = false;
+    bool help = false, learned_files = false;  // the learned placers' options: their errors name them
     for (int i = 1; i < argc; ++i) {
       const std::string_view arg = argv[i];
       help |= arg == "--help" || arg == "-h";
+      for (std::string_view option : {"--curve", "--checkpoint", "--resume"})
+        learned_files |= arg == option || arg.starts_with(std::string(option) + "=");
       std::string_view value;
       if ((arg == "--algo" || arg == "--algos") && i + 1 < argc) value = argv[i + 1];
       for (std::string_view prefix : {"--algo=", "--algos="})
@@ -55,7 +57,7 @@ TorchNeed torch_need(int argc, char** argv) {
       if (!value.empty())
         for (std::string& name : placer::split_commas(value)) names.push_back(std::move(name));
     }
-    if (help) return TorchNeed::optional;
+    if (help || learned_files) return TorchNeed::optional;
     // compare without --algos runs every classic placer; place without --algo is a usage error.
     if (names.empty()) return command == "compare" ? TorchNeed::none : TorchNeed::optional;
     for (const std::string& name : names)

@@ -508,12 +508,12 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
           const auto& d = inputs[i]->type().tensor_type().shape().dim(k);
           if (dims[static_cast<std::size_t>(k)] >= 0) continue;
           if (d.has_dim_param() && d.dim_param().empty())
-            throw Error("graph input '" + inputs[i]->name() + "': dimension " + std::to_string(k) +
+            throw Error("'" + path + "': graph input '" + inputs[i]->name() + "': dimension " + std::to_string(k) +
                         " is symbolic with an empty name, which --dim cannot bind: give it a name or a size in the model");
           if (d.has_dim_param())
-            throw Error("graph input '" + inputs[i]->name() + "' has the symbolic dimension '" + d.dim_param() +
+            throw Error("'" + path + "': graph input '" + inputs[i]->name() + "' has the symbolic dimension '" + d.dim_param() +
                         "' (dimension " + std::to_string(k) + "): give its value with --dim " + d.dim_param() + "=VALUE");
-          throw Error("graph input '" + inputs[i]->name() + "': dimension " + std::to_string(k) +
+          throw Error("'" + path + "': graph input '" + inputs[i]->name() + "': dimension " + std::to_string(k) +
                       " has no size and no name (the model leaves it open): fix it in the model");
         }
       // An empty input that only steers ops (a ReduceSum's `axes` given as [], which reduces

@@ -256,7 +256,8 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   expect("batch", fp.batch);
   expect("parameters", fp.parameters);
   if (read_value<std::int64_t>(ar, path, "problem") != fp.problem)
-    throw Error("checkpoint '" + path + "' was written for another problem (model, cluster, profile, memory limits or mode)");
+    throw Error("checkpoint '" + path + "' was written for another problem (model, cluster, profile, --dim, --memory-fraction, "
+                "--gradient-sums, mode or optimizer)");
   if (c10::IValue links; ar.try_read("links", links) && (!links.isInt() || links.toInt() != fp.links))
     throw Error("checkpoint '" + path + "' was written for another cluster (its devices' streams or the links its routes share differ)");
   const std::string config = read_value<std::string>(ar, path, "config");
@@ -278,9 +279,15 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   if (!ar.try_read("best_placement", best) || !ar.try_read("curve", curve))
     throw Error("checkpoint '" + path + "': missing field 'best_placement' or 'curve'");
   s.best.clear();
-  for (std::int64_t i = 0; i < best.numel(); ++i) s.best.push_back(static_cast<DeviceId>(best[i].item<std::int64_t>()));
-  if (!s.best.empty() && (s.best.size() != static_cast<std::size_t>(fp.forward_ops) ||
-                          *std::max_element(s.best.begin(), s.best.end()) >= static_cast<std::uint64_t>(fp.devices)))
+  // Each device index checked as written (an int64: a flipped high byte read as a DeviceId gave
+  // back the index below it, and the checksum, over the DeviceIds, agreed: a QA pass).
+  bool in_range = best.dim() <= 1;
+  for (std::int64_t i = 0; i < best.numel() && in_range; ++i) {
+    const std::int64_t device = best.reshape({-1})[i].item<std::int64_t>();
+    in_range = device >= 0 && device < fp.devices;
+    s.best.push_back(static_cast<DeviceId>(device));
+  }
+  if (!in_range || (!s.best.empty() && s.best.size() != static_cast<std::size_t>(fp.forward_ops)))
     throw Error("checkpoint '" + path + "': its best placement does not match this problem");
   s.curve.clear();
   for (std::int64_t i = 0; i < curve.size(0); ++i)
