@@ -1953,9 +1953,8 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
     }
     impls_[op] = find_op_impl(graph_.op_type(op));
     for (const auto& out : node.output()) op_out_slots_[op].push_back(out.empty() ? kNoId : graph_.find_tensor(out));
-    // An output the graph keeps that the implementation does not give (MaxPool's Indices,
-    // BatchNorm's saved statistics of opsets before 14): refused now, not when
-    // the first step reaches it.
+    // An output the graph keeps that the implementation does not give (BatchNorm's saved
+    // statistics of opsets before 14): refused now, not when the first step reaches it.
     if (impls_[op] && impls_[op]->outputs >= 0)
       for (std::size_t k = static_cast<std::size_t>(impls_[op]->outputs); k < op_out_slots_[op].size(); ++k)
         if (op_out_slots_[op][k] != kNoId)

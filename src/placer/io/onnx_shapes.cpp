@@ -1000,7 +1000,7 @@ void check_operands(const onnx::NodeProto& node, const std::string& where, const
     // The slope broadcasts to X one way (ONNX's rule takes the output from X alone).
     const std::vector<std::int64_t> x = dims_of(0), slope = dims_of(1);
     // Opset 6 has no broadcasting: a slope of one element is shared, one of C a slope per channel
-    // (PyTorch's exporter wrote PReLU's [C] weight so), read so by the importer (prelu_per_channel).
+    // (PyTorch's exporter wrote PReLU's [C] weight so), read so by the importer (its attribute slope_per_channel).
     if (source > 0 && source < 7 && slope.size() == 1 && x.size() >= 2 && slope[0] == x[1]) return;
     bool fits = slope.size() <= x.size();
     for (std::size_t k = 0; fits && k < slope.size(); ++k) fits = slope[k] == x[x.size() - slope.size() + k] || slope[k] == 1;
