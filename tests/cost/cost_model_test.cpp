@@ -535,6 +535,25 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
   }
 }
 
+// A max pooling whose indices the graph does not keep (inference) holds them while it runs on the
+// CPU: libtorch computes them and drops them (a QA pass: a MaxPool alone 18-29% under the host
+// meter). A training step keeps them as an output, and then they are no workspace.
+TEST(CostTable, AMaxPoolOnTheCpuHoldsItsIndicesWhileItRuns) {
+  GraphBuilder b;
+  const TensorId x = b.add_tensor("x", {8, 16, 32, 32}, DType::f32, TensorKind::data);
+  const TensorId y = b.add_tensor("y", {8, 16, 16, 16}, DType::f32, TensorKind::activation);
+  const TensorId x2 = b.add_tensor("x2", {8, 16, 32, 32}, DType::f32, TensorKind::data);
+  const TensorId y2 = b.add_tensor("y2", {8, 16, 16, 16}, DType::f32, TensorKind::activation);
+  const TensorId at = b.add_tensor("at", {8, 16, 16, 16}, DType::i64, TensorKind::activation);
+  const OpWork pool{1e6, 1e6, 1e6, OpClass::pooling};
+  b.add_op({.name = "pool", .type = "MaxPool", .inputs = {x}, .outputs = {y}, .work = pool});
+  b.add_op({.name = "pool_kept", .type = "MaxPool", .inputs = {x2}, .outputs = {y2, at}, .work = pool});
+  const Graph g = std::move(b).build();
+  EXPECT_EQ(op_workspace_bytes(g, 0, DeviceKind::cpu), 8ull * 16 * 16 * 16 * 8) << "int64 indices of Y's shape";
+  EXPECT_EQ(op_workspace_bytes(g, 0, DeviceKind::gpu), 0u) << "not measured on a GPU";
+  EXPECT_EQ(op_workspace_bytes(g, 1, DeviceKind::cpu), 0u) << "indices kept as an output";
+}
+
 // A convolution (or its gradient) reading a view out of row-major order (a Split's channels, a
 // Concat gradient's slice) holds a copy of it in order while it runs, on every device; a part cut
 // in row-major order (along the batch) needs none.

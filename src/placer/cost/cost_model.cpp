@@ -408,6 +408,14 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
 
 std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   const bool backward = g.op_role(op) == OpRole::backward;
+  // libtorch's max pooling on the CPU (1.13: max_pool{1,2,3}d) computes the indices too and drops
+  // them: a MaxPool whose indices the graph does not keep (inference; a training step keeps them as
+  // an output, training-step.md) holds int64 indices of its output's shape while it runs (measured
+  // on the host meter, 2026-11-30: the whole gap of a MaxPool alone). GPUs: not measured.
+  if (!backward && g.op_type(op) == "MaxPool") {
+    const auto outs = g.op_outputs(op);
+    return kind == DeviceKind::cpu && outs.size() == 1 && outs[0] != kNoId ? g.tensor_elements(outs[0]) * 8 : 0;
+  }
   const OpId conv = backward ? g.forward_op(op) : op;
   if (backward && conv != kNoId && g.op_type(conv) != "Conv") return gradient_temporaries(g, op, conv);
   if (conv == kNoId || g.op_type(conv) != "Conv" || (backward && g.op_type(op) != "ConvGrad")) return 0;
