@@ -65,6 +65,8 @@ class Engine {
 
   // One step; `keep_values` keeps every tensor's value (detached) for value().
   void step(bool keep_values = false);
+  // Lets go of the last step's outputs (held for output_values() until the next step starts).
+  void release_outputs();
   void synchronize() const;
   // Forward pass only, with autograd off, keeping every tensor (the profiler's inputs) on request.
   void forward_only(bool keep_values);

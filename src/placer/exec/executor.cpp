@@ -2191,6 +2191,12 @@ torch::Tensor Engine::fetch(TensorId t, DeviceId d) {
   return copy;
 }
 
+void Engine::release_outputs() {
+  outputs_.clear();
+  for (TensorId t : graph_.outputs())
+    if (t < values_.size()) values_[t].reset();
+}
+
 void Engine::run_forward(bool keep_values) {
   const std::size_t nt = graph_.num_tensors();
   // The last step's values are released before this one runs, its outputs too (a training loop that
@@ -2406,6 +2412,9 @@ void Executor::step() { impl_->engine.step(); }
 StepTimes Executor::measure(int steps, int warmup) {
   detail::Engine& e = impl_->engine;
   for (int i = 0; i < warmup; ++i) e.step();
+  // What lives between steps (parameters, buffers, optimizer state, data), without the warm-up's
+  // outputs, which the next step lets go of before it runs.
+  e.release_outputs();
   // The memories the placement's devices run in, those this build can read: the host (index -1),
   // then CUDA devices by index.
   auto read = [](int index) { return index < 0 ? detail::read_host_memory() : detail::read_cuda_memory(index); };
