@@ -25,6 +25,15 @@ struct FitArgs {
   bool json = false;
 };
 
+// Whether `profile` times a forward or backward op of `step` on `kind` (by name and signature, or
+// by signature). Update ops do not count: their signatures are the parameters' shapes, which models
+// share (a cifarnet profile matched ResNet-50 by 14 updates alone).
+bool times_an_op(const Graph& step, const Profile& profile, DeviceKind kind) {
+  for (OpId op = 0; op < step.num_ops(); ++op)
+    if (step.op_role(op) != OpRole::update && profile.find(kind, step.op_name(op), op_signature(step, op)).has_value()) return true;
+  return false;
+}
+
 void run_fit(const FitArgs& args) {
   {
     // The --cluster file may be refreshed in place (-o naming it): it is read before the fit.
@@ -48,15 +57,7 @@ void run_fit(const FitArgs& args) {
     // Paired by op name (and the signature each name was measured with), else by signature: a
     // profile that times none of its model's ops was given in the wrong order, or measured on
     // another model or step.
-    const Graph& step = steps.back();
-    bool any = false;
-    // Update ops do not count: their signatures are the parameters' shapes, which models share
-    // (a cifarnet profile matched ResNet-50 by 14 updates alone).
-    for (OpId op = 0; op < step.num_ops() && !any; ++op) {
-      if (step.op_role(op) == OpRole::update) continue;
-      for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu})
-        any = any || profiles.back().find(kind, step.op_name(op), op_signature(step, op)).has_value();
-    }
+    const bool any = times_an_op(steps.back(), profiles.back(), DeviceKind::cpu) || times_an_op(steps.back(), profiles.back(), DeviceKind::gpu);
     if (!any && profiles.back().size() == 0)
       throw Error(fmt::format("profile '{}' times no op at all: it adds nothing to the fit for '{}'", args.profiles[i], args.models[i]));
     if (!any)
@@ -137,10 +138,7 @@ void run_fit(const FitArgs& args) {
     for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
       const auto ids = cluster.device_ids(kind);
       if (ids.empty()) continue;
-      bool timed = false;
-      for (OpId op = 0; op < steps[i].num_ops() && !timed; ++op)
-        timed = steps[i].op_role(op) != OpRole::update && profiles[i].find(kind, steps[i].op_name(op), op_signature(steps[i], op)).has_value();
-      if (!timed) continue;
+      if (!times_an_op(steps[i], profiles[i], kind)) continue;
       const std::vector<DeviceId> on(steps[i].num_ops(), ids.front());
       const CostTable profiled_costs(steps[i], cluster, CostModel::defaults(), &profiles[i]), fitted_costs(steps[i], fitted, CostModel::defaults());
       const double profiled = Simulator(steps[i], cluster, profiled_costs).simulate(on).step_time_s;
