@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <fstream>
 #include <string>
+
+#include <onnx/onnx_pb.h>
 
 #include "support/paths.hpp"
 #include "support/run_placer.hpp"
@@ -50,6 +53,44 @@ TEST(ValidateCli, SetsTheSimulatedPeakBesideTheMeasuredOne) {
   auto text = placer({"validate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--steps", "1", "--warmup", "0"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("; simulated peak "));
+}
+
+// A model without parameters has nothing to train: `run` and `validate` in training mode say so
+// once, as `simulate` does (`run` said nothing; a QA pass).
+TEST(RunCli, AModelWithoutParametersIsWarnedAboutOnceInTraining) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("relu");
+  for (auto* vi : {g->add_input(), g->add_output()}) {
+    vi->set_name(vi == &g->input(0) ? "x" : "y");
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (auto d : {4, 8}) vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  auto* n = g->add_node();
+  n->set_op_type("Relu"), n->set_name("/Relu"), n->add_input("x"), n->add_output("y");
+  const std::string model = test::temp_path("relu_no_params.onnx");
+  {
+    std::ofstream out(model, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&out));
+  }
+  const std::string warning = "placer: warning: '" + model + "' has no parameters";
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"run", "--model", model, "--on", "cpu:0"}, {"validate", "--model", model, "--cluster", "local", "--on", "cpu:0"}}) {
+    auto training = command;
+    training.insert(training.end(), {"--mode", "training", "--steps", "1", "--warmup", "0"});
+    auto run = placer(training);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const auto first = run.err.find(warning);
+    ASSERT_NE(first, std::string::npos) << command[0] << ": " << run.err;
+    EXPECT_EQ(run.err.find(warning, first + 1), std::string::npos) << command[0] << " warned twice: " << run.err;
+    auto inference = command;
+    inference.insert(inference.end(), {"--mode", "inference", "--steps", "1", "--warmup", "0"});
+    run = placer(inference);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_THAT(run.err, ::testing::Not(HasSubstr("warning"))) << command[0];
+  }
 }
 
 }  // namespace

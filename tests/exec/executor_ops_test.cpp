@@ -515,6 +515,46 @@ TEST(ExecutorOps, SpecificationCornersFoundByReview) {
 
 // The recurrent cells' biases, peepholes, clip, input_forget and initial states, and GroupNormalization's
 // scales per group (opset 18), each worked out from the ONNX equations.
+// What PyTorch exports (no clip, no peepholes, forward or bidirectional, GRU's reset after the
+// product) runs as PyTorch's own layer (at::lstm, gru, rnn_tanh), its gates reordered from ONNX's;
+// a clip no value reaches takes the step-by-step equations instead: both give the same outputs, for
+// every cell, both directions, both layouts, with biases and initial states.
+TEST(ExecutorOps, RecurrentLayersAsPyTorchRunsThemFollowOnnx) {
+  constexpr std::int64_t kSeq = 3, kBatch = 2, kInput = 3, kHidden = 2, kDirs = 2;
+  auto values = [](std::size_t n, double scale) {
+    std::vector<double> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = scale * std::sin(1.7 * static_cast<double>(i) + 0.3);
+    return v;
+  };
+  for (const std::string cell : {"LSTM", "GRU", "RNN"}) {
+    const std::int64_t gates = cell == "LSTM" ? 4 : cell == "GRU" ? 3 : 1;
+    for (const int layout : {0, 1}) {
+      SCOPED_TRACE(cell + " layout " + std::to_string(layout));
+      const std::vector<std::int64_t> x_dims = layout ? std::vector<std::int64_t>{kBatch, kSeq, kInput} : std::vector<std::int64_t>{kSeq, kBatch, kInput};
+      const std::vector<std::int64_t> state_dims = layout ? std::vector<std::int64_t>{kBatch, kDirs, kHidden} : std::vector<std::int64_t>{kDirs, kBatch, kHidden};
+      const std::vector<std::int64_t> y_dims = layout ? std::vector<std::int64_t>{kBatch, kSeq, kDirs, kHidden} : std::vector<std::int64_t>{kSeq, kDirs, kBatch, kHidden};
+      std::vector<In> inputs{In{x_dims, values(kSeq * kBatch * kInput, 1.0)}, In{{kDirs, gates * kHidden, kInput}, values(kDirs * gates * kHidden * kInput, 0.8)},
+                             In{{kDirs, gates * kHidden, kHidden}, values(kDirs * gates * kHidden * kHidden, 0.6)},
+                             In{{kDirs, 2 * gates * kHidden}, values(kDirs * 2 * gates * kHidden, 0.3)}, In{}, In{state_dims, values(kDirs * kBatch * kHidden, 0.5)}};
+      std::vector<Out> outputs{Out{y_dims}, Out{state_dims}};
+      if (cell == "LSTM") inputs.push_back(In{state_dims, values(kDirs * kBatch * kHidden, 0.4)}), outputs.push_back(Out{state_dims});
+      auto run = [&](bool clipped) {
+        return run_op(cell, inputs, outputs, [&](onnx::NodeProto& n) {
+          set_int(n, "hidden_size", kHidden), set_string(n, "direction", "bidirectional"), set_int(n, "layout", layout);
+          if (cell == "GRU") set_int(n, "linear_before_reset", 1);
+          if (clipped) set_float(n, "clip", 1e30f);
+        });
+      };
+      const auto pytorch = run(false), equations = run(true);
+      ASSERT_EQ(pytorch.size(), outputs.size());
+      for (std::size_t k = 0; k < outputs.size(); ++k) {
+        ASSERT_EQ(pytorch[k].size(), equations[k].size());
+        for (std::size_t i = 0; i < pytorch[k].size(); ++i) EXPECT_NEAR(pytorch[k][i], equations[k][i], 1e-5) << "output " << k << " element " << i;
+      }
+    }
+  }
+}
+
 TEST(ExecutorOps, RecurrentAndGroupNormOptions) {
   auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
   const In x{{1, 1, 1}, {1}};  // one step

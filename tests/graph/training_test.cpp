@@ -290,6 +290,53 @@ TEST(TrainingStep, MaxPoolKeepsInt64IndicesForItsGradient) {
   EXPECT_EQ(data.op_outputs(data.find_op("pool")).size(), 1u);
 }
 
+// A recurrent op's gradient reads every time step's state, PyTorch's per-step gate activations,
+// cell and hidden states (recurrent_saved_steps: LSTM 7, GRU 7, RNN 1 tensors of [seq, batch,
+// hidden] per direction): an output the step adds after the node's own, instead of its outputs.
+TEST(TrainingStep, RecurrentOpsKeepEveryStepsStateForTheirGradient) {
+  for (const auto& [cell, gates, kept] : {std::tuple{"LSTM", 4, 7}, std::tuple{"GRU", 3, 7}, std::tuple{"RNN", 1, 1}}) {
+    SCOPED_TRACE(cell);
+    StepOf s;
+    constexpr std::int64_t kSeq = 5, kBatch = 3, kInput = 4, kHidden = 6, kDirs = 2;
+    const TensorId x = s.tensor("x", {kSeq, kBatch, kInput}, TensorKind::data);
+    const TensorId w = s.tensor("W", {kDirs, gates * kHidden, kInput}, TensorKind::parameter);
+    const TensorId r = s.tensor("R", {kDirs, gates * kHidden, kHidden}, TensorKind::parameter);
+    const TensorId y = s.tensor("Y", {kSeq, kDirs, kBatch, kHidden}), h = s.tensor("Y_h", {kDirs, kBatch, kHidden});
+    Attributes attrs;
+    attrs.set(Attribute{.name = "hidden_size", .kind = Attribute::Kind::integer, .i = kHidden});
+    attrs.set(Attribute{.name = "direction", .kind = Attribute::Kind::text, .s = "bidirectional"});
+    s.op("rnn", cell, {x, w, r}, {y, h}, attrs);
+    const Graph step = s.step({y});
+    const OpId op = step.find_op("rnn"), grad = step.find_op("rnn/grad");
+    const auto outs = step.op_outputs(op);
+    ASSERT_EQ(outs.size(), 3u);
+    const TensorId state = outs[2];
+    EXPECT_EQ(step.tensor_name(state), "rnn/state");
+    EXPECT_EQ(step.tensor_elements(state), static_cast<std::uint64_t>(kept * kDirs * kSeq * kBatch * kHidden));
+    const auto ins = step.op_inputs(grad);
+    EXPECT_NE(std::find(ins.begin(), ins.end(), state), ins.end()) << "the gradient reads the state";
+    EXPECT_EQ(std::find(ins.begin(), ins.end(), y), ins.end()) << "not Y";
+    EXPECT_EQ(std::find(ins.begin(), ins.end(), h), ins.end()) << "nor Y_h";
+    EXPECT_NE(std::find(ins.begin(), ins.end(), x), ins.end()) << "its input, for the weights' gradients";
+  }
+}
+
+// PyTorch's expand is a view: no storage of its own, stride 0 where it broadcasts (out of
+// row-major order), larger than what it views; the training step keeps it a view.
+TEST(TrainingStep, AnExpandIsAViewOfItsInput) {
+  StepOf s;
+  const TensorId x = s.tensor("x", {4, 1, 8}, TensorKind::data), p = s.tensor("p", {4, 1, 8}, TensorKind::parameter);
+  const TensorId m = s.tensor("m", {4, 1, 8}), shape = s.tensor("shape", {3}, TensorKind::constant, DType::i64);
+  const TensorId e = s.tensor("e", {4, 5, 8}), y = s.tensor("y", {4, 5, 8});
+  s.op("mul", "Mul", {x, p}, {m});
+  s.op("expand", "Expand", {m, shape}, {e});
+  s.op("relu", "Relu", {e}, {y});
+  const Graph step = s.step({y});
+  EXPECT_TRUE(step.tensor_is_view(step.find_tensor("e")));
+  EXPECT_FALSE(step.tensor_in_order(step.find_tensor("e")));
+  EXPECT_FALSE(step.tensor_is_view(step.find_tensor("m")));
+}
+
 TEST(TrainingStep, GradientsReadAndWriteWhatTheRulesSay) {
   {
     StepOf s;  // y = a / b, only b trained: dY, A and B read

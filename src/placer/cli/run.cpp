@@ -89,6 +89,7 @@ void run_run(const RunArgs& args) {
   ModelOptions forward_options = options;
   forward_options.mode = Mode::inference;
   const Graph forward = load_forward_graph(args.model, forward_options);
+  warn_without_data_inputs(forward, args.model, options.mode);  // its rules read the forward graph's tensors
   const Cluster cluster = resolve_cluster(args.cluster);
   const PlacementSpec spec = args.on.empty() ? load_placement_file(args.placement) : PlacementSpec{.default_device = args.on};
   const std::string label = args.on.empty() ? args.placement : "all on " + args.on;

@@ -336,6 +336,38 @@ std::uint64_t ordered_copies(const Graph& g, OpId op) {
   return bytes;
 }
 
+// PyTorch's recurrence on the CPU (at::lstm, gru, rnn_tanh, libtorch 1.13's RNN.cpp), in tensors of
+// [seq, batch, hidden] (one direction's outputs; G = gates: LSTM 4, GRU 3, RNN 1): it projects
+// every step's input in one product first (G of them, held to the layer's end), keeps the steps'
+// hidden states in a list and stacks them into the output at the end (one more, in inference; in
+// training the list is part of what the gradient keeps, the state the step adds). A bidirectional
+// layer runs its directions in turn: the backward direction's projection is made while the forward
+// one's is alive, and the two stacked outputs are concatenated into the op's. A batch-first input
+// is copied into step-major order for the product. Measured on the host meter (2026-11-30, 12
+// shapes each of LSTM, GRU and RNN, the executor running at::lstm/gru/rnn_tanh): the steps' peaks to
+// within 0.1 of a [seq, batch, hidden] tensor but a bidirectional RNN's training step (one under).
+std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const RecurrentSizes& r) {
+  const auto ins = g.op_inputs(op);
+  const auto outs = g.op_outputs(op);
+  const std::uint64_t unit = r.step_elements() * dtype_size(g.tensor_dtype(ins[0]));
+  // In a training step whose gradient for the op is computed, the op's last output is the state it
+  // adds (training-step.md), which that gradient reads.
+  bool training = false;
+  if (!outs.empty() && outs.back() != kNoId)
+    for (OpId reader : g.consumers(outs.back()))
+      training = training || (g.op_role(reader) == OpRole::backward && g.forward_op(reader) == op && g.op_type(reader) != "Loss");
+  const std::uint64_t gates = static_cast<std::uint64_t>(r.gates);
+  std::uint64_t units = 0;
+  if (r.directions == 1) units = training ? gates : gates + 1;
+  else units = training ? gates + 2 : std::max(2 * gates, gates + 4);
+  std::uint64_t bytes = units * unit;
+  if (outs.empty() || outs[0] == kNoId) bytes += static_cast<std::uint64_t>(r.directions) * unit;  // stacked though no one reads it
+  if (r.batch_first)
+    bytes += static_cast<std::uint64_t>(r.seq) * static_cast<std::uint64_t>(r.batch) * static_cast<std::uint64_t>(r.input) *
+             dtype_size(g.tensor_dtype(ins[0]));
+  return bytes;
+}
+
 // oneDNN's reorders of a CPU convolution's operands (op_workspace_bytes).
 std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpId conv) {
   const auto ins = g.op_inputs(conv);
@@ -408,6 +440,12 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
 
 std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   const bool backward = g.op_role(op) == OpRole::backward;
+  if (!backward) {
+    const auto ins = g.op_inputs(op);
+    if (ins.size() > 2 && ins[0] != kNoId && ins[2] != kNoId)
+      if (const auto r = recurrent_sizes(g.op_type(op), g.op_attrs(op), g.tensor_shape(ins[0]), g.tensor_shape(ins[2])))
+        return kind == DeviceKind::cpu ? recurrent_workspace_bytes(g, op, *r) : 0;
+  }
   // libtorch's max pooling on the CPU (1.13: max_pool{1,2,3}d) computes the indices too and drops
   // them: a MaxPool whose indices the graph does not keep (inference; a training step keeps them as
   // an output, training-step.md) holds int64 indices of its output's shape while it runs (measured

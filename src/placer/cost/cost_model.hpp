@@ -110,7 +110,8 @@ class Profile {
 // reorders its operands
 // into blocked layouts: forward, the larger of input and output plus the weight; a convolution's
 // gradient, its forward input and output (dY) when the filters are not grouped, dY alone for a
-// grouped one whose data gradient is needed. 0 for every other op, for convolutions libtorch
+// grouped one whose data gradient is needed; a recurrent op (RNN, GRU, LSTM) its input projection
+// and stacked steps (recurrent_workspace_bytes). 0 for every other op, for convolutions libtorch
 // runs without oneDNN (transposed, not float32, 1x1 over fewer than 16 samples), and on GPUs
 // (cuDNN's workspaces depend on the algorithm it picks: not measured).
 std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind);

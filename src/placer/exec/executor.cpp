@@ -1020,8 +1020,40 @@ Tensors op_topk(const OpCall& c) {
   std::int64_t axis = a.get_int("axis", -1);
   if (axis < 0) axis += x.dim();
   const auto k = c.has(1) ? static_cast<std::int64_t>(*c.scalar(1)) : a.get_int("k", 1);  // an attribute before opset 10
-  // A stable sort: among equal values the lower index first, as ONNX says (topk does not promise it).
-  auto [values, indices] = torch::sort(x, /*stable=*/true, axis, /*descending=*/a.get_int("largest", 1) != 0);
+  const bool largest = a.get_int("largest", 1) != 0;
+  // PyTorch's topk, what a model's torch.topk runs (and holds: its k values and indices). ONNX
+  // wants equal values in index order, which topk does not promise: equal values among the k are
+  // put in that order (a stable sort of the k by value after one by index); where the k-th value
+  // is also among those cut, or a value is NaN, a stable sort of the whole input cut to k instead
+  // (which holds the sorted input and its indices). Among 4,096 float32 values equal ones are common.
+  if (k > 0 && k <= x.size(axis)) {
+    // One more than asked when there is one: the k-th value equal to the next means equals are cut.
+    const std::int64_t taken = std::min(k + 1, x.size(axis));
+    auto [top, top_indices] = torch::topk(x, taken, axis, largest, /*sorted=*/true);
+    torch::Tensor values = top.narrow(axis, 0, k), indices = top_indices.narrow(axis, 0, k);
+    bool equal_inside = false;
+    const bool cut_between_equals = [&] {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor v = top.detach();
+      if (x.is_floating_point() && torch::isnan(v).any().item<bool>()) return true;
+      // Equal neighbours out of index order (topk gives equal values in no promised order).
+      if (k > 1) {
+        const torch::Tensor i = top_indices.narrow(axis, 0, k);
+        equal_inside = ((v.narrow(axis, 1, k - 1) == v.narrow(axis, 0, k - 1)) & (i.narrow(axis, 1, k - 1) < i.narrow(axis, 0, k - 1))).any().item<bool>();
+      }
+      return taken > k && (v.narrow(axis, k, 1) == v.narrow(axis, k - 1, 1)).any().item<bool>();
+    }();
+    if (!cut_between_equals) {
+      if (equal_inside) {
+        const torch::Tensor by_index = std::get<1>(indices.sort(axis));
+        values = values.gather(axis, by_index), indices = indices.gather(axis, by_index);
+        const torch::Tensor by_value = std::get<1>(values.detach().sort(/*stable=*/true, axis, /*descending=*/largest));
+        values = values.gather(axis, by_value), indices = indices.gather(axis, by_value);
+      }
+      return {values, indices};
+    }
+  }
+  auto [values, indices] = torch::sort(x, /*stable=*/true, axis, /*descending=*/largest);
   return {values.narrow(axis, 0, k), indices.narrow(axis, 0, k)};
 }
 
@@ -1332,8 +1364,9 @@ std::string check_resize(const Graph& g, OpId op) {
   return {};
 }
 
-// RNN, GRU, LSTM (ONNX's equations, gate orders i-o-f-c and z-r-h): the input projections of every
-// time step in one product, then the recurrence step by step, for each direction. Differentiable.
+// RNN, GRU, LSTM (ONNX's equations, gate orders i-o-f-c and z-r-h): PyTorch's own layer for what
+// PyTorch exports (below); otherwise the input projections of every time step in one product, then
+// the recurrence step by step, for each direction. Differentiable.
 enum class Cell { rnn, gru, lstm };
 Tensors op_recurrent(const OpCall& c, Cell cell) {
   const Attributes& a = c.g.op_attrs(c.op);
@@ -1354,6 +1387,52 @@ Tensors op_recurrent(const OpCall& c, Cell cell) {
   auto clipped = [&](const torch::Tensor& t) { return clip ? t.clamp(-*clip, *clip) : t; };
   const bool linear_before_reset = a.get_int("linear_before_reset", 0) != 0, input_forget = a.get_int("input_forget", 0) != 0;
   const std::string direction = a.get_string("direction", "forward");
+
+  // What PyTorch's nn.LSTM, nn.GRU and nn.RNN export (forward or bidirectional, no clip, no
+  // peepholes, GRU's reset after the product) runs as PyTorch runs it: its own layer (at::lstm,
+  // gru, rnn_tanh: the native recurrence on the CPU, cuDNN on a GPU), so that its time and the
+  // memory it holds and saves are PyTorch's. The weights are given in PyTorch's gate order (i-f-g-o,
+  // r-z-n): copies of the parameters, which PyTorch's own modules do not make.
+  if (!clip && !P.defined() && !input_forget && (cell != Cell::gru || linear_before_reset) && direction != "reverse") {
+    const std::int64_t dirs = directions;
+    const std::vector<std::int64_t> order = cell == Cell::lstm ? std::vector<std::int64_t>{0, 2, 3, 1}  // i-o-f-c -> i-f-c-o
+                                            : cell == Cell::gru ? std::vector<std::int64_t>{1, 0, 2}    // z-r-h -> r-z-n
+                                                                : std::vector<std::int64_t>{0};
+    auto pytorch_order = [&](const torch::Tensor& m) {
+      if (order.size() == 1) return m;
+      const auto parts = m.chunk(gates, 0);
+      std::vector<torch::Tensor> ordered;
+      for (std::int64_t k : order) ordered.push_back(parts[static_cast<std::size_t>(k)]);
+      return torch::cat(ordered, 0);
+    };
+    std::vector<torch::Tensor> params;
+    for (std::int64_t d = 0; d < dirs; ++d) {
+      params.push_back(pytorch_order(W[d]));
+      params.push_back(pytorch_order(R[d]));
+      if (c.has(3)) {
+        params.push_back(pytorch_order(B[d].narrow(0, 0, gates * hidden)));
+        params.push_back(pytorch_order(B[d].narrow(0, gates * hidden, gates * hidden)));
+      }
+    }
+    const torch::Tensor input = c.in[0];  // [seq, batch, input], or [batch, seq, input] (layout 1)
+    const bool bidirectional = dirs == 2;
+    torch::Tensor out, h_n, c_n;
+    if (cell == Cell::lstm) {
+      std::tie(out, h_n, c_n) = torch::lstm(input, {h0.contiguous(), c0.contiguous()}, params, c.has(3), 1, 0.0, c.training, bidirectional, batch_first);
+    } else if (cell == Cell::gru) {
+      std::tie(out, h_n) = torch::gru(input, h0.contiguous(), params, c.has(3), 1, 0.0, c.training, bidirectional, batch_first);
+    } else {
+      std::tie(out, h_n) = torch::rnn_tanh(input, h0.contiguous(), params, c.has(3), 1, 0.0, c.training, bidirectional, batch_first);
+    }
+    // PyTorch's [seq, batch, dirs * hidden] (batch first: [batch, seq, ...]) as ONNX's [seq, dirs,
+    // batch, hidden] ([batch, seq, dirs, hidden]): views.
+    torch::Tensor Y = batch_first ? out.view({batch, seq, dirs, hidden}) : out.view({seq, batch, dirs, hidden}).permute({0, 2, 1, 3});
+    torch::Tensor Y_h = batch_first ? h_n.transpose(0, 1) : h_n;
+    Tensors result{Y, Y_h};
+    if (cell == Cell::lstm) result.push_back(batch_first ? c_n.transpose(0, 1) : c_n);
+    result.resize(std::min<std::size_t>(result.size(), static_cast<std::size_t>(c.node.output_size())));
+    return result;
+  }
 
   std::vector<torch::Tensor> ys, hs, cs;
   for (std::int64_t d = 0; d < directions; ++d) {
@@ -1875,6 +1954,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
     throw Error("the executor runs ONNX models (it needs the constants graph JSON does not keep): '" + model_path + "'");
   ModelOptions forward_options = model;
   forward_options.mode = Mode::inference;
+  forward_options.onnx.warn = nullptr;  // the command that built this engine read the model and warned already
   graph_ = load_forward_graph(model_path, forward_options);
   // A training step runs what derive_training_step derives: a model it refuses (no output computed
   // from a parameter through differentiable ops, ...) is refused here too, with its reason.
@@ -2254,8 +2334,11 @@ void Engine::run_forward(bool keep_values) {
           throw Error(op_label(graph_, op) + ": output '" + graph_.tensor_name(t) + "' has shape " + shape_text(out.sizes()) +
                       ", the graph says " + shape_text(c10::IntArrayRef(shape.data(), shape.size())));
       }
-      values_[t] = out;
       if (keep_values) kept_[t] = out.detach();
+      // An output nothing reads (a TopK's indices, an LSTM's last state) is let go of at once, as
+      // PyTorch frees a result nobody holds (and the simulator at its producer's end); until
+      // 2026-11-30 it lived to the next step, into the timed steps' start_bytes.
+      if (uses_[t] > 0 || is_output[t]) values_[t] = out;
     }
     // Drop our reference after the last reader (autograd keeps what the backward pass needs).
     for (std::size_t s = 0; s < inputs.size(); ++s) {

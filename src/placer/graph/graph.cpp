@@ -159,7 +159,7 @@ OpId GraphBuilder::add_op(OpSpec spec) {
   if (spec.view_outputs != 0) {
     // A declared view shares input 0's storage: it needs that input, and its type; it holds all of
     // that input's elements (a gradient passed through) or some of them (a Concat's gradient: a
-    // slice of dY, PyTorch's narrow).
+    // slice of dY, PyTorch's narrow), or, for an Expand, repeats them.
     const TensorId base = spec.inputs.empty() ? kNoId : spec.inputs[0];
     if (base == kNoId) throw Error("op '" + spec.name + "' declares views of its first input but has none");
     auto elements = [](const TensorSpec& t) {
@@ -173,7 +173,7 @@ OpId GraphBuilder::add_op(OpSpec spec) {
         throw Error("op '" + spec.name + "' declares output " + std::to_string(i) + " a view, but has " + std::to_string(spec.outputs.size()) +
                     " outputs");
       const TensorSpec &out = tensors_[spec.outputs[i]], &in = tensors_[base];
-      if (out.dtype != in.dtype || elements(out) > elements(in))
+      if (out.dtype != in.dtype || (elements(out) > elements(in) && spec.type != "Expand"))  // an Expand repeats what it views
         throw Error("op '" + spec.name + "' declares output '" + out.name + "' a view of its input '" + in.name +
                     "', but it is larger than that input or of another element type");
     }
@@ -498,6 +498,24 @@ Graph GraphBuilder::build() && {
       // PyTorch's split: every output a view of a part of the input (of its type).
       for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
         if (outs[i] != kNoId && g.tensor_dtype_[outs[i]] == g.tensor_dtype_[in]) views |= 1u << i;
+    }
+    if (type == "Expand" && g.tensor_dtype_[out] == g.tensor_dtype_[in]) {
+      // PyTorch's expand: a view that repeats its input's elements, stride 0 along every dimension
+      // it broadcasts (ONNX aligns the shapes at their last dimension). No storage of its own: an
+      // Expand feeding an Add was measured a whole output over, one kept as a graph output 127
+      // times over.
+      const Shape from = g.tensor_shape(in), to = g.tensor_shape(out);
+      if (to.size() < from.size()) continue;
+      const std::vector<std::int64_t> in_strides = strides_of(in);
+      std::vector<std::int64_t> expanded(to.size(), 0);
+      const std::size_t lead = to.size() - from.size();
+      bool valid = in_strides.size() == from.size();
+      for (std::size_t k = lead; valid && k < to.size(); ++k) {
+        if (from[k - lead] == to[k]) expanded[k] = in_strides[k - lead];
+        else valid = from[k - lead] == 1;  // broadcast: stride 0
+      }
+      if (valid) views |= 1u, strides[out] = std::move(expanded);
+      continue;
     }
     const bool alias = g.op_work_[o].op_class == OpClass::alias;
     if (views == 0 && !((type == "Transpose" || alias) && same_bytes)) continue;  // no view: nothing to stride

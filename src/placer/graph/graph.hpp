@@ -78,8 +78,9 @@ class Graph {
   // class alias (no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference Dropout,
   // their gradients, or an unknown op priced as an alias) when it has as many bytes as that input
   // (any other output, such as an inference Dropout's mask, or one of another size, is a tensor of
-  // its own), the output of a Transpose (PyTorch's permute: a view with permuted strides), a
-  // Split's outputs (views of parts of its input), and the outputs its OpSpec declares (the
+  // its own), the output of a Transpose (PyTorch's permute: a view with permuted strides), an
+  // Expand's (PyTorch's expand: stride 0 along the broadcast dimensions, larger than the storage it
+  // views), a Split's outputs (views of parts of its input), and the outputs its OpSpec declares (the
   // gradients that Add, Sub and Sum pass through unchanged, a Concat gradient's slices of dY). A
   // Reshape or Flatten of a view out of row-major order is a view only where PyTorch's `view`
   // could step through those strides (splitting a dimension, not merging two across a cut), else

@@ -942,4 +942,22 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
   return checked(op_type, w);
 }
 
+std::uint64_t RecurrentSizes::step_elements() const {
+  return static_cast<std::uint64_t>(seq) * static_cast<std::uint64_t>(batch) * static_cast<std::uint64_t>(hidden);
+}
+
+std::optional<RecurrentSizes> recurrent_sizes(std::string_view op_type, const Attributes& attrs, std::span<const std::int64_t> x_shape,
+                                              std::span<const std::int64_t> r_shape) {
+  RecurrentSizes r;
+  r.gates = op_type == "LSTM" ? 4 : op_type == "GRU" ? 3 : op_type == "RNN" ? 1 : 0;
+  if (r.gates == 0 || x_shape.size() != 3 || r_shape.size() != 3) return std::nullopt;
+  r.batch_first = attrs.get_int("layout", 0) != 0;
+  r.seq = x_shape[r.batch_first ? 1 : 0], r.batch = x_shape[r.batch_first ? 0 : 1], r.input = x_shape[2];
+  r.directions = r_shape[0], r.hidden = r_shape[2];
+  if (r.seq <= 0 || r.batch <= 0 || r.hidden <= 0 || r.directions <= 0 || r_shape[1] != r.gates * r.hidden) return std::nullopt;
+  return r;
+}
+
+std::int64_t recurrent_saved_steps(const RecurrentSizes& r) { return r.gates == 1 ? 1 : 7; }
+
 }  // namespace placer

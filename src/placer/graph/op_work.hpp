@@ -59,6 +59,23 @@ std::string operand_shape_mismatch(std::string_view op_type, const Attributes& a
 // The rules, their formulas and the reasoning behind them: docs/op-rules.md.
 bool is_known_op_type(std::string_view op_type);
 
+// The sizes of a recurrent op (RNN, GRU, LSTM) read from its input X ([seq, batch, input], or
+// [batch, seq, input] with `layout` 1) and its recurrence weights R ([directions, gates x hidden,
+// hidden]): nullopt for another op type or shapes that do not fit.
+struct RecurrentSizes {
+  std::int64_t seq = 0, batch = 0, input = 0, hidden = 0, directions = 0, gates = 0;  // gates: RNN 1, GRU 3, LSTM 4
+  bool batch_first = false;
+  std::uint64_t step_elements() const;  // seq x batch x hidden: one direction's outputs
+};
+std::optional<RecurrentSizes> recurrent_sizes(std::string_view op_type, const Attributes& attrs, std::span<const std::int64_t> x_shape,
+                                              std::span<const std::int64_t> r_shape);
+// What PyTorch's recurrence on the CPU (at::lstm, gru, rnn_tanh) keeps from the forward pass for the
+// gradient, per direction, in tensors of [seq, batch, hidden]: every step's gate activations (one
+// buffer of `gates` x hidden, activated in place), an LSTM's cell state and its tanh, a GRU's
+// candidate and the blend's operands, and every step's hidden state. Measured on the host meter
+// (docs/training-step.md): LSTM 7, GRU 7, RNN 1.
+std::int64_t recurrent_saved_steps(const RecurrentSizes& r);
+
 // How the backward pass treats an op.
 struct BackwardRule {
   bool differentiable = true;  // false: gradients stop here (Shape, comparisons, ArgMax, integer ops, ...)

@@ -99,6 +99,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
 
   GraphBuilder b(fwd.name());
   std::vector<TensorId> max_pool_indices(num_fwd, kNoId);  // forward op -> the indices its gradient reads
+  std::vector<TensorId> recurrent_state(num_fwd, kNoId);    // forward op -> the steps' state its gradient reads
   for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
     auto shape = fwd.tensor_shape(t);
     b.add_tensor(fwd.tensor_name(t), {shape.begin(), shape.end()}, fwd.tensor_dtype(t), fwd.tensor_kind(t));
@@ -129,6 +130,18 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
         spec.outputs[1] = max_pool_indices[o];
       }
     }
+    // A recurrent op (RNN, GRU, LSTM) with a gradient to compute keeps every time step's state for
+    // it (recurrent_saved_steps: PyTorch's per-step gate activations, cell states and hidden states,
+    // not the stacked output): an output the step adds, [kept x directions, seq, batch, hidden],
+    // which its gradient reads instead of the op's outputs.
+    bool any_grad = false;
+    for (TensorId t : ins) any_grad = any_grad || (t != kNoId && requires_grad[t]);
+    if (ins.size() > 2 && ins[0] != kNoId && ins[2] != kNoId && any_grad)
+      if (const auto r = recurrent_sizes(spec.type, spec.attrs, fwd.tensor_shape(ins[0]), fwd.tensor_shape(ins[2]))) {
+        const std::vector<std::int64_t> shape{recurrent_saved_steps(*r) * r->directions, r->seq, r->batch, r->hidden};
+        recurrent_state[o] = b.add_tensor(new_tensor_name(spec.name + "/state"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
+        spec.outputs.push_back(recurrent_state[o]);  // after the node's outputs (GRU: Y, Y_h; an LSTM may give Y alone)
+      }
     b.add_op(std::move(spec));
   }
   for (TensorId t : fwd.outputs()) b.mark_output(t);
@@ -244,7 +257,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     for (std::size_t i = 0; i < ins.size(); ++i)
       if (ins[i] != kNoId && fwd.tensor_kind(ins[i]) != TensorKind::constant && (i >= 64 ? rule.saves_inputs : (kept >> i & 1u) != 0))
         spec.inputs.push_back(ins[i]);
-    for (std::size_t j = 0; j < outs.size() && j < 32; ++j)
+    if (recurrent_state[o] != kNoId) spec.inputs.push_back(recurrent_state[o]);
+    for (std::size_t j = 0; j < outs.size() && j < 32 && recurrent_state[o] == kNoId; ++j)
       if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId)
         spec.inputs.push_back(j == 0 && max_pool_indices[o] != kNoId ? max_pool_indices[o] : outs[j]);
 
