@@ -1333,11 +1333,49 @@ Tensors op_resize(const OpCall& c) {
       return out_scales;
     }();
   }
+  const bool given = scales.size() == static_cast<std::size_t>(y.dim());
+  auto scale_of = [&](std::int64_t axis) {
+    const auto k = static_cast<std::size_t>(axis);
+    return given && scales[k] > 0 ? scales[k] : static_cast<double>(out[k]) / static_cast<double>(y.size(axis));
+  };
+  // What PyTorch's F.interpolate runs (and holds: its output alone) for the forms it exports, on
+  // [N, C, spatial...] resized along the spatial axes: nearest (asymmetric, floor), linear and
+  // bilinear and trilinear (half_pixel, or align_corners when the resized lengths are whole),
+  // bicubic (half_pixel, a = -0.75, outside taps kept). The scales ONNX gives are PyTorch's scale
+  // factors; without them both map by output over input length.
+  const std::int64_t rank = y.dim();
+  bool spatial = !integer && rank >= 3 && rank <= 5 && !c.g.op_attrs(c.op).get_int("antialias", 0);
+  bool whole = true, longer_than_one = true;
+  std::vector<std::int64_t> size;
+  std::vector<c10::optional<double>> factors;
+  for (std::int64_t axis = 0; spatial && axis < rank; ++axis) {
+    const std::int64_t want = out[static_cast<std::size_t>(axis)];
+    if (axis < 2) {
+      spatial = want == y.size(axis) && scale_of(axis) == 1.0;
+      continue;
+    }
+    size.push_back(want);
+    factors.push_back(given ? c10::optional<double>(scale_of(axis)) : c10::nullopt);
+    whole = whole && static_cast<double>(y.size(axis)) * scale_of(axis) == static_cast<double>(want);
+    longer_than_one = longer_than_one && want > 1;
+  }
+  if (spatial) {
+    const bool half_pixel = r.transform == "half_pixel" || (r.transform == "pytorch_half_pixel" && longer_than_one);
+    const bool nearest = r.mode == "nearest" && r.transform == "asymmetric" && r.nearest == "floor";
+    const bool linear = r.mode == "linear" && (half_pixel || (r.transform == "align_corners" && whole));
+    const bool cubic = r.mode == "cubic" && rank == 4 && half_pixel && r.cubic_a == -0.75 && !r.exclude_outside;
+    const bool corners = r.transform == "align_corners";
+    if (nearest && rank == 3) return {at::upsample_nearest1d(y, size, factors[0])};
+    if (nearest && rank == 4) return {at::upsample_nearest2d(y, size, factors[0], factors[1])};
+    if (nearest && rank == 5) return {at::upsample_nearest3d(y, size, factors[0], factors[1], factors[2])};
+    if (linear && rank == 3) return {at::upsample_linear1d(y, size, corners, factors[0])};
+    if (linear && rank == 4) return {at::upsample_bilinear2d(y, size, corners, factors[0], factors[1])};
+    if (linear && rank == 5) return {at::upsample_trilinear3d(y, size, corners, factors[0], factors[1], factors[2])};
+    if (cubic) return {at::upsample_bicubic2d(y, size, false, factors[0], factors[1])};
+  }
   for (std::int64_t axis = 0; axis < y.dim(); ++axis) {
     const std::int64_t want = out[static_cast<std::size_t>(axis)], have = y.size(axis);
-    const double scale = scales.size() == static_cast<std::size_t>(y.dim()) && scales[static_cast<std::size_t>(axis)] > 0
-                             ? scales[static_cast<std::size_t>(axis)]
-                             : static_cast<double>(want) / static_cast<double>(have);
+    const double scale = scale_of(axis);
     if (want == have && scale == 1.0) continue;
     y = resize_axis(y, axis, want, scale, r);
   }
