@@ -518,41 +518,56 @@ TEST(ExecutorOps, SpecificationCornersFoundByReview) {
 // What PyTorch exports (no clip, no peepholes, forward or bidirectional, GRU's reset after the
 // product) runs as PyTorch's own layer (at::lstm, gru, rnn_tanh), its gates reordered from ONNX's;
 // a clip no value reaches takes the step-by-step equations instead: both give the same outputs, for
-// every cell, both directions, both layouts, with biases and initial states.
+// every cell, one direction and two, both layouts, with biases and initial states and without, and
+// with Y alone asked for.
 TEST(ExecutorOps, RecurrentLayersAsPyTorchRunsThemFollowOnnx) {
-  constexpr std::int64_t kSeq = 3, kBatch = 2, kInput = 3, kHidden = 2, kDirs = 2;
+  constexpr std::int64_t kSeq = 3, kBatch = 2, kInput = 3, kHidden = 2;
   auto values = [](std::size_t n, double scale) {
     std::vector<double> v(n);
     for (std::size_t i = 0; i < n; ++i) v[i] = scale * std::sin(1.7 * static_cast<double>(i) + 0.3);
     return v;
   };
-  for (const std::string cell : {"LSTM", "GRU", "RNN"}) {
-    const std::int64_t gates = cell == "LSTM" ? 4 : cell == "GRU" ? 3 : 1;
-    for (const int layout : {0, 1}) {
-      SCOPED_TRACE(cell + " layout " + std::to_string(layout));
-      const std::vector<std::int64_t> x_dims = layout ? std::vector<std::int64_t>{kBatch, kSeq, kInput} : std::vector<std::int64_t>{kSeq, kBatch, kInput};
-      const std::vector<std::int64_t> state_dims = layout ? std::vector<std::int64_t>{kBatch, kDirs, kHidden} : std::vector<std::int64_t>{kDirs, kBatch, kHidden};
-      const std::vector<std::int64_t> y_dims = layout ? std::vector<std::int64_t>{kBatch, kSeq, kDirs, kHidden} : std::vector<std::int64_t>{kSeq, kDirs, kBatch, kHidden};
-      std::vector<In> inputs{In{x_dims, values(kSeq * kBatch * kInput, 1.0)}, In{{kDirs, gates * kHidden, kInput}, values(kDirs * gates * kHidden * kInput, 0.8)},
-                             In{{kDirs, gates * kHidden, kHidden}, values(kDirs * gates * kHidden * kHidden, 0.6)},
-                             In{{kDirs, 2 * gates * kHidden}, values(kDirs * 2 * gates * kHidden, 0.3)}, In{}, In{state_dims, values(kDirs * kBatch * kHidden, 0.5)}};
-      std::vector<Out> outputs{Out{y_dims}, Out{state_dims}};
-      if (cell == "LSTM") inputs.push_back(In{state_dims, values(kDirs * kBatch * kHidden, 0.4)}), outputs.push_back(Out{state_dims});
-      auto run = [&](bool clipped) {
-        return run_op(cell, inputs, outputs, [&](onnx::NodeProto& n) {
-          set_int(n, "hidden_size", kHidden), set_string(n, "direction", "bidirectional"), set_int(n, "layout", layout);
-          if (cell == "GRU") set_int(n, "linear_before_reset", 1);
-          if (clipped) set_float(n, "clip", 1e30f);
-        });
-      };
-      const auto pytorch = run(false), equations = run(true);
-      ASSERT_EQ(pytorch.size(), outputs.size());
-      for (std::size_t k = 0; k < outputs.size(); ++k) {
-        ASSERT_EQ(pytorch[k].size(), equations[k].size());
-        for (std::size_t i = 0; i < pytorch[k].size(); ++i) EXPECT_NEAR(pytorch[k][i], equations[k][i], 1e-5) << "output " << k << " element " << i;
-      }
-    }
-  }
+  for (const std::string cell : {"LSTM", "GRU", "RNN"})
+    for (const std::int64_t dirs : {1, 2})
+      for (const int layout : {0, 1})
+        for (const bool given : {true, false}) {
+          SCOPED_TRACE(cell + " directions " + std::to_string(dirs) + " layout " + std::to_string(layout) + (given ? " B, states" : " no B, no states"));
+          const std::int64_t gates = cell == "LSTM" ? 4 : cell == "GRU" ? 3 : 1;
+          const std::vector<std::int64_t> x_dims = layout ? std::vector<std::int64_t>{kBatch, kSeq, kInput} : std::vector<std::int64_t>{kSeq, kBatch, kInput};
+          const std::vector<std::int64_t> state_dims = layout ? std::vector<std::int64_t>{kBatch, dirs, kHidden} : std::vector<std::int64_t>{dirs, kBatch, kHidden};
+          const std::vector<std::int64_t> y_dims = layout ? std::vector<std::int64_t>{kBatch, kSeq, dirs, kHidden} : std::vector<std::int64_t>{kSeq, dirs, kBatch, kHidden};
+          const auto n = [](std::vector<std::int64_t> dims) {
+            std::size_t total = 1;
+            for (auto d : dims) total *= static_cast<std::size_t>(d);
+            return total;
+          };
+          std::vector<In> inputs{In{x_dims, values(n(x_dims), 1.0)}, In{{dirs, gates * kHidden, kInput}, values(n({dirs, gates * kHidden, kInput}), 0.8)},
+                                 In{{dirs, gates * kHidden, kHidden}, values(n({dirs, gates * kHidden, kHidden}), 0.6)}};
+          if (given) {
+            inputs.push_back(In{{dirs, 2 * gates * kHidden}, values(n({dirs, 2 * gates * kHidden}), 0.3)});
+            inputs.push_back(In{});  // sequence_lens
+            inputs.push_back(In{state_dims, values(n(state_dims), 0.5)});
+            if (cell == "LSTM") inputs.push_back(In{state_dims, values(n(state_dims), 0.4)});
+          }
+          // With B and states, every output; without, Y alone.
+          std::vector<Out> outputs{Out{y_dims}};
+          if (given) outputs.push_back(Out{state_dims});
+          if (given && cell == "LSTM") outputs.push_back(Out{state_dims});
+          auto run = [&](bool clipped) {
+            return run_op(cell, inputs, outputs, [&](onnx::NodeProto& node) {
+              set_int(node, "hidden_size", kHidden), set_int(node, "layout", layout);
+              if (dirs == 2) set_string(node, "direction", "bidirectional");
+              if (cell == "GRU") set_int(node, "linear_before_reset", 1);
+              if (clipped) set_float(node, "clip", 1e30f);
+            });
+          };
+          const auto pytorch = run(false), equations = run(true);
+          ASSERT_EQ(pytorch.size(), outputs.size());
+          for (std::size_t k = 0; k < outputs.size(); ++k) {
+            ASSERT_EQ(pytorch[k].size(), equations[k].size());
+            for (std::size_t i = 0; i < pytorch[k].size(); ++i) EXPECT_NEAR(pytorch[k][i], equations[k][i], 1e-5) << "output " << k << " element " << i;
+          }
+        }
 }
 
 TEST(ExecutorOps, RecurrentAndGroupNormOptions) {

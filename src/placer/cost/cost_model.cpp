@@ -343,7 +343,9 @@ std::uint64_t ordered_copies(const Graph& g, OpId op) {
 // training the list is part of what the gradient keeps, the state the step adds). A bidirectional
 // layer runs its directions in turn: the backward direction's projection is made while the forward
 // one's is alive, and the two stacked outputs are concatenated into the op's. A batch-first input
-// is copied into step-major order for the product. Measured on the host meter (2026-11-30, 12
+// is copied into step-major order for the product. These are the rules of the layer the executor
+// runs for the forms PyTorch exports (recurrent_as_pytorch_layer); other forms run a loop of
+// the executor's own, which holds more (not modelled). Measured on the host meter (2026-11-30, 12
 // shapes each of LSTM, GRU and RNN, the executor running at::lstm/gru/rnn_tanh): the steps' peaks to
 // within 0.1 of a [seq, batch, hidden] tensor but a bidirectional RNN's training step (one under).
 std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const RecurrentSizes& r) {
@@ -362,7 +364,9 @@ std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const Recurrent
   else units = training ? gates + 2 : std::max(2 * gates, gates + 4);
   std::uint64_t bytes = units * unit;
   if (outs.empty() || outs[0] == kNoId) bytes += static_cast<std::uint64_t>(r.directions) * unit;  // stacked though no one reads it
-  if (r.batch_first)
+  // The input projection reads X as [seq, batch, input] in order: a batch-first X (`layout` 1, or
+  // PyTorch's batch_first exported as a Transpose before the node) is copied so first.
+  if (!training && (r.batch_first || !g.tensor_in_order(ins[0])))  // (training: kept, part of the state)
     bytes += static_cast<std::uint64_t>(r.seq) * static_cast<std::uint64_t>(r.batch) * static_cast<std::uint64_t>(r.input) *
              dtype_size(g.tensor_dtype(ins[0]));
   return bytes;
@@ -417,8 +421,9 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
 // parameter) multiplies at the output's size before it reduces: 1 output-sized tensor; x * x: 1.
 // A Div's for its divisor (-grad * a / b²): 3 of the output's size.
 std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
-  static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4}, {"Cos", 2}, {"Reciprocal", 2}, {"Sin", 1},
-                                                                 {"Abs", 1}, {"Elu", 1}, {"Sqrt", 1}};
+  static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4},      {"Cos", 2}, {"Reciprocal", 2}, {"CumSum", 2},
+                                                                 {"Sin", 1},      {"Abs", 1}, {"Elu", 1},        {"Sqrt", 1},
+                                                                 {"InstanceNormalization", 1}};
   const std::string& type = g.op_type(fwd);
   const auto ins = g.op_inputs(fwd);
   const auto outs = g.op_outputs(fwd);
@@ -426,6 +431,7 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
   const std::uint64_t x = g.tensor_bytes(ins[0]), y = g.tensor_bytes(outs[0]);
   if (auto it = kPerInput.find(type); it != kPerInput.end()) return static_cast<std::uint64_t>(it->second) * x;
   if (type == "Pow" && ins.size() > 1 && ins[1] != kNoId && g.tensor_kind(ins[1]) == TensorKind::constant) return 2 * x;
+  if (type == "Pad" && g.op_attrs(fwd).get_string("mode", "constant") != "constant") return x;  // reflect, edge
   if (type == "Div" && ins.size() > 1 && ins[1] != kNoId && divisor_differentiated(g, grad, fwd)) return 3 * y;
   if (type == "Mul" && ins.size() > 1 && ins[1] != kNoId) {
     if (ins[0] == ins[1]) return x;

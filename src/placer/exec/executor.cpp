@@ -1031,18 +1031,21 @@ Tensors op_topk(const OpCall& c) {
     const std::int64_t taken = std::min(k + 1, x.size(axis));
     auto [top, top_indices] = torch::topk(x, taken, axis, largest, /*sorted=*/true);
     torch::Tensor values = top.narrow(axis, 0, k), indices = top_indices.narrow(axis, 0, k);
-    bool equal_inside = false;
-    const bool cut_between_equals = [&] {
+    bool equal_inside = false, cut_between_equals = false;
+    {
+      // Three flags read back at once (one wait for the device): a NaN taken, equal neighbours among
+      // the k out of index order (topk gives equal values in no promised order), equal values cut.
       torch::NoGradGuard no_grad;
-      const torch::Tensor v = top.detach();
-      if (x.is_floating_point() && torch::isnan(v).any().item<bool>()) return true;
-      // Equal neighbours out of index order (topk gives equal values in no promised order).
-      if (k > 1) {
-        const torch::Tensor i = top_indices.narrow(axis, 0, k);
-        equal_inside = ((v.narrow(axis, 1, k - 1) == v.narrow(axis, 0, k - 1)) & (i.narrow(axis, 1, k - 1) < i.narrow(axis, 0, k - 1))).any().item<bool>();
-      }
-      return taken > k && (v.narrow(axis, k, 1) == v.narrow(axis, k - 1, 1)).any().item<bool>();
-    }();
+      const torch::Tensor v = top.detach(), no = torch::zeros({}, v.options().dtype(torch::kBool));
+      const torch::Tensor i = top_indices.narrow(axis, 0, k);
+      const torch::Tensor flags =
+          torch::stack({x.is_floating_point() ? torch::isnan(v).any() : no,
+                        k > 1 ? ((v.narrow(axis, 1, k - 1) == v.narrow(axis, 0, k - 1)) & (i.narrow(axis, 1, k - 1) < i.narrow(axis, 0, k - 1))).any() : no,
+                        taken > k ? (v.narrow(axis, k, 1) == v.narrow(axis, k - 1, 1)).any() : no})
+              .to(torch::kCPU);
+      const bool* f = flags.data_ptr<bool>();
+      equal_inside = f[1], cut_between_equals = f[0] || f[2];
+    }
     if (!cut_between_equals) {
       if (equal_inside) {
         const torch::Tensor by_index = std::get<1>(indices.sort(axis));
@@ -1431,7 +1434,7 @@ Tensors op_recurrent(const OpCall& c, Cell cell) {
   // gru, rnn_tanh: the native recurrence on the CPU, cuDNN on a GPU), so that its time and the
   // memory it holds and saves are PyTorch's. The weights are given in PyTorch's gate order (i-f-g-o,
   // r-z-n): copies of the parameters, which PyTorch's own modules do not make.
-  if (!clip && !P.defined() && !input_forget && (cell != Cell::gru || linear_before_reset) && direction != "reverse") {
+  if (recurrent_as_pytorch_layer(c.g.op_type(c.op), a, P.defined())) {
     const std::int64_t dirs = directions;
     const std::vector<std::int64_t> order = cell == Cell::lstm ? std::vector<std::int64_t>{0, 2, 3, 1}  // i-o-f-c -> i-f-c-o
                                             : cell == Cell::gru ? std::vector<std::int64_t>{1, 0, 2}    // z-r-h -> r-z-n

@@ -515,7 +515,17 @@ Graph GraphBuilder::build() && {
         else valid = from[k - lead] == 1;  // broadcast: stride 0
       }
       if (valid) views |= 1u, strides[out] = std::move(expanded);
+      else views &= ~1u;  // (a graph JSON's declared view that is no broadcast of its input)
       continue;
+    }
+    if (type == "LSTM" || type == "GRU" || type == "RNN") {
+      // PyTorch's bidirectional layer gives [seq, batch, 2 x hidden]; ONNX's Y, [seq, 2, batch,
+      // hidden], is a permuted view of it (the executor's, exec/executor.cpp), which the Transpose
+      // and Reshape an exporter puts after the node turn back into a view of that storage.
+      const Shape y = g.tensor_shape(out);
+      if (recurrent_as_pytorch_layer(type, g.op_attrs_[o], ins.size() > 7 && ins[7] != kNoId) && g.op_attrs_[o].get_int("layout", 0) == 0 &&
+          y.size() == 4 && y[1] == 2)
+        strides[out] = {y[2] * 2 * y[3], y[3], 2 * y[3], 1};
     }
     const bool alias = g.op_work_[o].op_class == OpClass::alias;
     if (views == 0 && !((type == "Transpose" || alias) && same_bytes)) continue;  // no view: nothing to stride

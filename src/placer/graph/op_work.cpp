@@ -958,6 +958,13 @@ std::optional<RecurrentSizes> recurrent_sizes(std::string_view op_type, const At
   return r;
 }
 
+bool recurrent_as_pytorch_layer(std::string_view op_type, const Attributes& attrs, bool peepholes) {
+  if (op_type != "LSTM" && op_type != "GRU" && op_type != "RNN") return false;
+  if (attrs.find("clip") || attrs.get_int("input_forget", 0) != 0 || attrs.get_string("direction", "forward") == "reverse") return false;
+  if (op_type == "GRU" && attrs.get_int("linear_before_reset", 0) == 0) return false;
+  return !(op_type == "LSTM" && peepholes);
+}
+
 std::int64_t recurrent_saved_steps(const RecurrentSizes& r) { return r.gates == 1 ? 1 : 7; }
 
 }  // namespace placer

@@ -69,6 +69,11 @@ struct RecurrentSizes {
 };
 std::optional<RecurrentSizes> recurrent_sizes(std::string_view op_type, const Attributes& attrs, std::span<const std::int64_t> x_shape,
                                               std::span<const std::int64_t> r_shape);
+// Whether a recurrent node has the form PyTorch's nn.LSTM, nn.GRU and nn.RNN export (forward or
+// bidirectional, no clip, no input_forget, a GRU's reset applied after the product, no peepholes:
+// `peepholes`, an LSTM's input P is given): the executor runs those as PyTorch's own layer, and the
+// memory rules below are that layer's.
+bool recurrent_as_pytorch_layer(std::string_view op_type, const Attributes& attrs, bool peepholes);
 // What PyTorch's recurrence on the CPU (at::lstm, gru, rnn_tanh) keeps from the forward pass for the
 // gradient, per direction, in tensors of [seq, batch, hidden]: every step's gate activations (one
 // buffer of `gates` x hidden, activated in place), an LSTM's cell state and its tanh, a GRU's

@@ -132,13 +132,17 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     }
     // A recurrent op (RNN, GRU, LSTM) with a gradient to compute keeps every time step's state for
     // it (recurrent_saved_steps: PyTorch's per-step gate activations, cell states and hidden states,
-    // not the stacked output): an output the step adds, [kept x directions, seq, batch, hidden],
-    // which its gradient reads instead of the op's outputs.
+    // not the stacked output): an output the step adds, of kept x directions x seq x batch x hidden
+    // elements, which its gradient reads instead of the op's outputs.
     bool any_grad = false;
     for (TensorId t : ins) any_grad = any_grad || (t != kNoId && requires_grad[t]);
     if (ins.size() > 2 && ins[0] != kNoId && ins[2] != kNoId && any_grad)
       if (const auto r = recurrent_sizes(spec.type, spec.attrs, fwd.tensor_shape(ins[0]), fwd.tensor_shape(ins[2]))) {
-        const std::vector<std::int64_t> shape{recurrent_saved_steps(*r) * r->directions, r->seq, r->batch, r->hidden};
+        // A batch-first input (layout 1, or a transposed view) is copied into step-major order for
+        // the input projection, whose weights' gradient keeps that copy: part of the state.
+        std::int64_t elements = recurrent_saved_steps(*r) * r->directions * r->seq * r->batch * r->hidden;
+        if (r->batch_first || !fwd.tensor_in_order(ins[0])) elements += r->seq * r->batch * r->input;
+        const std::vector<std::int64_t> shape{elements};
         recurrent_state[o] = b.add_tensor(new_tensor_name(spec.name + "/state"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
         spec.outputs.push_back(recurrent_state[o]);  // after the node's outputs (GRU: Y, Y_h; an LSTM may give Y alone)
       }
