@@ -421,9 +421,8 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
 // parameter) multiplies at the output's size before it reduces: 1 output-sized tensor; x * x: 1.
 // A Div's for its divisor (-grad * a / b²): 3 of the output's size.
 std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
-  static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4},      {"Cos", 2}, {"Reciprocal", 2}, {"CumSum", 2},
-                                                                 {"Sin", 1},      {"Abs", 1}, {"Elu", 1},        {"Sqrt", 1},
-                                                                 {"InstanceNormalization", 1}};
+  static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4}, {"Cos", 2}, {"Reciprocal", 2}, {"CumSum", 2},
+                                                                 {"Sin", 1}, {"Abs", 1}, {"Elu", 1},        {"Sqrt", 1}};
   const std::string& type = g.op_type(fwd);
   const auto ins = g.op_inputs(fwd);
   const auto outs = g.op_outputs(fwd);
