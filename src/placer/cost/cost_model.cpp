@@ -459,6 +459,21 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
     const auto outs = g.op_outputs(op);
     return kind == DeviceKind::cpu && outs.size() == 1 && outs[0] != kNoId ? g.tensor_elements(outs[0]) * 8 : 0;
   }
+  // libtorch 1.13 runs a transposed convolution on the CPU without oneDNN (slow_conv_transpose2d/3d):
+  // one sample at a time, through a buffer of columns, [out channels x kernel, input's spatial
+  // elements] (measured on the host meter, 2026-11-30: four shapes of ConvTranspose in inference,
+  // the buffer to within 0.14 MB). Its gradient's buffers are not modelled (training steps 15-30%
+  // under). GPUs: not measured.
+  if (!backward && g.op_type(op) == "ConvTranspose") {
+    const auto ins = g.op_inputs(op);
+    if (kind != DeviceKind::cpu || ins.size() < 2 || ins[0] == kNoId || ins[1] == kNoId) return 0;
+    const auto xs = g.tensor_shape(ins[0]), ws = g.tensor_shape(ins[1]);
+    if (xs.size() < 3 || ws.size() != xs.size()) return 0;
+    const std::int64_t groups = std::max<std::int64_t>(1, g.op_attrs(op).get_int("group", 1));
+    std::uint64_t elements = static_cast<std::uint64_t>(ws[1] * groups);  // out channels ([C_in, C_out / group, k...])
+    for (std::size_t d = 2; d < xs.size(); ++d) elements *= static_cast<std::uint64_t>(ws[d] * xs[d]);
+    return elements * dtype_size(g.tensor_dtype(ins[0]));
+  }
   const OpId conv = backward ? g.forward_op(op) : op;
   if (backward && conv != kNoId && g.op_type(conv) != "Conv") return gradient_temporaries(g, op, conv);
   if (conv == kNoId || g.op_type(conv) != "Conv" || (backward && g.op_type(op) != "ConvGrad")) return 0;
