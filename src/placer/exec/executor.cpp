@@ -616,11 +616,27 @@ torch::Tensor zero_point(const OpCall& c, std::size_t slot, const torch::Tensor&
 Tensors op_quantize_linear(const OpCall& c) {
   const std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", 1), rank = c.in[0].dim();
   const torch::ScalarType type = c.has(2) ? c.in[2].scalar_type() : torch::kByte;
-  const torch::Tensor scale = along_axis(c.in[1].to(c.in[0].scalar_type()), axis, rank), zp = along_axis(zero_point(c, 2, c.in[0]), axis, rank);
+  const torch::Tensor scale = along_axis(c.in[1].to(c.in[0].scalar_type()), axis, rank);
+  if (c.in[0].scalar_type() == torch::kFloat && (type == torch::kByte || type == torch::kChar)) {
+    // 8 bits: exact in float32, computed in place in one buffer of the input's size (the double
+    // temporaries below held 40 bytes per element: a QA pass measured a QDQ pair 82% over).
+    torch::Tensor y = c.in[0] / scale;
+    y.round_().add_(along_axis(c.has(2) ? c.in[2].to(torch::kFloat) : torch::zeros({}, y.options()), axis, rank));
+    y.clamp_(type == torch::kChar ? -128 : 0, type == torch::kChar ? 127 : 255);
+    return {y.to(type)};
+  }
+  const torch::Tensor zp = along_axis(zero_point(c, 2, c.in[0]), axis, rank);
   return {saturate(wide(torch::round(c.in[0] / scale)) + zp, type)};
 }
 Tensors op_dequantize_linear(const OpCall& c) {
   const std::int64_t axis = c.g.op_attrs(c.op).get_int("axis", 1), rank = c.in[0].dim();
+  if (c.in[1].scalar_type() == torch::kFloat && (c.in[0].scalar_type() == torch::kByte || c.in[0].scalar_type() == torch::kChar)) {
+    // 8 bits into float32: exact differences, the product in float32 (ONNX's reference), in place
+    // in the output.
+    torch::Tensor y = c.in[0].to(torch::kFloat);
+    if (c.has(2)) y.sub_(along_axis(c.in[2].to(torch::kFloat), axis, rank));
+    return {y.mul_(along_axis(c.in[1], axis, rank))};
+  }
   const torch::Tensor scale = along_axis(wide(c.in[1]), axis, rank), zp = along_axis(zero_point(c, 2, c.in[0]), axis, rank);
   return {((wide(c.in[0]) - zp) * scale).to(c.in[1].scalar_type())};
 }
