@@ -345,9 +345,10 @@ std::uint64_t ordered_copies(const Graph& g, OpId op) {
 // one's is alive, and the two stacked outputs are concatenated into the op's. A batch-first input
 // is copied into step-major order for the product. These are the rules of the layer the executor
 // runs for the forms PyTorch exports (recurrent_as_pytorch_layer); other forms run a loop of
-// the executor's own, which holds more (not modelled). Measured on the host meter (2026-11-30, 12
-// shapes each of LSTM, GRU and RNN, the executor running at::lstm/gru/rnn_tanh): the steps' peaks to
-// within 0.1 of a [seq, batch, hidden] tensor but a bidirectional RNN's training step (one under).
+// the executor's own, which holds more (not modelled). Measured on the host meter (2026-11-30, 25
+// shapes of LSTM, GRU and RNN, the executor running at::lstm/gru/rnn_tanh; docs/cost-model.md): the
+// steps' peaks to within 0.1 of a [seq, batch, hidden] tensor, but a bidirectional RNN's training
+// step (one under) and large hidden sizes over few steps in training (weight-gradient sums).
 std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const RecurrentSizes& r) {
   const auto ins = g.op_inputs(op);
   const auto outs = g.op_outputs(op);
