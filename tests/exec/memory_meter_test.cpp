@@ -87,6 +87,16 @@ Peaks all_on_cpu_peaks(const std::string& path, Mode mode, Optimizer opt, SimOpt
   return {memory[0].peak_bytes, r.devices[0].peak_memory_bytes, memory[0].start_bytes, r.devices[0].static_memory_bytes};
 }
 
+// The peak of a step of `path` all on the host against the simulated one (partial gradients summed
+// as this libtorch sums them), within `tolerance` of the measured peak; `extra_bytes`: what the
+// executor holds that PyTorch's modules would not, added to the simulated peak.
+void expect_peak_as_simulated(const std::string& path, Mode mode, double tolerance = 0.01, double extra_bytes = 0.0) {
+  const Peaks p = all_on_cpu_peaks(path, mode, Optimizer::sgd, SimOptions{.gradient_sums_out_of_place = exec::sums_gradients_out_of_place()});
+  ASSERT_GT(p.measured, 0u);
+  const double measured = static_cast<double>(p.measured);
+  EXPECT_NEAR(static_cast<double>(p.simulated) + extra_bytes, measured, tolerance * measured);
+}
+
 TEST(MemoryMeter, CifarnetStepPeaksAreTheSimulatorsOnTheHost) {
   exec::configure_threads(1);
   const std::string path = test::example("cifarnet.onnx");
@@ -254,10 +264,8 @@ TEST(MemoryMeter, SlicesSplitsAndPoolsKeepWhatAutogradKeeps) {
   const std::string erf = small_model("erf_of_a_sum", {x, {"b", act}}, {{"Add", {"input", "b"}, {"a"}, {}}, {"Erf", {"a"}, {"y"}, {}}}, act);
   for (const std::string& path : {concat, split, pool, erf}) {
     SCOPED_TRACE(path);
-    const Peaks p = all_on_cpu_peaks(path, Mode::training, Optimizer::sgd, SimOptions{.gradient_sums_out_of_place = exec::sums_gradients_out_of_place()});
-    ASSERT_GT(p.measured, 0u);
     // One activation is 400 KiB, 11-28% of these peaks: a copy for a view, or a pool input freed, fails.
-    EXPECT_NEAR(static_cast<double>(p.simulated), static_cast<double>(p.measured), 0.01 * static_cast<double>(p.measured));
+    expect_peak_as_simulated(path, Mode::training);
   }
 }
 
@@ -274,9 +282,7 @@ TEST(MemoryMeter, AnExpandIsAViewOfItsInput) {
   for (const std::string& path : {feeding, kept})
     for (Mode mode : {Mode::inference, Mode::training}) {
       SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
-      const Peaks p = all_on_cpu_peaks(path, mode, Optimizer::sgd, SimOptions{.gradient_sums_out_of_place = exec::sums_gradients_out_of_place()});
-      ASSERT_GT(p.measured, 0u);
-      EXPECT_NEAR(static_cast<double>(p.simulated), static_cast<double>(p.measured), 0.01 * static_cast<double>(p.measured));
+      expect_peak_as_simulated(path, mode);
     }
 }
 
@@ -301,10 +307,8 @@ TEST(MemoryMeter, RecurrentLayersHoldWhatPyTorchsRecurrenceHolds) {
     const double weight_copies = gates == 1 ? 0.0 : 4.0 * static_cast<double>(gates * kHidden * (kInput + kHidden + 2));
     for (Mode mode : {Mode::inference, Mode::training}) {
       SCOPED_TRACE(cell + (mode == Mode::training ? " training" : " inference"));
-      const Peaks p = all_on_cpu_peaks(path, mode, Optimizer::sgd, SimOptions{.gradient_sums_out_of_place = exec::sums_gradients_out_of_place()});
-      ASSERT_GT(p.measured, 0u);
       // The copies live while the layer runs, and in training until its gradient (saved by it).
-      EXPECT_NEAR(static_cast<double>(p.simulated) + weight_copies, static_cast<double>(p.measured), 0.01 * static_cast<double>(p.measured));
+      expect_peak_as_simulated(path, mode, 0.01, weight_copies);
     }
   }
 }
@@ -326,10 +330,8 @@ TEST(MemoryMeter, AnExportedBidirectionalLstmsOutputIsReshapedInPlace) {
   const double weight_copies = 2 * 4.0 * static_cast<double>(4 * kHidden * (kInput + kHidden));
   for (Mode mode : {Mode::inference, Mode::training}) {
     SCOPED_TRACE(mode == Mode::training ? "training" : "inference");
-    const Peaks p = all_on_cpu_peaks(path, mode, Optimizer::sgd, SimOptions{.gradient_sums_out_of_place = exec::sums_gradients_out_of_place()});
-    ASSERT_GT(p.measured, 0u);
     // One [seq, batch, 2 x hidden] copy is 4 MiB, 10-20% of these peaks.
-    EXPECT_NEAR(static_cast<double>(p.simulated) + weight_copies, static_cast<double>(p.measured), 0.01 * static_cast<double>(p.measured));
+    expect_peak_as_simulated(path, mode, 0.01, weight_copies);
   }
 }
 
@@ -343,11 +345,7 @@ TEST(MemoryMeter, AResizeAsPyTorchExportsItHoldsItsOutput) {
     const std::string path = small_model("resize_" + strings[0].second, {{"input", in}, {"b", {32}}},
                                          {{"Mul", {"input", "b"}, {"m"}, {}}, {"Resize", {"m", "", "", "sizes"}, {"y"}, {}, strings}}, out,
                                          {{"sizes", out}});
-    for (Mode mode : {Mode::inference, Mode::training}) {
-      const Peaks p = all_on_cpu_peaks(path, mode, Optimizer::sgd, SimOptions{.gradient_sums_out_of_place = exec::sums_gradients_out_of_place()});
-      ASSERT_GT(p.measured, 0u);
-      EXPECT_NEAR(static_cast<double>(p.simulated), static_cast<double>(p.measured), 0.01 * static_cast<double>(p.measured));
-    }
+    for (Mode mode : {Mode::inference, Mode::training}) expect_peak_as_simulated(path, mode);
   }
 }
 
@@ -367,9 +365,7 @@ TEST(MemoryMeter, MoreGradientFormulasHoldTheirTemporaries) {
                                       {{"pads", {0, 0, 1, 1, 0, 0, 1, 1}}});
   for (const std::string& path : {cumsum, instance, pad}) {
     SCOPED_TRACE(path);
-    const Peaks p = all_on_cpu_peaks(path, Mode::training, Optimizer::sgd, SimOptions{.gradient_sums_out_of_place = exec::sums_gradients_out_of_place()});
-    ASSERT_GT(p.measured, 0u);
-    EXPECT_NEAR(static_cast<double>(p.simulated), static_cast<double>(p.measured), 0.01 * static_cast<double>(p.measured));
+    expect_peak_as_simulated(path, Mode::training);
   }
 }
 
@@ -387,10 +383,8 @@ TEST(MemoryMeter, ATransposedConvolutionHoldsItsColumns) {
                                       {4, 32, 64, 64});
   for (const std::string& path : {up2, up3}) {
     SCOPED_TRACE(path);
-    const Peaks p = all_on_cpu_peaks(path, Mode::inference, Optimizer::sgd);
-    ASSERT_GT(p.measured, 0u);
     // Measured 2026-11-30: 0.0% and 1.4% (a few weight-sized buffers besides) under.
-    EXPECT_NEAR(static_cast<double>(p.simulated), static_cast<double>(p.measured), 0.025 * static_cast<double>(p.measured));
+    expect_peak_as_simulated(path, Mode::inference, 0.025);
   }
 }
 

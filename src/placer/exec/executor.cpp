@@ -1451,7 +1451,6 @@ Tensors op_recurrent(const OpCall& c, Cell cell) {
   // memory it holds and saves are PyTorch's. The weights are given in PyTorch's gate order (i-f-g-o,
   // r-z-n): copies of the parameters, which PyTorch's own modules do not make.
   if (recurrent_as_pytorch_layer(c.g.op_type(c.op), a, P.defined())) {
-    const std::int64_t dirs = directions;
     const std::vector<std::int64_t> order = cell == Cell::lstm ? std::vector<std::int64_t>{0, 2, 3, 1}  // i-o-f-c -> i-f-c-o
                                             : cell == Cell::gru ? std::vector<std::int64_t>{1, 0, 2}    // z-r-h -> r-z-n
                                                                 : std::vector<std::int64_t>{0};
@@ -1463,7 +1462,7 @@ Tensors op_recurrent(const OpCall& c, Cell cell) {
       return torch::cat(ordered, 0);
     };
     std::vector<torch::Tensor> params;
-    for (std::int64_t d = 0; d < dirs; ++d) {
+    for (std::int64_t d = 0; d < directions; ++d) {
       params.push_back(pytorch_order(W[d]));
       params.push_back(pytorch_order(R[d]));
       if (c.has(3)) {
@@ -1472,7 +1471,7 @@ Tensors op_recurrent(const OpCall& c, Cell cell) {
       }
     }
     const torch::Tensor input = c.in[0];  // [seq, batch, input], or [batch, seq, input] (layout 1)
-    const bool bidirectional = dirs == 2;
+    const bool bidirectional = directions == 2;
     torch::Tensor out, h_n, c_n;
     if (cell == Cell::lstm) {
       std::tie(out, h_n, c_n) = torch::lstm(input, {h0.contiguous(), c0.contiguous()}, params, c.has(3), 1, 0.0, c.training, bidirectional, batch_first);
@@ -1483,7 +1482,7 @@ Tensors op_recurrent(const OpCall& c, Cell cell) {
     }
     // PyTorch's [seq, batch, dirs * hidden] (batch first: [batch, seq, ...]) as ONNX's [seq, dirs,
     // batch, hidden] ([batch, seq, dirs, hidden]): views.
-    torch::Tensor Y = batch_first ? out.view({batch, seq, dirs, hidden}) : out.view({seq, batch, dirs, hidden}).permute({0, 2, 1, 3});
+    torch::Tensor Y = batch_first ? out.view({batch, seq, directions, hidden}) : out.view({seq, batch, directions, hidden}).permute({0, 2, 1, 3});
     torch::Tensor Y_h = batch_first ? h_n.transpose(0, 1) : h_n;
     Tensors result{Y, Y_h};
     if (cell == Cell::lstm) result.push_back(batch_first ? c_n.transpose(0, 1) : c_n);
