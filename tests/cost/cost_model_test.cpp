@@ -535,6 +535,68 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
   }
 }
 
+// A recurrent op's gradient on the CPU sums R's partial gradients over the time steps before it
+// computes dX and dW (which the simulator holds for the whole op): one partial beside the sum (a
+// second out of place), less dX and dW; a bidirectional one runs its directions in turn, and while
+// the second runs the first's state is freed and its gradients done (docs/cost-model.md#workspaces).
+TEST(CostTable, ARecurrentGradientHoldsItsWeightsPartialSums) {
+  GraphBuilder b;
+  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  };
+  auto attrs = [](bool bidirectional) {
+    Attributes a;
+    a.set(Attribute{.name = "hidden_size", .kind = Attribute::Kind::integer, .i = 32});
+    if (bidirectional) a.set(Attribute{.name = "direction", .kind = Attribute::Kind::text, .s = "bidirectional"});
+    return a;
+  };
+  const OpWork work{1e6, 1e6, 1e6, OpClass::matmul};
+  // [seq 4, batch 2, input 8], hidden 32: R is [dirs, 128, 32] (16 KiB per direction), W [dirs, 128, 8].
+  const TensorId x = tensor("x", {4, 2, 8}, TensorKind::data), w = tensor("W", {1, 128, 8}, TensorKind::parameter);
+  const TensorId r = tensor("R", {1, 128, 32}, TensorKind::parameter);
+  const TensorId y = tensor("y", {4, 1, 2, 32}), state = tensor("lstm/state", {7, 1, 4, 2, 32});
+  const TensorId xb = tensor("xb", {4, 2, 8}), wb = tensor("Wb", {2, 128, 8}, TensorKind::parameter);
+  const TensorId rb = tensor("Rb", {2, 128, 32}, TensorKind::parameter);
+  const TensorId yb = tensor("yb", {4, 2, 2, 32}), stateb = tensor("bi/state", {7, 2, 4, 2, 32});
+  const TensorId rc = tensor("Rc", {1, 128, 32}, TensorKind::constant), yc = tensor("yc", {4, 1, 2, 32});
+  b.add_op({.name = "lstm", .type = "LSTM", .inputs = {x, w, r}, .outputs = {y, state}, .attrs = attrs(false), .work = work});
+  b.add_op({.name = "proj", .type = "Relu", .inputs = {x}, .outputs = {xb}, .work = work});
+  b.add_op({.name = "bi", .type = "LSTM", .inputs = {xb, wb, rb}, .outputs = {yb, stateb}, .attrs = attrs(true), .work = work});
+  b.add_op({.name = "frozen", .type = "LSTM", .inputs = {x, w, rc}, .outputs = {yc}, .attrs = attrs(false), .work = work});
+  auto grad = [&](const std::string& name, const std::string& type, std::vector<TensorId> ins, std::vector<TensorId> outs, OpId fwd) {
+    b.add_op({.name = name, .type = type, .inputs = std::move(ins), .outputs = std::move(outs), .attrs = attrs(fwd == 2), .role = OpRole::backward,
+              .forward_op = fwd, .work = work});
+  };
+  const TensorId dy = tensor("dy", {4, 1, 2, 32}, TensorKind::data), dyb = tensor("dyb", {4, 2, 2, 32}, TensorKind::data);
+  grad("lstm/grad", "LSTMGrad", {dy, x, w, r, state},
+       {tensor("grad/W/lstm", {1, 128, 8}, TensorKind::gradient), tensor("grad/R/lstm", {1, 128, 32}, TensorKind::gradient)}, 0);
+  grad("bi/grad", "LSTMGrad", {dyb, xb, wb, rb, stateb},
+       {tensor("grad/xb/bi", {4, 2, 8}, TensorKind::gradient), tensor("grad/Wb/bi", {2, 128, 8}, TensorKind::gradient),
+        tensor("grad/Rb/bi", {2, 128, 32}, TensorKind::gradient)},
+       2);
+  grad("frozen/grad", "LSTMGrad", {dy, x, w, rc}, {tensor("grad/W/frozen", {1, 128, 8}, TensorKind::gradient)}, 3);
+  b.set_num_forward_ops(4);
+  const Graph g = std::move(b).build();
+  const std::uint64_t R = 128 * 32 * 4, W = 128 * 8 * 4, dX = 4 * 2 * 8 * 4, state_dir = 7 * 4 * 2 * 32 * 4;
+  // Uni: k R - dW (no dX: x is data).
+  EXPECT_EQ(op_workspace_bytes(g, 4, DeviceKind::cpu), R - W);
+  EXPECT_EQ(op_out_of_place_sum_bytes(g, 4, DeviceKind::cpu), R) << "2 R - dW";
+  // Bidirectional, in place: the second direction's moment, R - dX - W - its state (4,864 bytes);
+  // out of place: the larger of the first's, R - dX - 2W (7,936), and the second's, 2R - dX - W - state (21,248).
+  EXPECT_EQ(op_workspace_bytes(g, 5, DeviceKind::cpu), R - dX - W - state_dir);
+  EXPECT_EQ(op_workspace_bytes(g, 5, DeviceKind::cpu) + op_out_of_place_sum_bytes(g, 5, DeviceKind::cpu), 2 * R - dX - W - state_dir);
+  EXPECT_EQ(op_workspace_bytes(g, 6, DeviceKind::cpu), 0u) << "R takes no gradient";
+  EXPECT_EQ(op_out_of_place_sum_bytes(g, 6, DeviceKind::cpu), 0u);
+  for (OpId o = 4; o < 7; ++o) {
+    EXPECT_EQ(op_workspace_bytes(g, o, DeviceKind::gpu), 0u) << "cuDNN's gradient sums over the steps in one call";
+    EXPECT_EQ(op_out_of_place_sum_bytes(g, o, DeviceKind::gpu), 0u);
+  }
+  const CostTable t(g, one_gpu(), CostModel::defaults());
+  ASSERT_EQ(t.out_of_place_sums().size(), g.num_ops() * 2);
+  EXPECT_EQ(t.out_of_place_sums()[4 * 2 + 0], R) << "cpu:0";
+  EXPECT_EQ(t.out_of_place_sums()[4 * 2 + 1], 0u) << "gpu:0";
+}
+
 // A max pooling whose indices the graph does not keep (inference) holds them while it runs on the
 // CPU: libtorch computes them and drops them (a QA pass: a MaxPool alone 18-29% under the host
 // meter). A training step keeps them as an output, and then they are no workspace.

@@ -922,6 +922,61 @@ TEST(Executor, LayerNormGivesItsMeanAndInverseStandardDeviation) {
                                                          FloatNear(static_cast<float>(1.0 / std::sqrt(5.0 + 1e-5)), 1e-5f)));
 }
 
+// A recurrent layer's W, R and B, parameters of that layer alone, are kept as PyTorch's modules keep
+// them (PyTorch's gate order, a leaf per direction and bias half) and PyTorch's layer trains them
+// in place, with no copy; a layer with a clip runs the executor's own loop on them in ONNX's order.
+// Both give the same outputs and the same updated parameters, read back in ONNX's order.
+TEST(Executor, RecurrentLayersTrainTheirWeightsInPyTorchsGateOrder) {
+  constexpr std::int64_t kSeq = 3, kBatch = 2, kInput = 3, kHidden = 2;
+  auto values = [](std::size_t n, double scale, double phase) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(scale * std::sin(1.3 * static_cast<double>(i) + phase));
+    return v;
+  };
+  for (const std::string cell : {"LSTM", "GRU", "RNN"})
+    for (const std::int64_t dirs : {1, 2}) {
+      SCOPED_TRACE(cell + " directions " + std::to_string(dirs));
+      const std::int64_t gates = cell == "LSTM" ? 4 : cell == "GRU" ? 3 : 1;
+      const std::vector<std::int64_t> w{dirs, gates * kHidden, kInput}, r{dirs, gates * kHidden, kHidden}, b{dirs, 2 * gates * kHidden};
+      auto run = [&](bool clipped) {
+        TinyModel t;
+        t.input("x", {kSeq, kBatch, kInput});
+        t.input("W", w), t.input("R", r), t.input("B", b);
+        auto* n = t.node(cell, "/rnn/" + cell, {"x", "W", "R", "B"}, {"y"});
+        set_int(n, "hidden_size", kHidden);
+        if (dirs == 2) set_string(n, "direction", "bidirectional");
+        if (cell == "GRU") set_int(n, "linear_before_reset", 1);
+        if (clipped) {
+          auto* a = n->add_attribute();
+          a->set_name("clip"), a->set_type(onnx::AttributeProto::FLOAT), a->set_f(1e30f);
+        }
+        t.output("y", {kSeq, dirs, kBatch, kHidden});
+        ModelOptions options;
+        options.mode = Mode::training;
+        options.onnx.data_inputs = {"x"};
+        auto ex = std::make_unique<Executor>(t.save("placer_exec_gate_order_" + cell + std::to_string(dirs) + (clipped ? "c" : "") + ".onnx"),
+                                             options, virtual_cluster(), std::vector<DeviceId>(1, 0),
+                                             ExecOptions{.mode = Mode::training, .learning_rate = 0.5, .all_on_cpu = true});
+        auto size = [](const std::vector<std::int64_t>& d) { return static_cast<std::size_t>(d[0] * d[1] * (d.size() > 2 ? d[2] : 1)); };
+        ex->set_input("x", float_tensor_file("x.pb", {kSeq, kBatch, kInput}, values(kSeq * kBatch * kInput, 1.0, 0.1)));
+        ex->set_input("W", float_tensor_file("W.pb", w, values(size(w), 0.8, 0.2)));
+        ex->set_input("R", float_tensor_file("R.pb", r, values(size(r), 0.6, 0.3)));
+        ex->set_input("B", float_tensor_file("B.pb", b, values(size(b), 0.3, 0.4)));
+        // Read back as given: the reordering is undone.
+        EXPECT_EQ(ex->parameter_value("W"), values(size(w), 0.8, 0.2));
+        EXPECT_EQ(ex->parameter_value("B"), values(size(b), 0.3, 0.4));
+        ex->step();
+        return ex;
+      };
+      const auto layer = run(false), loop = run(true);
+      expect_close(layer->output_values().at(0), loop->output_values().at(0), 1e-5, "Y");
+      for (const std::string name : {"W", "R", "B"}) {
+        expect_close(layer->parameter_value(name), loop->parameter_value(name), 1e-5, name);
+        EXPECT_NE(layer->parameter_value(name), values(name == "W" ? static_cast<std::size_t>(dirs * gates * kHidden * kInput) : name == "R" ? static_cast<std::size_t>(dirs * gates * kHidden * kHidden) : static_cast<std::size_t>(dirs * 2 * gates * kHidden), name == "W" ? 0.8 : name == "R" ? 0.6 : 0.3, name == "W" ? 0.2 : name == "R" ? 0.3 : 0.4)) << name << " is updated";
+      }
+    }
+}
+
 TEST(Executor, RefusesAGpuThisLibtorchCannotReach) {
   REQUIRE_SHARED_MODELS();
   if (torch::cuda::is_available()) GTEST_SKIP() << "CUDA is available";

@@ -88,13 +88,12 @@ Peaks all_on_cpu_peaks(const std::string& path, Mode mode, Optimizer opt, SimOpt
 }
 
 // The peak of a step of `path` all on the host against the simulated one (partial gradients summed
-// as this libtorch sums them), within `tolerance` of the measured peak; `extra_bytes`: what the
-// executor holds that PyTorch's modules would not, added to the simulated peak.
-void expect_peak_as_simulated(const std::string& path, Mode mode, double tolerance = 0.01, double extra_bytes = 0.0) {
+// as this libtorch sums them), within `tolerance` of the measured peak.
+void expect_peak_as_simulated(const std::string& path, Mode mode, double tolerance = 0.01) {
   const Peaks p = all_on_cpu_peaks(path, mode, Optimizer::sgd, SimOptions{.gradient_sums_out_of_place = exec::sums_gradients_out_of_place()});
   ASSERT_GT(p.measured, 0u);
   const double measured = static_cast<double>(p.measured);
-  EXPECT_NEAR(static_cast<double>(p.simulated) + extra_bytes, measured, tolerance * measured);
+  EXPECT_NEAR(static_cast<double>(p.simulated), measured, tolerance * measured);
 }
 
 TEST(MemoryMeter, CifarnetStepPeaksAreTheSimulatorsOnTheHost) {
@@ -109,7 +108,9 @@ TEST(MemoryMeter, CifarnetStepPeaksAreTheSimulatorsOnTheHost) {
     // and in training the parameters' gradients, which the executor keeps from step to step; no
     // longer the warm-up's outputs (a QA pass found them counted).
     EXPECT_GE(p.start, p.simulated_static);
-    if (mode == Mode::inference) EXPECT_LT(p.start, p.simulated_static + (64u << 10));
+    if (mode == Mode::inference) {
+      EXPECT_LT(p.start, p.simulated_static + (64u << 10));
+    }
     EXPECT_GT(p.measured, p.start);
     // Measured 2026-11-29: within 16 bytes (the loss's scalars) in all four cases.
     EXPECT_NEAR(static_cast<double>(p.simulated), static_cast<double>(p.measured), 0.01 * static_cast<double>(p.measured));
@@ -290,10 +291,10 @@ TEST(MemoryMeter, AnExpandIsAViewOfItsInput) {
 // every step's input projection and stacks the steps' outputs (CostTable::workspace_bytes), and in
 // training keeps every step's state for the gradient (the state the training step adds). With
 // [seq, batch, hidden] = 2 MiB, a rule off by one such tensor moves these peaks by 8-33%. Not
-// modelled, under 1% here: one step's temporaries (an LSTM's: 3 x [batch, hidden]) and the sums of
-// a weight's gradient over the steps. The executor gives LSTM and GRU their weights in PyTorch's
-// gate order, copies PyTorch's own modules do not make (and, in training, keeps for the gradient):
-// the measured peak is that much higher.
+// modelled, under 1% here: one step's temporaries (an LSTM's: 3 x [batch, hidden]). The executor
+// keeps the layer's weights as PyTorch's modules do (in PyTorch's gate order, a leaf per
+// direction): no copies (until 2026-11-30 it reordered copies each step, which lived until the
+// gradient).
 TEST(MemoryMeter, RecurrentLayersHoldWhatPyTorchsRecurrenceHolds) {
   exec::configure_threads(1);
   constexpr std::int64_t kSeq = 128, kBatch = 64, kInput = 16, kHidden = 64;
@@ -304,13 +305,37 @@ TEST(MemoryMeter, RecurrentLayersHoldWhatPyTorchsRecurrenceHolds) {
     const std::string path = small_model("recurrent_" + cell, {{"input", {kSeq, kBatch, kInput}}, {"W", {1, gates * kHidden, kInput}},
                                                                 {"R", {1, gates * kHidden, kHidden}}, {"B", {1, 2 * gates * kHidden}}},
                                          {{cell, {"input", "W", "R", "B"}, {"y"}, attrs}}, {kSeq, 1, kBatch, kHidden});
-    const double weight_copies = gates == 1 ? 0.0 : 4.0 * static_cast<double>(gates * kHidden * (kInput + kHidden + 2));
     for (Mode mode : {Mode::inference, Mode::training}) {
       SCOPED_TRACE(cell + (mode == Mode::training ? " training" : " inference"));
-      // The copies live while the layer runs, and in training until its gradient (saved by it).
-      expect_peak_as_simulated(path, mode, 0.01, weight_copies);
+      expect_peak_as_simulated(path, mode);
     }
   }
+}
+
+// With a large hidden size over few steps, a recurrent layer's training peak is its gradient's sum
+// of the recurrent weights' partial gradients over the steps, one [gates x hidden, hidden] per step
+// (CostTable::workspace_bytes, out_of_place_sums): here R is 4 MiB per direction and the steps'
+// tensors [4, 16, 512] 128 KiB; without the sums these peaks were 35-45% under (uni- and
+// bidirectional, a QA pass measured them). Measured 2026-11-30: LSTM within 0.1%, GRU 1.7% over
+// and RNN 1.3% under (a step's temporaries, which differ by cell: not modelled).
+TEST(MemoryMeter, ARecurrentGradientSumsItsWeightsOverTheSteps) {
+  exec::configure_threads(1);
+  constexpr std::int64_t kSeq = 4, kBatch = 16, kInput = 64, kHidden = 512;
+  for (const std::string cell : {"LSTM", "GRU", "RNN"})
+    for (const std::int64_t dirs : {1, 2}) {
+      if (cell != "LSTM" && dirs == 2) continue;
+      SCOPED_TRACE(cell + " directions " + std::to_string(dirs));
+      const std::int64_t gates = cell == "LSTM" ? 4 : cell == "GRU" ? 3 : 1;
+      std::vector<std::pair<std::string, std::vector<std::int64_t>>> attrs{{"hidden_size", {kHidden}}};
+      if (cell == "GRU") attrs.push_back({"linear_before_reset", {1}});
+      std::vector<std::pair<std::string, std::string>> strings;
+      if (dirs == 2) strings.push_back({"direction", "bidirectional"});
+      const std::string path =
+          small_model("recurrent_sums_" + cell + std::to_string(dirs), {{"input", {kSeq, kBatch, kInput}}, {"W", {dirs, gates * kHidden, kInput}},
+                                                                         {"R", {dirs, gates * kHidden, kHidden}}, {"B", {dirs, 2 * gates * kHidden}}},
+                      {{cell, {"input", "W", "R", "B"}, {"y"}, attrs, strings}}, {kSeq, dirs, kBatch, kHidden});
+      expect_peak_as_simulated(path, Mode::training, 0.02);
+    }
 }
 
 // A Resize of the forms PyTorch's F.interpolate exports runs as PyTorch's upsampling kernels, which
@@ -327,11 +352,10 @@ TEST(MemoryMeter, AnExportedBidirectionalLstmsOutputIsReshapedInPlace) {
                    {"Transpose", {"Y"}, {"t"}, {{"perm", {0, 2, 1, 3}}}},
                    {"Reshape", {"t", "shape"}, {"y"}, {}}},
                   {kSeq, kBatch, 2 * kHidden}, {{"shape", {0, 0, -1}}});
-  const double weight_copies = 2 * 4.0 * static_cast<double>(4 * kHidden * (kInput + kHidden));
   for (Mode mode : {Mode::inference, Mode::training}) {
     SCOPED_TRACE(mode == Mode::training ? "training" : "inference");
     // One [seq, batch, 2 x hidden] copy is 4 MiB, 10-20% of these peaks.
-    expect_peak_as_simulated(path, mode, 0.01, weight_copies);
+    expect_peak_as_simulated(path, mode);
   }
 }
 

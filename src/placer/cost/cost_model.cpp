@@ -348,7 +348,8 @@ std::uint64_t ordered_copies(const Graph& g, OpId op) {
 // the executor's own, which holds more (not modelled). Measured on the host meter (2026-11-30, 25
 // shapes of LSTM, GRU and RNN, the executor running at::lstm/gru/rnn_tanh; docs/cost-model.md): the
 // steps' peaks to within 0.1 of a [seq, batch, hidden] tensor, but a bidirectional RNN's training
-// step (one under) and large hidden sizes over few steps in training (weight-gradient sums).
+// step (one under) and a bidirectional batch-first LSTM's (half of one under). The gradient's sums
+// of the weights over the steps: recurrent_weight_sum_bytes.
 std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const RecurrentSizes& r) {
   const auto ins = g.op_inputs(op);
   const auto outs = g.op_outputs(op);
@@ -371,6 +372,50 @@ std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const Recurrent
     bytes += static_cast<std::uint64_t>(r.seq) * static_cast<std::uint64_t>(r.batch) * static_cast<std::uint64_t>(r.input) *
              dtype_size(g.tensor_dtype(ins[0]));
   return bytes;
+}
+
+bool is_recurrent(std::string_view type) { return type == "LSTM" || type == "GRU" || type == "RNN"; }
+
+// A recurrent layer's gradient on the CPU (PyTorch's recurrence, or the executor's loop) runs the
+// steps backwards first: each step's product gives a partial gradient of the recurrent weights R
+// ([gates x hidden, hidden] per direction), which autograd adds into their sum as it arrives; then
+// the input projection's gradients, dX and dW, in one product over every step. So while the steps
+// run it holds one R-sized partial of a direction beside the sum, and a second when autograd sums
+// out of place (`out_of_place`: the new sum written while the old lives), but not yet dX and dW,
+// which the simulator holds for the whole op. A bidirectional layer's gradient runs its directions
+// in turn, the reverse one first: during the second, the first's gradients (its R's and W's) are
+// done and its saved state (the step's `<op>/state`, which the simulator holds to the op's end) is
+// freed. The workspace is what the fullest of those moments holds beyond what the simulator holds,
+// when positive (measured on the host meter, 2026-11-30, docs/cost-model.md#workspaces). 0 when R
+// takes no gradient.
+std::uint64_t recurrent_weight_sum_bytes(const Graph& g, OpId grad, OpId fwd, bool out_of_place) {
+  const auto ins = g.op_inputs(fwd);
+  if (ins.size() < 3 || ins[0] == kNoId || ins[1] == kNoId || ins[2] == kNoId) return 0;
+  const auto r = recurrent_sizes(g.op_type(fwd), g.op_attrs(fwd), g.tensor_shape(ins[0]), g.tensor_shape(ins[2]));
+  if (!r) return 0;
+  // The op's outputs are the gradients of its forward inputs, named grad/<input>/<op>.
+  auto gradient_of = [&](TensorId x) {
+    const std::string prefix = "grad/" + g.tensor_name(x) + "/";
+    for (TensorId t : g.op_outputs(grad))
+      if (t != kNoId && g.tensor_name(t).starts_with(prefix)) return true;
+    return false;
+  };
+  if (!gradient_of(ins[2])) return 0;
+  const auto dirs = static_cast<std::int64_t>(r->directions);
+  const std::int64_t k = out_of_place ? 2 : 1;
+  const auto R = static_cast<std::int64_t>(g.tensor_bytes(ins[2])) / dirs;  // one direction's
+  const std::int64_t dX = gradient_of(ins[0]) ? static_cast<std::int64_t>(g.tensor_bytes(ins[0])) : 0;
+  const std::int64_t dW = gradient_of(ins[1]) ? static_cast<std::int64_t>(g.tensor_bytes(ins[1])) : 0;  // every direction's
+  // Held by the simulator beyond the moment's: dX, dW and every direction's R but one (its sum).
+  std::int64_t bytes = k * R - dX - dW - (dirs - 1) * R;
+  if (dirs == 2) {
+    // The second direction's moment: the first's R and W done, its state freed.
+    std::int64_t state = 0;
+    for (TensorId t : g.op_inputs(grad))
+      if (t != kNoId && g.producer(t) == fwd && g.tensor_name(t).ends_with("/state")) state = static_cast<std::int64_t>(g.tensor_bytes(t)) / dirs;
+    bytes = std::max(bytes, k * R - dX - dW / dirs - state);
+  }
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, bytes));
 }
 
 // oneDNN's reorders of a CPU convolution's operands (op_workspace_bytes).
@@ -476,11 +521,19 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
     return elements * dtype_size(g.tensor_dtype(ins[0]));
   }
   const OpId conv = backward ? g.forward_op(op) : op;
+  if (backward && conv != kNoId && is_recurrent(g.op_type(conv)) && g.op_type(op) == g.op_type(conv) + "Grad")
+    return kind == DeviceKind::cpu ? recurrent_weight_sum_bytes(g, op, conv, false) : 0;
   if (backward && conv != kNoId && g.op_type(conv) != "Conv") return gradient_temporaries(g, op, conv);
   if (conv == kNoId || g.op_type(conv) != "Conv" || (backward && g.op_type(op) != "ConvGrad")) return 0;
   const std::uint64_t copies = ordered_copies(g, op);
   if (kind != DeviceKind::cpu) return copies;
   return copies + onednn_workspace_bytes(g, op, backward, conv);
+}
+
+std::uint64_t op_out_of_place_sum_bytes(const Graph& g, OpId op, DeviceKind kind) {
+  const OpId fwd = g.op_role(op) == OpRole::backward ? g.forward_op(op) : kNoId;
+  if (kind != DeviceKind::cpu || fwd == kNoId || !is_recurrent(g.op_type(fwd)) || g.op_type(op) != g.op_type(fwd) + "Grad") return 0;
+  return recurrent_weight_sum_bytes(g, op, fwd, true) - recurrent_weight_sum_bytes(g, op, fwd, false);
 }
 
 CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile)
@@ -533,6 +586,14 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
     for (DeviceId d = 0; d < num_devices_; ++d)
       if (time_s_[std::size_t{o} * num_devices_ + d] > 0)
         workspace_[std::size_t{o} * num_devices_ + d] = by_kind[static_cast<std::size_t>(c.device(d).kind)];
+  }
+  for (OpId o = 0; o < g.num_ops(); ++o) {
+    const std::array<std::uint64_t, 2> by_kind{op_out_of_place_sum_bytes(g, o, DeviceKind::cpu), op_out_of_place_sum_bytes(g, o, DeviceKind::gpu)};
+    if (by_kind[0] == 0 && by_kind[1] == 0) continue;
+    if (out_of_place_sum_.empty()) out_of_place_sum_.assign(workspace_.size(), 0);
+    for (DeviceId d = 0; d < num_devices_; ++d)
+      if (time_s_[std::size_t{o} * num_devices_ + d] > 0)
+        out_of_place_sum_[std::size_t{o} * num_devices_ + d] = by_kind[static_cast<std::size_t>(c.device(d).kind)];
   }
   // Each time is finite, but a device's sum may not be (a profile giving 1e308 s to two ops):
   // every step and bound on it would be inf, or the bounds' arithmetic NaN.

@@ -111,10 +111,15 @@ class Profile {
 // into blocked layouts: forward, the larger of input and output plus the weight; a convolution's
 // gradient, its forward input and output (dY) when the filters are not grouped, dY alone for a
 // grouped one whose data gradient is needed; a recurrent op (RNN, GRU, LSTM) its input projection
-// and stacked steps (recurrent_workspace_bytes). 0 for every other op, for convolutions libtorch
+// and stacked steps (recurrent_workspace_bytes), its gradient a partial gradient of the recurrent
+// weights beside their sum over the time steps. 0 for every other op, for convolutions libtorch
 // runs without oneDNN (transposed, not float32, 1x1 over fewer than 16 samples), and on GPUs
 // (cuDNN's workspaces depend on the algorithm it picks: not measured).
 std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind);
+// What `op` holds beyond op_workspace_bytes when autograd sums partial gradients out of place
+// (SimOptions::gradient_sums_out_of_place, libtorch 1.x): a recurrent layer's gradient on the CPU,
+// a second partial of its recurrent weights' sum over the time steps. 0 for every other op.
+std::uint64_t op_out_of_place_sum_bytes(const Graph& g, OpId op, DeviceKind kind);
 
 // "Conv(32x3x224x224,64x3x7x7)": the op type and its input shapes.
 std::string op_signature(const Graph& g, OpId op);
@@ -140,6 +145,8 @@ class CostTable {
   std::uint64_t workspace_bytes(OpId op, DeviceId d) const { return workspace_[std::size_t{op} * num_devices_ + d]; }
   // Op-major table: workspaces()[op * num_devices + device].
   std::span<const std::uint64_t> workspaces() const { return workspace_; }
+  // op_out_of_place_sum_bytes of each op on each device, op-major as workspaces(); empty when all 0.
+  std::span<const std::uint64_t> out_of_place_sums() const { return out_of_place_sum_; }
   std::size_t measured_entries() const { return measured_; }
 
  private:
@@ -147,6 +154,7 @@ class CostTable {
   std::vector<double> time_s_;
   std::vector<CostSource> source_;
   std::vector<std::uint64_t> workspace_;
+  std::vector<std::uint64_t> out_of_place_sum_;
   std::size_t measured_ = 0;
 };
 

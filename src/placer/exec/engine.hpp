@@ -31,6 +31,12 @@ struct OpCall {
   std::span<const torch::Tensor> in;     // inputs on the op's device; undefined: absent or a value slot
   std::span<const torch::Tensor> value;  // CPU values of folded (static) inputs; undefined otherwise
   torch::Device device;
+  // RNN, GRU and LSTM whose weights and biases the engine keeps in PyTorch's gate order (i-f-g-o,
+  // r-z-n) rather than ONNX's (i-o-f-c, z-r-h), as PyTorch's modules keep them: inputs 1-3 hold that
+  // order, and `layer_params`, when not empty, is PyTorch's flat list of the layer's parameters
+  // (w_ih, w_hh[, b_ih, b_hh] per direction), the leaves autograd gives gradients to.
+  bool pytorch_gate_order = false;
+  std::span<const torch::Tensor> layer_params = {};
 
   bool has(std::size_t slot) const;
   std::vector<std::int64_t> ints(std::size_t slot) const;     // value of an integer input
@@ -84,9 +90,11 @@ class Engine {
   const torch::Tensor& value(TensorId t) const { return kept_[t]; }
   const torch::Tensor& folded_value(TensorId t) const { return folded_[t]; }
   bool is_source(TensorId t) const { return sources_[t].defined(); }
-  const torch::Tensor& source(TensorId t) const { return sources_[t]; }
-  // Gives source tensor `t` (data, parameter or buffer) the value `v`, on its device; its shape and
-  // element type must be the tensor's.
+  // The value of source tensor `t` (data, parameter or buffer) as the model defines it (a recurrent
+  // layer's weights in ONNX's gate order), on its device.
+  torch::Tensor source_value(TensorId t) const;
+  // Gives source tensor `t` the value `v`, on its device; its shape and element type must be the
+  // tensor's.
   void set_source_value(TensorId t, const torch::Tensor& v);
 
   std::vector<std::vector<float>> output_values() const;
@@ -99,6 +107,7 @@ class Engine {
   void fold_constants();
   void create_sources();
   void make_optimizer();
+  void keep_gates_in_pytorch_order();
   torch::Tensor fetch(TensorId t, DeviceId d);
   void run_forward(bool keep_values);
 
@@ -119,6 +128,14 @@ class Engine {
   std::vector<torch::Tensor> sources_;  // per tensor: parameters, buffers, data on their home device
   std::vector<DeviceId> source_device_;
   std::vector<TensorId> param_ids_;
+  // Recurrent layers run as PyTorch's (recurrent_as_pytorch_layer) whose W, R and B are parameters
+  // read by nothing else keep them as PyTorch's modules do: in PyTorch's gate order, one leaf per
+  // direction (and per bias half) that the optimizer updates, views of the tensor's storage; no
+  // copy is made each step (docs/execution.md#recurrent-layers).
+  std::vector<std::uint8_t> op_gate_order_;                  // per op: 1 for such a layer
+  std::vector<OpId> gate_reader_;                            // per tensor: the layer reading it so, or kNoId
+  std::vector<std::vector<torch::Tensor>> param_parts_;      // per such tensor: its leaves
+  std::vector<std::vector<torch::Tensor>> op_layer_params_;  // per such op: PyTorch's list of its leaves
   std::vector<std::uint32_t> uses_;     // per tensor: readers among executed ops
   // Per step.
   std::vector<torch::Tensor> values_;   // per tensor: value on its producer's device

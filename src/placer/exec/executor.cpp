@@ -1425,13 +1425,36 @@ std::string check_resize(const Graph& g, OpId op) {
 // PyTorch exports (below); otherwise the input projections of every time step in one product, then
 // the recurrence step by step, for each direction. Differentiable.
 enum class Cell { rnn, gru, lstm };
+Cell cell_of(std::string_view op_type) { return op_type == "LSTM" ? Cell::lstm : op_type == "GRU" ? Cell::gru : Cell::rnn; }
+std::int64_t gates_of(Cell cell) { return cell == Cell::rnn ? 1 : cell == Cell::gru ? 3 : 4; }
+
+// A recurrent layer's W ([dirs, gates * hidden, input]), R ([dirs, gates * hidden, hidden]) or B
+// ([dirs, 2 * gates * hidden], `bias`) with its gate blocks put in PyTorch's order (i-f-g-o, r-z-n;
+// `to_pytorch`) or back in ONNX's (i-o-f-c, z-r-h): a copy.
+torch::Tensor reorder_gates(const torch::Tensor& v, Cell cell, bool bias, bool to_pytorch) {
+  if (cell == Cell::rnn) return v.clone();
+  const std::int64_t gates = gates_of(cell), dirs = v.size(0);
+  // PyTorch's block k is ONNX's block order[k]; the inverse permutation goes back.
+  const std::vector<std::int64_t> order = cell == Cell::lstm ? (to_pytorch ? std::vector<std::int64_t>{0, 2, 3, 1} : std::vector<std::int64_t>{0, 3, 1, 2})
+                                                             : std::vector<std::int64_t>{1, 0, 2};  // its own inverse
+  const torch::Tensor index = torch::tensor(order, torch::TensorOptions().dtype(torch::kLong).device(v.device()));
+  if (bias) return v.reshape({dirs, 2, gates, -1}).index_select(2, index).reshape(v.sizes());
+  return v.reshape({dirs, gates, -1, v.size(2)}).index_select(1, index).reshape(v.sizes());
+}
+
+// Whether `t` is the biases (input 3) of recurrent layer `layer`.
+bool is_layer_bias(const Graph& g, OpId layer, TensorId t) {
+  const auto ins = g.op_inputs(layer);
+  return ins.size() > 3 && ins[3] == t;
+}
+
 Tensors op_recurrent(const OpCall& c, Cell cell) {
   const Attributes& a = c.g.op_attrs(c.op);
   const bool batch_first = a.get_int("layout", 0) != 0;
   torch::Tensor x = batch_first ? c.in[0].transpose(0, 1) : c.in[0];  // [seq, batch, input]
   const torch::Tensor& W = c.in[1];
   const torch::Tensor& R = c.in[2];
-  const std::int64_t gates = cell == Cell::rnn ? 1 : cell == Cell::gru ? 3 : 4, hidden = R.size(2), directions = W.size(0);
+  const std::int64_t gates = gates_of(cell), hidden = R.size(2), directions = W.size(0);
   const std::int64_t seq = x.size(0), batch = x.size(1);
   const torch::Tensor B = c.has(3) ? c.in[3] : torch::zeros({directions, 2 * gates * hidden}, W.options());
   auto initial = [&](std::size_t slot) {
@@ -1449,25 +1472,21 @@ Tensors op_recurrent(const OpCall& c, Cell cell) {
   // peepholes, GRU's reset after the product) runs as PyTorch runs it: its own layer (at::lstm,
   // gru, rnn_tanh: the native recurrence on the CPU, cuDNN on a GPU), so that its time and the
   // memory it holds and saves are PyTorch's. The weights are given in PyTorch's gate order (i-f-g-o,
-  // r-z-n): copies of the parameters, which PyTorch's own modules do not make.
+  // r-z-n): the parameter leaves the engine keeps so (OpCall::layer_params), views of inputs kept
+  // so, or else copies of the inputs reordered, which PyTorch's own modules do not make.
   if (recurrent_as_pytorch_layer(c.g.op_type(c.op), a, P.defined())) {
-    const std::vector<std::int64_t> order = cell == Cell::lstm ? std::vector<std::int64_t>{0, 2, 3, 1}  // i-o-f-c -> i-f-c-o
-                                            : cell == Cell::gru ? std::vector<std::int64_t>{1, 0, 2}    // z-r-h -> r-z-n
-                                                                : std::vector<std::int64_t>{0};
-    auto pytorch_order = [&](const torch::Tensor& m) {
-      if (order.size() == 1) return m;
-      const auto parts = m.chunk(gates, 0);
-      std::vector<torch::Tensor> ordered;
-      for (std::int64_t k : order) ordered.push_back(parts[static_cast<std::size_t>(k)]);
-      return torch::cat(ordered, 0);
-    };
-    std::vector<torch::Tensor> params;
-    for (std::int64_t d = 0; d < directions; ++d) {
-      params.push_back(pytorch_order(W[d]));
-      params.push_back(pytorch_order(R[d]));
-      if (c.has(3)) {
-        params.push_back(pytorch_order(B[d].narrow(0, 0, gates * hidden)));
-        params.push_back(pytorch_order(B[d].narrow(0, gates * hidden, gates * hidden)));
+    std::vector<torch::Tensor> params(c.layer_params.begin(), c.layer_params.end());
+    if (params.empty()) {
+      const bool ordered = c.pytorch_gate_order;
+      const torch::Tensor Wp = ordered ? W : reorder_gates(W, cell, false, true), Rp = ordered ? R : reorder_gates(R, cell, false, true);
+      const torch::Tensor Bp = !c.has(3) || ordered ? B : reorder_gates(B, cell, true, true);
+      for (std::int64_t d = 0; d < directions; ++d) {
+        params.push_back(Wp[d]);
+        params.push_back(Rp[d]);
+        if (c.has(3)) {
+          params.push_back(Bp[d].narrow(0, 0, gates * hidden));
+          params.push_back(Bp[d].narrow(0, gates * hidden, gates * hidden));
+        }
       }
     }
     const torch::Tensor input = c.in[0];  // [seq, batch, input], or [batch, seq, input] (layout 1)
@@ -2097,6 +2116,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
           throw Error(op_label(graph_, op) + ": output " + std::to_string(k) + " ('" + node.output(static_cast<int>(k)) +
                       "') is not one the executor gives (it gives the first " + std::to_string(impls_[op]->outputs) + ")");
   }
+  keep_gates_in_pytorch_order();
   fold_constants();
   create_sources();
 
@@ -2221,8 +2241,21 @@ void Engine::create_sources() {
       v = torch::empty(dims, torch::TensorOptions().dtype(st)).uniform_(0.9, 1.1);
     }
     const DeviceId d = op_device_[home];
+    const OpId layer = gate_reader_[t];
+    if (layer != kNoId) v = reorder_gates(v, cell_of(graph_.op_type(layer)), is_layer_bias(graph_, layer, t), true);
     v = v.to(torch_devices_[d]);
-    if (kind == TensorKind::parameter && training()) {
+    if (layer != kNoId) {
+      // A recurrent layer's weight or bias: one leaf per direction (and per half of a bias), as
+      // PyTorch's modules hold them, sharing the tensor's storage.
+      const bool bias = is_layer_bias(graph_, layer, t);
+      for (std::int64_t k = 0; k < v.size(0); ++k) {
+        const torch::Tensor row = v[k];
+        const std::int64_t half = row.size(0) / 2;
+        for (torch::Tensor part : bias ? std::vector<torch::Tensor>{row.narrow(0, 0, half), row.narrow(0, half, half)} : std::vector<torch::Tensor>{row})
+          param_parts_[t].push_back(training() ? part.detach().requires_grad_(true) : part.detach());
+      }
+      param_ids_.push_back(t);
+    } else if (kind == TensorKind::parameter && training()) {
       v.requires_grad_(true);
       param_ids_.push_back(t);
     } else if (kind == TensorKind::parameter) {
@@ -2230,6 +2263,49 @@ void Engine::create_sources() {
     }
     sources_[t] = v;
     source_device_[t] = d;
+  }
+  // PyTorch's list of each such layer's parameters: w_ih, w_hh[, b_ih, b_hh] per direction.
+  op_layer_params_.assign(graph_.num_ops(), {});
+  for (OpId op = 0; op < graph_.num_ops(); ++op) {
+    if (!op_gate_order_[op]) continue;
+    const auto ins = graph_.op_inputs(op);
+    const bool biases = ins.size() > 3 && ins[3] != kNoId;
+    for (std::size_t k = 0; k < param_parts_[ins[1]].size(); ++k) {
+      op_layer_params_[op].push_back(param_parts_[ins[1]][k]);
+      op_layer_params_[op].push_back(param_parts_[ins[2]][k]);
+      if (biases) {
+        op_layer_params_[op].push_back(param_parts_[ins[3]][2 * k]);
+        op_layer_params_[op].push_back(param_parts_[ins[3]][2 * k + 1]);
+      }
+    }
+  }
+}
+
+void Engine::keep_gates_in_pytorch_order() {
+  const std::size_t num_ops = graph_.num_ops();
+  op_gate_order_.assign(num_ops, 0);
+  gate_reader_.assign(graph_.num_tensors(), kNoId);
+  param_parts_.assign(graph_.num_tensors(), {});
+  for (OpId op = 0; op < num_ops; ++op) {
+    const std::string_view type = graph_.op_type(op);
+    if (op_skip_[op] || graph_.op_folded(op) || (type != "LSTM" && type != "GRU" && type != "RNN")) continue;
+    const auto ins = graph_.op_inputs(op);
+    if (!recurrent_as_pytorch_layer(type, graph_.op_attrs(op), ins.size() > 7 && ins[7] != kNoId)) continue;
+    // W, R and B (when given): parameters of this layer alone, each read once, on its device.
+    bool alone = true;
+    for (std::size_t s = 1; s <= 3 && s < ins.size(); ++s) {
+      const TensorId t = ins[s];
+      if (t == kNoId) {
+        alone &= s == 3;
+        continue;
+      }
+      alone &= graph_.tensor_kind(t) == TensorKind::parameter && graph_.producer(t) == kNoId && !graph_.tensor_folded(t) &&
+               graph_.param_home(t) == op && graph_.consumers(t).size() == 1 && std::count(ins.begin(), ins.end(), t) == 1;
+    }
+    if (!alone) continue;
+    op_gate_order_[op] = 1;
+    for (std::size_t s = 1; s <= 3 && s < ins.size(); ++s)
+      if (ins[s] != kNoId) gate_reader_[ins[s]] = op;
   }
 }
 
@@ -2251,7 +2327,10 @@ void Engine::make_optimizer() {
 
 std::vector<torch::Tensor> Engine::parameters() const {
   std::vector<torch::Tensor> out;
-  for (TensorId t : param_ids_) out.push_back(sources_[t]);
+  for (TensorId t : param_ids_) {
+    if (param_parts_[t].empty()) out.push_back(sources_[t]);
+    else out.insert(out.end(), param_parts_[t].begin(), param_parts_[t].end());
+  }
   return out;
 }
 
@@ -2272,7 +2351,9 @@ std::vector<torch::Tensor> call_op_upcast(const OpImpl& impl, const OpCall& call
     return out;
   };
   const std::vector<torch::Tensor> in = upcast(call.in), value = upcast(call.value);
-  const OpCall wide{call.g, call.op, call.node, call.training, in, value, call.device};
+  // A recurrent layer's parameter leaves are the model's type: it reads the float32 copies of its
+  // inputs instead.
+  const OpCall wide{call.g, call.op, call.node, call.training, in, value, call.device, call.pytorch_gate_order};
   std::vector<torch::Tensor> out = impl.fn(wide);
   const auto outputs = call.node.output();
   for (std::size_t k = 0; k < out.size() && k < static_cast<std::size_t>(outputs.size()); ++k) {
@@ -2303,7 +2384,8 @@ std::vector<torch::Tensor> Engine::run_op(OpId op, std::span<const torch::Tensor
   auto ids = graph_.op_inputs(op);
   for (std::size_t s = 0; s < ids.size() && s < value.size(); ++s)
     if (ids[s] != kNoId && !folded_.empty() && folded_[ids[s]].defined()) value[s] = folded_[ids[s]];
-  OpCall call{graph_, op, node(op), training, inputs, value, device};
+  // Kept values of a layer's weights (the profiler's inputs) are in the order the engine keeps.
+  OpCall call{graph_, op, node(op), training, inputs, value, device, op < op_gate_order_.size() && op_gate_order_[op]};
   return call_op(*impls_[op], call);
 }
 
@@ -2372,7 +2454,7 @@ void Engine::run_forward(bool keep_values) {
         in[s] = fetch(t, d);
       }
     }
-    OpCall call{graph_, op, node(op), training(), in, value, device};
+    OpCall call{graph_, op, node(op), training(), in, value, device, op_gate_order_[op] != 0, op_layer_params_[op]};
     std::vector<torch::Tensor> outs = call_op(*impl, call);
     const auto& slots = op_out_slots_[op];
     for (std::size_t k = 0; k < slots.size(); ++k) {
@@ -2428,7 +2510,7 @@ void Engine::step(bool keep_values) {
     forward_only(keep_values);
     return;
   }
-  for (TensorId t : param_ids_) sources_[t].mutable_grad().reset();  // as zero_grad(set_to_none=True)
+  for (const torch::Tensor& p : parameters()) p.mutable_grad().reset();  // as zero_grad(set_to_none=True)
   run_forward(keep_values);
   // Loss: the sum over the graph outputs the training step seeds (floating, produced by an op,
   // carrying a gradient) of their mean, summed on the first output's device.
@@ -2490,7 +2572,15 @@ void Engine::set_source_value(TensorId t, const torch::Tensor& v) {
     throw Error("tensor '" + graph_.tensor_name(t) + "': the value given has another shape or element type than the tensor's " +
                 dims_text(shape) + " " + std::string(dtype_name(graph_.tensor_dtype(t))));
   torch::NoGradGuard no_grad;
-  sources_[t].copy_(v);
+  const OpId layer = gate_reader_[t];
+  sources_[t].copy_(layer == kNoId ? v : reorder_gates(v, cell_of(graph_.op_type(layer)), is_layer_bias(graph_, layer, t), true));
+}
+
+torch::Tensor Engine::source_value(TensorId t) const {
+  if (t >= sources_.size() || !sources_[t].defined()) throw Error("tensor '" + graph_.tensor_name(t) + "' is no data, parameter or buffer");
+  torch::NoGradGuard no_grad;
+  const OpId layer = gate_reader_[t];
+  return layer == kNoId ? sources_[t].detach() : reorder_gates(sources_[t], cell_of(graph_.op_type(layer)), is_layer_bias(graph_, layer, t), false);
 }
 
 std::vector<std::vector<float>> Engine::output_values() const {
@@ -2605,7 +2695,7 @@ std::vector<float> Executor::parameter_value(std::string_view name) const {
   const detail::Engine& e = impl_->engine;
   const TensorId t = e.graph().find_tensor(name);
   if (t == kNoId || !e.is_source(t)) throw Error("no parameter named '" + std::string(name) + "'");
-  torch::Tensor c = e.source(t).detach().to(torch::kCPU).to(torch::kFloat).contiguous();
+  torch::Tensor c = e.source_value(t).to(torch::kCPU).to(torch::kFloat).contiguous();
   return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
 }
 

@@ -150,7 +150,13 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   duration_.resize(n);
   // Workspaces (CostTable::workspace_bytes): per run, each op's on its device. Without any (no CPU
   // convolution) the event loop skips them.
-  has_workspaces_ = std::any_of(costs.workspaces().begin(), costs.workspaces().end(), [](std::uint64_t b) { return b != 0; });
+  // Summed out of place, partial gradients make some ops hold more (CostTable::out_of_place_sums).
+  if (options_.gradient_sums_out_of_place && !costs.out_of_place_sums().empty()) {
+    own_workspaces_.assign(costs.workspaces().begin(), costs.workspaces().end());
+    for (std::size_t k = 0; k < own_workspaces_.size(); ++k) own_workspaces_[k] += costs.out_of_place_sums()[k];
+  }
+  workspaces_ = own_workspaces_.empty() ? costs.workspaces().data() : own_workspaces_.data();
+  has_workspaces_ = std::any_of(workspaces_, workspaces_ + costs.workspaces().size(), [](std::uint64_t b) { return b != 0; });
   workspace_.assign(has_workspaces_ ? n : 0, 0);
   ready_.resize(num_devices_);
   for (auto& set : ready_) set.resize(n);
@@ -267,7 +273,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
   const std::uint32_t* const out_tensors = out_tensors_.data();
   const OpId* const topo = graph_.topological_order().data();
   const double* const times = costs_.times().data();
-  const std::uint64_t* const workspaces = costs_.workspaces().data();
+  const std::uint64_t* const workspaces = workspaces_;
   const bool with_workspaces = has_workspaces_;
   const std::uint64_t* const workspace = workspace_.data();
   const Route* const routes = routes_.data();
