@@ -535,6 +535,38 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
   }
 }
 
+// A transposed convolution on the CPU (libtorch's slow_conv_transpose2d) runs a sample at a time
+// through columns of [out channels x kernel elements, input's spatial elements], and so does its
+// gradient; none on a GPU.
+TEST(CostTable, ATransposedConvolutionAndItsGradientHoldOneSamplesColumns) {
+  GraphBuilder b;
+  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  };
+  auto conv_attrs = [](std::int64_t group) {
+    Attributes a;
+    a.set(Attribute{.name = "group", .kind = Attribute::Kind::integer, .i = group});
+    a.set(Attribute{.name = "strides", .kind = Attribute::Kind::integers, .ints = {2, 2}});
+    return a;
+  };
+  const OpWork work{1e6, 1e6, 1e6, OpClass::conv};
+  // [2, 8, 5, 5] up to [2, 4, 11, 11] by 3x3 filters of stride 2; then grouped (2 groups of 2 out channels).
+  const TensorId x = tensor("x", {2, 8, 5, 5}, TensorKind::data), w = tensor("w", {8, 4, 3, 3}, TensorKind::parameter);
+  const TensorId wg = tensor("wg", {8, 2, 3, 3}, TensorKind::parameter);
+  const TensorId y = tensor("y", {2, 4, 11, 11}), yg = tensor("yg", {2, 4, 11, 11});
+  b.add_op({.name = "up", .type = "ConvTranspose", .inputs = {x, w}, .outputs = {y}, .attrs = conv_attrs(1), .work = work});
+  b.add_op({.name = "up_grouped", .type = "ConvTranspose", .inputs = {x, wg}, .outputs = {yg}, .attrs = conv_attrs(2), .work = work});
+  b.add_op({.name = "up/grad", .type = "ConvTransposeGrad", .inputs = {tensor("dy", {2, 4, 11, 11}, TensorKind::data), x, w},
+            .outputs = {tensor("grad/w/up", {8, 4, 3, 3}, TensorKind::gradient)}, .role = OpRole::backward, .forward_op = 0, .work = work});
+  b.set_num_forward_ops(2);
+  const Graph g = std::move(b).build();
+  const std::uint64_t columns = 4 * 9 * 25 * 4;  // 4 out channels x 9 kernel elements, 25 input positions, float32
+  EXPECT_EQ(op_workspace_bytes(g, 0, DeviceKind::cpu), columns);
+  EXPECT_EQ(op_workspace_bytes(g, 1, DeviceKind::cpu), columns) << "out channels: 2 per group x 2 groups";
+  EXPECT_EQ(op_workspace_bytes(g, 2, DeviceKind::cpu), columns) << "the gradient, through the same columns";
+  for (OpId o = 0; o < 3; ++o) EXPECT_EQ(op_workspace_bytes(g, o, DeviceKind::gpu), 0u);
+}
+
 // A recurrent op's gradient on the CPU sums R's partial gradients over the time steps before it
 // computes dX and dW (which the simulator holds for the whole op): one partial beside the sum (a
 // second out of place), less dX and dW; a bidirectional one runs its directions in turn, and while

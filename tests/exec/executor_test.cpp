@@ -946,7 +946,7 @@ TEST(Executor, RecurrentLayersTrainTheirWeightsInPyTorchsGateOrder) {
         set_int(n, "hidden_size", kHidden);
         if (dirs == 2) set_string(n, "direction", "bidirectional");
         if (cell == "GRU") set_int(n, "linear_before_reset", 1);
-        if (clipped) {
+        if (clipped) {  // a clip (too large to clip anything) makes it a form PyTorch does not export: the loop
           auto* a = n->add_attribute();
           a->set_name("clip"), a->set_type(onnx::AttributeProto::FLOAT), a->set_f(1e30f);
         }
@@ -975,6 +975,25 @@ TEST(Executor, RecurrentLayersTrainTheirWeightsInPyTorchsGateOrder) {
         EXPECT_NE(layer->parameter_value(name), values(name == "W" ? static_cast<std::size_t>(dirs * gates * kHidden * kInput) : name == "R" ? static_cast<std::size_t>(dirs * gates * kHidden * kHidden) : static_cast<std::size_t>(dirs * 2 * gates * kHidden), name == "W" ? 0.8 : name == "R" ? 0.6 : 0.3, name == "W" ? 0.2 : name == "R" ? 0.3 : 0.4)) << name << " is updated";
       }
     }
+  // In half precision on the CPU the layer runs on float32 copies of its leaves: the gradients still
+  // reach them (a review found them lost).
+  TinyModel t;
+  t.input("x", {kSeq, kBatch, kInput}, onnx::TensorProto::FLOAT16);
+  t.input("W", {1, 4 * kHidden, kInput}, onnx::TensorProto::FLOAT16), t.input("R", {1, 4 * kHidden, kHidden}, onnx::TensorProto::FLOAT16);
+  t.input("B", {1, 8 * kHidden}, onnx::TensorProto::FLOAT16);
+  set_int(t.node("LSTM", "/rnn/LSTM", {"x", "W", "R", "B"}, {"y"}), "hidden_size", kHidden);
+  t.output("y", {kSeq, 1, kBatch, kHidden});
+  t.m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT16);
+  ModelOptions options;
+  options.mode = Mode::training;
+  options.onnx.data_inputs = {"x"};
+  Executor half(t.save("placer_exec_gate_order_half.onnx"), options, virtual_cluster(), std::vector<DeviceId>(1, 0),
+                ExecOptions{.mode = Mode::training, .learning_rate = 0.5, .all_on_cpu = true});
+  const std::vector<float> w = half.parameter_value("W"), r = half.parameter_value("R"), b = half.parameter_value("B");
+  half.step();
+  EXPECT_NE(half.parameter_value("W"), w);
+  EXPECT_NE(half.parameter_value("R"), r);
+  EXPECT_NE(half.parameter_value("B"), b);
 }
 
 TEST(Executor, RefusesAGpuThisLibtorchCannotReach) {

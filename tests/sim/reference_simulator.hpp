@@ -125,6 +125,13 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     now_bytes[d] += bytes;
     r.peak_bytes[d] = std::max(r.peak_bytes[d], now_bytes[d]);
   };
+  // An op's scratch, with what out-of-place sums add (a recurrent gradient's second partial).
+  auto workspace = [&](OpId o, DeviceId d) {
+    std::uint64_t bytes = costs.workspace_bytes(o, d);
+    if (options.gradient_sums_out_of_place && !costs.out_of_place_sums().empty())
+      bytes += costs.out_of_place_sums()[std::size_t{o} * c.num_devices() + d];
+    return bytes;
+  };
 
   // Who holds each storage: its readers (ops) on that device and, for a tensor's storage on the
   // device that made it, each transfer of it until it arrives.
@@ -194,7 +201,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
       r.op_times[o].start_s = now;
       r.busy_s[d] += time;
       ++r.ops[d];
-      allocate(d, costs.workspace_bytes(o, d));  // scratch held while it runs
+      allocate(d, workspace(o, d));  // scratch held while it runs
       for (TensorId t : g.op_outputs(o)) allocate(d, own_bytes(t));
       events.push({now + time, kFinish, o});
     }
@@ -217,7 +224,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
   double now = 0.0;
   auto finish = [&](OpId o, bool took_device) {
     const DeviceId d = dev[o];
-    if (took_device) ++free_streams[d], now_bytes[d] -= costs.workspace_bytes(o, d);
+    if (took_device) ++free_streams[d], now_bytes[d] -= workspace(o, d);
     r.op_times[o].ran = true;
     r.op_times[o].end_s = now;
     r.step_time_s = std::max(r.step_time_s, now);

@@ -376,7 +376,8 @@ std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const Recurrent
 
 bool is_recurrent(std::string_view type) { return type == "LSTM" || type == "GRU" || type == "RNN"; }
 
-// A recurrent layer's gradient on the CPU (PyTorch's recurrence, or the executor's loop) runs the
+// A recurrent layer's gradient on the CPU (PyTorch's recurrence; the executor's own loop for other
+// forms is priced alike, not measured) runs the
 // steps backwards first: each step's product gives a partial gradient of the recurrent weights R
 // ([gates x hidden, hidden] per direction), which autograd adds into their sum as it arrives; then
 // the input projection's gradients, dX and dW, in one product over every step. So while the steps
@@ -395,9 +396,9 @@ std::uint64_t recurrent_weight_sum_bytes(const Graph& g, OpId grad, OpId fwd, bo
   if (!r) return 0;
   // The op's outputs are the gradients of its forward inputs, named grad/<input>/<op>.
   auto gradient_of = [&](TensorId x) {
-    const std::string prefix = "grad/" + g.tensor_name(x) + "/";
+    const std::string name = "grad/" + g.tensor_name(x) + "/" + g.op_name(fwd);
     for (TensorId t : g.op_outputs(grad))
-      if (t != kNoId && g.tensor_name(t).starts_with(prefix)) return true;
+      if (t != kNoId && g.tensor_name(t) == name) return true;
     return false;
   };
   if (!gradient_of(ins[2])) return 0;
@@ -507,20 +508,21 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   }
   // libtorch 1.13 runs a transposed convolution on the CPU without oneDNN (slow_conv_transpose2d/3d):
   // one sample at a time, through a buffer of columns, [out channels x kernel, input's spatial
-  // elements] (measured on the host meter, 2026-11-30: four shapes of ConvTranspose in inference,
-  // the buffer to within 0.14 MB). Its gradient's buffers are not modelled (training steps 15-30%
-  // under). GPUs: not measured.
-  if (!backward && g.op_type(op) == "ConvTranspose") {
-    const auto ins = g.op_inputs(op);
+  // elements], and its gradient through the same columns for dX and dW (measured on the host meter,
+  // 2026-11-30: four shapes in inference, the buffer to within 0.14 MB; 32 training steps,
+  // docs/cost-model.md#workspaces). GPUs: not measured.
+  const OpId fwd = backward ? g.forward_op(op) : op;
+  if (fwd != kNoId && g.op_type(fwd) == "ConvTranspose" && g.op_type(op) == (backward ? "ConvTransposeGrad" : "ConvTranspose")) {
+    const auto ins = g.op_inputs(fwd);
     if (kind != DeviceKind::cpu || ins.size() < 2 || ins[0] == kNoId || ins[1] == kNoId) return 0;
     const auto xs = g.tensor_shape(ins[0]), ws = g.tensor_shape(ins[1]);
     if (xs.size() < 3 || ws.size() != xs.size()) return 0;
-    const std::int64_t groups = std::max<std::int64_t>(1, g.op_attrs(op).get_int("group", 1));
+    const std::int64_t groups = std::max<std::int64_t>(1, g.op_attrs(fwd).get_int("group", 1));
     std::uint64_t elements = static_cast<std::uint64_t>(ws[1] * groups);  // out channels ([C_in, C_out / group, k...])
     for (std::size_t d = 2; d < xs.size(); ++d) elements *= static_cast<std::uint64_t>(ws[d] * xs[d]);
     return elements * dtype_size(g.tensor_dtype(ins[0]));
   }
-  const OpId conv = backward ? g.forward_op(op) : op;
+  const OpId conv = fwd;
   if (backward && conv != kNoId && is_recurrent(g.op_type(conv)) && g.op_type(op) == g.op_type(conv) + "Grad")
     return kind == DeviceKind::cpu ? recurrent_weight_sum_bytes(g, op, conv, false) : 0;
   if (backward && conv != kNoId && g.op_type(conv) != "Conv") return gradient_temporaries(g, op, conv);

@@ -2350,10 +2350,10 @@ std::vector<torch::Tensor> call_op_upcast(const OpImpl& impl, const OpCall& call
       if (t.defined() && t.scalar_type() == torch::kHalf) t = t.to(torch::kFloat);
     return out;
   };
-  const std::vector<torch::Tensor> in = upcast(call.in), value = upcast(call.value);
-  // A recurrent layer's parameter leaves are the model's type: it reads the float32 copies of its
-  // inputs instead.
-  const OpCall wide{call.g, call.op, call.node, call.training, in, value, call.device, call.pytorch_gate_order};
+  // A recurrent layer's parameter leaves too: the copies are differentiable, so their gradients
+  // reach the half-precision leaves.
+  const std::vector<torch::Tensor> in = upcast(call.in), value = upcast(call.value), params = upcast(call.layer_params);
+  const OpCall wide{call.g, call.op, call.node, call.training, in, value, call.device, call.pytorch_gate_order, params};
   std::vector<torch::Tensor> out = impl.fn(wide);
   const auto outputs = call.node.output();
   for (std::size_t k = 0; k < out.size() && k < static_cast<std::size_t>(outputs.size()); ++k) {

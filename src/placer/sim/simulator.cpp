@@ -155,8 +155,8 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     own_workspaces_.assign(costs.workspaces().begin(), costs.workspaces().end());
     for (std::size_t k = 0; k < own_workspaces_.size(); ++k) own_workspaces_[k] += costs.out_of_place_sums()[k];
   }
-  workspaces_ = own_workspaces_.empty() ? costs.workspaces().data() : own_workspaces_.data();
-  has_workspaces_ = std::any_of(workspaces_, workspaces_ + costs.workspaces().size(), [](std::uint64_t b) { return b != 0; });
+  const std::uint64_t* workspaces = own_workspaces_.empty() ? costs.workspaces().data() : own_workspaces_.data();
+  has_workspaces_ = std::any_of(workspaces, workspaces + costs.workspaces().size(), [](std::uint64_t b) { return b != 0; });
   workspace_.assign(has_workspaces_ ? n : 0, 0);
   ready_.resize(num_devices_);
   for (auto& set : ready_) set.resize(n);
@@ -273,7 +273,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
   const std::uint32_t* const out_tensors = out_tensors_.data();
   const OpId* const topo = graph_.topological_order().data();
   const double* const times = costs_.times().data();
-  const std::uint64_t* const workspaces = workspaces_;
+  const std::uint64_t* const workspaces = own_workspaces_.empty() ? costs_.workspaces().data() : own_workspaces_.data();
   const bool with_workspaces = has_workspaces_;
   const std::uint64_t* const workspace = workspace_.data();
   const Route* const routes = routes_.data();

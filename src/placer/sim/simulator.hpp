@@ -188,8 +188,7 @@ class Simulator {
   std::vector<double> duration_;               // op -> its time on its device
   std::vector<std::uint64_t> workspace_;       // per run, op -> its workspace on its device, held while it runs
   bool has_workspaces_ = false;                // some op has a workspace on some device (else workspace_ is empty)
-  std::vector<std::uint64_t> own_workspaces_;  // op x device: the cost table's plus its out-of-place sums, when those apply
-  const std::uint64_t* workspaces_ = nullptr;  // op x device workspaces: the cost table's or own_workspaces_
+  std::vector<std::uint64_t> own_workspaces_;  // op x device: the cost table's plus its out-of-place sums, when those apply (else empty)
   std::vector<Transfer> transfers_;            // in the order they were sent
   // Ready ops of one device as a set of topological ranks: a two-level bitset, so that inserting
   // and taking the lowest rank cost a few word operations whatever the queue length.
