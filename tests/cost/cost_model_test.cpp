@@ -102,6 +102,18 @@ Cluster one_gpu() {
                               .latency_s = 1e-5}});
 }
 
+// A float32 tensor of the graph `b` builds (the workspace tests').
+TensorId f32_tensor(GraphBuilder& b, const std::string& name, std::vector<std::int64_t> shape, TensorKind kind) {
+  return b.add_tensor(name, std::move(shape), DType::f32, kind);
+}
+// A convolution's attributes: `group`, and `strides` when given.
+Attributes conv_attributes(std::int64_t group, std::vector<std::int64_t> strides = {}) {
+  Attributes a;
+  a.set(Attribute{.name = "group", .kind = Attribute::Kind::integer, .i = group});
+  if (!strides.empty()) a.set(Attribute{.name = "strides", .kind = Attribute::Kind::integers, .ints = std::move(strides)});
+  return a;
+}
+
 TEST(Profile, SignatureIsTypeAndInputShapes) { EXPECT_EQ(op_signature(one_op_graph(), 0), "MatMul(8x16,16x4)"); }
 
 TEST(Profile, MeasuredTimeOverridesTheModelPerDeviceKind) {
@@ -436,14 +448,10 @@ TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
 // docs/cost-model.md#workspaces), held while it runs; none on a GPU, none for other ops.
 TEST(CostTable, ConvolutionsOnTheCpuHoldWorkspaces) {
   GraphBuilder b;
-  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return f32_tensor(b, name, std::move(shape), kind);
   };
-  auto with_group = [](std::int64_t group) {
-    Attributes a;
-    a.set(Attribute{.name = "group", .kind = Attribute::Kind::integer, .i = group});
-    return a;
-  };
+  auto with_group = [](std::int64_t group) { return conv_attributes(group); };
   const OpWork work{1e6, 1e6, 1e6, OpClass::conv};
   // A 3x3 convolution over 32 samples: 24.5 MiB in, 49 MiB out, a 288 KiB weight.
   const TensorId x = tensor("x", {32, 64, 56, 56}, TensorKind::data), w = tensor("w", {128, 64, 3, 3}, TensorKind::parameter);
@@ -493,8 +501,8 @@ TEST(CostTable, ConvolutionsOnTheCpuHoldWorkspaces) {
 // Mul's gradient for a broadcast operand multiplies at the output's size before reducing.
 TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
   GraphBuilder b;
-  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return f32_tensor(b, name, std::move(shape), kind);
   };
   const OpWork pointwise{32, 128, 128, OpClass::elementwise};
   const TensorId x = tensor("x", {4, 8}, TensorKind::data), w = tensor("w", {8}, TensorKind::parameter);
@@ -540,15 +548,10 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
 // gradient; none on a GPU.
 TEST(CostTable, ATransposedConvolutionAndItsGradientHoldOneSamplesColumns) {
   GraphBuilder b;
-  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return f32_tensor(b, name, std::move(shape), kind);
   };
-  auto conv_attrs = [](std::int64_t group) {
-    Attributes a;
-    a.set(Attribute{.name = "group", .kind = Attribute::Kind::integer, .i = group});
-    a.set(Attribute{.name = "strides", .kind = Attribute::Kind::integers, .ints = {2, 2}});
-    return a;
-  };
+  auto conv_attrs = [](std::int64_t group) { return conv_attributes(group, {2, 2}); };
   const OpWork work{1e6, 1e6, 1e6, OpClass::conv};
   // [2, 8, 5, 5] up to [2, 4, 11, 11] by 3x3 filters of stride 2; then grouped (2 groups of 2 out channels).
   const TensorId x = tensor("x", {2, 8, 5, 5}, TensorKind::data), w = tensor("w", {8, 4, 3, 3}, TensorKind::parameter);
@@ -573,8 +576,8 @@ TEST(CostTable, ATransposedConvolutionAndItsGradientHoldOneSamplesColumns) {
 // the second runs the first's state is freed and its gradients done (docs/cost-model.md#workspaces).
 TEST(CostTable, ARecurrentGradientHoldsItsWeightsPartialSums) {
   GraphBuilder b;
-  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return f32_tensor(b, name, std::move(shape), kind);
   };
   auto attrs = [](bool bidirectional) {
     Attributes a;
@@ -653,8 +656,8 @@ TEST(CostTable, AMaxPoolOnTheCpuHoldsItsIndicesWhileItRuns) {
 // in row-major order (along the batch) needs none.
 TEST(CostTable, ConvolutionsCopyAViewOutOfOrderFirst) {
   GraphBuilder b;
-  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return f32_tensor(b, name, std::move(shape), kind);
   };
   auto axis = [](std::int64_t a) {
     Attributes attrs;
