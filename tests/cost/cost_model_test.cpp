@@ -543,6 +543,31 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
   }
 }
 
+// An instance normalization's gradient holds one tensor of its input's size when it computes the
+// input's gradient (measured: one input at five sizes), none when only scale and bias take one.
+TEST(CostTable, AnInstanceNormalizationsInputGradientHoldsOneInput) {
+  GraphBuilder b;
+  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return f32_tensor(b, name, std::move(shape), kind);
+  };
+  const OpWork work{1e6, 1e6, 1e6, OpClass::normalization};
+  const TensorId x = tensor("x", {2, 4, 8, 8}, TensorKind::data), s = tensor("s", {4}, TensorKind::parameter), bias = tensor("b", {4}, TensorKind::parameter);
+  b.add_op({.name = "in", .type = "InstanceNormalization", .inputs = {x, s, bias}, .outputs = {tensor("y", {2, 4, 8, 8})}, .work = work});
+  const TensorId dy = tensor("dy", {2, 4, 8, 8}, TensorKind::data);
+  auto grad = [&](const std::string& name, std::vector<TensorId> outs) {
+    b.add_op({.name = name, .type = "InstanceNormalizationGrad", .inputs = {dy, x, s}, .outputs = std::move(outs), .role = OpRole::backward,
+              .forward_op = 0, .work = work});
+  };
+  grad("in/grad", {tensor("grad/x/in", {2, 4, 8, 8}, TensorKind::gradient), tensor("grad/s/in", {4}, TensorKind::gradient)});
+  grad("in/grad_params", {tensor("grad/s/in_", {4}, TensorKind::gradient), tensor("grad/b/in", {4}, TensorKind::gradient)});
+  b.set_num_forward_ops(1);
+  const Graph g = std::move(b).build();
+  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
+    EXPECT_EQ(op_workspace_bytes(g, 1, kind), 2u * 4 * 8 * 8 * 4) << "dX: one input";
+    EXPECT_EQ(op_workspace_bytes(g, 2, kind), 0u) << "scale and bias alone";
+  }
+}
+
 // A transposed convolution on the CPU (libtorch's slow_conv_transpose2d) runs a sample at a time
 // through columns of [out channels x kernel elements, input's spatial elements], and so does its
 // gradient; none on a GPU.

@@ -182,8 +182,10 @@ TEST(MemoryMeter, PartialGradientSumsFollowThisLibtorch) {
   EXPECT_NEAR(std::abs(static_cast<double>(wrong.simulated) - static_cast<double>(wrong.measured)), weight, 0.1 * weight);
 }
 
-// A small model written as ONNX (opset 17): `input` and the weights are graph inputs (data and
-// parameters), [8, 32, 20, 20] activations (400 KiB each); returns its path.
+// A small model written as ONNX (opset 17); returns its path. `inputs` are graph inputs: `input`
+// and what a Mul or an Add reads are data, a weight slot's (a Conv's filters, a recurrent layer's
+// W, R, B, a normalization's scale and bias) parameters; `float_parameters` are initializers,
+// parameters wherever they are read (without one, a training step has no gradient to compute).
 struct OnnxNode {
   std::string op;
   std::vector<std::string> in, out;
@@ -192,7 +194,8 @@ struct OnnxNode {
 };
 std::string small_model(const std::string& name, const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& inputs,
                         const std::vector<OnnxNode>& nodes, const std::vector<std::int64_t>& output_dims,
-                        const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& int64_constants = {}) {
+                        const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& int64_constants = {},
+                        const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& float_parameters = {}) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -208,6 +211,15 @@ std::string small_model(const std::string& name, const std::vector<std::pair<std
     onnx::TensorProto* t = g->add_initializer();
     t->set_name(value), t->set_data_type(onnx::TensorProto::INT64), t->add_dims(static_cast<std::int64_t>(data.size()));
     for (auto v : data) t->add_int64_data(v);
+  }
+  // Weights: float initializers are parameters wherever they are read (a graph input read by a Mul
+  // or an Add is data), which the executor draws at random.
+  for (const auto& [value, dims] : float_parameters) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(value), t->set_data_type(onnx::TensorProto::FLOAT);
+    std::int64_t n = 1;
+    for (auto d : dims) t->add_dims(d), n *= d;
+    for (std::int64_t i = 0; i < n; ++i) t->add_float_data(1.0f);
   }
   int k = 0;
   for (const OnnxNode& n : nodes) {
@@ -262,7 +274,7 @@ TEST(MemoryMeter, SlicesSplitsAndPoolsKeepWhatAutogradKeeps) {
                                        {{"Conv", {"input", "w0"}, {"a"}, k1},
                                         {"AveragePool", {"a"}, {"y"}, {{"kernel_shape", {1, 1}}, {"strides", {2, 2}}, {"count_include_pad", {0}}}}},
                                        {8, 32, 10, 10});
-  const std::string erf = small_model("erf_of_a_sum", {x, {"b", act}}, {{"Add", {"input", "b"}, {"a"}, {}}, {"Erf", {"a"}, {"y"}, {}}}, act);
+  const std::string erf = small_model("erf_of_a_sum", {x}, {{"Add", {"input", "b"}, {"a"}, {}}, {"Erf", {"a"}, {"y"}, {}}}, act, {}, {{"b", act}});
   for (const std::string& path : {concat, split, pool, erf}) {
     SCOPED_TRACE(path);
     // One activation is 400 KiB, 11-28% of these peaks: a copy for a view, or a pool input freed, fails.
@@ -276,10 +288,12 @@ TEST(MemoryMeter, SlicesSplitsAndPoolsKeepWhatAutogradKeeps) {
 TEST(MemoryMeter, AnExpandIsAViewOfItsInput) {
   exec::configure_threads(1);
   const std::vector<std::int64_t> small{16, 1, 256}, big{16, 64, 256};
-  const std::string feeding = small_model("expand_add", {{"input", small}, {"b", {256}}},
-                                          {{"Expand", {"input", "shape"}, {"e"}, {}}, {"Add", {"e", "b"}, {"y"}, {}}}, big, {{"shape", big}});
-  const std::string kept = small_model("expand_out", {{"input", small}, {"b", {256}}},
-                                       {{"Mul", {"input", "b"}, {"m"}, {}}, {"Expand", {"m", "shape"}, {"y"}, {}}}, big, {{"shape", big}});
+  const std::string feeding = small_model("expand_add", {{"input", small}},
+                                          {{"Expand", {"input", "shape"}, {"e"}, {}}, {"Add", {"e", "b"}, {"y"}, {}}}, big, {{"shape", big}},
+                                          {{"b", {256}}});
+  const std::string kept = small_model("expand_out", {{"input", small}},
+                                       {{"Mul", {"input", "b"}, {"m"}, {}}, {"Expand", {"m", "shape"}, {"y"}, {}}}, big, {{"shape", big}},
+                                       {{"b", {256}}});
   for (const std::string& path : {feeding, kept})
     for (Mode mode : {Mode::inference, Mode::training}) {
       SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
@@ -366,27 +380,30 @@ TEST(MemoryMeter, AResizeAsPyTorchExportsItHoldsItsOutput) {
                               {{"mode", "nearest"}, {"coordinate_transformation_mode", "asymmetric"}, {"nearest_mode", "floor"}},
                               {{"mode", "cubic"}}}) {
     SCOPED_TRACE(strings[0].second);
-    const std::string path = small_model("resize_" + strings[0].second, {{"input", in}, {"b", {32}}},
+    const std::string path = small_model("resize_" + strings[0].second, {{"input", in}},
                                          {{"Mul", {"input", "b"}, {"m"}, {}}, {"Resize", {"m", "", "", "sizes"}, {"y"}, {}, strings}}, out,
-                                         {{"sizes", out}});
+                                         {{"sizes", out}}, {{"b", {32}}});
     for (Mode mode : {Mode::inference, Mode::training}) expect_peak_as_simulated(path, mode);
   }
 }
 
 // Gradients that autograd evaluates as several kernels hold their temporaries (a QA pass measured
-// these steps 19-33% under): CumSum's (dY flipped, summed, flipped back: 2 of its input) and a
-// reflect Pad's (1). CostTable::workspace_bytes. An instance normalization's training step is
-// exact here, and one tensor under with [8, 32, 64, 64] activations (not modelled).
+// these steps 17-33% under): CumSum's (dY flipped, summed, flipped back: 2 of its input), a
+// reflect Pad's (1) and an instance normalization's when its input takes a gradient (1).
+// CostTable::workspace_bytes. (Until 2026-11-30 `p` was a graph input, which a Mul reads as data:
+// these steps had no gradient to compute.)
 TEST(MemoryMeter, MoreGradientFormulasHoldTheirTemporaries) {
   exec::configure_threads(1);
   const std::vector<std::int64_t> act{8, 32, 32, 32}, padded{8, 32, 34, 34};
-  const std::string cumsum = small_model("cumsum_of_a_product", {{"input", act}, {"p", {32}}},
-                                         {{"Mul", {"input", "p"}, {"m"}, {}}, {"CumSum", {"m", "axis"}, {"y"}, {}}}, act, {{"axis", {1}}});
-  const std::string instance = small_model("instance_norm_of_a_product", {{"input", act}, {"p", {32}}, {"s", {32}}, {"b", {32}}},
-                                           {{"Mul", {"input", "p"}, {"m"}, {}}, {"InstanceNormalization", {"m", "s", "b"}, {"y"}, {}}}, act);
-  const std::string pad = small_model("reflect_pad_of_a_product", {{"input", act}, {"p", {32}}},
+  const std::string cumsum = small_model("cumsum_of_a_product", {{"input", act}},
+                                         {{"Mul", {"input", "p"}, {"m"}, {}}, {"CumSum", {"m", "axis"}, {"y"}, {}}}, act, {{"axis", {1}}},
+                                         {{"p", {32}}});
+  const std::string instance = small_model("instance_norm_of_a_product", {{"input", act}, {"s", {32}}, {"b", {32}}},
+                                           {{"Mul", {"input", "p"}, {"m"}, {}}, {"InstanceNormalization", {"m", "s", "b"}, {"y"}, {}}}, act, {},
+                                           {{"p", {32}}});
+  const std::string pad = small_model("reflect_pad_of_a_product", {{"input", act}},
                                       {{"Mul", {"input", "p"}, {"m"}, {}}, {"Pad", {"m", "pads"}, {"y"}, {}, {{"mode", "reflect"}}}}, padded,
-                                      {{"pads", {0, 0, 1, 1, 0, 0, 1, 1}}});
+                                      {{"pads", {0, 0, 1, 1, 0, 0, 1, 1}}}, {{"p", {32}}});
   for (const std::string& path : {cumsum, instance, pad}) {
     SCOPED_TRACE(path);
     expect_peak_as_simulated(path, Mode::training);
@@ -400,23 +417,23 @@ TEST(MemoryMeter, MoreGradientFormulasHoldTheirTemporaries) {
 // gradient's columns.
 TEST(MemoryMeter, ATransposedConvolutionHoldsItsColumns) {
   exec::configure_threads(1);
-  const std::string up2 = small_model("conv_transpose_2x2", {{"input", {16, 16, 32, 32}}, {"b", {32}}, {"w", {16, 64, 2, 2}}},
+  const std::string up2 = small_model("conv_transpose_2x2", {{"input", {16, 16, 32, 32}}, {"w", {16, 64, 2, 2}}},
                                       {{"Mul", {"input", "b"}, {"m"}, {}}, {"ConvTranspose", {"m", "w"}, {"y"}, {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}}}},
-                                      {16, 64, 64, 64});
-  const std::string up3 = small_model("conv_transpose_3x3", {{"input", {4, 64, 32, 32}}, {"b", {32}}, {"w", {64, 32, 3, 3}}},
+                                      {16, 64, 64, 64}, {}, {{"b", {32}}});
+  const std::string up3 = small_model("conv_transpose_3x3", {{"input", {4, 64, 32, 32}}, {"w", {64, 32, 3, 3}}},
                                       {{"Mul", {"input", "b"}, {"m"}, {}},
                                        {"ConvTranspose", {"m", "w"}, {"y"}, {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}}}},
-                                      {4, 32, 64, 64});
+                                      {4, 32, 64, 64}, {}, {{"b", {32}}});
   for (const std::string& path : {up2, up3}) {
     SCOPED_TRACE(path);
     // Measured 2026-11-30: 0.0% and 1.4% (a few weight-sized buffers besides) under.
     expect_peak_as_simulated(path, Mode::inference, 0.025);
   }
-  const std::string same = small_model("conv_transpose_3x3_stride_1", {{"input", {16, 32, 32, 32}}, {"b", {32}}, {"w", {32, 32, 3, 3}}},
+  const std::string same = small_model("conv_transpose_3x3_stride_1", {{"input", {16, 32, 32, 32}}, {"w", {32, 32, 3, 3}}},
                                        {{"Mul", {"input", "b"}, {"m"}, {}},
                                         {"ConvTranspose", {"m", "w"}, {"c"}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}},
                                         {"Relu", {"c"}, {"y"}, {}}},
-                                       {16, 32, 32, 32});
+                                       {16, 32, 32, 32}, {}, {{"b", {32}}});
   // Measured 2026-11-30: 2.3% under (12.1% before the gradient's columns).
   expect_peak_as_simulated(same, Mode::training, 0.04);
 }

@@ -376,6 +376,15 @@ std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const Recurrent
 
 bool is_recurrent(std::string_view type) { return type == "LSTM" || type == "GRU" || type == "RNN"; }
 
+// Whether gradient op `grad` of `fwd` computes the gradient of `x`, an input of `fwd`: one of its
+// outputs is that gradient, which the training step names grad/<x>/<fwd>.
+bool computes_gradient(const Graph& g, OpId grad, OpId fwd, TensorId x) {
+  const std::string name = "grad/" + g.tensor_name(x) + "/" + g.op_name(fwd);
+  for (TensorId t : g.op_outputs(grad))
+    if (t != kNoId && g.tensor_name(t) == name) return true;
+  return false;
+}
+
 // A recurrent layer's gradient on the CPU (PyTorch's recurrence; the executor's own loop for other
 // forms is priced alike, not measured) runs the
 // steps backwards first: each step's product gives a partial gradient of the recurrent weights R
@@ -394,13 +403,7 @@ std::uint64_t recurrent_weight_sum_bytes(const Graph& g, OpId grad, OpId fwd, bo
   if (ins.size() < 3 || ins[0] == kNoId || ins[1] == kNoId || ins[2] == kNoId) return 0;
   const auto r = recurrent_sizes(g.op_type(fwd), g.op_attrs(fwd), g.tensor_shape(ins[0]), g.tensor_shape(ins[2]));
   if (!r) return 0;
-  // The op's outputs are the gradients of its forward inputs, named grad/<input>/<op>.
-  auto gradient_of = [&](TensorId x) {
-    const std::string name = "grad/" + g.tensor_name(x) + "/" + g.op_name(fwd);
-    for (TensorId t : g.op_outputs(grad))
-      if (t != kNoId && g.tensor_name(t) == name) return true;
-    return false;
-  };
+  auto gradient_of = [&](TensorId x) { return computes_gradient(g, grad, fwd, x); };
   if (!gradient_of(ins[2])) return 0;
   const auto dirs = static_cast<std::int64_t>(r->directions);
   const std::int64_t k = out_of_place ? 2 : 1;
@@ -466,7 +469,10 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
 // Sqrt 1; none for Exp, Tanh, Sigmoid, Relu, Softmax, Log, Neg, Softplus, LayerNormalization
 // (fused kernels, or formulas of the output). A Mul's gradient for a broadcast operand (a scale
 // parameter) multiplies at the output's size before it reduces: 1 output-sized tensor; x * x: 1.
-// A Div's for its divisor (-grad * a / b²): 3 of the output's size.
+// A Div's for its divisor (-grad * a / b²): 3 of the output's size. An InstanceNormalization's,
+// when it computes its input's gradient (PyTorch runs it as a batch normalization of the input
+// viewed as one sample of N x C channels): 1 of its input (five sizes, [8, 32, 16, 16] to
+// [8, 32, 64, 64]: exactly one input; none when the input takes no gradient).
 std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
   static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4}, {"Cos", 2}, {"Reciprocal", 2}, {"CumSum", 2},
                                                                  {"Sin", 1}, {"Abs", 1}, {"Elu", 1},        {"Sqrt", 1}};
@@ -478,6 +484,7 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
   if (auto it = kPerInput.find(type); it != kPerInput.end()) return static_cast<std::uint64_t>(it->second) * x;
   if (type == "Pow" && ins.size() > 1 && ins[1] != kNoId && g.tensor_kind(ins[1]) == TensorKind::constant) return 2 * x;
   if (type == "Pad" && g.op_attrs(fwd).get_string("mode", "constant") != "constant") return x;  // reflect, edge
+  if (type == "InstanceNormalization") return computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
   if (type == "Div" && ins.size() > 1 && ins[1] != kNoId && divisor_differentiated(g, grad, fwd)) return 3 * y;
   if (type == "Mul" && ins.size() > 1 && ins[1] != kNoId) {
     if (ins[0] == ins[1]) return x;
