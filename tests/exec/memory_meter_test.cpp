@@ -324,6 +324,13 @@ TEST(MemoryMeter, RecurrentLayersHoldWhatPyTorchsRecurrenceHolds) {
       expect_peak_as_simulated(path, mode);
     }
   }
+  // A bidirectional RNN's training step holds one [seq, batch, hidden] more than G + 2 (measured at
+  // two shapes; the workspace rule's max(G + 2, 4)): 13% of this peak.
+  const std::string bidirectional = small_model("recurrent_bidirectional_RNN", {{"input", {kSeq, kBatch, kInput}}, {"W", {2, kHidden, kInput}},
+                                                                             {"R", {2, kHidden, kHidden}}, {"B", {2, 2 * kHidden}}},
+                                                {{"RNN", {"input", "W", "R", "B"}, {"y"}, {{"hidden_size", {kHidden}}}, {{"direction", "bidirectional"}}}},
+                                                {kSeq, 2, kBatch, kHidden});
+  for (Mode mode : {Mode::inference, Mode::training}) expect_peak_as_simulated(bidirectional, mode);
 }
 
 // With a large hidden size over few steps, a recurrent layer's training peak is its gradient's sum

@@ -347,8 +347,9 @@ std::uint64_t ordered_copies(const Graph& g, OpId op) {
 // runs for the forms PyTorch exports (recurrent_as_pytorch_layer); other forms run a loop of
 // the executor's own, which holds more (not modelled). Measured on the host meter (2026-11-30, 25
 // shapes of LSTM, GRU and RNN, the executor running at::lstm/gru/rnn_tanh; docs/cost-model.md): the
-// steps' peaks to within 0.1 of a [seq, batch, hidden] tensor, but a bidirectional RNN's training
-// step (one under) and a bidirectional batch-first LSTM's (half of one under). The gradient's sums
+// steps' peaks to within 0.1 of a [seq, batch, hidden] tensor, but a bidirectional batch-first
+// LSTM's training step (half of one under); a bidirectional RNN's training step holds 4, one more
+// than G + 2 (measured at two shapes; which moment holds it is not traced). The gradient's sums
 // of the weights over the steps: recurrent_weight_sum_bytes.
 std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const RecurrentSizes& r) {
   const auto ins = g.op_inputs(op);
@@ -363,7 +364,7 @@ std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const Recurrent
   const std::uint64_t gates = static_cast<std::uint64_t>(r.gates);
   std::uint64_t units = 0;
   if (r.directions == 1) units = training ? gates : gates + 1;
-  else units = training ? gates + 2 : std::max(2 * gates, gates + 4);
+  else units = training ? std::max<std::uint64_t>(gates + 2, 4) : std::max(2 * gates, gates + 4);  // (an RNN's training: 4)
   std::uint64_t bytes = units * unit;
   if (outs.empty() || outs[0] == kNoId) bytes += static_cast<std::uint64_t>(r.directions) * unit;  // stacked though no one reads it
   // The input projection reads X as [seq, batch, input] in order: a batch-first X (`layout` 1, or
