@@ -139,9 +139,10 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     if (ins.size() > 2 && ins[0] != kNoId && ins[2] != kNoId && any_grad)
       if (const auto r = recurrent_sizes(spec.type, spec.attrs, fwd.tensor_shape(ins[0]), fwd.tensor_shape(ins[2]))) {
         // A batch-first input (layout 1, or a transposed view) is copied into step-major order for
-        // the input projection, whose weights' gradient keeps that copy: part of the state.
+        // each direction's input projection, whose weights' gradient keeps that copy: part of the
+        // state (a bidirectional layer keeps two: measured).
         std::int64_t elements = recurrent_saved_steps(*r) * r->directions * r->seq * r->batch * r->hidden;
-        if (r->batch_first || !fwd.tensor_in_order(ins[0])) elements += r->seq * r->batch * r->input;
+        if (r->batch_first || !fwd.tensor_in_order(ins[0])) elements += r->directions * r->seq * r->batch * r->input;
         const std::vector<std::int64_t> shape{elements};
         recurrent_state[o] = b.add_tensor(new_tensor_name(spec.name + "/state"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
         spec.outputs.push_back(recurrent_state[o]);  // after the node's outputs (GRU: Y, Y_h; an LSTM may give Y alone)
