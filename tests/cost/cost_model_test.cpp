@@ -543,6 +543,32 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
   }
 }
 
+// libtorch 1.13 runs an ungrouped 2-D convolution of one sample with at most 20,480 input elements
+// and a kernel of at most 3 without oneDNN: slow_conv2d's columns, [C_in x kernel, output positions],
+// forward and backward; with two samples, more elements, or a larger kernel, oneDNN's reorders.
+TEST(CostTable, ASmallConvolutionOfOneSampleHoldsItsColumns) {
+  GraphBuilder b;
+  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
+    return f32_tensor(b, name, std::move(shape), kind);
+  };
+  const OpWork work{1e6, 1e6, 1e6, OpClass::conv};
+  auto conv = [&](const std::string& name, std::vector<std::int64_t> x, std::int64_t k) {
+    const TensorId in = tensor(name + "_x", x, TensorKind::data), w = tensor(name + "_w", {32, x[1], k, k}, TensorKind::parameter);
+    const TensorId y = tensor(name + "_y", {x[0], 32, x[2] - k + 1, x[3] - k + 1});
+    b.add_op({.name = name, .type = "Conv", .inputs = {in, w}, .outputs = {y}, .attrs = conv_attributes(1), .work = work});
+  };
+  conv("one", {1, 32, 16, 16}, 3);       // 8,192 elements: columns of 32 x 9 by 14 x 14
+  conv("two", {2, 32, 16, 16}, 3);       // two samples: oneDNN
+  conv("large", {1, 32, 28, 28}, 3);     // 25,088 elements: oneDNN
+  conv("kernel5", {1, 32, 16, 16}, 5);   // a 5x5 kernel: oneDNN
+  b.set_num_forward_ops(4);
+  const Graph g = std::move(b).build();
+  EXPECT_EQ(op_workspace_bytes(g, 0, DeviceKind::cpu), 32u * 9 * 14 * 14 * 4);
+  const auto onednn = [&](OpId o) { return g.tensor_bytes(g.op_inputs(o)[0]) + g.tensor_bytes(g.op_inputs(o)[1]); };  // input > output here
+  for (OpId o = 1; o < 4; ++o) EXPECT_EQ(op_workspace_bytes(g, o, DeviceKind::cpu), onednn(o)) << g.op_name(o);
+  EXPECT_EQ(op_workspace_bytes(g, 0, DeviceKind::gpu), 0u);
+}
+
 // An instance normalization's gradient holds one tensor of its input's size when it computes the
 // input's gradient (measured: one input at five sizes), none when only scale and bias take one.
 TEST(CostTable, AnInstanceNormalizationsInputGradientHoldsOneInput) {

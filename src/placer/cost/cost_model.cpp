@@ -440,8 +440,17 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
   for (std::int64_t v : a.get_ints("strides")) unit = unit && v == 1;
   for (std::int64_t v : a.get_ints("dilations")) unit = unit && v == 1;
   if (one_by_one && unit && xs[0] < 16) return 0;
-  const std::uint64_t in = g.tensor_bytes(x), out = g.tensor_bytes(y);
   const bool grouped = a.get_int("group", 1) > 1;
+  // Nor does an ungrouped 2-D convolution of one sample with at most 20,480 input elements and a
+  // kernel of at most 3 in a dimension ("native is faster" there): libtorch's slow_conv2d unfolds
+  // the input into columns, [input channels x kernel elements, output positions], forward and for
+  // its gradient (measured on the host meter, 2026-11-30, a QA pass's [1, 32, 16, 16] by 3x3: the
+  // columns to the byte).
+  if (xs.size() == 4 && xs[0] == 1 && !grouped && (ws[2] <= 3 || ws[3] <= 3) && xs[1] * xs[2] * xs[3] <= 20480) {
+    const auto ys = g.tensor_shape(y);
+    return static_cast<std::uint64_t>(ws[1] * ws[2] * ws[3] * ys[2] * ys[3]) * dtype_size(g.tensor_dtype(x));
+  }
+  const std::uint64_t in = g.tensor_bytes(x), out = g.tensor_bytes(y);
   if (!backward) return std::max(in, out) + g.tensor_bytes(w);
   if (!grouped) return in + out;
   // A grouped convolution's gradient: dY reordered for the data gradient, when there is one.
@@ -485,7 +494,7 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
   if (auto it = kPerInput.find(type); it != kPerInput.end()) return static_cast<std::uint64_t>(it->second) * x;
   if (type == "Pow" && ins.size() > 1 && ins[1] != kNoId && g.tensor_kind(ins[1]) == TensorKind::constant) return 2 * x;
   if (type == "Pad" && g.op_attrs(fwd).get_string("mode", "constant") != "constant") return x;  // reflect, edge
-  if (type == "InstanceNormalization") return computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
+  if (type == "InstanceNormalization" || type == "BatchNormalization") return computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
   if (type == "Div" && ins.size() > 1 && ins[1] != kNoId && divisor_differentiated(g, grad, fwd)) return 3 * y;
   if (type == "Mul" && ins.size() > 1 && ins[1] != kNoId) {
     if (ins[0] == ins[1]) return x;
