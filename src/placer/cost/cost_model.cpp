@@ -482,10 +482,13 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
 // A Div's for its divisor (-grad * a / b²): 3 of the output's size. An InstanceNormalization's,
 // when it computes its input's gradient (PyTorch runs it as a batch normalization of the input
 // viewed as one sample of N x C channels): 1 of its input (five sizes, [8, 32, 16, 16] to
-// [8, 32, 64, 64]: exactly one input; none when the input takes no gradient).
+// [8, 32, 64, 64]: exactly one input; none when the input takes no gradient). ReduceL2's: 1 of its
+// input; ReduceMax's, ReduceMin's and GlobalMaxPool's (amax, amin): a float mask of the input's
+// size, a bool one and three of the output's size (a QA pass's probes and five more, 2026-11-30:
+// to 12 bytes).
 std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
-  static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4}, {"Cos", 2}, {"Reciprocal", 2}, {"CumSum", 2},
-                                                                 {"Sin", 1}, {"Abs", 1}, {"Elu", 1},        {"Sqrt", 1}};
+  static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4}, {"Cos", 2}, {"Reciprocal", 2}, {"CumSum", 2}, {"Sin", 1},
+                                                                 {"Abs", 1}, {"Elu", 1},        {"Sqrt", 1},        {"ReduceL2", 1}};
   const std::string& type = g.op_type(fwd);
   const auto ins = g.op_inputs(fwd);
   const auto outs = g.op_outputs(fwd);
@@ -495,6 +498,9 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
   if (type == "Pow" && ins.size() > 1 && ins[1] != kNoId && g.tensor_kind(ins[1]) == TensorKind::constant) return 2 * x;
   if (type == "Pad" && g.op_attrs(fwd).get_string("mode", "constant") != "constant") return x;  // reflect, edge
   if (type == "InstanceNormalization" || type == "BatchNormalization") return computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
+  // amax/amin's gradient: where the input equals the result (a bool mask), divided by their count
+  // (three of the result's size besides).
+  if (type == "ReduceMax" || type == "ReduceMin" || type == "GlobalMaxPool") return x + g.tensor_elements(ins[0]) + 3 * y;
   if (type == "Div" && ins.size() > 1 && ins[1] != kNoId && divisor_differentiated(g, grad, fwd)) return 3 * y;
   if (type == "Mul" && ins.size() > 1 && ins[1] != kNoId) {
     if (ins[0] == ins[1]) return x;
