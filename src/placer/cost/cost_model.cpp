@@ -483,7 +483,7 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
 // when it computes its input's gradient (PyTorch runs it as a batch normalization of the input
 // viewed as one sample of N x C channels): 1 of its input (five sizes, [8, 32, 16, 16] to
 // [8, 32, 64, 64]: exactly one input; none when the input takes no gradient). ReduceL2's: 1 of its
-// input; ReduceMax's, ReduceMin's and GlobalMaxPool's (amax, amin): a float mask of the input's
+// input; Clip's: a bool mask per bound; ReduceMax's, ReduceMin's and GlobalMaxPool's (amax, amin): a float mask of the input's
 // size, a bool one and three of the output's size (a QA pass's probes and five more, 2026-11-30:
 // to 12 bytes).
 std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
@@ -498,6 +498,14 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
   if (type == "Pow" && ins.size() > 1 && ins[1] != kNoId && g.tensor_kind(ins[1]) == TensorKind::constant) return 2 * x;
   if (type == "Pad" && g.op_attrs(fwd).get_string("mode", "constant") != "constant") return x;  // reflect, edge
   if (type == "InstanceNormalization" || type == "BatchNormalization") return computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
+  // clamp's gradient: where the input is within its bounds, a bool mask per bound (opset 11 and
+  // later give them as inputs 1 and 2, older opsets as attributes).
+  if (type == "Clip") {
+    const Attributes& a = g.op_attrs(fwd);
+    const std::uint64_t bounds = static_cast<std::uint64_t>((ins.size() > 1 && ins[1] != kNoId) || a.find("min")) +
+                                 static_cast<std::uint64_t>((ins.size() > 2 && ins[2] != kNoId) || a.find("max"));
+    return bounds * g.tensor_elements(ins[0]);
+  }
   // amax/amin's gradient: where the input equals the result (a bool mask), divided by their count
   // (three of the result's size besides).
   if (type == "ReduceMax" || type == "ReduceMin" || type == "GlobalMaxPool") return x + g.tensor_elements(ins[0]) + 3 * y;
