@@ -451,8 +451,21 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
     return static_cast<std::uint64_t>(ws[1] * ws[2] * ws[3] * ys[2] * ys[3]) * dtype_size(g.tensor_dtype(x));
   }
   const std::uint64_t in = g.tensor_bytes(x), out = g.tensor_bytes(y);
-  if (!backward) return std::max(in, out) + g.tensor_bytes(w);
-  if (!grouped) return in + out;
+  if (grouped) {
+    if (!backward) return std::max(in, out) + g.tensor_bytes(w);
+  } else {
+    // oneDNN's blocked layouts hold channels in blocks of 16 (AVX-512; the measured machines): a
+    // tensor of C channels is reordered into ceil(C / 16) x 16. An input of at most 4 channels (a
+    // first layer's image) is read as it is.
+    const auto padded = [](std::uint64_t bytes, std::int64_t channels) {
+      return channels <= 0 ? bytes : bytes / static_cast<std::uint64_t>(channels) * static_cast<std::uint64_t>((channels + 15) / 16 * 16);
+    };
+    const std::int64_t c_in = xs[1], c_out = ws[0];
+    const std::uint64_t in_blocked = c_in <= 4 ? 0 : padded(in, c_in), out_blocked = padded(out, c_out);
+    const std::uint64_t w_blocked = c_in <= 4 ? 0 : padded(padded(g.tensor_bytes(w), c_out), c_in);
+    if (!backward) return std::max(in_blocked, out_blocked) + w_blocked;
+    return padded(in, c_in) + out_blocked;
+  }
   // A grouped convolution's gradient: dY reordered for the data gradient, when there is one.
   for (TensorId t : g.op_outputs(op))
     if (t != kNoId && std::ranges::equal(g.tensor_shape(t), xs)) return out;
