@@ -347,8 +347,7 @@ std::uint64_t ordered_copies(const Graph& g, OpId op) {
 // runs for the forms PyTorch exports (recurrent_as_pytorch_layer); other forms run a loop of
 // the executor's own, which holds more (not modelled). Measured on the host meter (2026-11-30, 25
 // shapes of LSTM, GRU and RNN, the executor running at::lstm/gru/rnn_tanh; docs/cost-model.md): the
-// steps' peaks to within 0.1 of a [seq, batch, hidden] tensor, but a bidirectional batch-first
-// LSTM's training step (half of one under); a bidirectional RNN's training step holds 4, one more
+// steps' peaks to within 0.12 of a [seq, batch, hidden] tensor; a bidirectional RNN's training step holds 4, one more
 // than G + 2 (measured at two shapes; which moment holds it is not traced). The gradient's sums
 // of the weights over the steps: recurrent_weight_sum_bytes.
 std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const RecurrentSizes& r) {
@@ -464,7 +463,12 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
     const std::uint64_t in_blocked = c_in <= 4 ? 0 : padded(in, c_in), out_blocked = padded(out, c_out);
     const std::uint64_t w_blocked = c_in <= 4 ? 0 : padded(padded(g.tensor_bytes(w), c_out), c_in);
     if (!backward) return std::max(in_blocked, out_blocked) + w_blocked;
-    return padded(in, c_in) + out_blocked;
+    if (c_in > 4) return in_blocked + out_blocked;
+    // A first layer's gradient: its blocked dY, and the input padded when its gradient is computed
+    // (VGG-16's first layer, no input gradient: dY alone measured; a 3-to-3 one with: 6% over).
+    bool data_gradient = false;
+    for (TensorId t : g.op_outputs(op)) data_gradient = data_gradient || (t != kNoId && std::ranges::equal(g.tensor_shape(t), xs));
+    return out_blocked + (data_gradient ? padded(in, c_in) : 0);
   }
   // A grouped convolution's gradient: dY reordered for the data gradient, when there is one.
   for (TensorId t : g.op_outputs(op))
@@ -499,7 +503,7 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
 // input; Clip's: a bool mask per bound; ReduceMax's, ReduceMin's and GlobalMaxPool's (amax, amin): a float mask of the input's
 // size, a bool one and three of the output's size (a QA pass's probes and five more, 2026-11-30:
 // to 12 bytes).
-std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
+std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKind kind) {
   static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4}, {"Cos", 2}, {"Reciprocal", 2}, {"CumSum", 2}, {"Sin", 1},
                                                                  {"Abs", 1}, {"Elu", 1},        {"Sqrt", 1},        {"ReduceL2", 1}};
   const std::string& type = g.op_type(fwd);
@@ -510,7 +514,9 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd) {
   if (auto it = kPerInput.find(type); it != kPerInput.end()) return static_cast<std::uint64_t>(it->second) * x;
   if (type == "Pow" && ins.size() > 1 && ins[1] != kNoId && g.tensor_kind(ins[1]) == TensorKind::constant) return 2 * x;
   if (type == "Pad" && g.op_attrs(fwd).get_string("mode", "constant") != "constant") return x;  // reflect, edge
-  if (type == "InstanceNormalization" || type == "BatchNormalization") return computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
+  // (libtorch's CPU kernel's buffer, not a formula's: cuDNN's not measured.)
+  if (type == "InstanceNormalization" || type == "BatchNormalization")
+    return kind == DeviceKind::cpu && computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
   // clamp's gradient: where the input is within its bounds, a bool mask per bound (opset 11 and
   // later give them as inputs 1 and 2, older opsets as attributes).
   if (type == "Clip") {
@@ -569,7 +575,7 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   const OpId conv = fwd;
   if (backward && conv != kNoId && is_recurrent(g.op_type(conv)) && g.op_type(op) == g.op_type(conv) + "Grad")
     return kind == DeviceKind::cpu ? recurrent_weight_sum_bytes(g, op, conv, false) : 0;
-  if (backward && conv != kNoId && g.op_type(conv) != "Conv") return gradient_temporaries(g, op, conv);
+  if (backward && conv != kNoId && g.op_type(conv) != "Conv") return gradient_temporaries(g, op, conv, kind);
   if (conv == kNoId || g.op_type(conv) != "Conv" || (backward && g.op_type(op) != "ConvGrad")) return 0;
   const std::uint64_t copies = ordered_copies(g, op);
   if (kind != DeviceKind::cpu) return copies;
