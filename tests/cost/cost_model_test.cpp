@@ -545,7 +545,8 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
 
 // libtorch 1.13 runs an ungrouped 2-D convolution of one sample with at most 20,480 input elements
 // and a kernel of at most 3 without oneDNN: slow_conv2d's columns, [C_in x kernel, output positions],
-// forward and backward; with two samples, more elements, or a larger kernel, oneDNN's reorders.
+// forward and backward (a 1-D one whatever its kernel); with two samples, more elements, or a larger
+// kernel, oneDNN's reorders.
 TEST(CostTable, ASmallConvolutionOfOneSampleHoldsItsColumns) {
   GraphBuilder b;
   auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
@@ -561,11 +562,15 @@ TEST(CostTable, ASmallConvolutionOfOneSampleHoldsItsColumns) {
   conv("two", {2, 32, 16, 16}, 3);       // two samples: oneDNN
   conv("large", {1, 32, 28, 28}, 3);     // 25,088 elements: oneDNN
   conv("kernel5", {1, 32, 16, 16}, 5);   // a 5x5 kernel: oneDNN
-  b.set_num_forward_ops(4);
+  // A 1-D one runs as 2-D of kernel height 1: slow_conv2d's columns whatever its kernel.
+  const TensorId x1 = tensor("oned_x", {1, 32, 256}, TensorKind::data), w1 = tensor("oned_w", {32, 32, 5}, TensorKind::parameter);
+  b.add_op({.name = "oned", .type = "Conv", .inputs = {x1, w1}, .outputs = {tensor("oned_y", {1, 32, 252})}, .attrs = conv_attributes(1), .work = work});
+  b.set_num_forward_ops(5);
   const Graph g = std::move(b).build();
   EXPECT_EQ(op_workspace_bytes(g, 0, DeviceKind::cpu), 32u * 9 * 14 * 14 * 4);
   const auto onednn = [&](OpId o) { return g.tensor_bytes(g.op_inputs(o)[0]) + g.tensor_bytes(g.op_inputs(o)[1]); };  // input > output here
   for (OpId o = 1; o < 4; ++o) EXPECT_EQ(op_workspace_bytes(g, o, DeviceKind::cpu), onednn(o)) << g.op_name(o);
+  EXPECT_EQ(op_workspace_bytes(g, 4, DeviceKind::cpu), 32u * 5 * 252 * 4);
   EXPECT_EQ(op_workspace_bytes(g, 0, DeviceKind::gpu), 0u);
 }
 

@@ -449,6 +449,11 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
     const auto ys = g.tensor_shape(y);
     return static_cast<std::uint64_t>(ws[1] * ws[2] * ws[3] * ys[2] * ys[3]) * dtype_size(g.tensor_dtype(x));
   }
+  // A 1-D convolution runs as a 2-D one of kernel height 1, so the kernel never rules oneDNN in.
+  if (xs.size() == 3 && xs[0] == 1 && !grouped && xs[1] * xs[2] <= 20480) {
+    const auto ys = g.tensor_shape(y);
+    return static_cast<std::uint64_t>(ws[1] * ws[2] * ys[2]) * dtype_size(g.tensor_dtype(x));
+  }
   const std::uint64_t in = g.tensor_bytes(x), out = g.tensor_bytes(y);
   if (grouped) {
     if (!backward) return std::max(in, out) + g.tensor_bytes(w);
