@@ -102,10 +102,13 @@ Cluster one_gpu() {
                               .latency_s = 1e-5}});
 }
 
-// A float32 tensor of the graph `b` builds (the workspace tests').
-TensorId f32_tensor(GraphBuilder& b, const std::string& name, std::vector<std::int64_t> shape, TensorKind kind) {
-  return b.add_tensor(name, std::move(shape), DType::f32, kind);
-}
+// Adds float32 tensors to the graph `b` builds (the workspace tests').
+struct F32Tensors {
+  GraphBuilder& b;
+  TensorId operator()(const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) const {
+    return b.add_tensor(name, std::move(shape), DType::f32, kind);
+  }
+};
 // A convolution's attributes: `group`, and `strides` when given.
 Attributes conv_attributes(std::int64_t group, std::vector<std::int64_t> strides = {}) {
   Attributes a;
@@ -448,9 +451,7 @@ TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
 // docs/cost-model.md#workspaces), held while it runs; none on a GPU, none for other ops.
 TEST(CostTable, ConvolutionsOnTheCpuHoldWorkspaces) {
   GraphBuilder b;
-  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return f32_tensor(b, name, std::move(shape), kind);
-  };
+  const F32Tensors tensor{b};
   auto with_group = [](std::int64_t group) { return conv_attributes(group); };
   const OpWork work{1e6, 1e6, 1e6, OpClass::conv};
   // A 3x3 convolution over 32 samples: 24.5 MiB in, 49 MiB out, a 288 KiB weight.
@@ -501,9 +502,7 @@ TEST(CostTable, ConvolutionsOnTheCpuHoldWorkspaces) {
 // Mul's gradient for a broadcast operand multiplies at the output's size before reducing.
 TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
   GraphBuilder b;
-  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return f32_tensor(b, name, std::move(shape), kind);
-  };
+  const F32Tensors tensor{b};
   const OpWork pointwise{32, 128, 128, OpClass::elementwise};
   const TensorId x = tensor("x", {4, 8}, TensorKind::data), w = tensor("w", {8}, TensorKind::parameter);
   const TensorId a = tensor("a", {4, 8}), e = tensor("e", {4, 8}), t = tensor("t", {4, 8}), s = tensor("s", {4, 8});
@@ -549,9 +548,7 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
 // kernel, oneDNN's reorders.
 TEST(CostTable, ASmallConvolutionOfOneSampleHoldsItsColumns) {
   GraphBuilder b;
-  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return f32_tensor(b, name, std::move(shape), kind);
-  };
+  const F32Tensors tensor{b};
   const OpWork work{1e6, 1e6, 1e6, OpClass::conv};
   auto conv = [&](const std::string& name, std::vector<std::int64_t> x, std::int64_t k) {
     const TensorId in = tensor(name + "_x", x, TensorKind::data), w = tensor(name + "_w", {32, x[1], k, k}, TensorKind::parameter);
@@ -578,9 +575,7 @@ TEST(CostTable, ASmallConvolutionOfOneSampleHoldsItsColumns) {
 // input's gradient (measured: one input at five sizes), none when only scale and bias take one.
 TEST(CostTable, AnInstanceNormalizationsInputGradientHoldsOneInput) {
   GraphBuilder b;
-  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return f32_tensor(b, name, std::move(shape), kind);
-  };
+  const F32Tensors tensor{b};
   const OpWork work{1e6, 1e6, 1e6, OpClass::normalization};
   const TensorId x = tensor("x", {2, 4, 8, 8}, TensorKind::data), s = tensor("s", {4}, TensorKind::parameter), bias = tensor("b", {4}, TensorKind::parameter);
   b.add_op({.name = "in", .type = "InstanceNormalization", .inputs = {x, s, bias}, .outputs = {tensor("y", {2, 4, 8, 8})}, .work = work});
@@ -603,9 +598,7 @@ TEST(CostTable, AnInstanceNormalizationsInputGradientHoldsOneInput) {
 // gradient; none on a GPU.
 TEST(CostTable, ATransposedConvolutionAndItsGradientHoldOneSamplesColumns) {
   GraphBuilder b;
-  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return f32_tensor(b, name, std::move(shape), kind);
-  };
+  const F32Tensors tensor{b};
   auto conv_attrs = [](std::int64_t group) { return conv_attributes(group, {2, 2}); };
   const OpWork work{1e6, 1e6, 1e6, OpClass::conv};
   // [2, 8, 5, 5] up to [2, 4, 11, 11] by 3x3 filters of stride 2; then grouped (2 groups of 2 out channels).
@@ -631,9 +624,7 @@ TEST(CostTable, ATransposedConvolutionAndItsGradientHoldOneSamplesColumns) {
 // the second runs the first's state is freed and its gradients done (docs/cost-model.md#workspaces).
 TEST(CostTable, ARecurrentGradientHoldsItsWeightsPartialSums) {
   GraphBuilder b;
-  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return f32_tensor(b, name, std::move(shape), kind);
-  };
+  const F32Tensors tensor{b};
   auto attrs = [](bool bidirectional) {
     Attributes a;
     a.set(Attribute{.name = "hidden_size", .kind = Attribute::Kind::integer, .i = 32});
@@ -711,9 +702,7 @@ TEST(CostTable, AMaxPoolOnTheCpuHoldsItsIndicesWhileItRuns) {
 // in row-major order (along the batch) needs none.
 TEST(CostTable, ConvolutionsCopyAViewOutOfOrderFirst) {
   GraphBuilder b;
-  auto tensor = [&b](const std::string& name, std::vector<std::int64_t> shape, TensorKind kind = TensorKind::activation) {
-    return f32_tensor(b, name, std::move(shape), kind);
-  };
+  const F32Tensors tensor{b};
   auto axis = [](std::int64_t a) {
     Attributes attrs;
     attrs.set(Attribute{.name = "axis", .kind = Attribute::Kind::integer, .i = a});
