@@ -577,14 +577,13 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
     for (std::size_t d = 2; d < xs.size(); ++d) elements *= static_cast<std::uint64_t>(ws[d] * xs[d]);
     return elements * dtype_size(g.tensor_dtype(ins[0]));
   }
-  const OpId conv = fwd;
-  if (backward && conv != kNoId && is_recurrent(g.op_type(conv)) && g.op_type(op) == g.op_type(conv) + "Grad")
-    return kind == DeviceKind::cpu ? recurrent_weight_sum_bytes(g, op, conv, false) : 0;
-  if (backward && conv != kNoId && g.op_type(conv) != "Conv") return gradient_temporaries(g, op, conv, kind);
-  if (conv == kNoId || g.op_type(conv) != "Conv" || (backward && g.op_type(op) != "ConvGrad")) return 0;
+  if (backward && fwd != kNoId && is_recurrent(g.op_type(fwd)) && g.op_type(op) == g.op_type(fwd) + "Grad")
+    return kind == DeviceKind::cpu ? recurrent_weight_sum_bytes(g, op, fwd, false) : 0;
+  if (backward && fwd != kNoId && g.op_type(fwd) != "Conv") return gradient_temporaries(g, op, fwd, kind);
+  if (fwd == kNoId || g.op_type(fwd) != "Conv" || (backward && g.op_type(op) != "ConvGrad")) return 0;
   const std::uint64_t copies = ordered_copies(g, op);
   if (kind != DeviceKind::cpu) return copies;
-  return copies + onednn_workspace_bytes(g, op, backward, conv);
+  return copies + onednn_workspace_bytes(g, op, backward, fwd);
 }
 
 std::uint64_t op_out_of_place_sum_bytes(const Graph& g, OpId op, DeviceKind kind) {
@@ -636,22 +635,19 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
                     " bytes): check the op's work and the device's peak_flops, memory_bandwidth and efficiencies");
     }
   }
-  // Workspaces: one rule per device kind, where the op takes time.
-  for (OpId o = 0; o < g.num_ops(); ++o) {
-    const std::array<std::uint64_t, 2> by_kind{op_workspace_bytes(g, o, DeviceKind::cpu), op_workspace_bytes(g, o, DeviceKind::gpu)};
-    if (by_kind[0] == 0 && by_kind[1] == 0) continue;
-    for (DeviceId d = 0; d < num_devices_; ++d)
-      if (time_s_[std::size_t{o} * num_devices_ + d] > 0)
-        workspace_[std::size_t{o} * num_devices_ + d] = by_kind[static_cast<std::size_t>(c.device(d).kind)];
-  }
-  for (OpId o = 0; o < g.num_ops(); ++o) {
-    const std::array<std::uint64_t, 2> by_kind{op_out_of_place_sum_bytes(g, o, DeviceKind::cpu), op_out_of_place_sum_bytes(g, o, DeviceKind::gpu)};
-    if (by_kind[0] == 0 && by_kind[1] == 0) continue;
-    if (out_of_place_sum_.empty()) out_of_place_sum_.assign(workspace_.size(), 0);
-    for (DeviceId d = 0; d < num_devices_; ++d)
-      if (time_s_[std::size_t{o} * num_devices_ + d] > 0)
-        out_of_place_sum_[std::size_t{o} * num_devices_ + d] = by_kind[static_cast<std::size_t>(c.device(d).kind)];
-  }
+  // Workspaces (and what out-of-place sums add): one rule per device kind, where the op takes time.
+  auto per_device = [&](std::vector<std::uint64_t>& table, auto rule) {
+    for (OpId o = 0; o < g.num_ops(); ++o) {
+      const std::array<std::uint64_t, 2> by_kind{rule(g, o, DeviceKind::cpu), rule(g, o, DeviceKind::gpu)};
+      if (by_kind[0] == 0 && by_kind[1] == 0) continue;
+      if (table.empty()) table.assign(g.num_ops() * num_devices_, 0);
+      for (DeviceId d = 0; d < num_devices_; ++d)
+        if (time_s_[std::size_t{o} * num_devices_ + d] > 0)
+          table[std::size_t{o} * num_devices_ + d] = by_kind[static_cast<std::size_t>(c.device(d).kind)];
+    }
+  };
+  per_device(workspace_, op_workspace_bytes);
+  per_device(out_of_place_sum_, op_out_of_place_sum_bytes);
   // Each time is finite, but a device's sum may not be (a profile giving 1e308 s to two ops):
   // every step and bound on it would be inf, or the bounds' arithmetic NaN.
   for (DeviceId d = 0; d < num_devices_; ++d) {
