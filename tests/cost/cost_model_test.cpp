@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "placer/graph/training.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -727,6 +728,49 @@ TEST(CostTable, ConvolutionsCopyAViewOutOfOrderFirst) {
   EXPECT_EQ(op_workspace_bytes(g, 2, DeviceKind::cpu), part) << "1x1 over 8 samples: the copy alone";
   EXPECT_EQ(op_workspace_bytes(g, 3, DeviceKind::gpu), 0u) << "rows of the batch: in order";
   EXPECT_EQ(op_workspace_bytes(g, 4, DeviceKind::gpu), 0u) << "an elementwise kernel reads strides as they are";
+}
+
+// An Einsum holds the operands its batched product copies into order while it runs, on every
+// device (libtorch's einsum), but in a training step the copies the gradient keeps are an output of
+// the op; its gradient holds the second partial gradient of an operand read twice, and an
+// elementwise product (nothing summed) each broadcast operand's product with dY (as Mul's).
+TEST(CostTable, AnEinsumHoldsTheOperandsItCopiesAndItsGradientsPartials) {
+  auto graph = [](const char* equation, bool twice, std::vector<std::int64_t> a_shape, std::vector<std::int64_t> out_shape) {
+    GraphBuilder b("einsum");
+    const F32Tensors tensor{b};
+    Attributes eq;
+    eq.set(Attribute{.name = "equation", .kind = Attribute::Kind::text, .s = equation});
+    const TensorId x = tensor("x", a_shape, TensorKind::data), p = tensor("p", {a_shape.back()}, TensorKind::parameter);
+    const TensorId a = tensor("a", a_shape), y = tensor("y", out_shape);
+    auto add = [&](const std::string& name, const std::string& type, std::vector<TensorId> in, TensorId out, const Attributes& attrs) {
+      std::vector<TensorDesc> ins;
+      for (TensorId t : in) ins.push_back({b.tensor_shape(t), b.tensor_dtype(t), true});
+      const std::vector<TensorDesc> outs{{b.tensor_shape(out), b.tensor_dtype(out), true}};
+      b.add_op({.name = name, .type = type, .inputs = in, .outputs = {out}, .attrs = attrs, .work = op_work(type, attrs, ins, outs)});
+    };
+    add("mul", "Mul", {x, p}, a, {});
+    add("einsum", "Einsum", {a, twice ? a : tensor("w", a_shape, TensorKind::parameter)}, y, eq);
+    b.mark_output(y);
+    return std::move(b).build();
+  };
+  const std::uint64_t a_bytes = 2 * 5 * 3 * 4 * 4;
+  // Scores of a [b, q, h, d] tensor with itself: both operands copied, and kept for the gradients.
+  const Graph qk = graph("bqhd,bkhd->bhqk", true, {2, 5, 3, 4}, {2, 3, 5, 5});
+  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) EXPECT_EQ(op_workspace_bytes(qk, 1, kind), 2 * a_bytes);
+  const Graph qk_step = derive_training_step(qk, Optimizer::sgd);
+  const OpId fwd = qk_step.find_op("einsum"), grad = qk_step.find_op("einsum/grad");
+  EXPECT_EQ(op_workspace_bytes(qk_step, fwd, DeviceKind::cpu), 0u) << "both copies kept: an output of the op";
+  EXPECT_EQ(op_workspace_bytes(qk_step, grad, DeviceKind::cpu), a_bytes) << "a's second partial gradient";
+  // The same with a parameter: only the parameter's copy, kept (a needs a gradient).
+  const Graph qw_step = derive_training_step(graph("bqhd,bkhd->bhqk", false, {2, 5, 3, 4}, {2, 3, 5, 5}), Optimizer::sgd);
+  EXPECT_EQ(qw_step.tensor_bytes(qw_step.find_tensor("einsum/copies")), 2 * a_bytes);
+  EXPECT_EQ(op_workspace_bytes(qw_step, qw_step.find_op("einsum/grad"), DeviceKind::cpu), 0u);
+  // In order already: nothing.
+  EXPECT_EQ(op_workspace_bytes(graph("bhqd,bhkd->bhqk", true, {2, 3, 5, 4}, {2, 3, 5, 5}), 1, DeviceKind::cpu), 0u);
+  // An outer product is elementwise: two products of dY's size while its gradient runs.
+  const Graph outer = derive_training_step(graph("bi,bj->bij", true, {2, 5}, {2, 5, 5}), Optimizer::sgd);
+  EXPECT_EQ(op_workspace_bytes(outer, outer.find_op("einsum"), DeviceKind::cpu), 0u);
+  EXPECT_EQ(op_workspace_bytes(outer, outer.find_op("einsum/grad"), DeviceKind::cpu), 2u * 2 * 5 * 5 * 4);
 }
 
 }  // namespace

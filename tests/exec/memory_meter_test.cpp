@@ -445,6 +445,39 @@ TEST(MemoryMeter, MoreGradientFormulasHoldTheirTemporaries) {
   }
 }
 
+// Einsums hold what libtorch's einsum holds (einsum_layout): attention's products copy the
+// operands they cannot view in order (Q and K for the scores, V for the values), the copies kept
+// for the gradients, an output permuted into the output's order (the Reshape after it copies), an
+// outer product's gradient two products of dY's size; a sum's gradient is dY broadcast, a view
+// (ReduceSum, a one-operand Einsum). A QA pass measured an einsum attention 20% under in inference;
+// such probes were 12-50% under, the sums 50% over in training (2026-11-30).
+TEST(MemoryMeter, EinsumsAndSumsHoldWhatLibtorchsKernelsHold) {
+  exec::configure_threads(1);
+  const std::vector<std::int64_t> act{4, 32, 4, 64}, flat{256, 512};
+  auto equation = [](const char* eq) { return std::vector<std::pair<std::string, std::string>>{{"equation", eq}}; };
+  const std::string attention = small_model("einsum_attention", {{"input", act}},
+                                            {{"Mul", {"input", "p"}, {"m"}, {}},
+                                             {"Einsum", {"m", "m"}, {"s"}, {}, equation("bqhd,bkhd->bhqk")},
+                                             {"Softmax", {"s"}, {"a"}, {{"axis", {-1}}}},
+                                             {"Einsum", {"a", "m"}, {"o"}, {}, equation("bhqk,bkhd->bqhd")},
+                                             {"Reshape", {"o", "shape"}, {"y"}, {}}},
+                                            {4, 32, 256}, {{"shape", {4, 32, 256}}}, {{"p", {64}}});
+  const std::string outer = small_model("einsum_outer", {{"input", {4, 512}}},
+                                        {{"Mul", {"input", "p"}, {"m"}, {}}, {"Einsum", {"m", "m"}, {"y"}, {}, equation("bi,bj->bij")}},
+                                        {4, 512, 512}, {}, {{"p", {512}}});
+  const std::string sum = small_model("reduce_sum", {{"input", flat}},
+                                      {{"Mul", {"input", "p"}, {"m"}, {}}, {"ReduceSum", {"m", "axes"}, {"r"}, {}}, {"Relu", {"r"}, {"y"}, {}}},
+                                      {256, 1}, {{"axes", {1}}}, {{"p", {512}}});
+  const std::string einsum_sum = small_model("einsum_sum", {{"input", flat}},
+                                             {{"Mul", {"input", "p"}, {"m"}, {}}, {"Einsum", {"m"}, {"r"}, {}, equation("ij->i")}, {"Relu", {"r"}, {"y"}, {}}},
+                                             {256}, {}, {{"p", {512}}});
+  for (const std::string& path : {attention, outer, sum, einsum_sum})
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
+      expect_peak_as_simulated(path, mode);
+    }
+}
+
 // A MobileNetV3 block's activations run as PyTorch's kernels (HardSwish, and HardSigmoid as PyTorch
 // exports it), which hold their output alone, and a batch normalization's gradient holds one input
 // more when the input takes a gradient (CostTable::workspace_bytes). A QA pass measured these

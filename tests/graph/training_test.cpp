@@ -184,7 +184,9 @@ TEST(TrainingStep, SharedWeightGradientsAreSummedByItsUpdate) {
   EXPECT_TRUE(step.tensor_accumulated(step.op_inputs(u)[2]));
   // Nothing else is: every other tensor has one partial.
   for (TensorId t = 0; t < step.num_tensors(); ++t)
-    if (step.tensor_accumulated(t)) EXPECT_EQ(t, step.op_inputs(u)[2]) << step.tensor_name(t);
+    if (step.tensor_accumulated(t)) {
+      EXPECT_EQ(t, step.op_inputs(u)[2]) << step.tensor_name(t);
+    }
 }
 
 // BatchNorm's running statistics (its training-mode form's outputs 1 and 2) are side outputs: as
@@ -335,6 +337,71 @@ TEST(TrainingStep, AnExpandIsAViewOfItsInput) {
   EXPECT_TRUE(step.tensor_is_view(step.find_tensor("e")));
   EXPECT_FALSE(step.tensor_in_order(step.find_tensor("e")));
   EXPECT_FALSE(step.tensor_is_view(step.find_tensor("m")));
+}
+
+// PyTorch's einsum copies an operand its batched product cannot view in order, and the product
+// keeps the copy for the other operand's gradient: an output the step adds ("<op>/copies"), which
+// the gradient reads instead of the operand (einsum_layout). The output is the product's storage,
+// [b, h, q, d] here, viewed as [b, q, h, d]: not in order, so the Reshape after it copies.
+TEST(TrainingStep, AnEinsumKeepsTheOperandsItCopiedAndGivesItsOutputInTheProductsOrder) {
+  StepOf s;
+  Attributes eq;
+  eq.set(Attribute{.name = "equation", .kind = Attribute::Kind::text, .s = "bhqk,bkhd->bqhd"});
+  const TensorId x = s.tensor("x", {2, 3, 5, 6}, TensorKind::data), p = s.tensor("p", {6}, TensorKind::parameter);
+  const TensorId v = s.tensor("v", {2, 6, 3, 4}, TensorKind::parameter), shape = s.tensor("shape", {3}, TensorKind::constant, DType::i64);
+  const TensorId a = s.tensor("a", {2, 3, 5, 6}), o = s.tensor("o", {2, 5, 3, 4}), y = s.tensor("y", {2, 5, 12});
+  s.op("mul", "Mul", {x, p}, {a});
+  s.op("einsum", "Einsum", {a, v}, {o}, eq);
+  s.op("reshape", "Reshape", {o, shape}, {y});
+  const Graph step = s.step({y});
+  const OpId einsum = step.find_op("einsum"), grad = step.find_op("einsum/grad");
+  const TensorId copies = step.find_tensor("einsum/copies");
+  ASSERT_NE(copies, kNoId);
+  EXPECT_THAT(step.op_outputs(einsum), ElementsAre(o, copies));
+  EXPECT_EQ(step.tensor_elements(copies), 2u * 6 * 3 * 4) << "V's copy (a's is a view)";
+  const auto reads = step.op_inputs(grad);
+  EXPECT_TRUE(std::ranges::find(reads, copies) != reads.end());
+  EXPECT_TRUE(std::ranges::find(reads, v) == reads.end()) << "the copy instead of V";
+  EXPECT_TRUE(std::ranges::find(reads, a) != reads.end()) << "a itself, for V's gradient";
+  EXPECT_FALSE(step.tensor_in_order(o));
+  EXPECT_EQ(step.tensor_strides(o), (std::vector<std::int64_t>{60, 4, 20, 1}));
+  EXPECT_FALSE(step.tensor_is_view(y)) << "a Reshape of [b, q, h, d] viewing [b, h, q, d] copies";
+  EXPECT_FALSE(step.tensor_in_order(step.find_tensor("grad/v/einsum"))) << "V's gradient comes in the product's order";
+  EXPECT_TRUE(step.tensor_in_order(step.find_tensor("grad/a/einsum")));
+}
+
+// A sum's gradient is dY broadcast back to the input's shape (PyTorch's sum_backward: an expand):
+// a view of dY, no kernel, not in row-major order. A one-operand Einsum's likewise.
+TEST(TrainingStep, ASumsGradientIsABroadcastViewOfTheIncomingOne) {
+  StepOf s;
+  Attributes keep;
+  keep.set(Attribute{.name = "keepdims", .kind = Attribute::Kind::integer, .i = 0});
+  Attributes eq;
+  eq.set(Attribute{.name = "equation", .kind = Attribute::Kind::text, .s = "ij->i"});
+  const TensorId x = s.tensor("x", {16, 32}, TensorKind::data), p = s.tensor("p", {32}, TensorKind::parameter);
+  const TensorId axes = s.tensor("axes", {1}, TensorKind::constant, DType::i64);
+  const TensorId m = s.tensor("m", {16, 32}), r = s.tensor("r", {16}), e = s.tensor("e", {16}), y = s.tensor("y", {16});
+  s.op("mul", "Mul", {x, p}, {m});
+  s.op("sum", "ReduceSum", {m, axes}, {r}, keep);
+  s.op("einsum", "Einsum", {m}, {e}, eq);
+  s.op("add", "Add", {r, e}, {y});
+  const Graph step = s.step({y});
+  for (const char* name : {"grad/m/sum", "grad/m/einsum"}) {
+    SCOPED_TRACE(name);
+    const TensorId g = step.find_tensor(name);
+    ASSERT_NE(g, kNoId);
+    EXPECT_TRUE(step.tensor_is_view(g));
+    EXPECT_FALSE(step.tensor_in_order(g));
+    EXPECT_EQ(step.tensor_strides(g), (std::vector<std::int64_t>{1, 0}));
+    EXPECT_EQ(step.op_work(step.producer(g)).bytes_written, 0.0);
+  }
+  // A graph JSON may declare such a view; one that is no broadcast of its input is refused.
+  GraphBuilder b("bad");
+  const TensorId small = b.add_tensor("small", {16}, DType::f32, TensorKind::data);
+  const TensorId wide = b.add_tensor("wide", {2, 16}, DType::f32, TensorKind::activation);
+  const TensorId odd = b.add_tensor("odd", {5, 7}, DType::f32, TensorKind::activation);
+  EXPECT_NO_THROW(b.add_op({.name = "broadcast", .type = "Custom", .inputs = {small}, .outputs = {wide}, .view_outputs = 1u}));
+  EXPECT_THROW(b.add_op({.name = "no_broadcast", .type = "Custom", .inputs = {small}, .outputs = {odd}, .view_outputs = 1u}), Error);
 }
 
 TEST(TrainingStep, GradientsReadAndWriteWhatTheRulesSay) {

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "placer/graph/einsum.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/json_fields.hpp"
 
@@ -481,6 +483,34 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
   return 0;
 }
 
+// An Einsum's temporaries (einsum_layout; measured on the host meter, 2026-12-01, docs/cost-model.md):
+// forward, the operands its batched product copies into order (but those its gradient keeps, an
+// output of the op in a training step); gradient, each broadcast operand's product with dY at the
+// output's size when nothing is summed (as Mul's), and the second partial gradient of an operand
+// the product reads twice (summed into the first). (A dY out of the product's order is copied into
+// it, but autograd then frees dY: no more memory than dY's.)
+std::uint64_t einsum_workspace_bytes(const Graph& g, OpId op, OpId fwd) {
+  const auto layout = einsum_layout_of(g, fwd);
+  if (!layout) return 0;
+  const auto ins = g.op_inputs(fwd);
+  std::uint64_t bytes = 0;
+  const auto outs = g.op_outputs(fwd);
+  if (op == fwd) {
+    for (std::size_t i = 0; i < ins.size(); ++i)
+      if (layout->copied[i]) bytes += g.tensor_bytes(ins[i]);
+    // (In a training step the copies its gradient keeps are an output of the op.)
+    const std::uint64_t kept = outs.size() > 1 && outs[1] != kNoId ? g.tensor_bytes(outs[1]) : 0;
+    return bytes > kept ? bytes - kept : 0;
+  }
+  if (outs.empty() || outs[0] == kNoId) return 0;
+  const std::uint64_t y = g.tensor_bytes(outs[0]);
+  if (ins.size() == 2 && !layout->product)
+    for (TensorId x : ins)
+      if (g.tensor_elements(x) < g.tensor_elements(outs[0]) && computes_gradient(g, op, fwd, x)) bytes += y;
+  if (ins.size() == 2 && ins[0] == ins[1] && layout->product && computes_gradient(g, op, fwd, ins[0])) bytes += g.tensor_bytes(ins[0]);
+  return bytes;
+}
+
 // Whether the gradient op `grad` of Div `fwd` computes the divisor's gradient: both operands', or the
 // one an operand that takes none (data, a constant) leaves, or else the one its name says (the
 // training step names it grad/<divisor>/<op>).
@@ -577,6 +607,7 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
     for (std::size_t d = 2; d < xs.size(); ++d) elements *= static_cast<std::uint64_t>(ws[d] * xs[d]);
     return elements * dtype_size(g.tensor_dtype(ins[0]));
   }
+  if (fwd != kNoId && g.op_type(fwd) == "Einsum" && g.op_type(op) == (backward ? "EinsumGrad" : "Einsum")) return einsum_workspace_bytes(g, op, fwd);
   if (backward && fwd != kNoId && is_recurrent(g.op_type(fwd)) && g.op_type(op) == g.op_type(fwd) + "Grad")
     return kind == DeviceKind::cpu ? recurrent_weight_sum_bytes(g, op, fwd, false) : 0;
   if (backward && fwd != kNoId && g.op_type(fwd) != "Conv") return gradient_temporaries(g, op, fwd, kind);

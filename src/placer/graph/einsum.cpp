@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 
+#include "placer/graph/graph.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
 
@@ -149,6 +150,156 @@ std::vector<std::int64_t> einsum_output_shape(std::string_view equation, const s
   std::vector<std::int64_t> out;
   for (int label : labels.output) out.push_back(size[static_cast<std::size_t>(label)]);
   return out;
+}
+
+}  // namespace placer
+
+namespace placer {
+namespace {
+
+std::vector<std::int64_t> row_major(std::span<const std::int64_t> shape) {
+  std::vector<std::int64_t> strides(shape.size());
+  std::int64_t step = 1;
+  for (std::size_t k = shape.size(); k-- > 0;) strides[k] = step, step *= std::max<std::int64_t>(shape[k], 1);
+  return strides;
+}
+
+// Whether dimensions `dims` of a tensor, taken in this order, merge into one without a copy
+// (PyTorch's `view`): each one of size > 1 steps over the whole extent of the next such one.
+bool mergeable(std::span<const int> dims, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+  int prev = -1;
+  for (int d : dims) {
+    const auto k = static_cast<std::size_t>(d);
+    if (shape[k] == 1) continue;
+    if (prev >= 0 && strides[static_cast<std::size_t>(prev)] != strides[k] * shape[k]) return false;
+    prev = d;
+  }
+  return true;
+}
+
+}  // namespace
+
+EinsumLayout einsum_layout(std::string_view equation, std::span<const std::span<const std::int64_t>> shapes,
+                           std::span<const std::span<const std::int64_t>> strides) {
+  std::vector<std::size_t> ranks;
+  for (const auto& s : shapes) ranks.push_back(s.size());
+  const EinsumLabels labels = parse_einsum(equation, ranks);
+  const std::vector<std::int64_t> size = einsum_label_sizes(equation, labels, shapes);
+  const std::size_t n = shapes.size();
+  EinsumLayout r;
+  r.copied.assign(n, false);
+  std::vector<std::int64_t> out_shape;
+  for (int label : labels.output) out_shape.push_back(size[static_cast<std::size_t>(label)]);
+  r.output_strides = row_major(out_shape);
+  for (const auto& s : shapes) r.gradient_strides.push_back(row_major(s));
+  if (n < 1 || n > 2) return r;
+
+  const auto num_labels = static_cast<std::size_t>(labels.num_labels);
+  std::vector<std::vector<int>> dim_of(n, std::vector<int>(num_labels, -1));  // per operand: label -> its dimension
+  std::vector<bool> used(num_labels, false), in_output(num_labels, false);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = 0; k < labels.operands[i].size(); ++k) {
+      const auto label = static_cast<std::size_t>(labels.operands[i][k]);
+      if (dim_of[i][label] != -1) return r;  // a diagonal: not modelled
+      dim_of[i][label] = static_cast<int>(k);
+      used[label] = true;
+    }
+  for (int label : labels.output) in_output[static_cast<std::size_t>(label)] = true;
+  // The summed labels in PyTorch's order: broadcast dimensions, then letters.
+  std::vector<int> summed;
+  for (int label = EinsumLabels::kLetters; label < labels.num_labels; ++label)
+    if (used[static_cast<std::size_t>(label)] && !in_output[static_cast<std::size_t>(label)]) summed.push_back(label);
+  for (int label = 0; label < EinsumLabels::kLetters; ++label)
+    if (used[static_cast<std::size_t>(label)] && !in_output[static_cast<std::size_t>(label)]) summed.push_back(label);
+  auto operand_strides = [&](std::size_t i) {
+    return i < strides.size() && strides[i].size() == shapes[i].size() ? std::vector<std::int64_t>(strides[i].begin(), strides[i].end())
+                                                                       : row_major(shapes[i]);
+  };
+
+  if (n == 1) {
+    r.modelled = true;
+    // The gradient: dY permuted back, broadcast along the summed letters (stride 0), a view of dY.
+    for (std::size_t k = 0; k < labels.operands[0].size(); ++k) {
+      const auto at = std::ranges::find(labels.output, labels.operands[0][k]);
+      r.gradient_strides[0][k] = at == labels.output.end() ? 0 : r.output_strides[static_cast<std::size_t>(at - labels.output.begin())];
+    }
+    if (!summed.empty()) return r;  // a sum: a tensor of its own
+    r.view = true;
+    const std::vector<std::int64_t> st = operand_strides(0);
+    for (std::size_t k = 0; k < labels.output.size(); ++k) r.output_strides[k] = st[static_cast<std::size_t>(dim_of[0][static_cast<std::size_t>(labels.output[k])])];
+    return r;
+  }
+
+  auto extent = [&](std::size_t i, int label) {
+    const int d = dim_of[i][static_cast<std::size_t>(label)];
+    return d < 0 ? std::int64_t{1} : shapes[i][static_cast<std::size_t>(d)];
+  };
+  std::vector<int> both, left, right, sum;  // sumproduct_pair's lro, lo, ro and summed dimensions
+  for (int label : summed) {
+    const std::int64_t a = extent(0, label), b = extent(1, label);
+    if (a > 1 && b > 1) sum.push_back(label);
+    else if (a > 1 || b > 1) return r;  // summed out of one operand first (a reduction): not modelled
+  }
+  for (int label : labels.output) {
+    const std::int64_t a = extent(0, label), b = extent(1, label);
+    (a > 1 && b > 1 ? both : a > 1 ? left : right).push_back(label);
+  }
+  r.modelled = true;
+  if (sum.empty()) return r;  // an elementwise product
+  r.product = true;
+
+  // Whether operand i, its dimensions grouped so, reshapes into one dimension per group without a copy.
+  auto copies = [&](std::size_t i, std::span<const std::vector<int>* const> groups) {
+    const std::vector<std::int64_t> st = operand_strides(i);
+    for (const std::vector<int>* group : groups) {
+      std::vector<int> dims;
+      for (int label : *group)
+        if (const int d = dim_of[i][static_cast<std::size_t>(label)]; d >= 0) dims.push_back(d);
+      if (!mergeable(dims, shapes[i], st)) return true;
+    }
+    return false;
+  };
+  const std::vector<int>* left_groups[] = {&both, &left, &sum};
+  const std::vector<int>* right_groups[] = {&both, &sum, &right};
+  r.copied[0] = copies(0, left_groups);
+  r.copied[1] = copies(1, right_groups);
+
+  // Row-major strides over `memory` (labels, outermost first) for the dimensions of `dims` (labels).
+  auto laid_out = [&](std::span<const int> dims, std::span<const std::vector<int>* const> memory) {
+    std::vector<int> order;
+    for (const std::vector<int>* group : memory) order.insert(order.end(), group->begin(), group->end());
+    std::vector<std::int64_t> st(dims.size(), 1);
+    std::int64_t step = 1;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const auto k = std::ranges::find(dims, *it);
+      if (k == dims.end()) continue;  // (a dimension of size 1 of the other operand)
+      st[static_cast<std::size_t>(k - dims.begin())] = step;
+      step *= std::max<std::int64_t>(size[static_cast<std::size_t>(*it)], 1);
+    }
+    return st;
+  };
+  const std::vector<int>* out_groups[] = {&both, &left, &right};
+  r.output_strides = laid_out(labels.output, out_groups);
+  r.gradient_strides[0] = laid_out(labels.operands[0], left_groups);
+  r.gradient_strides[1] = laid_out(labels.operands[1], right_groups);
+  return r;
+}
+
+std::optional<EinsumLayout> einsum_layout_of(const Graph& g, OpId op) {
+  std::vector<std::span<const std::int64_t>> shapes;
+  std::vector<std::vector<std::int64_t>> strides;
+  for (TensorId t : g.op_inputs(op)) {
+    if (t == kNoId) return std::nullopt;
+    shapes.push_back(g.tensor_shape(t));
+    strides.push_back(g.tensor_strides(t));
+  }
+  const std::vector<std::span<const std::int64_t>> stride_spans(strides.begin(), strides.end());
+  try {
+    EinsumLayout layout = einsum_layout(g.op_attrs(op).get_string("equation", ""), shapes, stride_spans);
+    if (layout.modelled) return layout;
+  } catch (const Error&) {  // (op_work's rule reports it)
+  }
+  return std::nullopt;
 }
 
 }  // namespace placer

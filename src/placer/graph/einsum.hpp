@@ -15,11 +15,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "placer/graph/types.hpp"
+
 namespace placer {
+
+class Graph;
 
 struct EinsumLabels {
   static constexpr int kLetters = 52;  // 'A'..'Z' are 0..25, 'a'..'z' 26..51
@@ -43,5 +48,40 @@ std::vector<std::int64_t> einsum_label_sizes(std::string_view equation, const Ei
 // The output shape of `equation` on operands of these shapes (parse_einsum and einsum_label_sizes'
 // errors).
 std::vector<std::int64_t> einsum_output_shape(std::string_view equation, const std::vector<std::vector<std::int64_t>>& shapes);
+
+// How PyTorch evaluates an Einsum (libtorch 1.13's at::einsum, the executor's kernel), as far as
+// memory goes. Every operand is viewed in one common order of the labels (the output's, then the
+// summed ones: broadcast dimensions, then letters in label order); two operands with letters to
+// sum are multiplied by sumproduct_pair: the left one permuted to [both, left only, summed] and
+// reshaped to three dimensions, the right one to [both, summed, right only], a batched product of
+// the two, and its result viewed in the output's order. An operand whose dimensions cannot be
+// reshaped so without a copy (PyTorch's `view` rule) is copied into that order first; the output
+// is the product's storage, in row-major order only when the output lists its letters as the
+// product does. The gradient of that product reshapes dY the same way (a copy when the output is
+// not in row-major order, which replaces dY) and gives each operand's gradient in the product's
+// order. With nothing
+// to sum the operands are multiplied elementwise (broadcast); one operand with nothing to sum is
+// a permuted view of it.
+struct EinsumLayout {
+  bool modelled = false;  // one operand, or two; no letter repeated within an operand; no letter summed from one operand alone
+  bool product = false;   // two operands multiplied by a batched matrix product (else elementwise, or one operand)
+  bool view = false;      // the output is a view of the only operand (a permutation of it)
+  std::vector<bool> copied;  // per operand: copied into the product's order first
+  std::vector<std::int64_t> output_strides;  // the output's strides, in elements
+  // Per operand, its gradient's strides: the product's order; one operand's, dY's permuted back
+  // (0 along summed letters: a view of dY); row-major for an elementwise product (summed to shape).
+  std::vector<std::vector<std::int64_t>> gradient_strides;
+};
+
+// `strides[i]`: operand i's strides in elements (empty: row-major). Throws as parse_einsum and
+// einsum_label_sizes do; an equation outside what `modelled` covers gives modelled = false,
+// row-major strides and no copies.
+EinsumLayout einsum_layout(std::string_view equation, std::span<const std::span<const std::int64_t>> shapes,
+                           std::span<const std::span<const std::int64_t>> strides);
+
+// einsum_layout of Einsum op `op` of `g`, its operands laid out as the graph has them
+// (Graph::tensor_strides); none when an input is absent, the equation does not parse, or the
+// equation is outside what einsum_layout models.
+std::optional<EinsumLayout> einsum_layout_of(const Graph& g, OpId op);
 
 }  // namespace placer

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "placer/graph/einsum.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
 
@@ -80,7 +81,30 @@ std::optional<std::vector<std::int64_t>> view_strides(Shape from, std::span<cons
   return out;
 }
 
+// The strides of `to` viewing elements of shape `from` (laid out with `strides`) broadcast to it,
+// PyTorch's expand after the unsqueezes a sum's gradient makes: walking both shapes from the last
+// dimension, a dimension of `to` equal to the next one of `from` keeps its stride, another steps 0
+// (a dimension of size 1 of `from` between them is passed over). None when a dimension of `from`
+// of size > 1 is left unmatched.
+std::optional<std::vector<std::int64_t>> broadcast_strides(Shape from, std::span<const std::int64_t> strides, Shape to) {
+  if (strides.size() != from.size()) return std::nullopt;
+  std::vector<std::int64_t> out(to.size(), 0);
+  std::size_t f = from.size();
+  for (std::size_t k = to.size(); k-- > 0;) {
+    while (f > 0 && from[f - 1] == 1 && to[k] != 1) --f;
+    if (f > 0 && from[f - 1] == to[k]) out[k] = strides[--f];
+  }
+  while (f > 0 && from[f - 1] == 1) --f;
+  if (f != 0) return std::nullopt;
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::int64_t> Graph::tensor_strides(TensorId t) const {
+  if (tensor_permuted_[t] != 0) return permuted_strides_[tensor_permuted_[t] - 1];
+  return row_major_strides(tensor_shape(t));
+}
 
 std::uint64_t Graph::tensor_elements(TensorId t) const {
   std::uint64_t n = 1;
@@ -173,7 +197,9 @@ OpId GraphBuilder::add_op(OpSpec spec) {
         throw Error("op '" + spec.name + "' declares output " + std::to_string(i) + " a view, but has " + std::to_string(spec.outputs.size()) +
                     " outputs");
       const TensorSpec &out = tensors_[spec.outputs[i]], &in = tensors_[base];
-      if (out.dtype != in.dtype || (elements(out) > elements(in) && spec.type != "Expand"))  // an Expand repeats what it views
+      // An Expand repeats what it views, as a gradient broadcast back does (ReduceSum's).
+      if (out.dtype != in.dtype || (elements(out) > elements(in) && spec.type != "Expand" &&
+                                    !broadcast_strides(in.shape, row_major_strides(in.shape), out.shape)))
         throw Error("op '" + spec.name + "' declares output '" + out.name + "' a view of its input '" + in.name +
                     "', but it is larger than that input or of another element type");
     }
@@ -483,17 +509,56 @@ Graph GraphBuilder::build() && {
     if (!strides[t].empty() || g.tensor_shape(t).empty()) return strides[t];
     return row_major_strides(g.tensor_shape(t));
   };
+  // An Einsum's layout (einsum_layout) from its operands' strides; none when not modelled.
+  auto einsum_of = [&](OpId f) -> std::optional<EinsumLayout> {
+    std::vector<Shape> shapes;
+    std::vector<std::vector<std::int64_t>> operand_strides;
+    for (TensorId t : g.op_inputs(f)) {
+      if (t == kNoId) return std::nullopt;
+      shapes.push_back(g.tensor_shape(t));
+      operand_strides.push_back(strides_of(t));
+    }
+    const std::vector<Shape> stride_spans(operand_strides.begin(), operand_strides.end());
+    try {
+      EinsumLayout layout = einsum_layout(g.op_attrs_[f].get_string("equation", ""), shapes, stride_spans);
+      if (layout.modelled) return layout;
+    } catch (const Error&) {  // (the import checked the equation; a graph JSON's is priced as it is)
+    }
+    return std::nullopt;
+  };
   for (OpId o : g.topo_) {
     const auto ins = g.op_inputs(o);
     const auto outs = g.op_outputs(o);
     std::uint32_t& views = g.op_views_[o];
+    const std::string& op_type = g.type_names_[g.op_type_[o]];
+    if (op_type == "EinsumGrad" && g.forward_op_[o] != kNoId && g.type_names_[g.op_type_[g.forward_op_[o]]] == "Einsum") {
+      // A batched product's gradients come in the product's order, a one-operand Einsum's is dY
+      // permuted or broadcast back (einsum_layout); a tensor read twice gets the sum of two, taken
+      // as in order.
+      const OpId f = g.forward_op_[o];
+      if (const auto layout = einsum_of(f)) {
+        const auto fins = g.op_inputs(f);
+        for (TensorId t : outs)
+          for (std::size_t i = 0; t != kNoId && i < fins.size(); ++i)
+            if (std::ranges::count(fins, fins[i]) == 1 && tensors_[t].name == "grad/" + tensors_[fins[i]].name + "/" + g.op_name_[f])
+              strides[t] = layout->gradient_strides[i];
+      }
+    }
     if (g.op_folded_[o] || ins.empty() || ins[0] == kNoId || g.tensor_folded_[ins[0]] || outs.empty()) {
       views = 0;
       continue;
     }
     const TensorId in = ins[0], out = outs[0];
     const bool same_bytes = g.tensor_bytes_[out] == g.tensor_bytes_[in];
-    const std::string& type = g.type_names_[g.op_type_[o]];
+    const std::string& type = op_type;
+    if (type == "Einsum" && g.op_role_[o] == OpRole::forward) {
+      // PyTorch's einsum: the batched product's storage, in its order; one operand permuted, a view of it.
+      if (const auto layout = einsum_of(o)) {
+        if (layout->view && same_bytes && g.tensor_dtype_[out] == g.tensor_dtype_[in]) views |= 1u;
+        strides[out] = layout->output_strides;
+      }
+      continue;
+    }
     if (type == "Split" && g.op_work_[o].op_class != OpClass::alias) {
       // PyTorch's split: every output a view of a part of the input (of its type).
       for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
@@ -536,7 +601,12 @@ Graph GraphBuilder::build() && {
     for (std::size_t i = 0; i < outs.size() && i < 32; ++i)
       if ((views >> i & 1u) && outs[i] != kNoId) {
         const Shape whole = g.tensor_shape(in), part = g.tensor_shape(outs[i]);
+        if (!strides[outs[i]].empty()) continue;  // (an Einsum's gradient, above)
         const bool as_is = std::ranges::equal(whole, part) || (whole.size() == part.size() && g.tensor_bytes_[outs[i]] < g.tensor_bytes_[in]);
+        if (g.tensor_elements(outs[i]) > g.tensor_elements(in)) {  // (ReduceSum's gradient: dY expanded)
+          strides[outs[i]] = broadcast_strides(whole, in_strides, part).value_or(std::vector<std::int64_t>{});
+          continue;
+        }
         strides[outs[i]] = as_is ? in_strides : view_strides(whole, in_strides, part).value_or(std::vector<std::int64_t>{});
       }
     if (type == "Transpose" && same_bytes) {
@@ -570,7 +640,10 @@ Graph GraphBuilder::build() && {
   }
   g.tensor_permuted_.assign(num_tensors, 0);
   for (TensorId t = 0; t < num_tensors; ++t)
-    g.tensor_permuted_[t] = !strides[t].empty() && !in_row_major_order(g.tensor_shape(t), strides[t]);
+    if (!strides[t].empty() && !in_row_major_order(g.tensor_shape(t), strides[t])) {
+      g.permuted_strides_.push_back(std::move(strides[t]));
+      g.tensor_permuted_[t] = static_cast<std::uint32_t>(g.permuted_strides_.size());
+    }
 
   // Homes of tensors without a producer: their first consumer in topological order that is not
   // folded (a Shape of the data input runs before the step, anywhere), else their first consumer.

@@ -88,11 +88,14 @@ class Graph {
   std::uint32_t op_view_outputs(OpId op) const { return op_views_[op]; }
   // True when `t` is such a view: it takes no memory of its own.
   bool tensor_is_view(TensorId t) const;
-  // False for a view whose elements are not in row-major order in its storage (its strides, as
+  // False for a tensor whose elements are not in row-major order in its storage (its strides, as
   // PyTorch's tensor would carry them): a Transpose's, a part cut across rows (a Split's or a
-  // Concat gradient's channels of [N, C, H, W]), or a view of such. A kernel that needs its operand
+  // Concat gradient's channels of [N, C, H, W]), a view of such, or an Einsum's output (and
+  // gradients) in the order of its batched product (einsum_layout). A kernel that needs its operand
   // in order copies it first (CostTable::workspace_bytes).
   bool tensor_in_order(TensorId t) const { return tensor_permuted_[t] == 0; }
+  // The strides of `t` in elements: row-major when tensor_in_order(t), else as above.
+  std::vector<std::int64_t> tensor_strides(TensorId t) const;
   bool tensor_folded(TensorId t) const { return tensor_folded_[t] != 0; }
   // A partial gradient that its one reader adds, as soon as it is available there, into the first
   // partial of the same gradient (PyTorch's autograd input buffer and AccumulateGrad sum partials as
@@ -176,7 +179,9 @@ class Graph {
   std::vector<TensorId> op_inputs_, op_outputs_;
   std::vector<OpId> succ_, pred_, topo_;
   std::vector<std::uint32_t> topo_rank_;
-  std::vector<std::uint8_t> op_folded_, tensor_folded_, param_updated_, tensor_accumulated_, tensor_permuted_;
+  std::vector<std::uint8_t> op_folded_, tensor_folded_, param_updated_, tensor_accumulated_;
+  std::vector<std::uint32_t> tensor_permuted_;  // 0: row-major; else 1 + its index in permuted_strides_
+  std::vector<std::vector<std::int64_t>> permuted_strides_;
   std::size_t num_folded_ops_ = 0;
   // Tensors.
   std::vector<std::string> tensor_name_;

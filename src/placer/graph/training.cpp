@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "placer/graph/einsum.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -47,6 +48,17 @@ UpdateRule update_rule(Optimizer o) {
     case Optimizer::adam: return {"AdamUpdate", 12, 4, 3, 2};
   }
   return {"SGDUpdate", 2, 2, 1, 0};
+}
+
+// Whether the gradient of forward op `o` for its first input is dY broadcast or permuted back to
+// the input's shape, which autograd makes a view of dY: ReduceSum's (sum_backward expands dY), a
+// one-operand Einsum's (a sum, or a permutation, einsum_layout).
+bool expands_gradient(const Graph& fwd, OpId o) {
+  const std::string& type = fwd.op_type(o);
+  if (type == "ReduceSum") return true;
+  if (type != "Einsum" || fwd.op_inputs(o).size() != 1) return false;
+  const auto layout = einsum_layout_of(fwd, o);
+  return layout && !layout->product;
 }
 
 }  // namespace
@@ -100,6 +112,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   GraphBuilder b(fwd.name());
   std::vector<TensorId> max_pool_indices(num_fwd, kNoId);  // forward op -> the indices its gradient reads
   std::vector<TensorId> recurrent_state(num_fwd, kNoId);    // forward op -> the steps' state its gradient reads
+  std::vector<TensorId> einsum_copies(num_fwd, kNoId);      // forward op -> an Einsum's operand copies its gradient reads
+  std::vector<std::uint8_t> einsum_copied(num_fwd, 0);      // forward op -> the operands (bit i = slot i) those copies replace
   for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
     auto shape = fwd.tensor_shape(t);
     b.add_tensor(fwd.tensor_name(t), {shape.begin(), shape.end()}, fwd.tensor_dtype(t), fwd.tensor_kind(t));
@@ -146,6 +160,23 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
         const std::vector<std::int64_t> shape{elements};
         recurrent_state[o] = b.add_tensor(new_tensor_name(spec.name + "/state"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
         spec.outputs.push_back(recurrent_state[o]);  // after the node's outputs (GRU: Y, Y_h; an LSTM may give Y alone)
+      }
+    // An Einsum's batched product keeps the operands it copied into its order (einsum_layout) for
+    // the gradients, the left one for the right one's gradient and the other way round (PyTorch's
+    // bmm): an output the step adds, which the gradient reads instead of those operands.
+    if (spec.type == "Einsum" && any_grad && ins.size() == 2 && outs.size() == 1)
+      if (const auto layout = einsum_layout_of(fwd, o); layout && layout->product) {
+        std::int64_t elements = 0;
+        for (std::size_t i = 0; i < 2; ++i)
+          if (layout->copied[i] && requires_grad[ins[1 - i]]) {
+            einsum_copied[o] |= static_cast<std::uint8_t>(1u << i);
+            elements += static_cast<std::int64_t>(fwd.tensor_elements(ins[i]));
+          }
+        if (elements > 0) {
+          const std::vector<std::int64_t> shape{elements};
+          einsum_copies[o] = b.add_tensor(new_tensor_name(spec.name + "/copies"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
+          spec.outputs.push_back(einsum_copies[o]);
+        }
       }
     b.add_op(std::move(spec));
   }
@@ -234,7 +265,11 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     std::vector<TensorId>* first = outs.empty() || partials[outs[0]].empty() ? nullptr : &partials[outs[0]];
     // A Concat's gradients are slices of dY (PyTorch's narrow): views of a part of it.
     const bool slices = fwd.op_type(o) == "Concat" && !alias;
-    bool views = (passed != 0 || alias || slices) && first != nullptr;
+    // A gradient broadcast back from dY (PyTorch's sum_backward: an expand) or permuted back (an
+    // Einsum's permute) is a view of dY: ReduceSum's, a one-operand Einsum's. No kernel.
+    const bool expands = first != nullptr && !alias && expands_gradient(fwd, o);
+    if (expands) spec.work = OpWork{0.0, 0.0, 0.0, spec.work.op_class};
+    bool views = (passed != 0 || alias || slices || expands) && first != nullptr;
     double accumulate_flops = 0.0, accumulate_bytes = 0.0;
     for (TensorId t : outs)
       if (partials[t].size() > 1) {
@@ -260,16 +295,18 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     // the other gradients need, a quotient its dividend only for the divisor's gradient).
     const std::uint64_t kept = saved_inputs(fwd.op_type(o), fwd.op_attrs(o), in_desc, out_desc, needs_span, repeated_span);
     for (std::size_t i = 0; i < ins.size(); ++i)
-      if (ins[i] != kNoId && fwd.tensor_kind(ins[i]) != TensorKind::constant && (i >= 64 ? rule.saves_inputs : (kept >> i & 1u) != 0))
+      if (ins[i] != kNoId && fwd.tensor_kind(ins[i]) != TensorKind::constant && (i >= 64 ? rule.saves_inputs : (kept >> i & 1u) != 0) &&
+          !(i < 8 && (einsum_copied[o] >> i & 1u)))
         spec.inputs.push_back(ins[i]);
     if (recurrent_state[o] != kNoId) spec.inputs.push_back(recurrent_state[o]);
+    if (einsum_copies[o] != kNoId) spec.inputs.push_back(einsum_copies[o]);
     for (std::size_t j = 0; j < outs.size() && j < 32 && recurrent_state[o] == kNoId; ++j)
       if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId)
         spec.inputs.push_back(j == 0 && max_pool_indices[o] != kNoId ? max_pool_indices[o] : outs[j]);
 
     spec.work.flops += accumulate_flops;
     spec.work.bytes_read += accumulate_bytes;
-    if (accumulate_flops > 0 && (passed != 0 || alias)) {
+    if (accumulate_flops > 0 && (passed != 0 || alias || expands)) {
       // The partials are summed by a kernel of their own, which reads all k and writes the sum, before
       // the node runs (its own kernel, if any, then reads the sum again); what passes through
       // shares the sum.
@@ -292,7 +329,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       // A Concat input read in two slots gets the sum of two slices: a tensor of its own.
       const bool slice = slices && views && fwd.tensor_dtype(ins[i]) == fwd.tensor_dtype(outs[0]) &&
                          std::count(ins.begin(), ins.end(), ins[i]) == 1;
-      const bool view = slot < 32 && (slice || (same_size && (stays_alias ? slot == 0 : views && (alias ? slot == 0 : i < 32 && (passed >> i & 1u)))));
+      const bool expanded = expands && i == 0 && fwd.tensor_dtype(ins[i]) == fwd.tensor_dtype(outs[0]);
+      const bool view = slot < 32 && (slice || expanded || (same_size && (stays_alias ? slot == 0 : views && (alias ? slot == 0 : i < 32 && (passed >> i & 1u)))));
       if (view) view_bits |= 1u << slot;
       const TensorId g = grad_tensor(ins[i], fwd.op_name(o));
       spec.outputs.push_back(g);
