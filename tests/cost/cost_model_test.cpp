@@ -110,6 +110,14 @@ struct F32Tensors {
     return b.add_tensor(name, std::move(shape), DType::f32, kind);
   }
 };
+// Adds an op of one output to `b`, priced by its op_work rule.
+void add_priced(GraphBuilder& b, const std::string& name, const std::string& type, std::vector<TensorId> in, TensorId out,
+                const Attributes& attrs = {}) {
+  std::vector<TensorDesc> ins;
+  for (TensorId t : in) ins.push_back({b.tensor_shape(t), b.tensor_dtype(t), true});
+  const std::vector<TensorDesc> outs{{b.tensor_shape(out), b.tensor_dtype(out), true}};
+  b.add_op({.name = name, .type = type, .inputs = std::move(in), .outputs = {out}, .attrs = attrs, .work = op_work(type, attrs, ins, outs)});
+}
 // A convolution's attributes: `group`, and `strides` when given.
 Attributes conv_attributes(std::int64_t group, std::vector<std::int64_t> strides = {}) {
   Attributes a;
@@ -742,14 +750,8 @@ TEST(CostTable, AnEinsumHoldsTheOperandsItCopiesAndItsGradientsPartials) {
     eq.set(Attribute{.name = "equation", .kind = Attribute::Kind::text, .s = equation});
     const TensorId x = tensor("x", a_shape, TensorKind::data), p = tensor("p", {a_shape.back()}, TensorKind::parameter);
     const TensorId a = tensor("a", a_shape), y = tensor("y", out_shape);
-    auto add = [&](const std::string& name, const std::string& type, std::vector<TensorId> in, TensorId out, const Attributes& attrs) {
-      std::vector<TensorDesc> ins;
-      for (TensorId t : in) ins.push_back({b.tensor_shape(t), b.tensor_dtype(t), true});
-      const std::vector<TensorDesc> outs{{b.tensor_shape(out), b.tensor_dtype(out), true}};
-      b.add_op({.name = name, .type = type, .inputs = in, .outputs = {out}, .attrs = attrs, .work = op_work(type, attrs, ins, outs)});
-    };
-    add("mul", "Mul", {x, p}, a, {});
-    add("einsum", "Einsum", {a, twice ? a : tensor("w", a_shape, TensorKind::parameter)}, y, eq);
+    add_priced(b, "mul", "Mul", {x, p}, a);
+    add_priced(b, "einsum", "Einsum", {a, twice ? a : tensor("w", a_shape, TensorKind::parameter)}, y, eq);
     b.mark_output(y);
     return std::move(b).build();
   };
@@ -771,6 +773,27 @@ TEST(CostTable, AnEinsumHoldsTheOperandsItCopiesAndItsGradientsPartials) {
   const Graph outer = derive_training_step(graph("bi,bj->bij", true, {2, 5}, {2, 5, 5}), Optimizer::sgd);
   EXPECT_EQ(op_workspace_bytes(outer, outer.find_op("einsum"), DeviceKind::cpu), 0u);
   EXPECT_EQ(op_workspace_bytes(outer, outer.find_op("einsum/grad"), DeviceKind::cpu), 2u * 2 * 5 * 5 * 4);
+}
+
+// A MatMul holds the copies libtorch's matmul makes (matmul_layout) while it runs, on every device,
+// but those its gradient keeps (an output of the op in a training step).
+TEST(CostTable, AMatMulHoldsTheOperandsItCopies) {
+  GraphBuilder b("heads");
+  const F32Tensors tensor{b};
+  Attributes heads;
+  heads.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 2, 1, 3}});
+  const TensorId x = tensor("x", {2, 5, 3, 4}, TensorKind::data), p = tensor("p", {4}, TensorKind::parameter);
+  const TensorId w = tensor("w", {4, 6}, TensorKind::parameter), m = tensor("m", {2, 5, 3, 4}), q = tensor("q", {2, 3, 5, 4});
+  const TensorId y = tensor("y", {2, 3, 5, 6});
+  add_priced(b, "mul", "Mul", {x, p}, m);
+  add_priced(b, "heads", "Transpose", {m}, q, heads);
+  add_priced(b, "project", "MatMul", {q, w}, y);
+  b.mark_output(y);
+  const Graph g = std::move(b).build();
+  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) EXPECT_EQ(op_workspace_bytes(g, 2, kind), 120u * 4) << "Q folded: a copy";
+  const Graph step = derive_training_step(g, Optimizer::sgd);
+  EXPECT_EQ(step.tensor_bytes(step.find_tensor("project/copies")), 120u * 4) << "kept for w's gradient";
+  EXPECT_EQ(op_workspace_bytes(step, step.find_op("project"), DeviceKind::cpu), 0u);
 }
 
 }  // namespace

@@ -370,6 +370,29 @@ TEST(TrainingStep, AnEinsumKeepsTheOperandsItCopiedAndGivesItsOutputInTheProduct
   EXPECT_TRUE(step.tensor_in_order(step.find_tensor("grad/a/einsum")));
 }
 
+// libtorch's matmul copies the heads of attention, [B, T, H, d] viewed as [B, H, T, d], to multiply
+// them (matmul_layout), and keeps the copies for the gradients: Q's for K's and Kᵀ's for Q's.
+TEST(TrainingStep, AMatMulKeepsTheOperandsItCopied) {
+  StepOf s;
+  Attributes heads, swap;
+  heads.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 2, 1, 3}});
+  swap.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 1, 3, 2}});
+  const TensorId x = s.tensor("x", {2, 5, 3, 4}, TensorKind::data), p = s.tensor("p", {4}, TensorKind::parameter);
+  const TensorId m = s.tensor("m", {2, 5, 3, 4}), q = s.tensor("q", {2, 3, 5, 4}), kt = s.tensor("kt", {2, 3, 4, 5});
+  const TensorId y = s.tensor("y", {2, 3, 5, 5});
+  s.op("mul", "Mul", {x, p}, {m});
+  s.op("heads", "Transpose", {m}, {q}, heads);
+  s.op("swap", "Transpose", {q}, {kt}, swap);
+  s.op("scores", "MatMul", {q, kt}, {y});
+  const Graph step = s.step({y});
+  const TensorId copies = step.find_tensor("scores/copies");
+  ASSERT_NE(copies, kNoId);
+  EXPECT_EQ(step.tensor_elements(copies), 2u * 120);
+  const auto reads = step.op_inputs(step.find_op("scores/grad"));
+  EXPECT_TRUE(std::ranges::find(reads, copies) != reads.end());
+  EXPECT_TRUE(std::ranges::find(reads, q) == reads.end() && std::ranges::find(reads, kt) == reads.end());
+}
+
 // A sum's gradient is dY broadcast back to the input's shape (PyTorch's sum_backward: an expand):
 // a view of dY, no kernel, not in row-major order. A one-operand Einsum's likewise.
 TEST(TrainingStep, ASumsGradientIsABroadcastViewOfTheIncomingOne) {

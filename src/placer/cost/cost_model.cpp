@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "placer/graph/einsum.hpp"
+#include "placer/graph/matmul.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/json_fields.hpp"
 
@@ -511,6 +512,20 @@ std::uint64_t einsum_workspace_bytes(const Graph& g, OpId op, OpId fwd) {
   return bytes;
 }
 
+// A MatMul's copies (matmul_layout: operands it cannot fold or batch in place, and a result
+// computed transposed), held while it runs, on every device (libtorch's matmul), but those its
+// gradient keeps, an output of the op in a training step (measured on the host meter, 2026-11-30,
+// docs/cost-model.md#workspaces).
+std::uint64_t matmul_workspace_bytes(const Graph& g, OpId op) {
+  const auto layout = matmul_layout_of(g, op);
+  const auto outs = g.op_outputs(op);
+  if (!layout || outs.empty() || outs[0] == kNoId) return 0;
+  const std::uint64_t elements = layout->copied_elements[0] + layout->copied_elements[1] + layout->transposed_result_elements;
+  const std::uint64_t bytes = elements * dtype_size(g.tensor_dtype(outs[0]));
+  const std::uint64_t kept = outs.size() > 1 && outs[1] != kNoId ? g.tensor_bytes(outs[1]) : 0;
+  return bytes > kept ? bytes - kept : 0;
+}
+
 // Whether the gradient op `grad` of Div `fwd` computes the divisor's gradient: both operands', or the
 // one an operand that takes none (data, a constant) leaves, or else the one its name says (the
 // training step names it grad/<divisor>/<op>).
@@ -608,6 +623,7 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
     return elements * dtype_size(g.tensor_dtype(ins[0]));
   }
   if (fwd != kNoId && g.op_type(fwd) == "Einsum" && g.op_type(op) == (backward ? "EinsumGrad" : "Einsum")) return einsum_workspace_bytes(g, op, fwd);
+  if (!backward && g.op_type(op) == "MatMul") return matmul_workspace_bytes(g, op);
   if (backward && fwd != kNoId && is_recurrent(g.op_type(fwd)) && g.op_type(op) == g.op_type(fwd) + "Grad")
     return kind == DeviceKind::cpu ? recurrent_weight_sum_bytes(g, op, fwd, false) : 0;
   if (backward && fwd != kNoId && g.op_type(fwd) != "Conv") return gradient_temporaries(g, op, fwd, kind);

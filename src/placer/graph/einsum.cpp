@@ -5,6 +5,7 @@
 #include <string>
 
 #include "placer/graph/graph.hpp"
+#include "placer/graph/strides.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
 
@@ -157,13 +158,6 @@ std::vector<std::int64_t> einsum_output_shape(std::string_view equation, const s
 namespace placer {
 namespace {
 
-std::vector<std::int64_t> row_major(std::span<const std::int64_t> shape) {
-  std::vector<std::int64_t> strides(shape.size());
-  std::int64_t step = 1;
-  for (std::size_t k = shape.size(); k-- > 0;) strides[k] = step, step *= std::max<std::int64_t>(shape[k], 1);
-  return strides;
-}
-
 // Whether dimensions `dims` of a tensor, taken in this order, merge into one without a copy
 // (PyTorch's `view`): each one of size > 1 steps over the whole extent of the next such one.
 bool mergeable(std::span<const int> dims, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
@@ -190,8 +184,8 @@ EinsumLayout einsum_layout(std::string_view equation, std::span<const std::span<
   r.copied.assign(n, false);
   std::vector<std::int64_t> out_shape;
   for (int label : labels.output) out_shape.push_back(size[static_cast<std::size_t>(label)]);
-  r.output_strides = row_major(out_shape);
-  for (const auto& s : shapes) r.gradient_strides.push_back(row_major(s));
+  r.output_strides = row_major_strides(out_shape);
+  for (const auto& s : shapes) r.gradient_strides.push_back(row_major_strides(s));
   if (n < 1 || n > 2) return r;
 
   const auto num_labels = static_cast<std::size_t>(labels.num_labels);
@@ -213,7 +207,7 @@ EinsumLayout einsum_layout(std::string_view equation, std::span<const std::span<
     if (used[static_cast<std::size_t>(label)] && !in_output[static_cast<std::size_t>(label)]) summed.push_back(label);
   auto operand_strides = [&](std::size_t i) {
     return i < strides.size() && strides[i].size() == shapes[i].size() ? std::vector<std::int64_t>(strides[i].begin(), strides[i].end())
-                                                                       : row_major(shapes[i]);
+                                                                       : row_major_strides(shapes[i]);
   };
 
   if (n == 1) {

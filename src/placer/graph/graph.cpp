@@ -9,6 +9,7 @@
 #include <span>
 
 #include "placer/graph/einsum.hpp"
+#include "placer/graph/strides.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
 
@@ -31,24 +32,6 @@ void to_csr(std::size_t rows, const Row& row_items, std::vector<std::uint32_t>& 
 }
 
 using Shape = std::span<const std::int64_t>;
-
-std::vector<std::int64_t> row_major_strides(Shape shape) {
-  std::vector<std::int64_t> strides(shape.size());
-  std::int64_t step = 1;
-  for (std::size_t k = shape.size(); k-- > 0;) strides[k] = step, step *= std::max<std::int64_t>(shape[k], 1);
-  return strides;
-}
-
-// Whether elements laid out with `strides` are in row-major order (dimensions of size 1 aside).
-bool in_row_major_order(Shape shape, std::span<const std::int64_t> strides) {
-  std::int64_t step = 1;
-  for (std::size_t k = shape.size(); k-- > 0;) {
-    if (shape[k] == 1) continue;
-    if (strides[k] != step) return false;
-    step *= shape[k];
-  }
-  return true;
-}
 
 // The strides of a view of shape `to` over elements of shape `from` laid out with `strides`, when
 // one exists (the rule of PyTorch's `view`): walking both shapes from the last dimension, each run

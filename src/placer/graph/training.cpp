@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "placer/graph/einsum.hpp"
+#include "placer/graph/matmul.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -48,6 +49,18 @@ UpdateRule update_rule(Optimizer o) {
     case Optimizer::adam: return {"AdamUpdate", 12, 4, 3, 2};
   }
   return {"SGDUpdate", 2, 2, 1, 0};
+}
+
+// The elements of the copy of operand `i` (0 or 1) that product `o` makes to multiply it (0: none):
+// a MatMul's (matmul_layout) or a two-operand Einsum's batched product's (einsum_layout).
+std::uint64_t copied_elements(const Graph& fwd, OpId o, std::size_t i) {
+  const std::string& type = fwd.op_type(o);
+  if (type == "MatMul")
+    if (const auto layout = matmul_layout_of(fwd, o)) return layout->copied_elements[i];
+  if (type == "Einsum" && fwd.op_inputs(o).size() == 2)
+    if (const auto layout = einsum_layout_of(fwd, o); layout && layout->product && layout->copied[i])
+      return fwd.tensor_elements(fwd.op_inputs(o)[i]);
+  return 0;
 }
 
 // Whether the gradient of forward op `o` for its first input is dY broadcast or permuted back to
@@ -112,8 +125,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   GraphBuilder b(fwd.name());
   std::vector<TensorId> max_pool_indices(num_fwd, kNoId);  // forward op -> the indices its gradient reads
   std::vector<TensorId> recurrent_state(num_fwd, kNoId);    // forward op -> the steps' state its gradient reads
-  std::vector<TensorId> einsum_copies(num_fwd, kNoId);      // forward op -> an Einsum's operand copies its gradient reads
-  std::vector<std::uint8_t> einsum_copied(num_fwd, 0);      // forward op -> the operands (bit i = slot i) those copies replace
+  std::vector<TensorId> product_copies(num_fwd, kNoId);     // forward op -> a product's operand copies its gradient reads
+  std::vector<std::uint8_t> product_copied(num_fwd, 0);     // forward op -> the operands (bit i = slot i) those copies replace
   for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
     auto shape = fwd.tensor_shape(t);
     b.add_tensor(fwd.tensor_name(t), {shape.begin(), shape.end()}, fwd.tensor_dtype(t), fwd.tensor_kind(t));
@@ -161,23 +174,23 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
         recurrent_state[o] = b.add_tensor(new_tensor_name(spec.name + "/state"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
         spec.outputs.push_back(recurrent_state[o]);  // after the node's outputs (GRU: Y, Y_h; an LSTM may give Y alone)
       }
-    // An Einsum's batched product keeps the operands it copied into its order (einsum_layout) for
-    // the gradients, the left one for the right one's gradient and the other way round (PyTorch's
-    // bmm): an output the step adds, which the gradient reads instead of those operands.
-    if (spec.type == "Einsum" && any_grad && ins.size() == 2 && outs.size() == 1)
-      if (const auto layout = einsum_layout_of(fwd, o); layout && layout->product) {
-        std::int64_t elements = 0;
-        for (std::size_t i = 0; i < 2; ++i)
-          if (layout->copied[i] && requires_grad[ins[1 - i]]) {
-            einsum_copied[o] |= static_cast<std::uint8_t>(1u << i);
-            elements += static_cast<std::int64_t>(fwd.tensor_elements(ins[i]));
-          }
-        if (elements > 0) {
-          const std::vector<std::int64_t> shape{elements};
-          einsum_copies[o] = b.add_tensor(new_tensor_name(spec.name + "/copies"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
-          spec.outputs.push_back(einsum_copies[o]);
+    // A product (MatMul, Einsum) keeps the operands it copied into its order (matmul_layout,
+    // einsum_layout) for the gradients, the left one for the right one's gradient and the other
+    // way round (PyTorch's mm and bmm): an output the step adds, which the gradient reads instead
+    // of those operands.
+    if (any_grad && ins.size() == 2 && outs.size() == 1 && ins[0] != kNoId && ins[1] != kNoId) {
+      std::int64_t elements = 0;
+      for (std::size_t i = 0; i < 2; ++i)
+        if (const std::uint64_t copy = copied_elements(fwd, o, i); copy > 0 && requires_grad[ins[1 - i]]) {
+          product_copied[o] |= static_cast<std::uint8_t>(1u << i);
+          elements += static_cast<std::int64_t>(copy);
         }
+      if (elements > 0) {
+        const std::vector<std::int64_t> shape{elements};
+        product_copies[o] = b.add_tensor(new_tensor_name(spec.name + "/copies"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
+        spec.outputs.push_back(product_copies[o]);
       }
+    }
     b.add_op(std::move(spec));
   }
   for (TensorId t : fwd.outputs()) b.mark_output(t);
@@ -296,10 +309,10 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     const std::uint64_t kept = saved_inputs(fwd.op_type(o), fwd.op_attrs(o), in_desc, out_desc, needs_span, repeated_span);
     for (std::size_t i = 0; i < ins.size(); ++i)
       if (ins[i] != kNoId && fwd.tensor_kind(ins[i]) != TensorKind::constant && (i >= 64 ? rule.saves_inputs : (kept >> i & 1u) != 0) &&
-          !(i < 8 && (einsum_copied[o] >> i & 1u)))
+          !(i < 8 && (product_copied[o] >> i & 1u)))
         spec.inputs.push_back(ins[i]);
     if (recurrent_state[o] != kNoId) spec.inputs.push_back(recurrent_state[o]);
-    if (einsum_copies[o] != kNoId) spec.inputs.push_back(einsum_copies[o]);
+    if (product_copies[o] != kNoId) spec.inputs.push_back(product_copies[o]);
     for (std::size_t j = 0; j < outs.size() && j < 32 && recurrent_state[o] == kNoId; ++j)
       if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId)
         spec.inputs.push_back(j == 0 && max_pool_indices[o] != kNoId ? max_pool_indices[o] : outs[j]);
