@@ -528,6 +528,27 @@ TEST(MemoryMeter, SetUpValuesHoldOnlyWhatTheStepReads) {
   }
 }
 
+// Sum and Mean add into their first sum and divide it in place (the executor), and Mean's operands
+// share one gradient, dY / k: a QA pass measured a Sum of 3 and a Mean of 2 one output under in
+// inference, a Mean of 3 one over in training (2026-11-30).
+TEST(MemoryMeter, SumsAndMeansOfSeveralHoldOneResult) {
+  exec::configure_threads(1);
+  const std::vector<std::int64_t> act{8, 16, 32, 32};
+  const std::string sum = small_model("sum_of_three", {{"input", act}},
+                                      {{"Mul", {"input", "p"}, {"m"}, {}}, {"Neg", {"m"}, {"n"}, {}}, {"Sigmoid", {"m"}, {"s"}, {}},
+                                       {"Sum", {"m", "n", "s"}, {"y"}, {}}},
+                                      act, {}, {{"p", {32}}});
+  const std::string mean = small_model("mean_of_three", {{"input", act}},
+                                       {{"Mul", {"input", "p"}, {"m"}, {}}, {"Neg", {"m"}, {"n"}, {}}, {"Sigmoid", {"m"}, {"s"}, {}},
+                                        {"Mean", {"m", "n", "s"}, {"a"}, {}}, {"Relu", {"a"}, {"y"}, {}}},
+                                       act, {}, {{"p", {32}}});
+  for (const std::string& path : {sum, mean})
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
+      expect_peak_as_simulated(path, mode);
+    }
+}
+
 // A MobileNetV3 block's activations run as PyTorch's kernels (HardSwish, and HardSigmoid as PyTorch
 // exports it), which hold their output alone, and a batch normalization's gradient holds one input
 // more when the input takes a gradient (CostTable::workspace_bytes). A QA pass measured these

@@ -566,13 +566,15 @@ TEST_F(OpWorkTest, AddPassesTheGradientOfOperandsOfTheOutputsShapeAndReducesBroa
   EXPECT_EQ(bwd("Add", attrs(), Ts{x, bias}, Ts{y}, {true, true}), (OpWork{n, n * kF32, 768 * kF32, OpClass::elementwise}));
   EXPECT_EQ(passed_gradients("Add", Ts{x, bias}, Ts{y}, first), 1u);
   EXPECT_EQ(bwd("Add", attrs(), Ts{x, bias}, Ts{y}, {true, false}), (OpWork{0, 0, 0, OpClass::elementwise}));
-  // Sub's second gradient is -dY: a kernel; Sum passes every operand; Mul and Mean pass none.
+  // Sub's second gradient is -dY: a kernel; Sum passes every operand; Mul none; Mean's operands
+  // share dY / k, passed as views of dY and priced as the one division.
   EXPECT_EQ(passed_gradients("Sub", Ts{x, r}, Ts{y}, both), 1u);
   EXPECT_EQ(bwd("Sub", attrs(), Ts{x, r}, Ts{y}, {true, true}), (OpWork{n, n * kF32, n * kF32, OpClass::elementwise}));
   const bool three[] = {true, true, true};
   EXPECT_EQ(passed_gradients("Sum", Ts{x, r, x}, Ts{y}, three), 7u);
   EXPECT_EQ(passed_gradients("Mul", Ts{x, r}, Ts{y}, both), 0u);
-  EXPECT_EQ(passed_gradients("Mean", Ts{x, r}, Ts{y}, both), 0u);
+  EXPECT_EQ(passed_gradients("Mean", Ts{x, r}, Ts{y}, both), 3u);
+  EXPECT_EQ(bwd("Mean", attrs(), Ts{x, r}, Ts{y}, {true, true}), (OpWork{n, n * kF32, n * kF32, OpClass::elementwise}));
   // Add(x, x): the gradient is 2·dY, a kernel; a type change is not a pass either.
   const bool repeated[] = {false, true};
   EXPECT_EQ(passed_gradients("Add", Ts{x, x}, Ts{y}, both, repeated), 0u);

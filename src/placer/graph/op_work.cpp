@@ -76,7 +76,8 @@ struct Rule {
   // LayerNorm's Mean/InvStdDev are side outputs that never receive one.
   std::uint8_t grad_outputs = 0;
   // Operands whose gradient is dY itself when they are not broadcast (bit i = slot i): Add's and
-  // Sum's, Sub's first. Autograd passes it on without a kernel (passed_gradients).
+  // Sum's, Sub's first; Mean's, which share dY / k. Autograd passes it on without a kernel
+  // (passed_gradients; Mean's division is priced).
   std::uint32_t passes = 0;
   // The class of the gradient's kernel when it is not the forward's (global pooling: the forward is
   // a reduction, its gradient a pooling backward kernel).
@@ -583,7 +584,10 @@ constexpr auto kRules = std::to_array<Rule>({
     {"MaxPool", pooling, f_pool, 1, 0, b_times_output, 1, slots({0}), false, slots({0}), 1},
     // Scatters each value to its saved index (a zero-filled output); the gradient gathers it back.
     copy_op("MaxUnpool", f_copy, slots({1})),
-    variadic("Mean", 1, 0, false),
+    // Mean's operands share one gradient, dY / k (the executor divides the sum in place, autograd
+    // divides dY once and passes the quotient on): views of dY, which holds as many bytes, priced
+    // as the division (backward_work).
+    passing(variadic("Mean", 1, 0, false), kAll),
     norm("MeanVarianceNormalization", f_pointwise, 6, kAll),
     no_grad("MelWeightMatrix", data_movement, f_copy),
     variadic("Min", 0, kAll, true),
@@ -913,7 +917,11 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
     if (i < 32 && (passed >> i & 1u)) g.need[i] = 0;
     any_kernel = any_kernel || g.need[i];
   }
-  if (!any_kernel) return {0.0, 0.0, 0.0, rule.backward_class.value_or(rule.op_class)};
+  if (!any_kernel) {
+    // (Mean's one division of dY, which every operand's gradient shares.)
+    if (op_type == "Mean") return {elems(outputs, 0), incoming, incoming, rule.op_class};
+    return {0.0, 0.0, 0.0, rule.backward_class.value_or(rule.op_class)};
+  }
 
   Ctx ctx{attrs, inputs, outputs, rule};
   OpWork fwd = rule.forward(ctx);

@@ -124,7 +124,8 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
                      std::optional<OpClass> unknown_default = std::nullopt, std::span<const bool> repeated = {});
 
 // Operands whose gradient is the output's gradient itself (bit i = input slot i), which autograd
-// passes on without a kernel: Add's and Sum's operands and Sub's first, when the operand needs a
+// passes on without a kernel: Add's and Sum's operands and Sub's first (and Mean's, which share one
+// dY / k: as many bytes as dY, one division priced), when the operand needs a
 // gradient and has the output's shape and element type (a broadcast operand's gradient sums dY over
 // the broadcast axes; Sub's second is -dY). 0 for other ops and when a tensor fills two slots
 // (Add(x, x)'s gradient is 2·dY). The training step makes these gradients views of dY (no memory).
