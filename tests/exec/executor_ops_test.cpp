@@ -330,6 +330,17 @@ TEST(ExecutorOps, ResizeFollowsOnnxsCoordinatesAndTaps) {
   const In pair{{1, 1, 1, 2}, {1, 3}};
   // PyTorch's nn.Upsample(mode="nearest") exports as nearest / asymmetric / floor.
   EXPECT_THAT(resize(pair, by_two, none, 4, "nearest", "asymmetric", "floor"), near(floats({1, 1, 3, 3})));
+  // ONNX's default nearest (half_pixel, round_prefer_floor) enlarging a whole number of times reads
+  // (x + 1/2) / s - 1/2, less than 1/2 from floor(x / s): rounded to the nearest, PyTorch's
+  // nearest; floor and ceil give other pixels (-0.25, 0.25, 0.75, 1.25 clamped).
+  const In by_three{{4}, {1, 1, 1, 3}, f, true};
+  for (const char* rounding : {"round_prefer_floor", "round_prefer_ceil"}) {
+    SCOPED_TRACE(rounding);
+    EXPECT_THAT(resize(pair, by_two, none, 4, "nearest", "half_pixel", rounding), near(floats({1, 1, 3, 3})));
+    EXPECT_THAT(resize(pair, by_three, none, 6, "nearest", "half_pixel", rounding), near(floats({1, 1, 1, 3, 3, 3})));
+  }
+  EXPECT_THAT(resize(pair, by_two, none, 4, "nearest", "half_pixel", "floor"), near(floats({1, 1, 1, 3})));
+  EXPECT_THAT(resize(pair, by_two, none, 4, "nearest", "half_pixel", "ceil"), near(floats({1, 3, 3, 3})));
   // Bilinear without aligned corners (half_pixel): source coordinates -0.25, 0.25, 0.75, 1.25.
   EXPECT_THAT(resize(pair, by_two, none, 4, "linear", "half_pixel"), near(floats({1, 1.5, 2.5, 3})));
   EXPECT_THAT(resize(pair, none, In{{4}, {1, 1, 1, 4}, i64, true}, 4, "linear", "half_pixel"), near(floats({1, 1.5, 2.5, 3})));

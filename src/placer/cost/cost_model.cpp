@@ -552,10 +552,14 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
 // [8, 32, 64, 64]: exactly one input; none when the input takes no gradient). ReduceL2's: 1 of its
 // input; Clip's: a bool mask per bound; ReduceMax's, ReduceMin's and GlobalMaxPool's (amax, amin): a float mask of the input's
 // size, a bool one and three of the output's size (a QA pass's probes and five more, 2026-11-30:
-// to 12 bytes).
+// to 12 bytes); the inverse and hyperbolic functions' (2026-11-30, [8, 128, 256] after a Mul or an
+// Add of a parameter, to 12 bytes): Acos 5, Asin 4, Acosh, Asinh, Atanh 3, Atan 2, Cosh, Sinh, Tan,
+// Celu, Selu 1.
 std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKind kind) {
-  static const std::map<std::string, int, std::less<>> kPerInput{{"Erf", 4}, {"Cos", 2}, {"Reciprocal", 2}, {"CumSum", 2}, {"Sin", 1},
-                                                                 {"Abs", 1}, {"Elu", 1},        {"Sqrt", 1},        {"ReduceL2", 1}};
+  static const std::map<std::string, int, std::less<>> kPerInput{
+      {"Erf", 4},  {"Cos", 2},  {"Reciprocal", 2}, {"CumSum", 2}, {"Sin", 1},   {"Abs", 1},   {"Elu", 1},   {"Sqrt", 1},
+      {"ReduceL2", 1}, {"Acos", 5}, {"Asin", 4},   {"Acosh", 3}, {"Asinh", 3}, {"Atanh", 3}, {"Atan", 2}, {"Cosh", 1},
+      {"Sinh", 1}, {"Tan", 1},  {"Celu", 1},       {"Selu", 1}};
   const std::string& type = g.op_type(fwd);
   const auto ins = g.op_inputs(fwd);
   const auto outs = g.op_outputs(fwd);
@@ -604,7 +608,10 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   // on the host meter, 2026-11-30: the whole gap of a MaxPool alone). GPUs: not measured.
   if (!backward && g.op_type(op) == "MaxPool") {
     const auto outs = g.op_outputs(op);
-    return kind == DeviceKind::cpu && outs.size() == 1 && outs[0] != kNoId ? g.tensor_elements(outs[0]) * 8 : 0;
+    // (A 1-D one without a gradient to come computes none: max_pool1d's own kernel; a QA pass
+    // measured it two outputs over with them.)
+    const bool one_d = outs.size() == 1 && outs[0] != kNoId && g.tensor_shape(outs[0]).size() == 3;
+    return kind == DeviceKind::cpu && outs.size() == 1 && outs[0] != kNoId && !one_d ? g.tensor_elements(outs[0]) * 8 : 0;
   }
   // libtorch 1.13 runs a transposed convolution on the CPU without oneDNN (slow_conv_transpose2d/3d):
   // one sample at a time, through a buffer of columns, [out channels x kernel, input's spatial
