@@ -108,8 +108,8 @@ class Profile {
 // that autograd runs as several kernels holds their temporaries (Erf's, Cos's, Pow's by a constant,
 // a Div's for its divisor, a broadcast Mul operand's product before it is reduced, ReduceL2's,
 // amax's, Clip's masks; in tensors of the op's input or output). On the CPU: a convolution through
-// oneDNN reorders its operands into blocked layouts of 16 channels (forward the larger of input and
-// output plus the weight, its gradient input and output when ungrouped, dY alone for a grouped one
+// oneDNN reorders its operands into blocked layouts of 16 channels (forward the larger of input plus
+// weight and output, its gradient input and output when ungrouped, dY alone for a grouped one
 // whose data gradient is needed; an input of at most 4 channels is read as it is); one that
 // libtorch runs itself (a one-sample small convolution: slow_conv2d; a transposed one) holds its
 // columns, forward and backward; a normalization's gradient one input when the input takes a
