@@ -418,6 +418,18 @@ TEST(TrainingStep, ASumsGradientIsABroadcastViewOfTheIncomingOne) {
     EXPECT_EQ(step.tensor_strides(g), (std::vector<std::int64_t>{1, 0}));
     EXPECT_EQ(step.op_work(step.producer(g)).bytes_written, 0.0);
   }
+  // A one-operand Einsum that sums and permutes: dY [4, 3] broadcast and permuted back to [2, 3, 4].
+  StepOf q;
+  Attributes bij;
+  bij.set(Attribute{.name = "equation", .kind = Attribute::Kind::text, .s = "bij->ji"});
+  const TensorId px = q.tensor("x", {2, 3, 4}, TensorKind::data), pw = q.tensor("p", {4}, TensorKind::parameter);
+  const TensorId pm = q.tensor("m", {2, 3, 4}), py = q.tensor("y", {4, 3});
+  q.op("mul", "Mul", {px, pw}, {pm});
+  q.op("einsum", "Einsum", {pm}, {py}, bij);
+  const Graph permuted = q.step({py});
+  const TensorId pg = permuted.find_tensor("grad/m/einsum");
+  EXPECT_TRUE(permuted.tensor_is_view(pg));
+  EXPECT_EQ(permuted.tensor_strides(pg), (std::vector<std::int64_t>{0, 1, 3}));
   // A graph JSON may declare such a view; one that is no broadcast of its input is refused.
   GraphBuilder b("bad");
   const TensorId small = b.add_tensor("small", {16}, DType::f32, TensorKind::data);

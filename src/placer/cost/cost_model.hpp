@@ -104,7 +104,9 @@ class Profile {
 // Scratch memory `op` holds while it runs on a device of `kind`, beyond its inputs and outputs
 // (docs/cost-model.md#workspaces; each rule measured with libtorch 1.13). On any device: a
 // convolution or its gradient copies an operand that is a view out of row-major order
-// (Graph::tensor_in_order: a slice of a Concat's gradient) into order first, and a gradient formula
+// (Graph::tensor_in_order: a slice of a Concat's gradient) into order first, a MatMul or an Einsum
+// the operands its product cannot view in order (matmul_layout, einsum_layout; less the copies a
+// training step keeps as the op's output), and a gradient formula
 // that autograd runs as several kernels holds their temporaries (Erf's, Cos's, Pow's by a constant,
 // a Div's for its divisor, a broadcast Mul operand's product before it is reduced, ReduceL2's,
 // amax's, Clip's masks; in tensors of the op's input or output). On the CPU: a convolution through
@@ -113,11 +115,12 @@ class Profile {
 // whose data gradient is needed; an input of at most 4 channels is read as it is); one that
 // libtorch runs itself (a one-sample small convolution: slow_conv2d; a transposed one) holds its
 // columns, forward and backward; a normalization's gradient one input when the input takes a
-// gradient; a MaxPool without kept indices holds them; a recurrent op (RNN, GRU, LSTM) its input
+// gradient; a 2-D or 3-D MaxPool without kept indices holds them; a recurrent op (RNN, GRU, LSTM) its input
 // projection and stacked steps (recurrent_workspace_bytes), its gradient a partial gradient of the
 // recurrent weights beside their sum over the time steps. 0 for every other op, for a 1x1
 // convolution over fewer than 16 samples, for non-float32 convolutions, and on GPUs but the
-// formulas' temporaries (cuDNN's workspaces depend on the algorithm it picks: not measured).
+// copies and the formulas' temporaries (cuDNN's workspaces depend on the algorithm it picks: not
+// measured).
 std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind);
 // What `op` holds beyond op_workspace_bytes when autograd sums partial gradients out of place
 // (SimOptions::gradient_sums_out_of_place, libtorch 1.x): a recurrent layer's gradient on the CPU,

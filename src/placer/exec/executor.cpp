@@ -1411,7 +1411,7 @@ Tensors op_resize(const OpCall& c) {
     // Nearest by half pixels, enlarging a whole number of times s, reads input (x + 1/2) / s - 1/2,
     // less than 1/2 from floor(x / s): rounded to the nearest, PyTorch's nearest too (ONNX's
     // defaults; a QA pass measured the formula's gathers 25% above the simulated peak).
-    const bool rounded = r.nearest == "round_prefer_floor" || r.nearest == "round_prefer_ceil";
+    const bool rounded = (r.nearest == "round_prefer_floor" || r.nearest == "round_prefer_ceil") && y.is_floating_point();
     const bool nearest = r.mode == "nearest" && ((r.transform == "asymmetric" && r.nearest == "floor") || (half_pixel && upscaled && rounded));
     const bool linear = r.mode == "linear" && (half_pixel || (r.transform == "align_corners" && whole));
     const bool cubic = r.mode == "cubic" && rank == 4 && half_pixel && r.cubic_a == -0.75 && !r.exclude_outside;

@@ -180,8 +180,9 @@ OpId GraphBuilder::add_op(OpSpec spec) {
         throw Error("op '" + spec.name + "' declares output " + std::to_string(i) + " a view, but has " + std::to_string(spec.outputs.size()) +
                     " outputs");
       const TensorSpec &out = tensors_[spec.outputs[i]], &in = tensors_[base];
-      // An Expand repeats what it views, as a gradient broadcast back does (ReduceSum's).
-      if (out.dtype != in.dtype || (elements(out) > elements(in) && spec.type != "Expand" &&
+      // An Expand repeats what it views, as a gradient broadcast back does (ReduceSum's; a
+      // one-operand Einsum's, permuted back too: einsum_layout).
+      if (out.dtype != in.dtype || (elements(out) > elements(in) && spec.type != "Expand" && spec.type != "EinsumGrad" &&
                                     !broadcast_strides(in.shape, row_major_strides(in.shape), out.shape)))
         throw Error("op '" + spec.name + "' declares output '" + out.name + "' a view of its input '" + in.name +
                     "', but it is larger than that input or of another element type");
@@ -524,7 +525,7 @@ Graph GraphBuilder::build() && {
         for (TensorId t : outs)
           for (std::size_t i = 0; t != kNoId && i < fins.size(); ++i)
             if (std::ranges::count(fins, fins[i]) == 1 && tensors_[t].name == "grad/" + tensors_[fins[i]].name + "/" + g.op_name_[f])
-              strides[t] = layout->gradient_strides[i];
+              if (layout->gradient_strides[i].size() == g.tensor_shape(t).size()) strides[t] = layout->gradient_strides[i];
       }
     }
     if (g.op_folded_[o] || ins.empty() || ins[0] == kNoId || g.tensor_folded_[ins[0]] || outs.empty()) {
@@ -538,7 +539,7 @@ Graph GraphBuilder::build() && {
       // PyTorch's einsum: the batched product's storage, in its order; one operand permuted, a view of it.
       if (const auto layout = einsum_of(o)) {
         if (layout->view && same_bytes && g.tensor_dtype_[out] == g.tensor_dtype_[in]) views |= 1u;
-        strides[out] = layout->output_strides;
+        if (layout->output_strides.size() == g.tensor_shape(out).size()) strides[out] = layout->output_strides;
       }
       continue;
     }

@@ -43,7 +43,7 @@ MatMulLayout matmul_layout(std::span<const std::int64_t> shape_a, std::span<cons
   for (std::size_t k = 0; k < rank; ++k) {
     const std::size_t from_end = rank - k;
     const std::int64_t a = from_end <= da - 2 ? shape_a[da - 2 - from_end] : 1, b = from_end <= db - 2 ? shape_b[db - 2 - from_end] : 1;
-    batch[k] = std::max(a, b);
+    batch[k] = a == 1 ? b : a;
     if (a != b && a != 1 && b != 1) return r;  // (no product: the import refuses it)
   }
   std::uint64_t batch_elements = 1;

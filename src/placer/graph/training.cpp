@@ -342,7 +342,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       // A Concat input read in two slots gets the sum of two slices: a tensor of its own.
       const bool slice = slices && views && fwd.tensor_dtype(ins[i]) == fwd.tensor_dtype(outs[0]) &&
                          std::count(ins.begin(), ins.end(), ins[i]) == 1;
-      const bool expanded = expands && i == 0 && fwd.tensor_dtype(ins[i]) == fwd.tensor_dtype(outs[0]);
+      const bool expanded = expands && views && i == 0 && fwd.tensor_dtype(ins[i]) == fwd.tensor_dtype(outs[0]);
       const bool view = slot < 32 && (slice || expanded || (same_size && (stays_alias ? slot == 0 : views && (alias ? slot == 0 : i < 32 && (passed >> i & 1u)))));
       if (view) view_bits |= 1u << slot;
       const TensorId g = grad_tensor(ins[i], fwd.op_name(o));
