@@ -96,6 +96,15 @@ void expect_peak_as_simulated(const std::string& path, Mode mode, double toleran
   EXPECT_NEAR(static_cast<double>(p.simulated), measured, tolerance * measured);
 }
 
+// expect_peak_as_simulated of each model, in inference and in training.
+void expect_peaks_as_simulated(std::initializer_list<std::string> paths) {
+  for (const std::string& path : paths)
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
+      expect_peak_as_simulated(path, mode);
+    }
+}
+
 TEST(MemoryMeter, CifarnetStepPeaksAreTheSimulatorsOnTheHost) {
   exec::configure_threads(1);
   const std::string path = test::example("cifarnet.onnx");
@@ -300,11 +309,7 @@ TEST(MemoryMeter, AnExpandIsAViewOfItsInput) {
   const std::string kept = small_model("expand_out", {{"input", small}},
                                        {{"Mul", {"input", "b"}, {"m"}, {}}, {"Expand", {"m", "shape"}, {"y"}, {}}}, big, {{"shape", big}},
                                        {{"b", {256}}});
-  for (const std::string& path : {feeding, kept})
-    for (Mode mode : {Mode::inference, Mode::training}) {
-      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
-      expect_peak_as_simulated(path, mode);
-    }
+  expect_peaks_as_simulated({feeding, kept});
 }
 
 // A recurrent node runs as PyTorch's own layer (at::lstm, gru, rnn_tanh): on the CPU it holds
@@ -474,11 +479,7 @@ TEST(MemoryMeter, EinsumsAndSumsHoldWhatLibtorchsKernelsHold) {
   const std::string einsum_sum = small_model("einsum_sum", {{"input", flat}},
                                              {{"Mul", {"input", "p"}, {"m"}, {}}, {"Einsum", {"m"}, {"r"}, {}, equation("ij->i")}, {"Relu", {"r"}, {"y"}, {}}},
                                              {256}, {}, {{"p", {512}}});
-  for (const std::string& path : {attention, outer, sum, einsum_sum})
-    for (Mode mode : {Mode::inference, Mode::training}) {
-      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
-      expect_peak_as_simulated(path, mode);
-    }
+  expect_peaks_as_simulated({attention, outer, sum, einsum_sum});
 }
 
 // libtorch's matmul copies what it cannot fold or batch in place (matmul_layout): attention's heads,
@@ -545,11 +546,7 @@ TEST(MemoryMeter, SumsAndMeansOfSeveralHoldOneResult) {
                                        {{"Mul", {"input", "p"}, {"m"}, {}}, {"Neg", {"m"}, {"n"}, {}}, {"Sigmoid", {"m"}, {"s"}, {}},
                                         {"Mean", {"m", "n", "s"}, {"a"}, {}}, {"Relu", {"a"}, {"y"}, {}}},
                                        act, {}, {{"p", {32}}});
-  for (const std::string& path : {sum, mean})
-    for (Mode mode : {Mode::inference, Mode::training}) {
-      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
-      expect_peak_as_simulated(path, mode);
-    }
+  expect_peaks_as_simulated({sum, mean});
 }
 
 // The inverse and hyperbolic functions' gradient formulas hold temporaries of their input's size
@@ -582,11 +579,7 @@ TEST(MemoryMeter, MobileNetActivationsAndBatchNormsHoldWhatPyTorchHolds) {
   const std::string norm = small_model("batch_norm", {{"input", act}},
                                        {{"Mul", {"input", "p"}, {"m"}, {}}, {"BatchNormalization", {"m", "s", "b", "mean", "var"}, {"y"}, {}}}, act, {},
                                        {p, {"s", {64}}, {"b", {64}}, {"mean", {64}}, {"var", {64}}});
-  for (const std::string& path : {swish, sigmoid, norm})
-    for (Mode mode : {Mode::inference, Mode::training}) {
-      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
-      expect_peak_as_simulated(path, mode);
-    }
+  expect_peaks_as_simulated({swish, sigmoid, norm});
 }
 
 // oneDNN holds channels in blocks of 16: a convolution of 3 channels to 3 holds its output padded

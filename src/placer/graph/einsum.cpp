@@ -156,22 +156,6 @@ std::vector<std::int64_t> einsum_output_shape(std::string_view equation, const s
 }  // namespace placer
 
 namespace placer {
-namespace {
-
-// Whether dimensions `dims` of a tensor, taken in this order, merge into one without a copy
-// (PyTorch's `view`): each one of size > 1 steps over the whole extent of the next such one.
-bool mergeable(std::span<const int> dims, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
-  int prev = -1;
-  for (int d : dims) {
-    const auto k = static_cast<std::size_t>(d);
-    if (shape[k] == 1) continue;
-    if (prev >= 0 && strides[static_cast<std::size_t>(prev)] != strides[k] * shape[k]) return false;
-    prev = d;
-  }
-  return true;
-}
-
-}  // namespace
 
 EinsumLayout einsum_layout(std::string_view equation, std::span<const std::span<const std::int64_t>> shapes,
                            std::span<const std::span<const std::int64_t>> strides) {
@@ -280,12 +264,16 @@ EinsumLayout einsum_layout(std::string_view equation, std::span<const std::span<
 }
 
 std::optional<EinsumLayout> einsum_layout_of(const Graph& g, OpId op) {
+  return einsum_layout_of(g, op, [&g](TensorId t) { return g.tensor_strides(t); });
+}
+
+std::optional<EinsumLayout> einsum_layout_of(const Graph& g, OpId op, const std::function<std::vector<std::int64_t>(TensorId)>& strides_of) {
   std::vector<std::span<const std::int64_t>> shapes;
   std::vector<std::vector<std::int64_t>> strides;
   for (TensorId t : g.op_inputs(op)) {
     if (t == kNoId) return std::nullopt;
     shapes.push_back(g.tensor_shape(t));
-    strides.push_back(g.tensor_strides(t));
+    strides.push_back(strides_of(t));
   }
   const std::vector<std::span<const std::int64_t>> stride_spans(strides.begin(), strides.end());
   try {

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -83,5 +84,7 @@ EinsumLayout einsum_layout(std::string_view equation, std::span<const std::span<
 // (Graph::tensor_strides); none when an input is absent, the equation does not parse, or the
 // equation is outside what einsum_layout models.
 std::optional<EinsumLayout> einsum_layout_of(const Graph& g, OpId op);
+// The same with the operands' strides from `strides_of` (the graph's build, before it stores them).
+std::optional<EinsumLayout> einsum_layout_of(const Graph& g, OpId op, const std::function<std::vector<std::int64_t>(TensorId)>& strides_of);
 
 }  // namespace placer

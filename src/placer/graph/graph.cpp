@@ -494,22 +494,7 @@ Graph GraphBuilder::build() && {
     return row_major_strides(g.tensor_shape(t));
   };
   // An Einsum's layout (einsum_layout) from its operands' strides; none when not modelled.
-  auto einsum_of = [&](OpId f) -> std::optional<EinsumLayout> {
-    std::vector<Shape> shapes;
-    std::vector<std::vector<std::int64_t>> operand_strides;
-    for (TensorId t : g.op_inputs(f)) {
-      if (t == kNoId) return std::nullopt;
-      shapes.push_back(g.tensor_shape(t));
-      operand_strides.push_back(strides_of(t));
-    }
-    const std::vector<Shape> stride_spans(operand_strides.begin(), operand_strides.end());
-    try {
-      EinsumLayout layout = einsum_layout(g.op_attrs_[f].get_string("equation", ""), shapes, stride_spans);
-      if (layout.modelled) return layout;
-    } catch (const Error&) {  // (the import checked the equation; a graph JSON's is priced as it is)
-    }
-    return std::nullopt;
-  };
+  auto einsum_of = [&](OpId f) { return einsum_layout_of(g, f, strides_of); };
   for (OpId o : g.topo_) {
     const auto ins = g.op_inputs(o);
     const auto outs = g.op_outputs(o);

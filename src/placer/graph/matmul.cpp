@@ -56,14 +56,9 @@ MatMulLayout matmul_layout(std::span<const std::int64_t> shape_a, std::span<cons
       const std::size_t from_end = rank - k;
       if (from_end <= d - 2 && shape[d - 2 - from_end] == batch[k]) st[k] = strides[d - 2 - from_end];
     }
-    // Merged in place when each dimension of size > 1 steps over the whole of the next such one.
-    int prev = -1;
-    for (std::size_t k = 0; k < rank; ++k) {
-      if (batch[k] == 1) continue;
-      if (prev >= 0 && st[static_cast<std::size_t>(prev)] != st[k] * batch[k]) return batch_elements * static_cast<std::uint64_t>(shape[d - 2] * shape[d - 1]);
-      prev = static_cast<int>(k);
-    }
-    return 0;
+    std::vector<int> dims(rank);
+    for (std::size_t k = 0; k < rank; ++k) dims[k] = static_cast<int>(k);
+    return mergeable(dims, batch, st) ? 0 : batch_elements * static_cast<std::uint64_t>(shape[d - 2] * shape[d - 1]);
   };
   r.copied_elements[0] = copied(shape_a, sa);
   r.copied_elements[1] = copied(shape_b, sb);

@@ -21,4 +21,15 @@ bool in_row_major_order(std::span<const std::int64_t> shape, std::span<const std
   return true;
 }
 
+bool mergeable(std::span<const int> dims, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+  int prev = -1;
+  for (int d : dims) {
+    const auto k = static_cast<std::size_t>(d);
+    if (shape[k] == 1) continue;
+    if (prev >= 0 && strides[static_cast<std::size_t>(prev)] != strides[k] * shape[k]) return false;
+    prev = d;
+  }
+  return true;
+}
+
 }  // namespace placer

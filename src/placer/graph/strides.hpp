@@ -15,4 +15,9 @@ std::vector<std::int64_t> row_major_strides(std::span<const std::int64_t> shape)
 // PyTorch's is_contiguous().
 bool in_row_major_order(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
 
+// Whether dimensions `dims` of a tensor of `shape` laid out with `strides`, taken in this order,
+// merge into one without a copy (PyTorch's `view`): each one of size > 1 steps over the whole
+// extent of the next such one.
+bool mergeable(std::span<const int> dims, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+
 }  // namespace placer
