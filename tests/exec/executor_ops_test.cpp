@@ -197,6 +197,28 @@ TEST(ExecutorOps, PReluBroadcastsItsSlope) {
               near(floats({-0.2, -0.1, 0.0, 0.25, 0.75, 3.0})));
 }
 
+// Shrink runs as hardshrink (bias 0), softshrink (bias = lambd) or two `where`s (any other bias);
+// ThresholdedRelu as threshold; PRelu with one slope or one per channel as prelu. Each on its
+// boundaries (|x| = lambd gives 0, x = alpha gives 0).
+TEST(ExecutorOps, SingleKernelActivationsKeepOnnxsFormulas) {
+  const In x{{2, 4}, {-2.0, -0.5, 0.0, 0.5, 0.75, 3.0, -0.75, 1.0}};
+  auto shrink = [](float lambd, float bias) {
+    return [=](onnx::NodeProto& n) {
+      set_float(n, "lambd", lambd);
+      set_float(n, "bias", bias);
+    };
+  };
+  EXPECT_THAT(run_op("Shrink", {x}, {Out{{2, 4}}}, shrink(0.5f, 0.0f)).at(0), near(floats({-2.0, 0.0, 0.0, 0.0, 0.75, 3.0, -0.75, 1.0})));
+  EXPECT_THAT(run_op("Shrink", {x}, {Out{{2, 4}}}, shrink(0.5f, 0.5f)).at(0), near(floats({-1.5, 0.0, 0.0, 0.0, 0.25, 2.5, -0.25, 0.5})));
+  EXPECT_THAT(run_op("Shrink", {x}, {Out{{2, 4}}}, shrink(0.5f, 0.25f)).at(0), near(floats({-1.75, 0.0, 0.0, 0.0, 0.5, 2.75, -0.5, 0.75})));
+  EXPECT_THAT(run_op("ThresholdedRelu", {x}, {Out{{2, 4}}}, [](onnx::NodeProto& n) { set_float(n, "alpha", 0.75f); }).at(0),
+              near(floats({0.0, 0.0, 0.0, 0.0, 0.0, 3.0, 0.0, 1.0})));
+  // One slope; one per channel of [2, 2, 2] given as [2, 1].
+  EXPECT_THAT(run_op("PRelu", {x, In{{1}, {0.1}}}, {Out{{2, 4}}}).at(0), near(floats({-0.2, -0.05, 0.0, 0.5, 0.75, 3.0, -0.075, 1.0})));
+  EXPECT_THAT(run_op("PRelu", {In{{2, 2, 2}, x.values}, In{{2, 1}, {0.1, 0.2}}}, {Out{{2, 2, 2}}}).at(0),
+              near(floats({-0.2, -0.05, 0.0, 0.5, 0.75, 3.0, -0.15, 1.0})));
+}
+
 TEST(ExecutorOps, TestsAndBitwiseOps) {
   const double inf = std::numeric_limits<double>::infinity();
   EXPECT_THAT(run_op("IsInf", {In{{4}, {inf, -inf, 1.0, 0.0}}}, {Out{{4}, onnx::TensorProto::BOOL}}, [](onnx::NodeProto& n) {

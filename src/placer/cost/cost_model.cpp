@@ -541,12 +541,24 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
   return outs[0] != kNoId && g.tensor_name(outs[0]).starts_with("grad/" + g.tensor_name(ins[1]) + "/");
 }
 
+// Whether a PRelu runs as torch's prelu (the executor): one slope, or one per channel (dimension 1
+// of its input) broadcast along the others, or opset 6's slope per channel; else through a `where`.
+bool prelu_native(const Graph& g, OpId op) {
+  const auto ins = g.op_inputs(op);
+  if (ins.size() < 2 || ins[0] == kNoId || ins[1] == kNoId || g.tensor_dtype(ins[0]) != g.tensor_dtype(ins[1])) return false;
+  const auto xs = g.tensor_shape(ins[0]), ss = g.tensor_shape(ins[1]);
+  const std::uint64_t n = g.tensor_elements(ins[1]);
+  if (n == 1 || g.op_attrs(op).get_int("slope_per_channel", 0) != 0) return !xs.empty();
+  if (xs.size() < 2 || ss.size() > xs.size() || static_cast<std::uint64_t>(xs[1]) != n) return false;
+  const std::ptrdiff_t axis = static_cast<std::ptrdiff_t>(ss.size()) - static_cast<std::ptrdiff_t>(xs.size() - 1);
+  return axis >= 0 && static_cast<std::uint64_t>(ss[static_cast<std::size_t>(axis)]) == n;
+}
+
 // Temporaries of a gradient formula that autograd evaluates as several kernels (PyTorch's
 // derivatives.yaml: erf's `2 / sqrt(pi) * exp(-x.pow(2)) * grad` allocates x², -x², exp(-x²), ...),
 // held while the gradient op runs beyond its output. Measured 2026-11-30 on the host meter
 // (libtorch 1.13, one CPU thread: `placer validate` of x + b -> op -> y, [8, 128, 3072] float32),
-// in tensors of the op's input: Erf 4, Cos 2, Reciprocal 2, Pow by a constant 2, Sin, Abs, Elu,
-// Sqrt 1; none for Exp, Tanh, Sigmoid, Relu, Softmax, Log, Neg, Softplus, LayerNormalization
+// in tensors of the op's input: Erf 4, Cos 2, Reciprocal 2, Pow by a constant 2, Sin, Abs, Sqrt 1; none for Exp, Tanh, Sigmoid, Relu, Softmax, Log, Neg, Softplus, LayerNormalization
 // (fused kernels, or formulas of the output). A Mul's gradient for a broadcast operand (a scale
 // parameter) multiplies at the output's size before it reduces: 1 output-sized tensor; x * x: 1.
 // A Div's for its divisor (-grad * a / b²): 3 of the output's size. An InstanceNormalization's,
@@ -556,13 +568,15 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
 // input; Clip's: a bool mask per bound; ReduceMax's, ReduceMin's and GlobalMaxPool's (amax, amin): a float mask of the input's
 // size, a bool one and three of the output's size (a QA pass's probes and five more, 2026-11-30:
 // to 12 bytes); the inverse and hyperbolic functions' (2026-11-30, [8, 128, 256] after a Mul or an
-// Add of a parameter, to 12 bytes): Acos 5, Asin 4, Acosh, Asinh, Atanh 3, Atan 2, Cosh, Sinh, Tan,
-// Celu, Selu 1.
+// Add of a parameter, to 12 bytes): Acos 5, Asin 4, Acosh, Asinh, Atanh 3, Atan 2, Cosh, Sinh 1; Tan
+// 2 (of its output, 1 + y², which its gradient keeps). Elu, Celu and Selu none: elu_backward is one
+// kernel of the input (2026-12-01: the 1 they were given stood in for their input, which the step
+// did not keep; found with a Relu after them, 20% over).
 std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKind kind) {
   static const std::map<std::string, int, std::less<>> kPerInput{
-      {"Erf", 4},  {"Cos", 2},  {"Reciprocal", 2}, {"CumSum", 2}, {"Sin", 1},   {"Abs", 1},   {"Elu", 1},   {"Sqrt", 1},
-      {"ReduceL2", 1}, {"Acos", 5}, {"Asin", 4},   {"Acosh", 3}, {"Asinh", 3}, {"Atanh", 3}, {"Atan", 2}, {"Cosh", 1},
-      {"Sinh", 1}, {"Tan", 1},  {"Celu", 1},       {"Selu", 1}};
+      {"Erf", 4},  {"Cos", 2},  {"Reciprocal", 2}, {"CumSum", 2}, {"Sin", 1},   {"Abs", 1},   {"Sqrt", 1},  {"ReduceL2", 1},
+      {"Acos", 5}, {"Asin", 4}, {"Acosh", 3},      {"Asinh", 3},  {"Atanh", 3}, {"Atan", 2},  {"Cosh", 1},  {"Sinh", 1},
+      {"Tan", 2}};
   const std::string& type = g.op_type(fwd);
   const auto ins = g.op_inputs(fwd);
   const auto outs = g.op_outputs(fwd);
@@ -571,6 +585,10 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKi
   if (auto it = kPerInput.find(type); it != kPerInput.end()) return static_cast<std::uint64_t>(it->second) * x;
   if (type == "Pow" && ins.size() > 1 && ins[1] != kNoId && g.tensor_kind(ins[1]) == TensorKind::constant) return 2 * x;
   if (type == "Pad" && g.op_attrs(fwd).get_string("mode", "constant") != "constant") return x;  // reflect, edge
+  // PRelu: torch's prelu_backward on the CPU gathers the slope's gradient in a tensor of the input's
+  // size; through a `where` (a slope broadcast otherwise), the where's and the product's gradients:
+  // 2 inputs (measured 2026-12-01, [8, 32, 32, 32], to 12 bytes and to 0.6%).
+  if (type == "PRelu") return prelu_native(g, fwd) ? (kind == DeviceKind::cpu ? x : 0) : 2 * x;
   // (libtorch's CPU kernel's buffer, not a formula's: cuDNN's not measured.)
   if (type == "InstanceNormalization" || type == "BatchNormalization")
     return kind == DeviceKind::cpu && computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
@@ -634,6 +652,12 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   }
   if (fwd != kNoId && g.op_type(fwd) == "Einsum" && g.op_type(op) == (backward ? "EinsumGrad" : "Einsum")) return einsum_workspace_bytes(g, op, fwd);
   if (!backward && g.op_type(op) == "MatMul") return matmul_workspace_bytes(g, op);
+  // A PRelu whose slope broadcasts other than per channel runs as where(x >= 0, x, x * slope): a bool
+  // mask and the product beside its output (measured 2026-12-01).
+  if (!backward && g.op_type(op) == "PRelu" && !prelu_native(g, op)) {
+    const auto ins = g.op_inputs(op);
+    return ins.empty() || ins[0] == kNoId ? 0 : g.tensor_elements(ins[0]) + g.tensor_bytes(ins[0]);
+  }
   if (backward && fwd != kNoId && is_recurrent(g.op_type(fwd)) && g.op_type(op) == g.op_type(fwd) + "Grad")
     return kind == DeviceKind::cpu ? recurrent_weight_sum_bytes(g, op, fwd, false) : 0;
   if (backward && fwd != kNoId && g.op_type(fwd) != "Conv") return gradient_temporaries(g, op, fwd, kind);
