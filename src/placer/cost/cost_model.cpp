@@ -589,6 +589,16 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKi
   // size; through a `where` (a slope broadcast otherwise), the where's and the product's gradients:
   // 2 inputs (measured 2026-12-01, [8, 32, 32, 32], to 12 bytes and to 0.6%).
   if (type == "PRelu") return prelu_native(g, fwd) ? (kind == DeviceKind::cpu ? x : 0) : 2 * x;
+  // Reductions (measured 2026-12-01, [8, 32, 32, 32] over axis 1 or 3, with a Relu after, to 12
+  // bytes): ReduceL1's sgn(x) * dY (and dY / |y| at the output's size); ReduceSumSquare's 2x * dY;
+  // ReduceLogSumExp's exp(x - y) (x - y, then its exp); ReduceProd's y / x where no x is 0 (a bool
+  // test of x, the quotient, and two of the output's size); a GlobalLpPool's as ReduceL2's (p 1, 2
+  // or 3: one of the input, to 1 KB).
+  if (type == "ReduceL1") return x + y;
+  if (type == "ReduceSumSquare") return x;
+  if (type == "ReduceLogSumExp") return 2 * x;
+  if (type == "ReduceProd") return x + g.tensor_elements(ins[0]) + 2 * y;
+  if (type == "GlobalLpPool") return x;
   // (libtorch's CPU kernel's buffer, not a formula's: cuDNN's not measured.)
   if (type == "InstanceNormalization" || type == "BatchNormalization")
     return kind == DeviceKind::cpu && computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
@@ -652,6 +662,16 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   }
   if (fwd != kNoId && g.op_type(fwd) == "Einsum" && g.op_type(op) == (backward ? "EinsumGrad" : "Einsum")) return einsum_workspace_bytes(g, op, fwd);
   if (!backward && g.op_type(op) == "MatMul") return matmul_workspace_bytes(g, op);
+  // Reductions that hold a tensor of their input's size while they run: ReduceSumSquare's x * x,
+  // ReduceLogSumExp's x - max(x) (libtorch's logsumexp exponentiates it in place before it sums)
+  // and the maxima, of the output's size (measured 2026-12-01, to the byte).
+  if (!backward && (g.op_type(op) == "ReduceSumSquare" || g.op_type(op) == "ReduceLogSumExp")) {
+    const auto ins = g.op_inputs(op);
+    const auto outs = g.op_outputs(op);
+    if (ins.empty() || ins[0] == kNoId) return 0;
+    const std::uint64_t maxima = g.op_type(op) == "ReduceLogSumExp" && !outs.empty() && outs[0] != kNoId ? g.tensor_bytes(outs[0]) : 0;
+    return g.tensor_bytes(ins[0]) + maxima;
+  }
   // A PRelu whose slope broadcasts other than per channel runs as where(x >= 0, x, x * slope): a bool
   // mask and the product beside its output (measured 2026-12-01).
   if (!backward && g.op_type(op) == "PRelu" && !prelu_native(g, op)) {

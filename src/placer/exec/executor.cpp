@@ -1012,7 +1012,8 @@ bool noop_reduce(const OpCall& c) {
 }
 Tensors op_reduce_l1(const OpCall& c) {
   if (noop_reduce(c)) return {c.in[0]};
-  return {c.in[0].abs().sum(reduce_axes(c), keep_dims(c))};
+  // torch.norm(x, 1, dims), which PyTorch exports as ReduceL1: one kernel, no |x| held.
+  return {torch::linalg_vector_norm(c.in[0], 1.0, reduce_axes(c), keep_dims(c))};
 }
 Tensors op_reduce_l2(const OpCall& c) {
   if (noop_reduce(c)) return {c.in[0]};
