@@ -313,7 +313,11 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
         spec.inputs.push_back(ins[i]);
     if (recurrent_state[o] != kNoId) spec.inputs.push_back(recurrent_state[o]);
     if (product_copies[o] != kNoId) spec.inputs.push_back(product_copies[o]);
-    for (std::size_t j = 0; j < outs.size() && j < 32 && recurrent_state[o] == kNoId; ++j)
+    // A power by a set-up scalar (PyTorch's pow(Tensor, Scalar), as the executor runs it) keeps its
+    // base alone; by a tensor, its result too (pow(Tensor, Tensor)).
+    const bool scalar_power = fwd.op_type(o) == "Pow" && ins.size() > 1 && ins[1] != kNoId &&
+                              (fwd.tensor_folded(ins[1]) || fwd.tensor_kind(ins[1]) == TensorKind::constant) && fwd.tensor_elements(ins[1]) == 1;
+    for (std::size_t j = 0; j < outs.size() && j < 32 && recurrent_state[o] == kNoId && !scalar_power; ++j)
       if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId)
         spec.inputs.push_back(j == 0 && max_pool_indices[o] != kNoId ? max_pool_indices[o] : outs[j]);
 
