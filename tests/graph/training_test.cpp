@@ -403,13 +403,14 @@ TEST(TrainingStep, ASumsGradientIsABroadcastViewOfTheIncomingOne) {
   eq.set(Attribute{.name = "equation", .kind = Attribute::Kind::text, .s = "ij->i"});
   const TensorId x = s.tensor("x", {16, 32}, TensorKind::data), p = s.tensor("p", {32}, TensorKind::parameter);
   const TensorId axes = s.tensor("axes", {1}, TensorKind::constant, DType::i64);
-  const TensorId m = s.tensor("m", {16, 32}), r = s.tensor("r", {16}), e = s.tensor("e", {16}), y = s.tensor("y", {16});
+  const TensorId m = s.tensor("m", {16, 32}), n = s.tensor("n", {16, 32}), r = s.tensor("r", {16}), e = s.tensor("e", {16}), y = s.tensor("y", {16});
   s.op("mul", "Mul", {x, p}, {m});
+  s.op("neg", "Neg", {m}, {n});
   s.op("sum", "ReduceSum", {m, axes}, {r}, keep);
-  s.op("einsum", "Einsum", {m}, {e}, eq);
+  s.op("einsum", "Einsum", {n}, {e}, eq);
   s.op("add", "Add", {r, e}, {y});
   const Graph step = s.step({y});
-  for (const char* name : {"grad/m/sum", "grad/m/einsum"}) {
+  for (const char* name : {"grad/m/sum", "grad/n/einsum"}) {
     SCOPED_TRACE(name);
     const TensorId g = step.find_tensor(name);
     ASSERT_NE(g, kNoId);
@@ -437,6 +438,54 @@ TEST(TrainingStep, ASumsGradientIsABroadcastViewOfTheIncomingOne) {
   const TensorId odd = b.add_tensor("odd", {5, 7}, DType::f32, TensorKind::activation);
   EXPECT_NO_THROW(b.add_op({.name = "broadcast", .type = "Custom", .inputs = {small}, .outputs = {wide}, .view_outputs = 1u}));
   EXPECT_THROW(b.add_op({.name = "no_broadcast", .type = "Custom", .inputs = {small}, .outputs = {odd}, .view_outputs = 1u}), Error);
+}
+
+// Autograd never sums partial gradients into a broadcast view (its elements share memory): the
+// partial that holds the sum, the first the gradient op reads, is another one, or, when every
+// partial is a broadcast view, a tensor of its own.
+TEST(TrainingStep, PartialGradientsAreNeverSummedIntoABroadcastView) {
+  Attributes keep;
+  keep.set(Attribute{.name = "keepdims", .kind = Attribute::Kind::integer, .i = 1});
+  {
+    // m is read by a Relu, then by a ReduceSum, whose gradient comes first in the backward pass.
+    StepOf s;
+    const TensorId x = s.tensor("x", {16, 32}, TensorKind::data), p = s.tensor("p", {32}, TensorKind::parameter);
+    const TensorId axes = s.tensor("axes", {1}, TensorKind::constant, DType::i64);
+    const TensorId m = s.tensor("m", {16, 32}), a = s.tensor("a", {16, 32}), r = s.tensor("r", {16, 1}), y = s.tensor("y", {16, 32});
+    s.op("mul", "Mul", {x, p}, {m});
+    s.op("relu", "Relu", {m}, {a});
+    s.op("sum", "ReduceSum", {m, axes}, {r}, keep);
+    s.op("add", "Add", {a, r}, {y});
+    const Graph step = s.step({y});
+    const TensorId by_sum = step.find_tensor("grad/m/sum"), by_relu = step.find_tensor("grad/m/relu");
+    ASSERT_NE(by_sum, kNoId);
+    ASSERT_NE(by_relu, kNoId);
+    EXPECT_TRUE(step.tensor_is_view(by_sum));
+    EXPECT_TRUE(step.tensor_accumulated(by_sum));
+    EXPECT_FALSE(step.tensor_accumulated(by_relu));
+    const auto reads = step.op_inputs(step.find_op("mul/grad"));
+    ASSERT_FALSE(reads.empty());
+    EXPECT_EQ(reads[0], by_relu);
+  }
+  {
+    // m is read by two ReduceSums: the first partial becomes a tensor of its own, the second is
+    // summed into it.
+    StepOf s;
+    const TensorId x = s.tensor("x", {16, 32}, TensorKind::data), p = s.tensor("p", {32}, TensorKind::parameter);
+    const TensorId rows = s.tensor("rows", {1}, TensorKind::constant, DType::i64), cols = s.tensor("cols", {1}, TensorKind::constant, DType::i64);
+    const TensorId m = s.tensor("m", {16, 32}), r = s.tensor("r", {16, 1}), c = s.tensor("c", {1, 32}), y = s.tensor("y", {16, 32});
+    s.op("mul", "Mul", {x, p}, {m});
+    s.op("sum_rows", "ReduceSum", {m, rows}, {r}, keep);
+    s.op("sum_cols", "ReduceSum", {m, cols}, {c}, keep);
+    s.op("add", "Add", {r, c}, {y});
+    const Graph step = s.step({y});
+    const auto reads = step.op_inputs(step.find_op("mul/grad"));
+    ASSERT_GE(reads.size(), 2u);
+    EXPECT_FALSE(step.tensor_is_view(reads[0]));
+    EXPECT_FALSE(step.tensor_accumulated(reads[0]));
+    EXPECT_TRUE(step.tensor_is_view(reads[1]));
+    EXPECT_TRUE(step.tensor_accumulated(reads[1]));
+  }
 }
 
 TEST(TrainingStep, GradientsReadAndWriteWhatTheRulesSay) {

@@ -462,24 +462,29 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
     if (!backward) return std::max(in, out) + g.tensor_bytes(w);
   } else {
     // oneDNN's blocked layouts hold channels in blocks of 16 (AVX-512; the measured machines): a
-    // tensor of C channels is reordered into ceil(C / 16) x 16. An input of at most 4 channels (a
-    // first layer's image) is read as it is.
-    const auto padded = [](std::uint64_t bytes, std::int64_t channels) {
-      return channels <= 0 ? bytes : bytes / static_cast<std::uint64_t>(channels) * static_cast<std::uint64_t>((channels + 15) / 16 * 16);
+    // tensor of C channels is reordered into ceil(C / 16) x 16. A first layer's input of 4 to 8
+    // channels goes in blocks of 8, and one of at most 3 is read as it is (measured 2026-12-01,
+    // [8, C, 64, 64] to 16 channels by 3x3 for C = 3 to 9, 12, 16: see below).
+    const auto padded = [](std::uint64_t bytes, std::int64_t channels, std::int64_t block = 16) {
+      return channels <= 0 ? bytes : bytes / static_cast<std::uint64_t>(channels) * static_cast<std::uint64_t>((channels + block - 1) / block * block);
     };
     const std::int64_t c_in = xs[1], c_out = ws[0];
-    const std::uint64_t in_blocked = c_in <= 4 ? 0 : padded(in, c_in), out_blocked = padded(out, c_out);
-    const std::uint64_t w_blocked = c_in <= 4 ? 0 : padded(padded(g.tensor_bytes(w), c_out), c_in);
+    const std::uint64_t in_blocked = c_in <= 3 ? 0 : c_in <= 8 ? padded(in, c_in, 8) : padded(in, c_in), out_blocked = padded(out, c_out);
+    // (Under 16 input channels the weight is not held beside the input: one blocked weight over.)
+    const std::uint64_t w_blocked = c_in < 16 ? 0 : padded(padded(g.tensor_bytes(w), c_out), c_in);
     // Forward: the blocked input and weight, or the blocked output, whichever is larger (they are
     // not held at once: a convolution enlarging its channels holds its blocked output alone;
     // measured 2026-11-30, 16 to 256 channels: one weight over with input and weight beside it).
     if (!backward) return std::max(in_blocked + w_blocked, out_blocked);
-    if (c_in > 4) return in_blocked + out_blocked;
-    // A first layer's gradient: its blocked dY, and the input padded when its gradient is computed
-    // (VGG-16's first layer, no input gradient: dY alone measured; a 3-to-3 one with: 6% over).
+    if (c_in > 8) return in_blocked + out_blocked;
+    // A first layer's gradient: its blocked dY and its input in blocks of 8 (at most 3 channels: not
+    // reordered when the input takes no gradient: VGG-16's first layer); computing the input's
+    // gradient, that gradient in blocks of 8 too, beyond the one the step counts (5-13% over and
+    // one input under with 4 channels before 2026-12-01, when 5 to 8 channels went in blocks of 16).
     bool data_gradient = false;
     for (TensorId t : g.op_outputs(op)) data_gradient = data_gradient || (t != kNoId && std::ranges::equal(g.tensor_shape(t), xs));
-    return out_blocked + (data_gradient ? padded(in, c_in) : 0);
+    if (!data_gradient) return out_blocked + in_blocked;
+    return out_blocked + 2 * padded(in, c_in, 8) - in;
   }
   // A grouped convolution's gradient: dY reordered for the data gradient, when there is one.
   for (TensorId t : g.op_outputs(op))

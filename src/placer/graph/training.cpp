@@ -211,15 +211,39 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
 
   // Partial gradients of each tensor, in the order they are produced.
   std::vector<std::vector<TensorId>> partials(fwd.num_tensors());
-  // Per tensor of the step: a gradient that is a view (shares the storage of another gradient).
-  std::vector<char> gradient_view;
+  // Per tensor of the step: a gradient that is a view (shares the storage of another gradient), one
+  // that is a broadcast view (a sum's gradient, dY expanded back), and the backward op that made it.
+  std::vector<char> gradient_view, gradient_expanded;
+  std::vector<OpId> gradient_producer;
   auto grad_tensor = [&](TensorId of, const std::string& from) {
     auto shape = fwd.tensor_shape(of);
     TensorId g = b.add_tensor(new_tensor_name("grad/" + fwd.tensor_name(of) + "/" + from), {shape.begin(), shape.end()}, fwd.tensor_dtype(of),
                               TensorKind::gradient);
     partials[of].push_back(g);
     gradient_view.resize(std::size_t{g} + 1, 0);
+    gradient_expanded.resize(std::size_t{g} + 1, 0);
+    gradient_producer.resize(std::size_t{g} + 1, kNoId);
     return g;
+  };
+  // Autograd sums a tensor's partial gradients into the first that arrives when it may write there,
+  // else into a new tensor (PyTorch's input buffer: never into a broadcast view, whose elements
+  // share memory). The partial the step puts first holds the sum: not a broadcast view when
+  // another partial is not one (the sum then costs that partial's storage, as PyTorch's new tensor
+  // does once it is freed); when all are, the first is made a tensor of its own (a tensor read by
+  // two ReduceSums: the sum was counted as no memory, 25% under).
+  auto settle_sum = [&](std::vector<TensorId>& ps) {
+    if (ps.size() < 2 || !gradient_expanded[ps[0]]) return;
+    auto owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_expanded[t]; });
+    if (owner != ps.end()) {
+      std::rotate(ps.begin(), owner, owner + 1);
+      return;
+    }
+    const OpId producer = gradient_producer[ps[0]];
+    if (producer == kNoId) return;
+    OpSpec& made = b.op(producer);
+    for (std::size_t j = 0; j < made.outputs.size() && j < 32; ++j)
+      if (made.outputs[j] == ps[0]) made.view_outputs &= ~(1u << j);
+    gradient_view[ps[0]] = gradient_expanded[ps[0]] = 0;
   };
   auto module_of = [&](OpId o) { return fwd.module_name(fwd.op_module(o)); };
 
@@ -300,6 +324,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       else std::rotate(first->begin(), owner, owner + 1);
     }
     for (TensorId t : outs) {
+      settle_sum(partials[t]);
       spec.inputs.insert(spec.inputs.end(), partials[t].begin(), partials[t].end());
       // Autograd's input buffer adds each partial after the first into it as it arrives.
       for (std::size_t k = 1; k < partials[t].size(); ++k) b.set_tensor_accumulated(partials[t][k]);
@@ -352,9 +377,12 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       const TensorId g = grad_tensor(ins[i], fwd.op_name(o));
       spec.outputs.push_back(g);
       gradient_view[g] = view;
+      gradient_expanded[g] = view && expanded;
     }
     if (spec.work.op_class != OpClass::alias) spec.view_outputs = view_bits;
-    b.add_op(std::move(spec));
+    const OpId made = b.add_op(std::move(spec));
+    for (TensorId t : b.op(made).outputs)
+      if (t != kNoId && t < gradient_producer.size()) gradient_producer[t] = made;
   }
 
   // One update per trainable parameter that received a gradient.
@@ -362,6 +390,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   for (TensorId p = 0; p < fwd.num_tensors(); ++p) {
     if (fwd.tensor_kind(p) != TensorKind::parameter || partials[p].empty()) continue;
     OpSpec spec{.name = new_op_name("update/" + fwd.tensor_name(p)), .type = update.type, .inputs = {p}};
+    settle_sum(partials[p]);
     spec.inputs.insert(spec.inputs.end(), partials[p].begin(), partials[p].end());
     // AccumulateGrad adds each partial after the first into the parameter's gradient as it arrives.
     for (std::size_t k = 1; k < partials[p].size(); ++k) b.set_tensor_accumulated(partials[p][k]);
