@@ -641,6 +641,23 @@ TEST(MemoryMeter, PowersAndExtremaHoldTheirGradientsTemporaries) {
   }
 }
 
+// A Gemm with alpha other than 1 (torch's addmm) scales each operand's gradient, a product, into a
+// new tensor (CostTable::workspace_bytes): 20% under before (a QA pass, 2026-11-30).
+TEST(MemoryMeter, AScaledGemmsGradientsHoldTheirProducts) {
+  exec::configure_threads(1);
+  std::vector<std::string> paths;
+  for (const std::int64_t out : {64, 1024}) {
+    const OnnxNode gemm{"Gemm", {"m", "w", "b"}, {"a"}, {}, {}, {{"alpha", 0.5f}, {"beta", 2.0f}}};
+    paths.push_back(small_model("scaled_gemm_" + std::to_string(out), {{"input", {512, 512}}},
+                                {{"Mul", {"input", "p"}, {"m"}, {}}, gemm, {"Relu", {"a"}, {"y"}, {}}}, {512, out}, {},
+                                {{"p", {512}}, {"w", {512, out}}, {"b", {out}}}));
+  }
+  for (const std::string& path : paths) {
+    SCOPED_TRACE(path);
+    expect_peak_as_simulated(path, Mode::training, 0.002);
+  }
+}
+
 // Ops that PyTorch runs as one kernel run so in the executor: ThresholdedRelu as threshold, Shrink
 // as hardshrink (bias 0) or softshrink (bias = lambd), PRelu with one slope or one per channel as
 // prelu (its CPU gradient gathers the slope's in a tensor of the input's size); a PRelu whose slope

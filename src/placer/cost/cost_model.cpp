@@ -617,6 +617,14 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKi
   // test of x, the quotient, and two of the output's size); a GlobalLpPool's as ReduceL2's (p 1, 2
   // or 3: one of the input, to 1 KB).
   if (type == "ReduceL1") return x + y;
+  // A Gemm with alpha other than 1 (torch's addmm): each operand's gradient, a product, is scaled
+  // into a new tensor, A's first while B's gradient is not yet made, then B's beside A's (measured
+  // 2026-12-01, [512, 512] by [512, 64] trained: 20% under before, to 12 bytes).
+  if (type == "Gemm" && g.op_attrs(fwd).get_float("alpha", 1.0) != 1.0 && ins.size() > 1 && ins[1] != kNoId) {
+    const std::uint64_t a = computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
+    const std::uint64_t b = computes_gradient(g, grad, fwd, ins[1]) ? g.tensor_bytes(ins[1]) : 0;
+    return std::max(a > b ? a - b : 0, b);
+  }
   // maximum's and minimum's gradients: two bool masks (where the operands tie, where one won), and
   // a broadcast operand's gradient at the output's size before it is reduced (measured 2026-12-01,
   // Max and Min of x and -x, of x and data, of x and a parameter of [32], on [8, 32, 32, 32]: 4-13%
