@@ -677,7 +677,10 @@ TEST(MemoryMeter, SingleKernelActivationsHoldWhatPyTorchHolds) {
   const std::string one_slope = model("prelu_one_slope", {"PRelu", {"m", "slope"}, {}, {}}, {{"slope", {1}}});
   const std::string per_channel = model("prelu_per_channel", {"PRelu", {"m", "slope"}, {}, {}}, {{"slope", {32, 1, 1}}});
   const std::string last_axis = model("prelu_last_axis", {"PRelu", {"m", "slope"}, {}, {}}, {{"slope", {32}}});
-  expect_peaks_as_simulated({threshold, hard, soft, one_slope, per_channel, last_axis});
+  // A HardSigmoid other than PyTorch's runs as clamp(x * alpha + beta, 0, 1): that sum beside its
+  // output, and clamp's two bool masks in its gradient (25% and 9% under before, 2026-12-01).
+  const std::string keras = model("keras_hard_sigmoid", {"HardSigmoid", {"m"}, {}, {}, {}, {{"alpha", 0.2f}, {"beta", 0.5f}}}, {});
+  expect_peaks_as_simulated({threshold, hard, soft, one_slope, per_channel, last_axis, keras});
 }
 
 // A MobileNetV3 block's activations run as PyTorch's kernels (HardSwish, and HardSigmoid as PyTorch
