@@ -440,6 +440,37 @@ TEST(TrainingStep, ASumsGradientIsABroadcastViewOfTheIncomingOne) {
   EXPECT_THROW(b.add_op({.name = "no_broadcast", .type = "Custom", .inputs = {small}, .outputs = {odd}, .view_outputs = 1u}), Error);
 }
 
+// An op PyTorch runs as a formula keeps some of its intermediates for the gradient: Softsign's
+// 1 + |x|, LRN's padded squares and two tensors of its input's size: an output `<op>/kept` of the
+// forward op that the gradient reads; none in inference or when no gradient reaches the op.
+TEST(TrainingStep, FormulaOpsKeepTheirIntermediatesForTheGradient) {
+  Attributes lrn;
+  lrn.set(Attribute{.name = "size", .kind = Attribute::Kind::integer, .i = 5});
+  StepOf s;
+  const TensorId x = s.tensor("x", {2, 8, 4, 4}, TensorKind::data), p = s.tensor("p", {4}, TensorKind::parameter);
+  const TensorId m = s.tensor("m", {2, 8, 4, 4}), a = s.tensor("a", {2, 8, 4, 4}), y = s.tensor("y", {2, 8, 4, 4});
+  s.op("mul", "Mul", {x, p}, {m});
+  s.op("softsign", "Softsign", {m}, {a});
+  s.op("lrn", "LRN", {a}, {y}, lrn);
+  const Graph step = s.step({y});
+  const TensorId soft = step.find_tensor("softsign/kept"), norm = step.find_tensor("lrn/kept");
+  ASSERT_NE(soft, kNoId);
+  ASSERT_NE(norm, kNoId);
+  EXPECT_EQ(step.tensor_elements(soft), 256u);
+  EXPECT_EQ(step.tensor_elements(norm), 2u * 12 * 16 + 2 * 256);  // the squares padded to 8 + 4 channels
+  EXPECT_EQ(step.producer(soft), step.find_op("softsign"));
+  const auto reads = step.op_inputs(step.find_op("lrn/grad"));
+  EXPECT_TRUE(std::ranges::find(reads, norm) != reads.end());
+  EXPECT_TRUE(std::ranges::find(reads, y) == reads.end());  // the division keeps x and its divisor, not y
+  // No gradient reaches a Softsign of data alone: nothing kept.
+  StepOf d;
+  const TensorId dx = d.tensor("x", {4, 4}, TensorKind::data), dp = d.tensor("p", {4}, TensorKind::parameter);
+  const TensorId da = d.tensor("a", {4, 4}), dy = d.tensor("y", {4, 4});
+  d.op("softsign", "Softsign", {dx}, {da});
+  d.op("mul", "Mul", {da, dp}, {dy});
+  EXPECT_EQ(d.step({dy}).find_tensor("softsign/kept"), kNoId);
+}
+
 // Autograd never sums partial gradients into a broadcast view (its elements share memory): the
 // partial that holds the sum, the first the gradient op reads, is another one, or, when every
 // partial is a broadcast view, a tensor of its own.

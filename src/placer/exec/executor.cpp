@@ -919,7 +919,6 @@ PLACER_UNARY(op_cosh, torch::cosh(x))
 PLACER_UNARY(op_asinh, torch::asinh(x))
 PLACER_UNARY(op_acosh, torch::acosh(x))
 PLACER_UNARY(op_atanh, torch::atanh(x))
-PLACER_UNARY(op_softsign, x / (1 + torch::abs(x)))
 PLACER_UNARY(op_mish, torch::mish(x))
 PLACER_UNARY(op_celu, torch::celu(x, c.g.op_attrs(c.op).get_float("alpha", 1.0)))
 // ONNX Selu: gamma * (x > 0 ? x : alpha * (exp(x) - 1)), its defaults torch's constants.
@@ -935,6 +934,13 @@ PLACER_UNARY(op_bitwise_not, torch::bitwise_not(x))
 // Shrink: x + bias below -lambd, x - bias above lambd, else 0. With bias 0 it is torch's
 // hardshrink, with bias = lambd softshrink (one kernel each, as PyTorch's modules run them);
 // otherwise two nested `where`s.
+// Softsign as PyTorch's softsign runs it, x / (|x| + 1): |x| is freed once 1 + |x| is made (in one
+// C++ expression it lived to the end: one input more than PyTorch holds).
+Tensors op_softsign(const OpCall& c) {
+  const torch::Tensor& x = c.in[0];
+  const torch::Tensor denominator = torch::abs(x) + 1;
+  return {x / denominator};
+}
 Tensors op_shrink(const OpCall& c) {
   const torch::Tensor& x = c.in[0];
   const double bias = c.g.op_attrs(c.op).get_float("bias", 0.0), lambd = c.g.op_attrs(c.op).get_float("lambd", 0.5);
@@ -1206,11 +1212,19 @@ Tensors op_lrn(const OpCall& c) {
   const torch::Tensor& x = c.in[0];
   const std::int64_t size = a.get_int("size", 1), before = (size - 1) / 2, after = size - 1 - before;
   const double alpha = a.get_float("alpha", 1e-4), beta = a.get_float("beta", 0.75), bias = a.get_float("bias", 1.0);
-  // The squares with the channels padded, as [N, 1, C + size - 1, rest]; a window sum along channels.
-  torch::Tensor squares = (x * x).unsqueeze(1).flatten(3);
-  squares = torch::constant_pad_nd(squares, {0, 0, before, after}, 0);
-  const torch::Tensor sums = torch::avg_pool2d(squares, {size, 1}, {1, 1}, {0, 0}, false, true) * static_cast<double>(size);
-  return {x / (bias + alpha / static_cast<double>(size) * sums.squeeze(1).reshape(x.sizes())).pow(beta)};
+  // As PyTorch's local_response_norm runs it, each step's tensor freed once the next is made: the
+  // squares, with the channels padded, as [N, 1, C + size - 1, rest]; their window means along
+  // channels; (bias + alpha * mean)^beta; x over it. (alpha / size times the window's sum is alpha
+  // times its mean.) The formula written as one expression held every step to its end: 63% above
+  // the model in inference.
+  torch::Tensor div = (x * x).unsqueeze(1).flatten(3);
+  div = torch::constant_pad_nd(div, {0, 0, before, after}, 0);
+  div = torch::avg_pool2d(div, {size, 1}, {1, 1}, {0, 0}, false, true).squeeze(1).reshape(x.sizes());
+  {
+    const torch::Tensor scaled = div.mul(alpha).add(bias);  // alpha * mean freed here, as in Python
+    div = scaled.pow(beta);
+  }
+  return {x / div};
 }
 // LpPool: (sum over the window of |x|^p)^(1/p), as an average pool of |x|^p times the window.
 Tensors op_lp_pool(const OpCall& c) {

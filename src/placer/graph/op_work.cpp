@@ -566,7 +566,7 @@ constexpr auto kRules = std::to_array<Rule>({
     norm("InstanceNormalization", f_pointwise, 8, slots({0, 1})),
     no_grad("IsInf", elementwise, f_pointwise),
     no_grad("IsNaN", elementwise, f_pointwise),
-    {"LRN", normalization, f_lrn, 0, 0, b_times_forward, 2, kAll, false, true},
+    {"LRN", normalization, f_lrn, 0, 0, b_times_forward, 2, kAll, false, false},
     {"LSTM", matmul, f_recurrent, 4, 19, b_recurrent, 0, kAll, false, kAll},
     norm("LayerNormalization", f_layernorm, 0, slots({0, 1})),
     unary("LeakyRelu", 2, 1, kAll, false),
@@ -974,5 +974,19 @@ bool recurrent_as_pytorch_layer(std::string_view op_type, const Attributes& attr
 }
 
 std::int64_t recurrent_saved_steps(const RecurrentSizes& r) { return r.gates == 1 ? 1 : 7; }
+
+std::uint64_t kept_intermediate_elements(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs) {
+  if (inputs.empty() || !inputs[0].present || !is_floating(inputs[0].dtype)) return 0;
+  const std::uint64_t x = inputs[0].elements();
+  if (op_type == "Softsign") return x;
+  if (op_type == "LRN") {
+    const auto shape = inputs[0].shape;
+    if (shape.size() < 3 || shape[1] <= 0) return 0;
+    const std::int64_t size = std::max<std::int64_t>(1, attrs.get_int("size", 1));
+    const std::uint64_t padded = x / static_cast<std::uint64_t>(shape[1]) * static_cast<std::uint64_t>(shape[1] + size - 1);
+    return padded + 2 * x;
+  }
+  return 0;
+}
 
 }  // namespace placer

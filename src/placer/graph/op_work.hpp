@@ -81,6 +81,14 @@ bool recurrent_as_pytorch_layer(std::string_view op_type, const Attributes& attr
 // (docs/training-step.md): LSTM 7, GRU 7, RNN 1.
 std::int64_t recurrent_saved_steps(const RecurrentSizes& r);
 
+// What an op that PyTorch runs as a formula of several kernels keeps of that formula's intermediate
+// tensors for its gradient (autograd's saved tensors, beyond its inputs and outputs), in elements of
+// its first input's type; 0 for other ops. The training step adds them as an output of the op,
+// `<op>/kept`, which its gradient reads. Softsign, x / (1 + |x|): 1 + |x|. LRN, as PyTorch's
+// local_response_norm: the squares padded along channels (the window pool's input) and bias + alpha
+// * mean and its power (the power's and the division's operands).
+std::uint64_t kept_intermediate_elements(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs);
+
 // How the backward pass treats an op.
 struct BackwardRule {
   bool differentiable = true;  // false: gradients stop here (Shape, comparisons, ArgMax, integer ops, ...)

@@ -127,6 +127,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   std::vector<TensorId> recurrent_state(num_fwd, kNoId);    // forward op -> the steps' state its gradient reads
   std::vector<TensorId> product_copies(num_fwd, kNoId);     // forward op -> a product's operand copies its gradient reads
   std::vector<std::uint8_t> product_copied(num_fwd, 0);     // forward op -> the operands (bit i = slot i) those copies replace
+  std::vector<TensorId> kept_intermediates(num_fwd, kNoId);  // forward op -> what its formula keeps for the gradient
   for (TensorId t = 0; t < fwd.num_tensors(); ++t) {
     auto shape = fwd.tensor_shape(t);
     b.add_tensor(fwd.tensor_name(t), {shape.begin(), shape.end()}, fwd.tensor_dtype(t), fwd.tensor_kind(t));
@@ -189,6 +190,17 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
         const std::vector<std::int64_t> shape{elements};
         product_copies[o] = b.add_tensor(new_tensor_name(spec.name + "/copies"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
         spec.outputs.push_back(product_copies[o]);
+      }
+    }
+    // An op PyTorch runs as a formula keeps some of its intermediates for the gradient
+    // (kept_intermediate_elements): an output the step adds, which the gradient reads.
+    if (any_grad && !ins.empty() && ins[0] != kNoId && !outs.empty()) {
+      std::vector<TensorDesc> in_desc;
+      for (TensorId t : ins) in_desc.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{fwd.tensor_shape(t), fwd.tensor_dtype(t), true});
+      if (const std::uint64_t kept = kept_intermediate_elements(spec.type, spec.attrs, in_desc); kept > 0) {
+        const std::vector<std::int64_t> shape{static_cast<std::int64_t>(kept)};
+        kept_intermediates[o] = b.add_tensor(new_tensor_name(spec.name + "/kept"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
+        spec.outputs.push_back(kept_intermediates[o]);
       }
     }
     b.add_op(std::move(spec));
@@ -338,6 +350,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
         spec.inputs.push_back(ins[i]);
     if (recurrent_state[o] != kNoId) spec.inputs.push_back(recurrent_state[o]);
     if (product_copies[o] != kNoId) spec.inputs.push_back(product_copies[o]);
+    if (kept_intermediates[o] != kNoId) spec.inputs.push_back(kept_intermediates[o]);
     // A power by a set-up scalar (PyTorch's pow(Tensor, Scalar), as the executor runs it) keeps its
     // base alone; by a tensor, its result too (pow(Tensor, Tensor)).
     const bool scalar_power = fwd.op_type(o) == "Pow" && ins.size() > 1 && ins[1] != kNoId &&
