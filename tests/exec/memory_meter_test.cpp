@@ -252,7 +252,7 @@ std::string small_model(const std::string& name, const std::vector<std::pair<std
     for (const auto& [attr, values] : n.ints) {
       onnx::AttributeProto* a = node->add_attribute();
       a->set_name(attr);
-      if (attr == "axis" || attr == "count_include_pad" || attr == "hidden_size" || attr == "linear_before_reset" || attr == "layout" ||
+      if (attr == "axis" || attr == "count_include_pad" || attr == "hidden_size" || attr == "linear_before_reset" || attr == "layout" || attr == "group" ||
           attr == "keepdims" || attr == "p" || attr == "size") {
         a->set_type(onnx::AttributeProto::INT), a->set_i(values.at(0));
       } else {
@@ -711,6 +711,33 @@ TEST(MemoryMeter, AScaledGemmsGradientsHoldTheirProducts) {
   }
 }
 
+// A Div's gradient for its divisor holds 2 of the output's size when the divisor is of the output's
+// size, 3 when it is broadcast (reduced after); GatherElements's indices, int64 and none negative,
+// are used as they are (the executor's wrapping of negative ones held two int64 copies and a bool
+// mask of them: a QA pass's GNN 35-49% above the model; 2026-12-01).
+TEST(MemoryMeter, DivisionsAndElementGathersHoldWhatLibtorchHolds) {
+  exec::configure_threads(1);
+  const std::vector<std::int64_t> act{8, 64, 128};
+  const std::string full = small_model("div_by_its_exp", {{"input", act}},
+                                       {{"Mul", {"input", "p"}, {"m"}, {}}, {"Exp", {"m"}, {"e"}, {}}, {"Div", {"m", "e"}, {"a"}, {}}, {"Relu", {"a"}, {"y"}, {}}},
+                                       act, {}, {{"p", {128}}});
+  const std::string broadcast = small_model("div_by_its_mean", {{"input", act}},
+                                            {{"Mul", {"input", "p"}, {"m"}, {}},
+                                             {"ReduceMean", {"m"}, {"r"}, {{"axes", {2}}}},
+                                             {"Div", {"m", "r"}, {"a"}, {}},
+                                             {"Relu", {"a"}, {"y"}, {}}},
+                                            act, {}, {{"p", {128}}});
+  expect_peak_as_simulated(full, Mode::training, 0.002);
+  expect_peak_as_simulated(broadcast, Mode::training, 0.002);
+  constexpr std::int64_t kN = 65536;
+  std::vector<std::int64_t> order(kN);
+  for (std::int64_t i = 0; i < kN; ++i) order[static_cast<std::size_t>(i)] = (i * 7919) % kN;
+  const std::string gather = small_model("gather_elements", {{"input", {kN}}},
+                                         {{"Mul", {"input", "p"}, {"m"}, {}}, {"GatherElements", {"m", "idx"}, {"a"}, {{"axis", {0}}}}, {"Relu", {"a"}, {"y"}, {}}},
+                                         {kN}, {{"idx", order}}, {{"p", {kN}}});
+  expect_peak_as_simulated(gather, Mode::inference, 0.002);
+}
+
 // Ops that PyTorch runs as one kernel run so in the executor: ThresholdedRelu as threshold, Shrink
 // as hardshrink (bias 0) or softshrink (bias = lambd), PRelu with one slope or one per channel as
 // prelu (its CPU gradient gathers the slope's in a tensor of the input's size); a PRelu whose slope
@@ -779,6 +806,39 @@ TEST(MemoryMeter, AFirstLayersInputGoesInBlocksOfEight) {
       SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
       expect_peak_as_simulated(path, mode, 0.005);
     }
+}
+
+// A grouped convolution's gradient computing its input's holds dY and the input's gradient
+// reordered into blocks (8 or more channels per group, or a depthwise 3x3 one), or the larger of the
+// two (2 or 4 channels per group, a depthwise 5x5: oneDNN's plain kernels). A QA pass measured every
+// blocked one an input under (ResNeXt, MobileNet, EfficientNet blocks: 1.5-4% of the whole model;
+// 2026-12-01).
+TEST(MemoryMeter, AGroupedConvolutionsGradientHoldsWhatItsKernelReorders) {
+  exec::configure_threads(1);
+  std::vector<std::string> paths;
+  auto grouped = [&](std::int64_t groups, std::int64_t kernel, std::int64_t stride, bool norm) {
+    const std::int64_t c = 64, out = 16 / stride;
+    std::vector<OnnxNode> nodes{{"Mul", {"input", "p"}, {"m"}, {}},
+                                {"Conv", {"m", "w"}, {"c"}, {{"group", {groups}}, {"pads", std::vector<std::int64_t>(4, kernel / 2)}, {"strides", {stride, stride}}}}};
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> params{{"p", {16}}, {"w", {c, c / groups, kernel, kernel}}};
+    if (norm) {
+      nodes.push_back({"BatchNormalization", {"c", "s", "b", "mean", "var"}, {"n"}, {}});
+      for (const char* v : {"s", "b", "mean", "var"}) params.push_back({v, {c}});
+    }
+    nodes.push_back({"Relu", {norm ? "n" : "c"}, {"y"}, {}});
+    paths.push_back(small_model("grouped_" + std::to_string(groups) + "_k" + std::to_string(kernel) + "_s" + std::to_string(stride) + (norm ? "_bn" : ""),
+                                {{"input", {8, c, 16, 16}}}, nodes, {8, c, out, out}, {}, params));
+  };
+  grouped(2, 3, 1, false);
+  grouped(8, 3, 2, true);
+  grouped(16, 3, 1, false);   // 4 channels per group: plain
+  grouped(64, 3, 2, false);   // depthwise 3x3: blocked
+  grouped(64, 5, 1, false);   // depthwise 5x5: plain
+  grouped(64, 5, 2, true);
+  for (const std::string& path : paths) {
+    SCOPED_TRACE(path);
+    expect_peak_as_simulated(path, Mode::training, 0.003);
+  }
 }
 
 // oneDNN holds channels in blocks of 16: a convolution of 3 channels to 3 holds its output padded

@@ -486,9 +486,20 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
     if (!data_gradient) return out_blocked + in_blocked;
     return out_blocked + 2 * padded(in, c_in, 8) - in;
   }
-  // A grouped convolution's gradient: dY reordered for the data gradient, when there is one.
+  // A grouped convolution's gradient, when it computes the input's: with channels in blocks (8 or
+  // more channels per group, a multiple of 8, or a depthwise 3x3 one) dY and the input's gradient
+  // reordered, else the larger of the two (2 or 4 channels per group, a depthwise 5x5: oneDNN's
+  // plain kernels). Measured 2026-12-01 (a QA pass's probes, [8, 128, 16, 16] by 3x3 in 2 to 128
+  // groups, [8, 96, 32, 32] depthwise by 3x3 and 5x5, strides 1 and 2, with and without a batch
+  // normalization after): up to one input under with dY alone, within 0.4% after (a depthwise 5x5
+  // of stride 2 one weight over).
   for (TensorId t : g.op_outputs(op))
-    if (t != kNoId && std::ranges::equal(g.tensor_shape(t), xs)) return out;
+    if (t != kNoId && std::ranges::equal(g.tensor_shape(t), xs)) {
+      const std::int64_t groups = a.get_int("group", 1), per_group = groups > 0 ? xs[1] / groups : 0;
+      bool three = true;
+      for (std::size_t k = 2; k < ws.size(); ++k) three = three && ws[k] == 3;
+      return (per_group == 1 && three) || (per_group > 1 && per_group % 8 == 0) ? in + out : std::max(in, out);
+    }
   return 0;
 }
 
@@ -672,7 +683,11 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKi
   // amax/amin's gradient: where the input equals the result (a bool mask), divided by their count
   // (three of the result's size besides).
   if (type == "ReduceMax" || type == "ReduceMin" || type == "GlobalMaxPool") return x + g.tensor_elements(ins[0]) + 3 * y;
-  if (type == "Div" && ins.size() > 1 && ins[1] != kNoId && divisor_differentiated(g, grad, fwd)) return 3 * y;
+  // A Div's for its divisor, -dY * a / b², at the output's size: 3 when the divisor is broadcast
+  // (reduced to its size after), 2 when it is of the output's size (a QA pass: h / Exp(h), h /
+  // Sigmoid(h), h / (|W| + 1) one output over with 3, to 20 bytes with 2; 2026-12-01).
+  if (type == "Div" && ins.size() > 1 && ins[1] != kNoId && divisor_differentiated(g, grad, fwd))
+    return (g.tensor_elements(ins[1]) < g.tensor_elements(outs[0]) ? 3 : 2) * y;
   if (type == "Mul" && ins.size() > 1 && ins[1] != kNoId) {
     if (ins[0] == ins[1]) return x;
     // A gradient smaller than Y: a broadcast operand's, reduced from a product of Y's size.
