@@ -497,7 +497,7 @@ TEST(CostTable, ConvolutionsOnTheCpuHoldWorkspaces) {
   EXPECT_EQ(op_workspace_bytes(g, 3, DeviceKind::cpu), 8u * 16 * 100 * 4 + 16 * 9 * 4);
   EXPECT_EQ(op_workspace_bytes(g, 4, DeviceKind::cpu), 0u) << "not a convolution";
   EXPECT_EQ(op_workspace_bytes(g, 5, DeviceKind::cpu), in + out) << "the gradient: its forward input and dY";
-  EXPECT_EQ(op_workspace_bytes(g, 6, DeviceKind::cpu), 8u * 16 * 100 * 4) << "grouped, with a data gradient: dY";
+  EXPECT_EQ(op_workspace_bytes(g, 6, DeviceKind::cpu), 2u * 8 * 16 * 100 * 4) << "depthwise 3x3, with a data gradient: dY and dX in blocks";
   EXPECT_EQ(op_workspace_bytes(g, 7, DeviceKind::cpu), 0u) << "grouped, the weight's gradient alone";
   for (OpId o = 0; o < g.num_ops(); ++o) EXPECT_EQ(op_workspace_bytes(g, o, DeviceKind::gpu), 0u) << "cuDNN's: not measured";
   const CostTable t(g, one_gpu(), CostModel::defaults());
@@ -543,7 +543,7 @@ TEST(CostTable, GradientFormulasHoldTheirTemporaries) {
   for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
     EXPECT_EQ(op_workspace_bytes(g, 1, kind), 0u) << "forward: none";
     EXPECT_EQ(op_workspace_bytes(g, 6, kind), 0u) << "q / 2: dQ = dR / 2";
-    EXPECT_EQ(op_workspace_bytes(g, 7, kind), 3 * bytes) << "s / v: dV = -dQ * s / v²";
+    EXPECT_EQ(op_workspace_bytes(g, 7, kind), 2 * bytes) << "s / v, v of the output's size: dV = -dQ * s / v²";
     EXPECT_EQ(op_workspace_bytes(g, 8, kind), bytes) << "x * x";
     EXPECT_EQ(op_workspace_bytes(g, 9, kind), 0u) << "tanh's gradient is one kernel";
     EXPECT_EQ(op_workspace_bytes(g, 10, kind), 4 * bytes) << "erf's: x², -x², exp(-x²), ...";

@@ -370,8 +370,11 @@ std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const Recurrent
   std::uint64_t bytes = units * unit;
   if (outs.empty() || outs[0] == kNoId) bytes += static_cast<std::uint64_t>(r.directions) * unit;  // stacked though no one reads it
   // The input projection reads X as [seq, batch, input] in order: a batch-first X (`layout` 1, or
-  // PyTorch's batch_first exported as a Transpose before the node) is copied so first.
-  if (!training && (r.batch_first || !g.tensor_in_order(ins[0])))  // (training: kept, part of the state)
+  // PyTorch's batch_first exported as a Transpose before the node) is copied so first by a
+  // bidirectional LSTM; a GRU and a one-way LSTM read it as it is (measured 2026-12-01: [16, 32,
+  // 64] transposed before the node, one input over before in those, to the byte after).
+  const bool copies_input = g.op_type(op) == "LSTM" && r.directions == 2;
+  if (!training && copies_input && (r.batch_first || !g.tensor_in_order(ins[0])))  // (training: kept, part of the state)
     bytes += static_cast<std::uint64_t>(r.seq) * static_cast<std::uint64_t>(r.batch) * static_cast<std::uint64_t>(r.input) *
              dtype_size(g.tensor_dtype(ins[0]));
   return bytes;
@@ -634,6 +637,17 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKi
   // test of x, the quotient, and two of the output's size); a GlobalLpPool's as ReduceL2's (p 1, 2
   // or 3: one of the input, to 1 KB).
   if (type == "ReduceL1") return x + y;
+  // A MatMul's operand broadcast over a batched product gets its gradient at the batch's size,
+  // then summed (matmul_layout; measured 2026-12-01, a QA pass's token-mixing MLP, [8, 128, 64] as
+  // a transposed view by [64, 64]: 0.44 of the input under before, to 12 bytes after).
+  if (type == "MatMul" && ins.size() > 1 && ins[1] != kNoId) {
+    std::uint64_t bytes = 0;
+    if (const auto layout = matmul_layout_of(g, fwd))
+      for (std::size_t i = 0; i < 2; ++i)
+        if (layout->broadcast_gradient_elements[i] > 0 && computes_gradient(g, grad, fwd, ins[i]))
+          bytes = std::max(bytes, layout->broadcast_gradient_elements[i] * dtype_size(g.tensor_dtype(ins[i])));
+    return bytes;
+  }
   // A Gemm with alpha other than 1 (torch's addmm): each operand's gradient, a product, is scaled
   // into a new tensor, A's first while B's gradient is not yet made, then B's beside A's (measured
   // 2026-12-01, [512, 512] by [512, 64] trained: 20% under before, to 12 bytes).

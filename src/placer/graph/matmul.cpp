@@ -24,6 +24,18 @@ MatMulLayout matmul_layout(std::span<const std::int64_t> shape_a, std::span<cons
   const std::vector<std::int64_t> sa = strides_a.size() == da ? std::vector<std::int64_t>(strides_a.begin(), strides_a.end()) : row_major_strides(shape_a);
   const std::vector<std::int64_t> sb = strides_b.size() == db ? std::vector<std::int64_t>(strides_b.begin(), strides_b.end()) : row_major_strides(shape_b);
   if (da <= 2 && db <= 2) return r;
+  // A 3-D operand whose last two dimensions are transposed, its first the outermost, by a matrix:
+  // not folded (that would copy it) but one batched product of each matrix transposed, the matrix
+  // broadcast over the batch (libtorch 1.13's should_fold).
+  auto transposed_batch = [](std::span<const std::int64_t> shape, const std::vector<std::int64_t>& st) {
+    return shape.size() == 3 && st[2] != 1 && st[0] == shape[1] * shape[2];
+  };
+  if ((da == 3 && db == 2 && transposed_batch(shape_a, sa)) || (da == 2 && db == 3 && transposed_batch(shape_b, sb))) {
+    const std::size_t matrix = da == 2 ? 0 : 1;
+    const std::span<const std::int64_t> m = matrix == 0 ? shape_a : shape_b, batched = matrix == 0 ? shape_b : shape_a;
+    r.broadcast_gradient_elements[matrix] = static_cast<std::uint64_t>(std::max<std::int64_t>(batched[0] - 1, 0)) * elements(m);
+    return r;
+  }
   if (da >= 3 && db <= 2) {
     if (!in_row_major_order(shape_a, sa)) r.copied_elements[0] = elements(shape_a);
     return r;
@@ -62,6 +74,14 @@ MatMulLayout matmul_layout(std::span<const std::int64_t> shape_a, std::span<cons
   };
   r.copied_elements[0] = copied(shape_a, sa);
   r.copied_elements[1] = copied(shape_b, sb);
+  // An operand repeated over some of the batch gets its gradient at the batch's size, then summed.
+  auto repeated = [&](std::span<const std::int64_t> shape) {
+    const std::uint64_t own = elements(shape.first(shape.size() - 2));
+    const std::uint64_t matrix = static_cast<std::uint64_t>(shape[shape.size() - 2] * shape[shape.size() - 1]);
+    return own < batch_elements ? (batch_elements - own) * matrix : 0;
+  };
+  r.broadcast_gradient_elements[0] = repeated(shape_a);
+  r.broadcast_gradient_elements[1] = repeated(shape_b);
   return r;
 }
 
