@@ -694,6 +694,38 @@ TEST(MemoryMeter, FormulaActivationsKeepWhatAutogradSaves) {
     }
 }
 
+// x.transpose(1, 2) @ W (an MLP-Mixer's token mixing) runs as one batched product of transposed
+// matrices, without copying x (matmul_layout), W's gradient computed at the batch's size; a GRU
+// and a one-way LSTM read a transposed input as it is. A QA pass measured each one input over the
+// model in inference (2026-12-01).
+TEST(MemoryMeter, TransposedOperandsAreReadAsTheyAre) {
+  exec::configure_threads(1);
+  const std::string tokens = small_model("token_mixing", {{"input", {8, 64, 128}}},
+                                         {{"Mul", {"input", "p"}, {"m"}, {}},
+                                          {"Transpose", {"m"}, {"t"}, {{"perm", {0, 2, 1}}}},
+                                          {"MatMul", {"t", "w"}, {"a"}, {}},
+                                          {"Relu", {"a"}, {"y"}, {}}},
+                                         {8, 128, 64}, {}, {{"p", {128}}, {"w", {64, 64}}});
+  std::vector<std::string> paths{tokens};
+  for (const char* cell : {"GRU", "LSTM"}) {
+    const std::int64_t gates = std::string(cell) == "GRU" ? 3 : 4, hidden = 96;
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> ints{{"hidden_size", {hidden}}};
+    if (gates == 3) ints.push_back({"linear_before_reset", {1}});
+    paths.push_back(small_model(std::string("transposed_into_") + cell, {{"input", {16, 32, 64}}},
+                                {{"Mul", {"input", "p"}, {"m"}, {}},
+                                 {"Transpose", {"m"}, {"t"}, {{"perm", {1, 0, 2}}}},
+                                 {cell, {"t", "W", "R", "B"}, {"h"}, ints},
+                                 {"Relu", {"h"}, {"y"}, {}}},
+                                {32, 1, 16, hidden}, {}, {{"p", {64}}, {"W", {1, gates * hidden, 64}}, {"R", {1, gates * hidden, hidden}}, {"B", {1, 2 * gates * hidden}}}));
+  }
+  for (const std::string& path : paths)
+    for (Mode mode : {Mode::inference, Mode::training}) {
+      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
+      // (An LSTM's one step of temporaries, not modelled, is 1.1% of this small a step.)
+      expect_peak_as_simulated(path, mode, path == tokens ? 0.001 : 0.015);
+    }
+}
+
 // A Gemm with alpha other than 1 (torch's addmm) scales each operand's gradient, a product, into a
 // new tensor (CostTable::workspace_bytes): 20% under before (a QA pass, 2026-11-30).
 TEST(MemoryMeter, AScaledGemmsGradientsHoldTheirProducts) {

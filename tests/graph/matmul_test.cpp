@@ -37,6 +37,30 @@ TEST(MatMulLayout, BatchedOperandsAreCopiedWhenTheirBatchDimensionsCannotMerge) 
 // A batched A by a matrix: A's batch folded into its rows, in place only when A is in row-major
 // order. A matrix by a batched B: computed transposed, Bᵀ folded likewise (in place when B is a
 // transposed row-major tensor), the result transposed back by a copy.
+// A 3-D operand whose last two dimensions are transposed, its first the outermost (x.transpose(1, 2)
+// of a row-major tensor), by a matrix: libtorch 1.13's matmul does not fold it (that would copy it)
+// but runs one batched product of transposed matrices, the matrix broadcast over the batch; that
+// operand's gradient is then computed at the batch's size before it is summed. A broadcast operand
+// of a batched product likewise.
+TEST(MatMulLayout, ATransposedBatchByAMatrixIsABatchedProductWithoutCopies) {
+  const MatMulLayout tokens = layout({8, 128, 64}, {8192, 1, 128}, {64, 32}, {});
+  EXPECT_EQ(tokens.copied_elements[0], 0u);
+  EXPECT_EQ(tokens.copied_elements[1], 0u);
+  EXPECT_EQ(tokens.broadcast_gradient_elements[0], 0u);
+  EXPECT_EQ(tokens.broadcast_gradient_elements[1], 7u * 64 * 32);
+  // The matrix on the left, the transposed batch on the right: no copy, no transposed result.
+  const MatMulLayout left = layout({32, 64}, {}, {8, 64, 128}, {8192, 1, 64});
+  EXPECT_EQ(left.copied_elements[1], 0u);
+  EXPECT_EQ(left.transposed_result_elements, 0u);
+  EXPECT_EQ(left.broadcast_gradient_elements[0], 7u * 32 * 64);
+  // Permuted otherwise (the batch not outermost): folded through a copy, as before.
+  EXPECT_EQ(layout({8, 128, 64}, {64, 512, 1}, {64, 32}, {}).copied_elements[0], 8u * 128 * 64);
+  // Both batched, B repeated over the first batch dimension: its gradient at [2, 3] matrices.
+  const MatMulLayout repeated = layout({2, 3, 5, 4}, {}, {3, 4, 6}, {});
+  EXPECT_EQ(repeated.broadcast_gradient_elements[0], 0u);
+  EXPECT_EQ(repeated.broadcast_gradient_elements[1], 3u * 4 * 6);
+}
+
 TEST(MatMulLayout, AMatrixOperandFoldsTheOthersBatchIntoItsRows) {
   const Dims a{2, 3, 5, 4};
   EXPECT_EQ(layout(a, {60, 4, 12, 1}, {4, 6}, {}).copied_elements[0], 120u);
