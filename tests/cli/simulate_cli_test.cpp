@@ -65,8 +65,13 @@ TEST(SimulateCli, TraceIsAChromeTrace) {
   // Read as Perfetto reads it: ts and dur each rounded to whole nanoseconds. Slices of one track
   // never overlap (back-to-back ones overlapped by a nanosecond; found by a review).
   std::map<int, std::vector<std::pair<long long, long long>>> slices;
+  std::map<std::string, std::uint64_t> memory;  // counter track -> the most bytes it shows
   for (const auto& e : j["traceEvents"]) {
     EXPECT_NE(e["pid"], 0) << "Perfetto gives pid 0 special handling";
+    if (e["ph"] == "C") {
+      std::uint64_t& most = memory[e["name"].get<std::string>()];
+      most = std::max(most, e["args"]["bytes"].get<std::uint64_t>());
+    }
     if (e["ph"] != "X") continue;
     (e["cat"] == "transfer" ? transfers : ops)++;
     const long long ts = std::llround(e["ts"].get<double>() * 1e3), dur = std::llround(e["dur"].get<double>() * 1e3);
@@ -83,6 +88,23 @@ TEST(SimulateCli, TraceIsAChromeTrace) {
     }
   }
   EXPECT_GT(touching, 100u) << "back-to-back slices, which the check above is about";
+  // A memory counter per device the placement uses, reaching the device's peak (within one event's
+  // instants) as `placer simulate --json` reports it.
+  auto json_run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement", test::example("inception_v3.k80x4.split.json"), "--json"});
+  ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
+  const auto result = nlohmann::json::parse(json_run.out);
+  const auto& devices = result.contains("placements") ? result["placements"][0]["devices"] : result["devices"];
+  std::size_t used = 0;
+  for (const auto& d : devices) {
+    const auto peak = d["peak_memory_bytes"].get<std::uint64_t>();
+    if (peak == 0) continue;
+    ++used;
+    const auto it = memory.find("memory " + d["name"].get<std::string>());
+    ASSERT_NE(it, memory.end()) << d["name"];
+    EXPECT_LE(it->second, peak);
+    EXPECT_GE(static_cast<double>(it->second), 0.99 * static_cast<double>(peak)) << d["name"];
+  }
+  EXPECT_GT(used, 1u);
   std::remove(trace.c_str());
 }
 

@@ -56,6 +56,7 @@ void expect_same(const Graph& g, const Cluster& c, const CostTable& costs, const
   const SimResult& traced = sim.simulate(devices, trace);
   EXPECT_EQ(traced.step_time_s, ref.step_time_s);
   std::size_t ops = 0, k = 0;
+  std::vector<std::uint64_t> memory_seen(fast.devices.size(), 0);
   for (const TraceEvent& e : trace) {
     if (e.kind == TraceEvent::Kind::op) {
       ++ops;
@@ -65,6 +66,9 @@ void expect_same(const Graph& g, const Cluster& c, const CostTable& costs, const
       EXPECT_EQ(e.device, devices[e.id]);
       EXPECT_EQ(e.start_s, t.start_s) << g.op_name(e.id);
       EXPECT_EQ(e.end_s, t.end_s) << g.op_name(e.id);
+    } else if (e.kind == TraceEvent::Kind::memory) {
+      ASSERT_LT(e.device, fast.devices.size());
+      memory_seen[e.device] = std::max(memory_seen[e.device], e.bytes);
     } else {
       ASSERT_LT(k, ref.transfers.size());
       const auto& t = ref.transfers[k++];
@@ -77,6 +81,12 @@ void expect_same(const Graph& g, const Cluster& c, const CostTable& costs, const
   }
   EXPECT_EQ(k, ref.transfers.size());
   EXPECT_EQ(ops, g.num_ops() - g.num_folded_ops());
+  // The memory counters reach the peak (but for instants within one event: an op of no time holds
+  // its outputs before it frees its inputs) and never pass it.
+  for (std::size_t d = 0; d < memory_seen.size(); ++d) {
+    EXPECT_LE(memory_seen[d], traced.devices[d].peak_memory_bytes);
+    EXPECT_GE(memory_seen[d], traced.devices[d].static_memory_bytes);
+  }
 
   // The critical path's ops ran when the reference says they did.
   for (const PathStep& s : sim.critical_path())

@@ -603,7 +603,8 @@ std::vector<Start> run_order(Sketch&& s) {
   std::vector<TraceEvent> trace;
   r.sim.simulate(std::vector<DeviceId>(r.g.num_ops(), 0), trace);
   std::vector<Start> out;
-  for (const TraceEvent& e : trace) out.push_back({e.id, e.start_s});
+  for (const TraceEvent& e : trace)
+    if (e.kind == TraceEvent::Kind::op) out.push_back({e.id, e.start_s});
   return out;
 }
 

@@ -502,7 +502,18 @@ void Simulator::run(std::span<const DeviceId> devices) {
   double now = 0.0, step_end = 0.0;
   std::size_t finished = graph_.num_folded_ops();
   last_op_ = 0;
+  // Traced: each device's memory in use whenever an event changed it.
+  std::vector<std::uint64_t> traced_memory(kTrace ? nd : 0, ~std::uint64_t{0});
+  auto trace_memory = [&]() {
+    if constexpr (kTrace)
+      for (DeviceId d = 0; d < nd; ++d)
+        if (mem_now[d] != traced_memory[d]) {
+          traced_memory[d] = mem_now[d];
+          trace->push_back({TraceEvent::Kind::memory, 0, d, d, now, now, mem_now[d]});
+        }
+  };
   for (;;) {
+    trace_memory();
     std::uint32_t id, dest;
     bool took_device = true;
     if (!zero_finished_.empty()) {
@@ -585,6 +596,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       top_done = false;
     }
   }
+  trace_memory();
   if (finished != n) throw Error("simulation ended with " + std::to_string(n - finished) + " ops that never ran (internal error)");
   if (!std::isfinite(step_end))
     throw Error("the simulated step time overflows (op times and transfers add up to more than a double holds): check the "

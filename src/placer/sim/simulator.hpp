@@ -56,12 +56,16 @@ struct PathStep {
 };
 
 struct TraceEvent {
-  enum class Kind : std::uint8_t { op, transfer };
+  enum class Kind : std::uint8_t { op, transfer, memory };
   Kind kind = Kind::op;
   std::uint32_t id = 0;      // op id, or tensor id
-  std::uint32_t device = 0;  // op: its device; transfer: source device
+  std::uint32_t device = 0;  // op: its device; transfer: source device; memory: the device
   std::uint32_t to = 0;      // transfer: destination device
   double start_s = 0.0, end_s = 0.0;
+  // memory: the bytes in use on `device` from start_s on (static memory included), recorded
+  // whenever an event of the step changed them (not the instants within one event: a partial
+  // gradient summed out of place, SimResult's peak counts those).
+  std::uint64_t bytes = 0;
 };
 
 struct SimResult {

@@ -55,7 +55,10 @@ void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& 
   for (const TraceEvent& e : trace) {
     const long long start_ns = nanoseconds(e.start_s), end_ns = nanoseconds(e.end_s);
     const double ts = static_cast<double>(start_ns) / 1e3, dur = static_cast<double>(end_ns - start_ns) / 1e3;
-    if (e.kind == TraceEvent::Kind::op) {
+    if (e.kind == TraceEvent::Kind::memory) {
+      // A counter track per device: the bytes in use over the step.
+      events.push_back({{"name", "memory " + c.device(e.device).name}, {"ph", "C"}, {"pid", 1}, {"ts", ts}, {"args", {{"bytes", e.bytes}}}});
+    } else if (e.kind == TraceEvent::Kind::op) {
       const std::string& module = g.module_name(g.op_module(e.id));
       events.push_back({{"name", g.op_name(e.id)},
                         {"cat", std::string(op_role_name(g.op_role(e.id)))},
