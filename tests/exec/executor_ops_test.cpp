@@ -249,6 +249,9 @@ TEST(ExecutorOps, ReductionsOverTheirAxes) {
   EXPECT_THAT(run_op("ReduceProd", {x}, {Out{{2}}}, over_axis_1).at(0), near(floats({6, 120})));
   EXPECT_THAT(run_op("ReduceSumSquare", {x}, {Out{{2}}}, over_axis_1).at(0), near(floats({14, 77})));
   EXPECT_THAT(run_op("ReduceL1", {In{{2, 3}, {-1, 2, -3, 4, -5, 6}}}, {Out{{2}}}, over_axis_1).at(0), near(floats({6, 15})));
+  // (Integers too: torch.norm, which floating ReduceL1 runs as, takes none.)
+  EXPECT_THAT(run_op("ReduceL1", {In{{2, 3}, {-1, 2, -3, 4, -5, 6}, onnx::TensorProto::INT64}}, {Out{{2}, onnx::TensorProto::INT64}}, over_axis_1).at(0),
+              ElementsAreArray(floats({6, 15})));
   EXPECT_THAT(run_op("ReduceL2", {x}, {Out{{2}}}, over_axis_1).at(0), near(floats({std::sqrt(14.0), std::sqrt(77.0)})));
   EXPECT_THAT(run_op("ReduceLogSum", {x}, {Out{{2}}}, over_axis_1).at(0), near(floats({std::log(6.0), std::log(15.0)})));
   EXPECT_THAT(run_op("ReduceLogSumExp", {x}, {Out{{2}}}, over_axis_1).at(0),

@@ -471,6 +471,25 @@ TEST(TrainingStep, FormulaOpsKeepTheirIntermediatesForTheGradient) {
   EXPECT_EQ(d.step({dy}).find_tensor("softsign/kept"), kNoId);
 }
 
+// A power by a set-up scalar (PyTorch's pow(Tensor, Scalar)) keeps its base alone for the gradient;
+// by a tensor (pow(Tensor, Tensor)) its result too.
+TEST(TrainingStep, APowerByAScalarKeepsItsBaseAlone) {
+  for (const bool scalar : {true, false}) {
+    SCOPED_TRACE(scalar ? "by a constant scalar" : "by a parameter tensor");
+    StepOf s;
+    const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), p = s.tensor("p", {8}, TensorKind::parameter);
+    const TensorId e = scalar ? s.tensor("e", {}, TensorKind::constant) : s.tensor("e", {8}, TensorKind::parameter);
+    const TensorId m = s.tensor("m", {4, 8}), y = s.tensor("y", {4, 8}), r = s.tensor("r", {4, 8});
+    s.op("mul", "Mul", {x, p}, {m});
+    s.op("pow", "Pow", {m, e}, {y});
+    s.op("relu", "Relu", {y}, {r});
+    const Graph step = s.step({r});
+    const auto reads = step.op_inputs(step.find_op("pow/grad"));
+    EXPECT_TRUE(std::ranges::find(reads, m) != reads.end());
+    EXPECT_EQ(std::ranges::find(reads, y) != reads.end(), !scalar);
+  }
+}
+
 // Autograd never sums partial gradients into a broadcast view (its elements share memory): the
 // partial that holds the sum, the first the gradient op reads, is another one, or, when every
 // partial is a broadcast view, a tensor of its own.

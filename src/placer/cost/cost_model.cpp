@@ -373,7 +373,7 @@ std::uint64_t recurrent_workspace_bytes(const Graph& g, OpId op, const Recurrent
   // PyTorch's batch_first exported as a Transpose before the node) is copied so first by a
   // bidirectional LSTM; a GRU and a one-way LSTM read it as it is (measured 2026-12-01: [16, 32,
   // 64] transposed before the node, one input over before in those, to the byte after).
-  const bool copies_input = g.op_type(op) == "LSTM" && r.directions == 2;
+  const bool copies_input = !(g.op_type(op) == "GRU" || (g.op_type(op) == "LSTM" && r.directions == 1));  // (an RNN's: not measured, kept)
   if (!training && copies_input && (r.batch_first || !g.tensor_in_order(ins[0])))  // (training: kept, part of the state)
     bytes += static_cast<std::uint64_t>(r.seq) * static_cast<std::uint64_t>(r.batch) * static_cast<std::uint64_t>(r.input) *
              dtype_size(g.tensor_dtype(ins[0]));
@@ -572,8 +572,10 @@ bool prelu_native(const Graph& g, OpId op) {
   const auto ins = g.op_inputs(op);
   if (ins.size() < 2 || ins[0] == kNoId || ins[1] == kNoId || g.tensor_dtype(ins[0]) != g.tensor_dtype(ins[1])) return false;
   const auto xs = g.tensor_shape(ins[0]), ss = g.tensor_shape(ins[1]);
+  if (!is_floating(g.tensor_dtype(ins[0]))) return false;  // integers: the `where`
   const std::uint64_t n = g.tensor_elements(ins[1]);
-  if (n == 1 || g.op_attrs(op).get_int("slope_per_channel", 0) != 0) return !xs.empty();
+  if (n == 1) return !xs.empty();
+  if (g.op_attrs(op).get_int("slope_per_channel", 0) != 0) return xs.size() >= 2;
   if (xs.size() < 2 || ss.size() > xs.size() || static_cast<std::uint64_t>(xs[1]) != n) return false;
   const std::ptrdiff_t axis = static_cast<std::ptrdiff_t>(ss.size()) - static_cast<std::ptrdiff_t>(xs.size() - 1);
   return axis >= 0 && static_cast<std::uint64_t>(ss[static_cast<std::size_t>(axis)]) == n;
@@ -651,21 +653,22 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKi
   // A Gemm with alpha other than 1 (torch's addmm): each operand's gradient, a product, is scaled
   // into a new tensor, A's first while B's gradient is not yet made, then B's beside A's (measured
   // 2026-12-01, [512, 512] by [512, 64] trained: 20% under before, to 12 bytes).
-  if (type == "Gemm" && g.op_attrs(fwd).get_float("alpha", 1.0) != 1.0 && ins.size() > 1 && ins[1] != kNoId) {
+  // (Without C the executor runs mm(A, B) * alpha: not this rule; not measured.)
+  if (type == "Gemm" && g.op_attrs(fwd).get_float("alpha", 1.0) != 1.0 && ins.size() > 2 && ins[1] != kNoId && ins[2] != kNoId) {
     const std::uint64_t a = computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
     const std::uint64_t b = computes_gradient(g, grad, fwd, ins[1]) ? g.tensor_bytes(ins[1]) : 0;
     return std::max(a > b ? a - b : 0, b);
   }
   // MeanVarianceNormalization's gradient (through the centring, the square, the mean, the root and
-  // the division): 5 of its input; a training Dropout's: dY / (1 - ratio) before the mask and a
-  // byte per element; an
+  // the division): 5 of its input; a training Dropout's: dY / (1 - ratio) before the mask (which
+  // the step keeps from the forward op); an
   // LpNormalization's (x / |x|: the division's for its divisor, as Div's, and the norm's): 3 of its
   // input (measured 2026-12-01, [8, 32, 32, 32] with a Relu after: 50%, 19% and 38% under before).
   if (type == "MeanVarianceNormalization") return 5 * x;
   // Softsign's (the division's for its divisor, then |x|'s) and LRN's: 3 of the input (measured
   // 2026-12-01, [8, 32, 32, 32] with a Relu after: 33% and 27% under without them).
   if (type == "Softsign" || type == "LRN") return 3 * x;
-  if (type == "Dropout" && g.op_attrs(fwd).get_int("training_mode", 0) != 0) return x + g.tensor_elements(ins[0]);
+  if (type == "Dropout" && g.op_attrs(fwd).get_int("training_mode", 0) != 0) return x;
   if (type == "LpNormalization") return 3 * x + op_workspace_bytes(g, fwd, kind);  // and one of the norms
   // Such a HardSigmoid's gradient is clamp's: a bool mask per bound (9% under before).
   if (type == "HardSigmoid" && !pytorch_hard_sigmoid(g.op_attrs(fwd))) return 2 * g.tensor_elements(ins[0]);
@@ -788,7 +791,11 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   }
   if (!backward && g.op_type(op) == "Dropout" && g.op_attrs(op).get_int("training_mode", 0) != 0) {
     const auto ins = g.op_inputs(op);
-    return ins.empty() || ins[0] == kNoId ? 0 : g.tensor_bytes(ins[0]) + g.tensor_elements(ins[0]);
+    const auto outs = g.op_outputs(op);
+    if (ins.empty() || ins[0] == kNoId) return 0;
+    // (The mask is an output when the node gives it, or what the training step keeps, <op>/kept.)
+    const bool mask_out = outs.size() > 1 && outs.back() != kNoId;
+    return g.tensor_bytes(ins[0]) + (mask_out ? 0 : g.tensor_elements(ins[0]));
   }
   // Reductions that hold a tensor of their input's size while they run: ReduceSumSquare's x * x,
   // ReduceLogSumExp's x - max(x) (libtorch's logsumexp exponentiates it in place before it sums)

@@ -926,6 +926,7 @@ PLACER_UNARY(op_selu, torch::elu(x, c.g.op_attrs(c.op).get_float("alpha", 1.6732
                                  c.g.op_attrs(c.op).get_float("gamma", 1.05070102214813232421875), 1.0))
 // ThresholdedRelu is torch's threshold (x where x > alpha, else 0): one kernel, its gradient of the
 // input (a `where` held a mask and a zeros tensor besides: a QA pass measured 29% above the model).
+// (A NaN stays NaN, as in PyTorch, where ONNX's formula gives 0; so for Shrink below.)
 PLACER_UNARY(op_thresholded_relu, torch::threshold(x, c.g.op_attrs(c.op).get_float("alpha", 1.0), 0.0))
 PLACER_UNARY(op_is_nan, torch::isnan(x))
 PLACER_UNARY(op_bitwise_not, torch::bitwise_not(x))
@@ -962,7 +963,7 @@ Tensors op_is_inf(const OpCall& c) {
 Tensors op_prelu(const OpCall& c) {
   const torch::Tensor& x = c.in[0];
   torch::Tensor slope = c.in[1];
-  if (c.g.op_attrs(c.op).get_int("slope_per_channel", 0) != 0) {
+  if (c.g.op_attrs(c.op).get_int("slope_per_channel", 0) != 0 && x.dim() >= 2) {
     std::vector<std::int64_t> shape(static_cast<std::size_t>(x.dim() - 1), 1);
     shape[0] = slope.numel();
     slope = slope.reshape(shape);
@@ -1018,7 +1019,9 @@ bool noop_reduce(const OpCall& c) {
 }
 Tensors op_reduce_l1(const OpCall& c) {
   if (noop_reduce(c)) return {c.in[0]};
-  // torch.norm(x, 1, dims), which PyTorch exports as ReduceL1: one kernel, no |x| held.
+  // torch.norm(x, 1, dims), which PyTorch exports as ReduceL1: one kernel, no |x| held (floating
+  // only: integers as |x| summed).
+  if (!c.in[0].is_floating_point()) return {c.in[0].abs().sum(reduce_axes(c), keep_dims(c))};
   return {torch::linalg_vector_norm(c.in[0], 1.0, reduce_axes(c), keep_dims(c))};
 }
 Tensors op_reduce_l2(const OpCall& c) {
@@ -1130,8 +1133,10 @@ Tensors op_topk(const OpCall& c) {
 // that are int64 and none negative (what PyTorch's own models give) are used as they are: the
 // wrapping held two int64 copies and a bool mask of them (a QA pass: a GNN's scatter 35-49% above
 // the model, 2026-12-01); the test for a negative one is a minimum, which holds nothing of their size.
+// (On a GPU the test would wait for the device: indices there are always wrapped.)
 torch::Tensor wrapped(const torch::Tensor& idx, std::int64_t size) {
-  if (idx.numel() == 0 || idx.min().item<std::int64_t>() >= 0) return idx.scalar_type() == torch::kLong ? idx : idx.to(torch::kLong);
+  if (idx.device().is_cpu() && (idx.numel() == 0 || idx.min().item<std::int64_t>() >= 0))
+    return idx.scalar_type() == torch::kLong ? idx : idx.to(torch::kLong);
   return torch::where(idx < 0, idx + size, idx).to(torch::kLong);
 }
 

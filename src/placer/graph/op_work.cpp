@@ -975,10 +975,15 @@ bool recurrent_as_pytorch_layer(std::string_view op_type, const Attributes& attr
 
 std::int64_t recurrent_saved_steps(const RecurrentSizes& r) { return r.gates == 1 ? 1 : 7; }
 
-std::uint64_t kept_intermediate_elements(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs) {
+std::uint64_t kept_intermediate_elements(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
+                                         std::span<const TensorDesc> outputs) {
   if (inputs.empty() || !inputs[0].present || !is_floating(inputs[0].dtype)) return 0;
   const std::uint64_t x = inputs[0].elements();
   if (op_type == "Softsign") return x;
+  if (op_type == "Dropout" && attrs.get_int("training_mode", 0) != 0 && !slot(outputs, 1)) {
+    const std::uint64_t size = std::max<std::uint64_t>(1, dtype_size(inputs[0].dtype));
+    return (x + size - 1) / size;
+  }
   if (op_type == "LRN") {
     const auto shape = inputs[0].shape;
     if (shape.size() < 3 || shape[1] <= 0) return 0;

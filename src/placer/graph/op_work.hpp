@@ -86,8 +86,10 @@ std::int64_t recurrent_saved_steps(const RecurrentSizes& r);
 // its first input's type; 0 for other ops. The training step adds them as an output of the op,
 // `<op>/kept`, which its gradient reads. Softsign, x / (1 + |x|): 1 + |x|. LRN, as PyTorch's
 // local_response_norm: the squares padded along channels (the window pool's input) and bias + alpha
-// * mean and its power (the power's and the division's operands).
-std::uint64_t kept_intermediate_elements(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs);
+// * mean and its power (the power's and the division's operands). A Dropout in training mode whose
+// mask is no output: the mask, a byte per element (as elements of the input's type, rounded up).
+std::uint64_t kept_intermediate_elements(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
+                                         std::span<const TensorDesc> outputs);
 
 // How the backward pass treats an op.
 struct BackwardRule {

@@ -197,7 +197,9 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     if (any_grad && !ins.empty() && ins[0] != kNoId && !outs.empty()) {
       std::vector<TensorDesc> in_desc;
       for (TensorId t : ins) in_desc.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{fwd.tensor_shape(t), fwd.tensor_dtype(t), true});
-      if (const std::uint64_t kept = kept_intermediate_elements(spec.type, spec.attrs, in_desc); kept > 0) {
+      std::vector<TensorDesc> out_desc;
+      for (TensorId t : outs) out_desc.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{fwd.tensor_shape(t), fwd.tensor_dtype(t), true});
+      if (const std::uint64_t kept = kept_intermediate_elements(spec.type, spec.attrs, in_desc, out_desc); kept > 0) {
         const std::vector<std::int64_t> shape{static_cast<std::int64_t>(kept)};
         kept_intermediates[o] = b.add_tensor(new_tensor_name(spec.name + "/kept"), shape, fwd.tensor_dtype(ins[0]), TensorKind::activation);
         spec.outputs.push_back(kept_intermediates[o]);
@@ -245,7 +247,9 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   // two ReduceSums: the sum was counted as no memory, 25% under).
   auto settle_sum = [&](std::vector<TensorId>& ps) {
     if (ps.size() < 2 || !gradient_expanded[ps[0]]) return;
-    auto owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_expanded[t]; });
+    // (One that owns its storage first; else a view that is not broadcast.)
+    auto owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_view[t]; });
+    if (owner == ps.end()) owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_expanded[t]; });
     if (owner != ps.end()) {
       std::rotate(ps.begin(), owner, owner + 1);
       return;
@@ -326,6 +330,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
         accumulate_flops += static_cast<double>((partials[t].size() - 1) * fwd.tensor_elements(t));
         accumulate_bytes += static_cast<double>((partials[t].size() - 1) * fwd.tensor_bytes(t));
       }
+    for (TensorId t : outs) settle_sum(partials[t]);
     if (views && first->size() > 1) {
       // Autograd's input buffer adds the partials into one of them in place when it holds the only
       // reference to it, else into a new tensor: the one put first must own its storage, not view
@@ -336,7 +341,6 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       else std::rotate(first->begin(), owner, owner + 1);
     }
     for (TensorId t : outs) {
-      settle_sum(partials[t]);
       spec.inputs.insert(spec.inputs.end(), partials[t].begin(), partials[t].end());
       // Autograd's input buffer adds each partial after the first into it as it arrives.
       for (std::size_t k = 1; k < partials[t].size(); ++k) b.set_tensor_accumulated(partials[t][k]);
