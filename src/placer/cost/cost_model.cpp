@@ -560,25 +560,12 @@ bool divisor_differentiated(const Graph& g, OpId grad, OpId fwd) {
   return outs[0] != kNoId && g.tensor_name(outs[0]).starts_with("grad/" + g.tensor_name(ins[1]) + "/");
 }
 
-// Whether a HardSigmoid is PyTorch's (alpha 1/6, beta 1/2), which the executor runs as torch's
-// hardsigmoid, one kernel; another runs as clamp(x * alpha + beta, 0, 1).
-bool pytorch_hard_sigmoid(const Attributes& a) {
-  return std::abs(a.get_float("alpha", 0.2) - 1.0 / 6.0) < 1e-6 && a.get_float("beta", 0.5) == 0.5;
-}
-
-// Whether a PRelu runs as torch's prelu (the executor): one slope, or one per channel (dimension 1
-// of its input) broadcast along the others, or opset 6's slope per channel; else through a `where`.
+// Whether a PRelu runs as torch's prelu (the executor): floating, and prelu_as_torch_prelu.
 bool prelu_native(const Graph& g, OpId op) {
   const auto ins = g.op_inputs(op);
   if (ins.size() < 2 || ins[0] == kNoId || ins[1] == kNoId || g.tensor_dtype(ins[0]) != g.tensor_dtype(ins[1])) return false;
-  const auto xs = g.tensor_shape(ins[0]), ss = g.tensor_shape(ins[1]);
   if (!is_floating(g.tensor_dtype(ins[0]))) return false;  // integers: the `where`
-  const std::uint64_t n = g.tensor_elements(ins[1]);
-  if (n == 1) return !xs.empty();
-  if (g.op_attrs(op).get_int("slope_per_channel", 0) != 0) return xs.size() >= 2;
-  if (xs.size() < 2 || ss.size() > xs.size() || static_cast<std::uint64_t>(xs[1]) != n) return false;
-  const std::ptrdiff_t axis = static_cast<std::ptrdiff_t>(ss.size()) - static_cast<std::ptrdiff_t>(xs.size() - 1);
-  return axis >= 0 && static_cast<std::uint64_t>(ss[static_cast<std::size_t>(axis)]) == n;
+  return prelu_as_torch_prelu(g.tensor_shape(ins[0]), g.tensor_shape(ins[1]), g.op_attrs(op).get_int("slope_per_channel", 0) != 0);
 }
 
 // Temporaries of a gradient formula that autograd evaluates as several kernels (PyTorch's

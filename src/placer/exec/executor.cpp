@@ -392,7 +392,7 @@ PLACER_UNARY(op_gelu, torch::gelu(x, c.g.op_attrs(c.op).get_string("approximate"
 Tensors op_hard_sigmoid(const OpCall& c) {
   const torch::Tensor& x = c.in[0];
   const double alpha = c.g.op_attrs(c.op).get_float("alpha", 0.2), beta = c.g.op_attrs(c.op).get_float("beta", 0.5);
-  if (std::abs(alpha - 1.0 / 6.0) < 1e-6 && beta == 0.5) return {torch::hardsigmoid(x)};
+  if (pytorch_hard_sigmoid(c.g.op_attrs(c.op))) return {torch::hardsigmoid(x)};
   torch::Tensor t = x * alpha;
   t.add_(beta);
   return {torch::clamp(t, 0.0, 1.0)};
@@ -963,21 +963,19 @@ Tensors op_is_inf(const OpCall& c) {
 Tensors op_prelu(const OpCall& c) {
   const torch::Tensor& x = c.in[0];
   torch::Tensor slope = c.in[1];
-  if (c.g.op_attrs(c.op).get_int("slope_per_channel", 0) != 0 && x.dim() >= 2) {
+  const bool per_channel_attr = c.g.op_attrs(c.op).get_int("slope_per_channel", 0) != 0;
+  const bool native = x.is_floating_point() && slope.scalar_type() == x.scalar_type() &&
+                      prelu_as_torch_prelu(std::span<const std::int64_t>(x.sizes().data(), x.sizes().size()),
+                                           std::span<const std::int64_t>(slope.sizes().data(), slope.sizes().size()), per_channel_attr);
+  if (per_channel_attr && x.dim() >= 2) {
     std::vector<std::int64_t> shape(static_cast<std::size_t>(x.dim() - 1), 1);
     shape[0] = slope.numel();
     slope = slope.reshape(shape);
   }
   // One slope, or one per channel (dimension 1) broadcast along the others: torch's prelu, one
-  // kernel (as nn.PReLU runs); other broadcasts through a `where`.
-  const std::int64_t n = slope.numel();
-  bool per_channel = n == 1;
-  if (!per_channel && x.dim() >= 2 && slope.dim() <= x.dim() && x.size(1) == n) {
-    const std::int64_t channel_axis = slope.dim() - (x.dim() - 1);  // dimension 1 of x in slope's (right-aligned) axes
-    per_channel = channel_axis >= 0 && slope.size(channel_axis) == n;
-  }
-  if (per_channel && x.is_floating_point() && slope.scalar_type() == x.scalar_type() && x.dim() >= 1)
-    return {torch::prelu(x, slope.reshape({n}))};
+  // kernel (as nn.PReLU runs); other broadcasts through a `where` (prelu_as_torch_prelu, which the
+  // memory rules follow).
+  if (native) return {torch::prelu(x, slope.reshape({slope.numel()}))};
   return {torch::where(x >= 0, x, x * slope)};
 }
 

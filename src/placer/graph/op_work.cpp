@@ -966,6 +966,21 @@ std::optional<RecurrentSizes> recurrent_sizes(std::string_view op_type, const At
   return r;
 }
 
+bool pytorch_hard_sigmoid(const Attributes& attrs) {
+  return std::abs(attrs.get_float("alpha", 0.2) - 1.0 / 6.0) < 1e-6 && attrs.get_float("beta", 0.5) == 0.5;
+}
+
+bool prelu_as_torch_prelu(std::span<const std::int64_t> x_shape, std::span<const std::int64_t> slope_shape, bool slope_per_channel) {
+  std::int64_t n = 1;
+  for (std::int64_t d : slope_shape) n *= d;
+  if (n == 1) return !x_shape.empty();
+  if (slope_per_channel) return x_shape.size() >= 2;
+  if (x_shape.size() < 2 || slope_shape.size() > x_shape.size() || x_shape[1] != n) return false;
+  // Dimension 1 of x in the slope's axes (aligned from the last).
+  const std::ptrdiff_t axis = static_cast<std::ptrdiff_t>(slope_shape.size()) - static_cast<std::ptrdiff_t>(x_shape.size() - 1);
+  return axis >= 0 && slope_shape[static_cast<std::size_t>(axis)] == n;
+}
+
 bool recurrent_as_pytorch_layer(std::string_view op_type, const Attributes& attrs, bool peepholes) {
   if (op_type != "LSTM" && op_type != "GRU" && op_type != "RNN") return false;
   if (attrs.find("clip") || attrs.get_int("input_forget", 0) != 0 || attrs.get_string("direction", "forward") == "reverse") return false;

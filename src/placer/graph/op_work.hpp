@@ -74,6 +74,13 @@ std::optional<RecurrentSizes> recurrent_sizes(std::string_view op_type, const At
 // `peepholes`, an LSTM's input P is given): the executor runs those as PyTorch's own layer, and the
 // memory rules below are that layer's.
 bool recurrent_as_pytorch_layer(std::string_view op_type, const Attributes& attrs, bool peepholes);
+// Whether a HardSigmoid is PyTorch's (alpha 1/6, beta 1/2), which the executor runs as torch's
+// hardsigmoid, one kernel; another runs as clamp(x * alpha + beta, 0, 1).
+bool pytorch_hard_sigmoid(const Attributes& attrs);
+// Whether a floating PRelu runs as torch's prelu (the executor; the memory rules follow): one slope,
+// or one per channel (dimension 1 of x) broadcast along the others, or opset 6's slope per channel
+// (`slope_per_channel`); else it runs through a `where`.
+bool prelu_as_torch_prelu(std::span<const std::int64_t> x_shape, std::span<const std::int64_t> slope_shape, bool slope_per_channel);
 // What PyTorch's recurrence on the CPU (at::lstm, gru, rnn_tanh) keeps from the forward pass for the
 // gradient, per direction, in tensors of [seq, batch, hidden]: every step's gate activations (one
 // buffer of `gates` x hidden, activated in place), an LSTM's cell state and its tanh, a GRU's
