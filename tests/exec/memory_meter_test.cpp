@@ -97,11 +97,11 @@ void expect_peak_as_simulated(const std::string& path, Mode mode, double toleran
 }
 
 // expect_peak_as_simulated of each model, in inference and in training.
-void expect_peaks_as_simulated(std::initializer_list<std::string> paths) {
+void expect_peaks_as_simulated(const std::vector<std::string>& paths, double tolerance = 0.01) {
   for (const std::string& path : paths)
     for (Mode mode : {Mode::inference, Mode::training}) {
       SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
-      expect_peak_as_simulated(path, mode);
+      expect_peak_as_simulated(path, mode, tolerance);
     }
 }
 
@@ -615,11 +615,7 @@ TEST(MemoryMeter, ReductionsHoldTheirTemporaries) {
     paths.push_back(small_model("global_lp_pool_" + std::to_string(p), {{"input", act}},
                                 {{"Mul", {"input", "p"}, {"m"}, {}}, {"GlobalLpPool", {"m"}, {"r"}, {{"p", {p}}}}, {"Relu", {"r"}, {"y"}, {}}},
                                 {8, 32, 1, 1}, {}, {{"p", {32}}}));
-  for (const std::string& path : paths)
-    for (Mode mode : {Mode::inference, Mode::training}) {
-      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
-      expect_peak_as_simulated(path, mode);
-    }
+  expect_peaks_as_simulated(paths);
 }
 
 // Pow's gradient (CostTable::workspace_bytes): by a scalar (pow(Tensor, Scalar): keeps its base
@@ -687,11 +683,7 @@ TEST(MemoryMeter, FormulaActivationsKeepWhatAutogradSaves) {
                                  {"LRN", {"m"}, {"a"}, {{"size", {size}}}, {}, {{"alpha", 1e-4f}, {"beta", 0.75f}, {"bias", 2.0f}}},
                                  {"Relu", {"a"}, {"y"}, {}}},
                                 {4, channels, 32, 32}, {}, {{"p", {32}}}));
-  for (const std::string& path : paths)
-    for (Mode mode : {Mode::inference, Mode::training}) {
-      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
-      expect_peak_as_simulated(path, mode, 0.001);
-    }
+  expect_peaks_as_simulated(paths, 0.001);
 }
 
 // x.transpose(1, 2) @ W (an MLP-Mixer's token mixing) runs as one batched product of transposed
@@ -833,11 +825,7 @@ TEST(MemoryMeter, AFirstLayersInputGoesInBlocksOfEight) {
   paths.push_back(small_model("conv3d_4_to_8", {{"input", {8, 4, 8, 32, 32}}, {"w", {8, 4, 3, 3, 3}}},
                               {{"Mul", {"input", "p"}, {"m"}, {}}, {"Conv", {"m", "w"}, {"c"}, {{"pads", {1, 1, 1, 1, 1, 1}}}}, {"Relu", {"c"}, {"y"}, {}}},
                               {8, 8, 8, 32, 32}, {}, {{"p", {32}}}));
-  for (const std::string& path : paths)
-    for (Mode mode : {Mode::inference, Mode::training}) {
-      SCOPED_TRACE(path + (mode == Mode::training ? " training" : " inference"));
-      expect_peak_as_simulated(path, mode, 0.005);
-    }
+  expect_peaks_as_simulated(paths, 0.005);
 }
 
 // A grouped convolution's gradient computing its input's holds dY and the input's gradient
