@@ -356,6 +356,31 @@ TEST(ClusterJson, DeviceEfficienciesRoundTripAndAreChecked) {
               HasSubstr("class 'alias' takes no efficiency"));
 }
 
+TEST(ClusterJson, ABandwidthBySizeRoundTripsAndIsChecked) {
+  Cluster original = cluster_preset("h100-box");
+  nlohmann::json j = cluster_to_json(original);
+  EXPECT_FALSE(j["devices"][0].contains("bandwidth_by_size")) << "presets have none";
+  j["devices"][0]["bandwidth_by_size"] = nlohmann::json::array({{{"bytes", 1 << 20}, {"bandwidth", 4e11}}, {{"bytes", 1 << 24}, {"bandwidth", 2e11}}});
+  const Cluster with = parse_cluster_json(j, "x.json");
+  ASSERT_EQ(with.device(0).bandwidth_by_size.size(), 2u);
+  EXPECT_EQ(with.device(0).bandwidth_by_size[1].bytes, 1u << 24);
+  EXPECT_EQ(with.device(0).bandwidth_by_size[1].bytes_per_s, 2e11);
+  EXPECT_EQ(parse_cluster_json(cluster_to_json(with), "y.json").device(0), with.device(0));
+  EXPECT_DOUBLE_EQ(with.device(0).bandwidth_for(1 << 22), 3e11);
+  EXPECT_DOUBLE_EQ(with.device(0).bandwidth_for(1e12), with.device(0).memory_bandwidth_bytes_per_s);
+  auto error_with = [&](nlohmann::json curve) {
+    nlohmann::json bad = j;
+    bad["devices"][0]["bandwidth_by_size"] = std::move(curve);
+    return error_of([&] { parse_cluster_json(bad, "x.json"); });
+  };
+  EXPECT_THAT(error_with({{{"bytes", 1 << 24}, {"bandwidth", 2e11}}, {{"bytes", 1 << 20}, {"bandwidth", 4e11}}}),
+              AllOf(HasSubstr("bandwidth_by_size[1]"), HasSubstr("ascend")));
+  EXPECT_THAT(error_with({{{"bytes", 0}, {"bandwidth", 2e11}}}), AllOf(HasSubstr("bandwidth_by_size[0]"), HasSubstr("bytes")));
+  EXPECT_THAT(error_with({{{"bytes", 1024}, {"bandwidth", -1.0}}}), AllOf(HasSubstr("bandwidth_by_size[0]"), HasSubstr("positive")));
+  EXPECT_THAT(error_with({{{"bytes", 1024}, {"speed", 1.0}}}), HasSubstr("speed"));
+  EXPECT_THAT(error_with(3.0), HasSubstr("must be an array"));
+}
+
 TEST(ClusterPresets, UnknownPresetListsThePresets) {
   EXPECT_THAT(error_of([] { cluster_preset("k80x3"); }),
               AllOf(HasSubstr("'k80x3'"), HasSubstr("k80x2"), HasSubstr("dgx-h100"), HasSubstr("h100-box")));

@@ -67,6 +67,20 @@ TEST(CostModel, GradientsHaveTheirOwnEfficienciesAndOverhead) {
   EXPECT_DOUBLE_EQ(modelled_time_s(w, d, m, /*device_efficiency=*/false, true), 6e-5 + 4e-3) << "a fitted model ignores the device's efficiencies";
 }
 
+TEST(CostModel, ASmallWorkingSetGetsTheBandwidthItsCachesGive) {
+  Device d = gpu();  // 100 GB/s from memory
+  d.bandwidth_by_size = {{1 << 20, 4e11}, {16 << 20, 2e11}};
+  const CostModel m = unit_model();
+  auto memory_s = [&](double bytes) { return modelled_time_s(OpWork{0, bytes / 2, bytes / 2, OpClass::elementwise}, d, m) - 1e-5; };
+  EXPECT_DOUBLE_EQ(memory_s(1 << 19), (1 << 19) / 4e11) << "below the first size: its bandwidth";
+  EXPECT_DOUBLE_EQ(memory_s(1 << 20), (1 << 20) / 4e11);
+  EXPECT_NEAR(memory_s(4 << 20), (4 << 20) / 3e11, 1e-15) << "halfway in log(bytes)";
+  EXPECT_DOUBLE_EQ(memory_s(16 << 20), (16 << 20) / 2e11);
+  EXPECT_DOUBLE_EQ(memory_s(17 << 20), (17 << 20) / 1e11) << "past the last size: memory_bandwidth";
+  d.bandwidth_by_size.clear();
+  EXPECT_DOUBLE_EQ(memory_s(1 << 20), (1 << 20) / 1e11);
+}
+
 TEST(CostModel, AliasesCostNothingNotEvenOverhead) {
   EXPECT_EQ(modelled_time_s(OpWork{0, 0, 0, OpClass::alias}, gpu(), CostModel::defaults()), 0.0);
 }
@@ -777,6 +791,39 @@ TEST(CostTable, AnEinsumHoldsTheOperandsItCopiesAndItsGradientsPartials) {
 
 // A MatMul holds the copies libtorch's matmul makes (matmul_layout) while it runs, on every device,
 // but those its gradient keeps (an output of the op in a training step).
+TEST(CostTable, AnOpThatMakesOnlyViewsCostsItsOverheadAlone) {
+  GraphBuilder b("views");
+  const F32Tensors tensor{b};
+  Attributes perm;
+  perm.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {1, 0}});
+  Attributes halves;
+  halves.set(Attribute{.name = "axis", .kind = Attribute::Kind::integer, .i = 1});
+  const TensorId x = tensor("x", {64, 128}, TensorKind::data), p = tensor("p", {128}, TensorKind::parameter);
+  const TensorId m = tensor("m", {64, 128}), t = tensor("t", {128, 64}), r = tensor("r", {128, 64});
+  const TensorId s0 = tensor("s0", {128, 32}), s1 = tensor("s1", {128, 32}), y = tensor("y", {128, 32});
+  add_priced(b, "mul", "Mul", {x, p}, m);
+  add_priced(b, "transpose", "Transpose", {m}, t, perm);
+  add_priced(b, "relu", "Relu", {t}, r);
+  const std::vector<TensorDesc> split_in{{b.tensor_shape(r), DType::f32, true}};
+  const std::vector<TensorDesc> split_out{{b.tensor_shape(s0), DType::f32, true}, {b.tensor_shape(s1), DType::f32, true}};
+  b.add_op(OpSpec{.name = "split", .type = "Split", .inputs = {r}, .outputs = {s0, s1}, .attrs = halves,
+                  .work = op_work("Split", halves, split_in, split_out)});
+  add_priced(b, "add", "Add", {s0, s1}, y);
+  b.mark_output(y);
+  const Graph g = std::move(b).build();
+  const Cluster c = cluster_preset("k80x2");
+  const CostTable costs(g, c, CostModel::defaults());
+  for (const char* view : {"transpose", "split"}) {
+    SCOPED_TRACE(view);
+    const OpId o = g.find_op(view);
+    EXPECT_GT(g.op_work(o).bytes_read, 0.0) << "the op's own work is unchanged";
+    EXPECT_EQ(priced_work(g, o).bytes_read + priced_work(g, o).bytes_written + priced_work(g, o).flops, 0.0);
+    for (DeviceId d = 0; d < c.num_devices(); ++d) EXPECT_DOUBLE_EQ(costs.time_s(o, d), c.device(d).op_overhead_s);
+  }
+  EXPECT_GT(costs.time_s(g.find_op("relu"), 0), c.device(0).op_overhead_s) << "an op reading a view pays its own bytes";
+  EXPECT_EQ(priced_work(g, g.find_op("relu")), g.op_work(g.find_op("relu")));
+}
+
 TEST(CostTable, AMatMulHoldsTheOperandsItCopies) {
   GraphBuilder b("heads");
   const F32Tensors tensor{b};

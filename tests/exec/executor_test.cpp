@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <thread>
@@ -1110,6 +1111,27 @@ TEST(LocalPreset, IsTheDetectedMachine) {
   EXPECT_GT(local.device(0).memory_bytes, 1ull << 28);
   const auto names = cluster_preset_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "local"), names.end());
+  // What the peak alone cannot say, measured too: a gradient's autograd node costs more than a
+  // forward op's dispatch, caches give a smaller working set more bandwidth (sizes ascending, each
+  // at least the bandwidth of a larger one and of memory), and the slower of products and
+  // convolutions reaches less of the peak than the cost model's default for its class.
+  const Device& cpu = local.device(0);
+  EXPECT_GT(cpu.backward_overhead_s(), cpu.op_overhead_s);
+  ASSERT_FALSE(cpu.bandwidth_by_size.empty());
+  double larger = cpu.memory_bandwidth_bytes_per_s;
+  for (auto it = cpu.bandwidth_by_size.rbegin(); it != cpu.bandwidth_by_size.rend(); ++it) {
+    EXPECT_GE(it->bytes_per_s, larger) << it->bytes;
+    larger = it->bytes_per_s;
+    if (it != cpu.bandwidth_by_size.rbegin()) EXPECT_LT(it->bytes, std::prev(it)->bytes);
+  }
+  const CostModel defaults = CostModel::defaults();
+  int below = 0;
+  for (OpClass c : {OpClass::matmul, OpClass::conv}) {
+    const double e = cpu.efficiency[static_cast<std::size_t>(c)].compute;
+    EXPECT_LE(e, defaults.of(DeviceKind::cpu, c).compute);
+    below += e > 0;
+  }
+  EXPECT_LE(below, 1) << "the peak is the faster of the two: that one keeps the default";
 }
 
 TEST(Profiler, TimesEveryOpOfTheTrainingStepAndFitsTheModel) {

@@ -52,6 +52,17 @@ DeviceKind parse_device_kind(std::string_view name) {
   throw Error("unknown device kind " + in_quotes(name) + " (known: cpu, gpu)");
 }
 
+double Device::bandwidth_for(double bytes) const {
+  if (bandwidth_by_size.empty()) return memory_bandwidth_bytes_per_s;
+  if (!(bytes > static_cast<double>(bandwidth_by_size.front().bytes))) return bandwidth_by_size.front().bytes_per_s;
+  if (bytes > static_cast<double>(bandwidth_by_size.back().bytes)) return memory_bandwidth_bytes_per_s;
+  std::size_t k = 1;
+  while (static_cast<double>(bandwidth_by_size[k].bytes) < bytes) ++k;
+  const BandwidthPoint &lo = bandwidth_by_size[k - 1], &hi = bandwidth_by_size[k];
+  const double f = std::log(bytes / static_cast<double>(lo.bytes)) / std::log(static_cast<double>(hi.bytes) / static_cast<double>(lo.bytes));
+  return lo.bytes_per_s + f * (hi.bytes_per_s - lo.bytes_per_s);
+}
+
 Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vector<std::string> switches,
                        std::vector<Link> links) {
   const std::string where = "cluster " + in_quotes(name);
@@ -71,6 +82,16 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
       throw Error(dev + ": memory_bandwidth must be positive and finite, got " +
                   format_number(d.memory_bandwidth_bytes_per_s));
     if (d.memory_bytes == 0) throw Error(dev + ": memory_bytes must be positive, got 0");
+    for (std::size_t k = 0; k < d.bandwidth_by_size.size(); ++k) {
+      const auto& point = d.bandwidth_by_size[k];
+      const std::string at = dev + ": bandwidth_by_size[" + std::to_string(k) + "]";
+      if (point.bytes == 0) throw Error(at + ": bytes must be positive, got 0");
+      if (k > 0 && point.bytes <= d.bandwidth_by_size[k - 1].bytes)
+        throw Error(at + ": sizes must ascend, got " + std::to_string(point.bytes) + " bytes after " +
+                    std::to_string(d.bandwidth_by_size[k - 1].bytes));
+      if (!positive_finite(point.bytes_per_s))
+        throw Error(at + ": bandwidth must be positive and finite, got " + format_number(point.bytes_per_s));
+    }
     if (!non_negative_finite(d.op_overhead_s))
       throw Error(dev + ": op_overhead_s must be non-negative and finite, got " + format_number(d.op_overhead_s));
     if (d.streams < 1) throw Error(dev + ": streams must be at least 1, got " + std::to_string(d.streams));

@@ -58,6 +58,18 @@ struct Device {
   std::array<Efficiency, kNumOpClasses> backward_efficiency{};
   double backward_op_overhead_s = -1;
   double backward_overhead_s() const { return backward_op_overhead_s >= 0 ? backward_op_overhead_s : op_overhead_s; }
+  // Bandwidth by working set (bytes read + written, ascending), where caches make a smaller one
+  // faster: a streaming copy measured at each size. Empty: memory_bandwidth at every size. An op
+  // touching more than the last size gets memory_bandwidth (docs/cost-model.md#caches).
+  struct BandwidthPoint {
+    std::uint64_t bytes = 0;
+    double bytes_per_s = 0;
+    bool operator==(const BandwidthPoint&) const = default;
+  };
+  std::vector<BandwidthPoint> bandwidth_by_size;
+  // The bandwidth an op reading and writing `bytes` in all gets: bandwidth_by_size interpolated
+  // (linear in log(bytes)), its first point's below it, memory_bandwidth past its last.
+  double bandwidth_for(double bytes) const;
   bool operator==(const Device&) const = default;
 };
 

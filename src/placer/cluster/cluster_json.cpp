@@ -66,7 +66,7 @@ Device parse_device(const json& j, const std::string& where) {
   require_object(j, where);
   check_known_fields(j,
                      {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams",
-                      "efficiency", "backward_efficiency", "backward_op_overhead_s"},
+                      "efficiency", "backward_efficiency", "backward_op_overhead_s", "bandwidth_by_size"},
                      where);
   Device d;
   d.name = get_string(j, "name", where);
@@ -86,6 +86,17 @@ Device parse_device(const json& j, const std::string& where) {
     const std::uint64_t streams = get_count(j, "streams", here, 1);
     if (streams > 1024) throw Error(here + ": field 'streams' must be at most 1024, got " + std::to_string(streams));
     d.streams = static_cast<int>(streams);
+  }
+  if (j.contains("bandwidth_by_size")) {
+    const json& curve = j["bandwidth_by_size"];
+    const std::string at = here + ".bandwidth_by_size";
+    if (!curve.is_array()) throw Error(at + " must be an array of {\"bytes\": N, \"bandwidth\": B}, got " + json_excerpt(curve));
+    for (std::size_t k = 0; k < curve.size(); ++k) {
+      const std::string at_k = at + "[" + std::to_string(k) + "]";
+      require_object(curve[k], at_k);
+      check_known_fields(curve[k], {"bytes", "bandwidth"}, at_k);
+      d.bandwidth_by_size.push_back({get_count(curve[k], "bytes", at_k, 1), get_number(curve[k], "bandwidth", at_k)});
+    }
   }
   if (j.contains("backward_op_overhead_s")) {
     d.backward_op_overhead_s = get_number(j, "backward_op_overhead_s", here);
@@ -216,6 +227,11 @@ json cluster_to_json(const Cluster& cluster) {
                        {"op_overhead_s", d.op_overhead_s},
                        {"streams", d.streams}});
     if (d.backward_op_overhead_s >= 0) devices.back()["backward_op_overhead_s"] = d.backward_op_overhead_s;
+    if (!d.bandwidth_by_size.empty()) {
+      json curve = json::array();
+      for (const auto& point : d.bandwidth_by_size) curve.push_back({{"bytes", point.bytes}, {"bandwidth", point.bytes_per_s}});
+      devices.back()["bandwidth_by_size"] = std::move(curve);
+    }
     for (bool backward : {false, true}) {
       json eff = json::object();
       for (int c = 0; c < kNumOpClasses; ++c) {

@@ -35,12 +35,12 @@ constexpr double kCpuOpOverheadS = 8e-6;        // the issue's figure for PyTorc
 // cuDNN convolves in TF32 by default.
 constexpr double kH100Flops = 51.6e12;             // fp32 4096^2 matrix product, TF32 off
 constexpr double kH100Bandwidth = 2.97e12;         // 256 MiB device copy, read + write
-constexpr double kH100OpOverheadS = 5.8e-6;        // fitted per-op cost inside a step (asynchronous launches)
-constexpr double kH100BackwardOpOverheadS = 27.8e-6;  // fitted, per gradient (an autograd node, several kernels)
+constexpr double kH100OpOverheadS = 6.1e-6;        // fitted per-op cost inside a step (asynchronous launches)
+constexpr double kH100BackwardOpOverheadS = 28.4e-6;  // fitted, per gradient (an autograd node, several kernels)
 constexpr double kH100BoxCpuFlops = 1.06e12;       // fp32 768^2 matrix product, 15 threads
 constexpr double kH100BoxCpuBandwidth = 142e9;     // 32 MiB copy, read + write
-constexpr double kH100BoxCpuOverheadS = 5.9e-6;    // fitted
-constexpr double kH100BoxCpuBackwardOverheadS = 11.7e-6;  // fitted
+constexpr double kH100BoxCpuOverheadS = 6.9e-6;    // fitted
+constexpr double kH100BoxCpuBackwardOverheadS = 28.9e-6;  // fitted
 
 struct ClassEfficiency {
   OpClass op_class;
@@ -56,26 +56,26 @@ std::array<Device::Efficiency, kNumOpClasses> efficiencies(std::initializer_list
 // `placer fit` on the H100 machine (docs/data/h100-2026-11-23/fitted-cluster.json), rounded:
 // forward and update ops, then gradients.
 std::array<Device::Efficiency, kNumOpClasses> h100_efficiency() {
-  return efficiencies({{OpClass::conv, 3.800, 0.442}, {OpClass::matmul, 0.925, 0.351}, {OpClass::elementwise, 0, 1.152},
-                       {OpClass::normalization, 0, 0.558}, {OpClass::pooling, 0, 0.494}, {OpClass::reduction, 0, 0.713},
-                       {OpClass::data_movement, 0, 4.0}, {OpClass::optimizer, 0, 4.0}});
+  return efficiencies({{OpClass::conv, 3.810, 0.445}, {OpClass::matmul, 0.929, 0.353}, {OpClass::elementwise, 0, 1.176},
+                       {OpClass::normalization, 0, 0.564}, {OpClass::pooling, 0, 0.496}, {OpClass::reduction, 0, 0.756},
+                       {OpClass::data_movement, 0, 1.142}, {OpClass::optimizer, 0, 4.0}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 3.470, 0.446}, {OpClass::matmul, 1.470, 0.887}, {OpClass::elementwise, 0, 1.289},
-                       {OpClass::normalization, 0, 0.406}, {OpClass::pooling, 0, 0.347}, {OpClass::reduction, 0, 0.847},
-                       {OpClass::data_movement, 0, 1.691}});
+  return efficiencies({{OpClass::conv, 3.476, 0.449}, {OpClass::matmul, 1.478, 0.896}, {OpClass::elementwise, 0, 1.306},
+                       {OpClass::normalization, 0, 0.409}, {OpClass::pooling, 0, 0.348}, {OpClass::reduction, 0, 0.915},
+                       {OpClass::data_movement, 0, 2.030}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
-  return efficiencies({{OpClass::conv, 0.808, 0.126}, {OpClass::matmul, 0.869, 0.105}, {OpClass::elementwise, 0, 0.534},
-                       {OpClass::normalization, 0, 0.240}, {OpClass::pooling, 0, 0.050}, {OpClass::reduction, 0, 0.328},
-                       {OpClass::data_movement, 0, 0.705}, {OpClass::optimizer, 0, 2.952}});
+  return efficiencies({{OpClass::conv, 0.808, 0.126}, {OpClass::matmul, 0.869, 0.105}, {OpClass::elementwise, 0, 0.535},
+                       {OpClass::normalization, 0, 0.241}, {OpClass::pooling, 0, 0.050}, {OpClass::reduction, 0, 0.330},
+                       {OpClass::data_movement, 0, 0.574}, {OpClass::optimizer, 0, 2.961}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 0.782, 0.100}, {OpClass::matmul, 0.820, 0.081}, {OpClass::elementwise, 0, 0.797},
-                       {OpClass::normalization, 0, 0.448}, {OpClass::pooling, 0, 0.258}, {OpClass::reduction, 0, 1.438},
+  return efficiencies({{OpClass::conv, 0.783, 0.100}, {OpClass::matmul, 0.821, 0.081}, {OpClass::elementwise, 0, 0.774},
+                       {OpClass::normalization, 0, 0.460}, {OpClass::pooling, 0, 0.259}, {OpClass::reduction, 0, 1.770},
                        {OpClass::data_movement, 0, 4.0}});
 }
 

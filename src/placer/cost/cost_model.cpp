@@ -56,9 +56,20 @@ double modelled_time_s(const OpWork& work, const Device& device, const CostModel
     }
   }
   const double compute = work.flops / (device.peak_flops * (own.compute > 0 ? own.compute : e.compute));
-  const double memory = (work.bytes_read + work.bytes_written) /
-                        (device.memory_bandwidth_bytes_per_s * (own.memory > 0 ? own.memory : e.memory));
+  const double bytes = work.bytes_read + work.bytes_written;
+  const double memory = bytes / (device.bandwidth_for(bytes) * (own.memory > 0 ? own.memory : e.memory));
   return model.overhead_s(device, backward) + std::max(compute, memory);
+}
+
+OpWork priced_work(const Graph& g, OpId op) {
+  OpWork w = g.op_work(op);
+  if (w.op_class == OpClass::alias) return w;
+  const std::uint32_t views = g.op_view_outputs(op);
+  const auto outs = g.op_outputs(op);
+  bool all = views != 0;
+  for (std::size_t i = 0; all && i < outs.size(); ++i) all = outs[i] == kNoId || (i < 32 && (views >> i & 1u));
+  if (all) w.flops = 0, w.bytes_read = 0, w.bytes_written = 0;
+  return w;
 }
 
 double CostModel::overhead_s(const Device& device, bool backward) const {
@@ -827,7 +838,7 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
   workspace_.assign(g.num_ops() * num_devices_, 0);
   const bool use_profile = profile && profile->size() > 0;
   for (OpId o = 0; o < g.num_ops(); ++o) {
-    const OpWork& w = g.op_work(o);
+    const OpWork w = priced_work(g, o);
     const bool backward = g.op_role(o) == OpRole::backward;
     std::string signature = use_profile ? op_signature(g, o) : std::string();
     for (DeviceId d = 0; d < num_devices_; ++d) {

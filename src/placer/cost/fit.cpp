@@ -102,12 +102,12 @@ FitResult fit_roofline(std::span<const FitSample> measured, DeviceKind kind, Cos
 std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device) {
   std::vector<FitSample> samples;
   for (OpId op = 0; op < step.num_ops(); ++op) {
-    const OpWork& w = step.op_work(op);
+    const OpWork w = priced_work(step, op);
     if (w.op_class == OpClass::alias) continue;
     const auto t = profile.find(device.kind, step.op_name(op), op_signature(step, op));
     if (!t || !(*t > 0)) continue;
     samples.push_back(FitSample{w.op_class, step.op_role(op) == OpRole::backward, w.flops / device.peak_flops,
-                                (w.bytes_read + w.bytes_written) / device.memory_bandwidth_bytes_per_s, *t});
+                                (w.bytes_read + w.bytes_written) / device.bandwidth_for(w.bytes_read + w.bytes_written), *t});
   }
   return samples;
 }

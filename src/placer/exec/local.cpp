@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "placer/cost/cost_model.hpp"
 #include "placer/exec/exec.hpp"
 #include "placer/util/error.hpp"
 
@@ -48,6 +49,9 @@ double best_time_s(const torch::Device& device, int reps, int runs, F body) {
 
 struct Measured {
   double peak_flops = 0, bandwidth = 0, overhead_s = 0;
+  double product_flops = 0, convolution_flops = 0;  // the two rates the peak is the better of
+  double backward_overhead_s = -1;                  // per autograd node of a backward pass; -1: not measured
+  std::vector<Device::BandwidthPoint> bandwidth_by_size;
 };
 
 // The peak: the best fp32 throughput libtorch reaches on the device, of a large matrix product
@@ -57,7 +61,7 @@ struct Measured {
 // its generic "Prescott" kernel) products ran at 12-29 GFLOP/s and convolutions at about 110, so a
 // fit gave convolutions an efficiency of 4, its ceiling, and priced them at 4x a peak that moved
 // from run to run (found by a review). Best of five runs each.
-double peak_flops(const torch::Device& device) {
+void measure_peak(const torch::Device& device, Measured& m) {
   torch::NoGradGuard no_grad;
   const bool gpu = device.is_cuda();
   auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
@@ -70,7 +74,29 @@ double peak_flops(const torch::Device& device) {
   torch::Tensor x = torch::randn({batch, ch, hw, hw}, opts), w = torch::randn({ch, ch, 3, 3}, opts);
   const double conv_s = best_time_s(device, gpu ? 20 : 2, 5, [&] { (void)torch::conv2d(x, w, {}, 1, 1); });
   const double conv = 2.0 * static_cast<double>(batch) * ch * hw * hw * ch * 9 / conv_s;
-  return std::max(mm, conv);
+  m.product_flops = mm, m.convolution_flops = conv;
+  m.peak_flops = std::max(mm, conv);
+}
+
+// The autograd engine's fixed cost per node: a backward pass through a chain of one-element adds
+// (each node passes its gradient on and launches no kernel), per node. In an eager framework a
+// gradient pays this beside its kernels' launch (docs/execution.md#the-local-preset).
+double backward_overhead_s(const torch::Device& device) {
+  constexpr int kNodes = 200;
+  auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  torch::Tensor x = torch::ones({1}, opts.requires_grad(true)), one = torch::ones({1}, opts);
+  double best = std::numeric_limits<double>::infinity();
+  for (int run = 0; run < 6; ++run) {
+    torch::Tensor y = x;
+    for (int i = 0; i < kNodes; ++i) y = y + one;
+    sync(device);
+    const auto start = std::chrono::steady_clock::now();
+    y.backward();
+    sync(device);
+    if (run > 0) best = std::min(best, seconds_since(start) / kNodes);  // the first run warms the engine
+    x.mutable_grad().reset();
+  }
+  return best;
 }
 
 // The peak (above), a streaming copy (read + write bytes), and a one-element add (the framework's
@@ -80,14 +106,50 @@ Measured measure_device(const torch::Device& device) {
   const bool gpu = device.is_cuda();
   Measured m;
   auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  m.peak_flops = peak_flops(device);
+  measure_peak(device, m);
   const std::int64_t elems = gpu ? (64ll << 20) : (8ll << 20);
   torch::Tensor src = torch::ones({elems}, opts), dst = torch::empty({elems}, opts);
   const double copy_s = best_time_s(device, gpu ? 20 : 4, 3, [&] { dst.copy_(src); });
   m.bandwidth = 2.0 * static_cast<double>(elems) * 4.0 / copy_s;
   torch::Tensor x = torch::ones({1}, opts), y = torch::ones({1}, opts);
   m.overhead_s = best_time_s(device, 2000, 3, [&] { torch::add(x, y); });
+  // On a CPU, what its caches give a smaller working set: the same copy of 512 KiB to 32 MiB in
+  // all (read + written), its per-op overhead taken off (the cost model adds it), never below the
+  // bandwidth of a larger one. (GPUs: not measured; their small copies are launch-bound.)
+  if (!gpu) {
+    for (std::int64_t bytes = 512 << 10; bytes <= (32ll << 20); bytes *= 4) {
+      const std::int64_t n = bytes / 8;  // floats per buffer: two buffers of bytes / 2
+      torch::Tensor a = torch::ones({n}, opts), b = torch::empty({n}, opts);
+      const int reps = static_cast<int>(std::max<std::int64_t>(4, (64ll << 20) / bytes));
+      const double t = best_time_s(device, reps, 3, [&] { b.copy_(a); }) - m.overhead_s;
+      if (t > 0) m.bandwidth_by_size.push_back({static_cast<std::uint64_t>(bytes), static_cast<double>(bytes) / t});
+    }
+    double floor = m.bandwidth;
+    for (auto it = m.bandwidth_by_size.rbegin(); it != m.bandwidth_by_size.rend(); ++it) floor = it->bytes_per_s = std::max(it->bytes_per_s, floor);
+  }
+  {
+    torch::AutoGradMode grad(true);
+    // A gradient is a node and at least one kernel (the chain's nodes pass their gradient on and launch none).
+    m.backward_overhead_s = m.overhead_s + backward_overhead_s(device);
+  }
   return m;
+}
+
+// A device measured above, with what the peak alone cannot say: the per-node cost of gradients,
+// and, of products and convolutions, the one slower than the peak reaches the cost model's
+// efficiency for its class in that proportion (on a 2-core AMD machine on 2026-11-30, products
+// ran at 100 GFLOP/s and convolutions at 185: priced at the convolutions' peak, the products of
+// seventeen models' training steps took 1.8 times their model, docs/execution.md#the-local-preset).
+Device measured_device(std::string name, DeviceKind kind, std::string model, const Measured& m, std::uint64_t memory) {
+  Device d{std::move(name), kind, std::move(model), m.peak_flops, m.bandwidth, memory, m.overhead_s, 1};
+  const CostModel defaults = CostModel::defaults();
+  for (const auto [cls, rate] : {std::pair{OpClass::matmul, m.product_flops}, std::pair{OpClass::conv, m.convolution_flops}})
+    if (rate > 0 && rate < m.peak_flops) {
+      d.efficiency[static_cast<std::size_t>(cls)].compute = defaults.of(kind, cls).compute * rate / m.peak_flops;
+    }
+  d.backward_op_overhead_s = m.backward_overhead_s;
+  d.bandwidth_by_size = m.bandwidth_by_size;
+  return d;
 }
 
 std::string cpu_model_name() {
@@ -133,10 +195,10 @@ Cluster build_local() {
   std::vector<Device> devices;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const Measured cpu = measure_device(torch::kCPU);
-  devices.push_back(Device{"cpu:0", DeviceKind::cpu,
-                           cpu_model_name() + " (" + std::to_string(cores) + " hardware threads, " +
-                               std::to_string(torch::get_num_threads()) + " used by libtorch)",
-                           cpu.peak_flops, cpu.bandwidth, memory_total_bytes(), cpu.overhead_s, 1});
+  devices.push_back(measured_device("cpu:0", DeviceKind::cpu,
+                                    cpu_model_name() + " (" + std::to_string(cores) + " hardware threads, " +
+                                        std::to_string(torch::get_num_threads()) + " used by libtorch)",
+                                    cpu, memory_total_bytes()));
   std::vector<std::string> switches;
   std::vector<Link> links;
   if (torch::cuda::is_available()) {
@@ -147,8 +209,7 @@ Cluster build_local() {
       const torch::Device dev(torch::kCUDA, static_cast<c10::DeviceIndex>(g));
       const Measured m = measure_device(dev);
       const std::string name = "gpu:" + std::to_string(g);
-      devices.push_back(Device{name, DeviceKind::gpu, "CUDA device " + std::to_string(g), m.peak_flops, m.bandwidth,
-                               gpu_memory_bytes(g), m.overhead_s, 1});
+      devices.push_back(measured_device(name, DeviceKind::gpu, "CUDA device " + std::to_string(g), m, gpu_memory_bytes(g)));
       // Host link: pageable 64 MiB copies each way for bandwidth, a 4-byte copy for latency.
       torch::Tensor host = torch::ones({16ll << 20}), small = torch::ones({1});
       torch::Tensor on_gpu = host.to(dev);
