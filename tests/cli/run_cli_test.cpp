@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 #include <onnx/onnx_pb.h>
@@ -53,6 +55,50 @@ TEST(ValidateCli, SetsTheSimulatedPeakBesideTheMeasuredOne) {
   auto text = placer({"validate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--steps", "1", "--warmup", "0"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("; simulated peak "));
+}
+
+// `run --trace`: one more step recorded as a Chrome trace: every forward op that runs once on its
+// device's track, autograd's nodes, the loss and the update, and the host's live bytes, whose most
+// is the measured peak. `validate --trace`: the simulated step beside it, in a process of its own.
+TEST(RunCli, TracesAStepItsOpsNodesAndMemory) {
+  const std::string model = test::example("cifarnet.onnx");
+  const std::string path = test::temp_path("run_trace.json");
+  auto run = placer({"run", "--model", model, "--on", "cpu:0", "--steps", "1", "--warmup", "1", "--json", "--trace", path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto measured = nlohmann::json::parse(run.out)["memory"][0]["peak_bytes"].get<double>();
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  const auto events = nlohmann::json::parse(in)["traceEvents"];
+  std::map<std::string, int> slices;
+  double most = 0;
+  std::set<std::string> tracks;
+  for (const auto& e : events) {
+    if (e["ph"] == "X") {
+      ++slices[e["cat"].get<std::string>()];
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+    }
+    if (e["ph"] == "C") most = std::max(most, e["args"]["bytes"].get<double>());
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(slices["forward"], 12) << "cifarnet's 12 forward ops that run (its Reshape included)";
+  EXPECT_GT(slices["backward"], 10);
+  EXPECT_EQ(slices["loss"], 1);
+  EXPECT_EQ(slices["update"], 1);
+  EXPECT_EQ(tracks, (std::set<std::string>{"cpu:0", "autograd (backward)", "loss and update"}));
+  EXPECT_NEAR(most, measured, 0.01 * measured) << "the traced step peaks as the timed ones";
+
+  const std::string both = test::temp_path("validate_trace.json");
+  auto validate = placer({"validate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--steps", "1", "--warmup", "0", "--trace", both});
+  ASSERT_EQ(validate.exit_code, 0) << validate.err;
+  std::ifstream in2(both);
+  const auto both_events = nlohmann::json::parse(in2)["traceEvents"];
+  std::set<std::string> processes;
+  for (const auto& e : both_events)
+    if (e["name"] == "process_name") processes.insert(e["args"]["name"].get<std::string>());
+  EXPECT_EQ(processes, (std::set<std::string>{"simulated: all on cpu:0 on local", "measured: all on cpu:0 on local"}));
+  auto two = placer({"validate", "--model", model, "--cluster", "local", "--on", "cpu:0,cpu:0", "--steps", "1", "--trace", both});
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_THAT(two.err, HasSubstr("--trace writes one placement's step"));
 }
 
 // A model without parameters has nothing to train: `run` and `validate` in training mode say so

@@ -789,8 +789,6 @@ TEST(CostTable, AnEinsumHoldsTheOperandsItCopiesAndItsGradientsPartials) {
   EXPECT_EQ(op_workspace_bytes(outer, outer.find_op("einsum/grad"), DeviceKind::cpu), 2u * 2 * 5 * 5 * 4);
 }
 
-// A MatMul holds the copies libtorch's matmul makes (matmul_layout) while it runs, on every device,
-// but those its gradient keeps (an output of the op in a training step).
 TEST(CostTable, AnOpThatMakesOnlyViewsCostsItsOverheadAlone) {
   GraphBuilder b("views");
   const F32Tensors tensor{b};
@@ -824,6 +822,56 @@ TEST(CostTable, AnOpThatMakesOnlyViewsCostsItsOverheadAlone) {
   EXPECT_EQ(priced_work(g, g.find_op("relu")), g.op_work(g.find_op("relu")));
 }
 
+TEST(CostTable, AGradientPassedOnStillPaysForTheSumOfItsPartials) {
+  // y = x * p read twice: Add's gradient passes dY on to both operands (views), and sums dY's two
+  // partials (one from each Relu) first: that sum is a kernel, priced.
+  GraphBuilder b("sum");
+  const F32Tensors tensor{b};
+  const TensorId x = tensor("x", {64, 128}, TensorKind::data), p = tensor("p", {64, 128}, TensorKind::parameter);
+  const TensorId q = tensor("q", {64, 128}, TensorKind::parameter), y = tensor("y", {64, 128});
+  const TensorId r1 = tensor("r1", {64, 128}), r2 = tensor("r2", {64, 128});
+  add_priced(b, "add", "Add", {p, q}, y);
+  add_priced(b, "relu1", "Relu", {y}, r1);
+  add_priced(b, "relu2", "Relu", {y}, r2);
+  b.mark_output(r1), b.mark_output(r2);
+  (void)x;
+  const Graph step = derive_training_step(std::move(b).build(), Optimizer::sgd);
+  const OpId grad = step.find_op("add/grad");
+  ASSERT_NE(grad, kNoId);
+  ASSERT_NE(step.op_view_outputs(grad), 0u);
+  ASSERT_GT(step.op_work(grad).bytes_read, 0.0) << "the sum of the two partials";
+  EXPECT_EQ(priced_work(step, grad), step.op_work(grad));
+}
+
+TEST(CostTable, AReshapeThatCopiesAViewIsPricedAsACopy) {
+  // Attention's heads merged back: [2, 3, 5, 4] transposed to [2, 5, 3, 4], then reshaped to
+  // [2, 5, 12]: PyTorch's reshape copies (the transposed view cannot be viewed so).
+  GraphBuilder b("merge");
+  const F32Tensors tensor{b};
+  Attributes perm;
+  perm.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 2, 1, 3}});
+  const TensorId x = tensor("x", {2, 3, 5, 4}, TensorKind::data), p = tensor("p", {4}, TensorKind::parameter);
+  const TensorId m = tensor("m", {2, 3, 5, 4}), t = tensor("t", {2, 5, 3, 4}), y = tensor("y", {2, 5, 12});
+  const TensorId shape = b.add_tensor("shape", {3}, DType::i64, TensorKind::constant);
+  add_priced(b, "mul", "Mul", {x, p}, m);
+  add_priced(b, "transpose", "Transpose", {m}, t, perm);
+  add_priced(b, "merge", "Reshape", {t, shape}, y);
+  b.mark_output(y);
+  const Graph g = std::move(b).build();
+  const OpId merge = g.find_op("merge");
+  ASSERT_EQ(g.op_work(merge).op_class, OpClass::alias);
+  ASSERT_EQ(g.op_view_outputs(merge), 0u) << "a copy, as the memory model has it";
+  const OpWork w = priced_work(g, merge);
+  EXPECT_EQ(w.op_class, OpClass::data_movement);
+  EXPECT_EQ(w.bytes_read, 120.0 * 4);
+  EXPECT_EQ(w.bytes_written, 120.0 * 4);
+  const Cluster c = cluster_preset("k80x2");
+  EXPECT_GT(CostTable(g, c, CostModel::defaults()).time_s(merge, 0), c.device(0).op_overhead_s);
+  EXPECT_EQ(CostTable(g, c, CostModel::defaults()).source(merge, 0), CostSource::modelled);
+}
+
+// A MatMul holds the copies libtorch's matmul makes (matmul_layout) while it runs, on every device,
+// but those its gradient keeps (an output of the op in a training step).
 TEST(CostTable, AMatMulHoldsTheOperandsItCopies) {
   GraphBuilder b("heads");
   const F32Tensors tensor{b};

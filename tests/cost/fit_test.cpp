@@ -118,5 +118,32 @@ TEST(FitSamples, ByNameWhenTheSignatureAgreesElseBySignature) {
   EXPECT_DOUBLE_EQ(fit_samples(g, p, gpu).at(0).t, 1e-3);
 }
 
+// A sample's seconds of memory are the op's priced bytes (priced_work: none for an op making only
+// views) over the device's bandwidth at the op's size (Device::bandwidth_for), as the cost table's.
+TEST(FitSamples, PriceBytesAsTheCostTableDoes) {
+  GraphBuilder b;
+  Attributes perm;
+  perm.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {1, 0}});
+  TensorId x = b.add_tensor("x", {256, 256}, DType::f32, TensorKind::data);
+  TensorId r = b.add_tensor("r", {256, 256}, DType::f32, TensorKind::activation);
+  TensorId t = b.add_tensor("t", {256, 256}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "relu", .type = "Relu", .inputs = {x}, .outputs = {r}, .work = OpWork{65536, 262144, 262144, OpClass::elementwise}});
+  b.add_op({.name = "transpose", .type = "Transpose", .inputs = {r}, .outputs = {t}, .attrs = perm,
+            .work = OpWork{0, 262144, 262144, OpClass::data_movement}});
+  b.mark_output(t);
+  const Graph g = std::move(b).build();
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  cpu.bandwidth_by_size = {{1 << 20, 4e10}};
+  Profile p;
+  p.set_by_name(DeviceKind::cpu, "relu", 2e-5);
+  p.set_by_name(DeviceKind::cpu, "transpose", 1e-6);
+  const auto samples = fit_samples(g, p, cpu);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(samples[0].bytes_s, 524288 / 4e10) << "512 KiB: the cache's bandwidth, not memory's";
+  EXPECT_EQ(samples[1].bytes_s, 0.0) << "a view: no bytes";
+  EXPECT_EQ(samples[1].flops_s, 0.0);
+}
+
 }  // namespace
 }  // namespace placer

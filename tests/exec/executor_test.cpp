@@ -1121,6 +1121,7 @@ TEST(LocalPreset, IsTheDetectedMachine) {
   double larger = cpu.memory_bandwidth_bytes_per_s;
   for (auto it = cpu.bandwidth_by_size.rbegin(); it != cpu.bandwidth_by_size.rend(); ++it) {
     EXPECT_GE(it->bytes_per_s, larger) << it->bytes;
+    EXPECT_LT(it->bytes_per_s, 100 * cpu.memory_bandwidth_bytes_per_s) << it->bytes << ": a copy's fixed cost taken for its bandwidth";
     larger = it->bytes_per_s;
     if (it != cpu.bandwidth_by_size.rbegin()) EXPECT_LT(it->bytes, std::prev(it)->bytes);
   }

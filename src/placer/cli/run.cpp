@@ -15,6 +15,7 @@
 #include "placer/cli/common.hpp"
 #include "placer/exec/exec.hpp"
 #include "placer/sim/placement.hpp"
+#include "placer/sim/trace.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/json_fields.hpp"
 
@@ -32,6 +33,7 @@ struct RunArgs {
   std::uint64_t seed = 1;
   int threads = 0;
   bool json = false;
+  std::string trace;
 };
 
 void add_exec_options(CLI::App* cmd, int& threads, std::uint64_t& seed) {
@@ -67,6 +69,34 @@ nlohmann::json memory_json(const exec::Executor& executor, const Cluster& cluste
   return out;
 }
 
+// A step as it ran (Executor::trace_step) as Chrome trace events in process `pid`: a track per
+// device for its forward ops, one for autograd's nodes, one for the loss and the update, and a
+// counter of the host's live bytes ("memory host"). Times in whole nanoseconds, as the simulated
+// trace's (sim/trace.cpp).
+nlohmann::json measured_trace_events(const exec::StepTrace& t, const Cluster& c, int pid, const std::string& process) {
+  using nlohmann::json;
+  const auto nd = static_cast<std::uint32_t>(c.num_devices());
+  const std::uint32_t autograd = nd, loss_and_update = nd + 1;
+  auto us = [](double s) { return static_cast<double>(std::llround(s * 1e9)) / 1e3; };
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", process}}}});
+  std::set<std::uint32_t> tracks;
+  for (const exec::StepTrace::Slice& slice : t.slices) {
+    const std::uint32_t tid = slice.category == "forward" ? slice.device : slice.category == "backward" ? autograd : loss_and_update;
+    tracks.insert(tid);
+    events.push_back({{"name", slice.name}, {"cat", slice.category}, {"ph", "X"}, {"pid", pid}, {"tid", tid},
+                      {"ts", us(slice.start_s)}, {"dur", us(slice.end_s) - us(slice.start_s)}});
+  }
+  for (std::uint32_t tid : tracks) {
+    const std::string name = tid < nd ? c.device(tid).name : tid == autograd ? "autograd (backward)" : "loss and update";
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+  }
+  for (const exec::StepTrace::Sample& m : t.host_memory)
+    events.push_back({{"name", "memory host"}, {"ph", "C"}, {"pid", pid}, {"ts", us(m.t_s)}, {"args", {{"bytes", m.bytes}}}});
+  return events;
+}
+
 // One line per measured memory: "  memory host (cpu:0): peak 1.2 GiB, 300 MiB before the step[, simulated ...]".
 void print_memory(const nlohmann::json& memory) {
   for (const auto& m : memory) {
@@ -98,6 +128,11 @@ void run_run(const RunArgs& args) {
   exec::Executor executor(args.model, options, cluster, devices,
                           exec::ExecOptions{.mode = options.mode, .optimizer = options.optimizer, .seed = args.seed});
   const exec::StepTimes t = executor.measure(args.steps, args.warmup);
+  // The memory and copies reported are the timed steps'; the traced step comes after them.
+  const nlohmann::json memory = memory_json(executor, cluster);
+  const std::size_t copies = executor.copies_last_step();
+  if (!args.trace.empty())
+    write_chrome_trace_events(args.trace, measured_trace_events(executor.trace_step(), cluster, 1, "measured: " + label + " on " + cluster.name()));
   if (args.json) {
     nlohmann::json j = times_json(t);
     j["warmup"] = args.warmup;
@@ -106,8 +141,8 @@ void run_run(const RunArgs& args) {
     j["mode"] = args.model_args.mode;
     if (options.mode == Mode::training) j["optimizer"] = args.model_args.optimizer;
     j["threads"] = threads;
-    j["copies_per_step"] = executor.copies_last_step();
-    j["memory"] = memory_json(executor, cluster);
+    j["copies_per_step"] = copies;
+    j["memory"] = memory;
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -116,8 +151,8 @@ void run_run(const RunArgs& args) {
              args.model, args.model_args.mode, label, cluster.name(), human_seconds(t.median_s), human_seconds(t.p10_s),
              human_seconds(t.p90_s), human_seconds(t.min_s), human_seconds(t.max_s), plural(t.times_s.size(), "step", "steps"),
              args.warmup, plural(static_cast<std::size_t>(threads), "thread", "threads"),
-             plural(executor.copies_last_step(), "copy", "copies"));
-  print_memory(memory_json(executor, cluster));
+             plural(copies, "copy", "copies"));
+  print_memory(memory);
 }
 
 struct ProfileArgs {
@@ -192,6 +227,7 @@ struct ValidateArgs {
   std::uint64_t seed = 1;
   int threads = 0;
   bool json = false;
+  std::string trace;
 };
 
 void run_validate(const ValidateArgs& args) {
@@ -216,13 +252,17 @@ void run_validate(const ValidateArgs& args) {
     runs.push_back({"all on " + device, resolve_forward_placement(PlacementSpec{.default_device = device}, graph, cluster, "--on")});
   for (const auto& file : args.placements)
     runs.push_back({file, resolve_forward_placement(load_placement_file(file), graph, cluster, "placement file '" + file + "'")});
+  if (!args.trace.empty() && runs.size() != 1)
+    throw UsageError("--trace writes one placement's step: give one --on DEVICE or one --placements FILE (got " + std::to_string(runs.size()) + ")");
 
   // Everything that can fail without running does so first: devices, simulations.
+  std::vector<TraceEvent> simulated_trace;  // --trace: the one placement's simulated step
   std::vector<double> simulations;
   std::vector<std::vector<std::uint64_t>> simulated_peaks;  // per run, per cluster device
   for (const auto& run : runs) {
     exec::check_devices_available(cluster, run.second);
-    const SimResult& r = sim.simulate(expand_placement(graph, run.second));
+    const SimResult& r = args.trace.empty() ? sim.simulate(expand_placement(graph, run.second))
+                                            : sim.simulate(expand_placement(graph, run.second), simulated_trace);
     simulations.push_back(r.step_time_s);
     simulated_peaks.emplace_back();
     for (const DeviceResult& dr : r.devices) simulated_peaks.back().push_back(dr.peak_memory_bytes);
@@ -255,6 +295,13 @@ void run_validate(const ValidateArgs& args) {
     row["error"] = error;
     row["copies_per_step"] = executor.copies_last_step();
     row["memory"] = memory_json(executor, cluster, &simulated_peaks[i]);
+    if (!args.trace.empty()) {
+      // Both steps in one file: the simulated one (process 1), the measured one (process 2).
+      nlohmann::json events = chrome_trace_events(graph, cluster, simulated_trace, 1, "simulated: " + label + " on " + cluster.name());
+      for (auto& e : measured_trace_events(executor.trace_step(), cluster, 2, "measured: " + label + " on " + cluster.name()))
+        events.push_back(std::move(e));
+      write_chrome_trace_events(args.trace, std::move(events));
+    }
     if (!args.json) {
       fmt::print("{:<40} {:>12} {:>12} {:>+7.1f}%\n", label, human_seconds(t.median_s), human_seconds(simulated), 100 * error);
       print_memory(row["memory"]);
@@ -296,6 +343,9 @@ void register_run(CLI::App& app) {
   cmd->add_option("--warmup", args->warmup, "untimed steps first")->capture_default_str();
   add_exec_options(cmd, args->threads, args->seed);
   cmd->add_flag("--json", args->json, "print JSON (median_s, p10_s, p90_s, min_s, max_s, steps, times_s, ...)");
+  cmd->add_option("--trace", args->trace,
+                  "after the timed steps, run one more and write it as a Chrome trace (Perfetto): its ops, autograd's nodes and the host's live bytes")
+      ->check(kFileName);
   add_model_options(cmd, args->model_args);
   cmd->callback([args] { run_run(*args); });
 }
@@ -328,6 +378,10 @@ void register_validate(CLI::App& app) {
   cmd->add_option("--warmup", args->warmup, "untimed steps first")->capture_default_str();
   add_exec_options(cmd, args->threads, args->seed);
   cmd->add_flag("--json", args->json, "print JSON");
+  cmd->add_option("--trace", args->trace,
+                  "one placement: write its simulated step and, after the timed steps, one more measured step to one Chrome trace "
+                  "(two processes in Perfetto)")
+      ->check(kFileName);
   add_model_options(cmd, args->model_args);
   cmd->callback([args] {
     args->placements = comma_items(args->placements);

@@ -45,7 +45,7 @@ struct Device {
   double op_overhead_s = 0;                  // fixed cost of every op (framework + launch)
   int streams = 1;                           // ops the device can run at once
   // Efficiencies measured on this device (`placer fit`), per op class: the fraction of peak_flops
-  // (compute) and of memory_bandwidth (memory) that the class reaches. A zero keeps the cost
+  // (compute) and of the bandwidth at the op's size (memory; bandwidth_for) that the class reaches. A zero keeps the cost
   // model's default for the device kind (docs/cost-model.md).
   struct Efficiency {
     double compute = 0, memory = 0;
@@ -58,7 +58,7 @@ struct Device {
   std::array<Efficiency, kNumOpClasses> backward_efficiency{};
   double backward_op_overhead_s = -1;
   double backward_overhead_s() const { return backward_op_overhead_s >= 0 ? backward_op_overhead_s : op_overhead_s; }
-  // Bandwidth by working set (bytes read + written, ascending), where caches make a smaller one
+  // Bandwidth by working set (bytes read + written, strictly ascending), where caches make a smaller one
   // faster: a streaming copy measured at each size. Empty: memory_bandwidth at every size. An op
   // touching more than the last size gets memory_bandwidth (docs/cost-model.md#caches).
   struct BandwidthPoint {

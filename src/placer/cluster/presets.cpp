@@ -36,11 +36,11 @@ constexpr double kCpuOpOverheadS = 8e-6;        // the issue's figure for PyTorc
 constexpr double kH100Flops = 51.6e12;             // fp32 4096^2 matrix product, TF32 off
 constexpr double kH100Bandwidth = 2.97e12;         // 256 MiB device copy, read + write
 constexpr double kH100OpOverheadS = 6.1e-6;        // fitted per-op cost inside a step (asynchronous launches)
-constexpr double kH100BackwardOpOverheadS = 28.4e-6;  // fitted, per gradient (an autograd node, several kernels)
+constexpr double kH100BackwardOpOverheadS = 27.9e-6;  // fitted, per gradient (an autograd node, several kernels)
 constexpr double kH100BoxCpuFlops = 1.06e12;       // fp32 768^2 matrix product, 15 threads
 constexpr double kH100BoxCpuBandwidth = 142e9;     // 32 MiB copy, read + write
 constexpr double kH100BoxCpuOverheadS = 6.9e-6;    // fitted
-constexpr double kH100BoxCpuBackwardOverheadS = 28.9e-6;  // fitted
+constexpr double kH100BoxCpuBackwardOverheadS = 11.8e-6;  // fitted
 
 struct ClassEfficiency {
   OpClass op_class;
@@ -58,13 +58,13 @@ std::array<Device::Efficiency, kNumOpClasses> efficiencies(std::initializer_list
 std::array<Device::Efficiency, kNumOpClasses> h100_efficiency() {
   return efficiencies({{OpClass::conv, 3.810, 0.445}, {OpClass::matmul, 0.929, 0.353}, {OpClass::elementwise, 0, 1.176},
                        {OpClass::normalization, 0, 0.564}, {OpClass::pooling, 0, 0.496}, {OpClass::reduction, 0, 0.756},
-                       {OpClass::data_movement, 0, 1.142}, {OpClass::optimizer, 0, 4.0}});
+                       {OpClass::data_movement, 0, 1.142}, {OpClass::optimizer, 0, 4.000}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 3.476, 0.449}, {OpClass::matmul, 1.478, 0.896}, {OpClass::elementwise, 0, 1.306},
-                       {OpClass::normalization, 0, 0.409}, {OpClass::pooling, 0, 0.348}, {OpClass::reduction, 0, 0.915},
-                       {OpClass::data_movement, 0, 2.030}});
+  return efficiencies({{OpClass::conv, 3.470, 0.446}, {OpClass::matmul, 1.471, 0.888}, {OpClass::elementwise, 0, 1.290},
+                       {OpClass::normalization, 0, 0.406}, {OpClass::pooling, 0, 0.348}, {OpClass::reduction, 0, 0.851},
+                       {OpClass::data_movement, 0, 1.771}});
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
@@ -74,9 +74,9 @@ std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_efficiency() {
 }
 
 std::array<Device::Efficiency, kNumOpClasses> h100_box_cpu_backward_efficiency() {
-  return efficiencies({{OpClass::conv, 0.783, 0.100}, {OpClass::matmul, 0.821, 0.081}, {OpClass::elementwise, 0, 0.774},
-                       {OpClass::normalization, 0, 0.460}, {OpClass::pooling, 0, 0.259}, {OpClass::reduction, 0, 1.770},
-                       {OpClass::data_movement, 0, 4.0}});
+  return efficiencies({{OpClass::conv, 0.782, 0.100}, {OpClass::matmul, 0.820, 0.081}, {OpClass::elementwise, 0, 0.797},
+                       {OpClass::normalization, 0, 0.448}, {OpClass::pooling, 0, 0.258}, {OpClass::reduction, 0, 1.441},
+                       {OpClass::data_movement, 0, 4.000}});
 }
 
 // An H100 as measured (dgx-h100's GPUs and h100-box's).

@@ -63,11 +63,23 @@ double modelled_time_s(const OpWork& work, const Device& device, const CostModel
 
 OpWork priced_work(const Graph& g, OpId op) {
   OpWork w = g.op_work(op);
-  if (w.op_class == OpClass::alias) return w;
   const std::uint32_t views = g.op_view_outputs(op);
+  const auto ins = g.op_inputs(op);
   const auto outs = g.op_outputs(op);
+  if (w.op_class == OpClass::alias) {
+    // A Reshape or Flatten that PyTorch cannot make a view of (its input a view out of row-major
+    // order: attention's heads merged after a Transpose) copies it, as the memory model has it.
+    if (!outs.empty() && outs[0] != kNoId && !(views & 1u) && !g.op_folded(op) && !ins.empty() && ins[0] != kNoId &&
+        !g.tensor_folded(ins[0]) && g.tensor_bytes(ins[0]) == g.tensor_bytes(outs[0]))
+      return OpWork{0.0, static_cast<double>(g.tensor_bytes(ins[0])), static_cast<double>(g.tensor_bytes(outs[0])), OpClass::data_movement};
+    return w;
+  }
   bool all = views != 0;
   for (std::size_t i = 0; all && i < outs.size(); ++i) all = outs[i] == kNoId || (i < 32 && (views >> i & 1u));
+  // A gradient that sums partial gradients as they arrive (Graph::tensor_accumulated) runs that sum
+  // whatever it passes on, and Mean's gradient its one division: their work stays.
+  for (std::size_t i = 0; all && i < ins.size(); ++i) all = ins[i] == kNoId || !g.tensor_accumulated(ins[i]);
+  if (all && g.op_type(op) == "MeanGrad") all = false;
   if (all) w.flops = 0, w.bytes_read = 0, w.bytes_written = 0;
   return w;
 }

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
@@ -78,6 +79,8 @@ class Engine {
   void forward_only(bool keep_values);
   // Forward pass as in a training step (autograd recording), without loss or backward.
   void forward_recording();
+  // One step recorded (Executor::trace_step).
+  StepTrace trace_step();
 
   bool is_folded(OpId op) const { return op_folded_[op] != 0; }
   bool is_skipped(OpId op) const { return op_skip_[op] != 0; }
@@ -150,6 +153,10 @@ class Engine {
   // Gradients copied back across devices in the last step's backward pass: counted by hooks that
   // autograd may run on its own threads (one per CUDA device); shared with them.
   std::shared_ptr<std::atomic<std::size_t>> gradient_copies_ = std::make_shared<std::atomic<std::size_t>>(0);
+  // While trace_step runs: where forward ops, the loss and the update record their slices.
+  StepTrace* trace_ = nullptr;
+  std::chrono::steady_clock::time_point trace_start_;
+  void trace_slice(std::string name, const char* category, DeviceId device, std::chrono::steady_clock::time_point start);
 };
 
 }  // namespace placer::exec::detail

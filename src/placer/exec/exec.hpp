@@ -64,6 +64,24 @@ struct MeasuredMemory {
   std::uint64_t peak_bytes = 0;   // the most live at once during a timed step
 };
 
+// One step as it ran, recorded for a trace (Executor::trace_step; docs/execution.md#traces): times
+// on the wall clock from the step's start.
+struct StepTrace {
+  struct Slice {
+    std::string name;      // a forward op's name; an autograd node's ("ConvolutionBackward0"); "loss", "optimizer"
+    std::string category;  // "forward", "backward", "loss", "update"
+    DeviceId device = 0;   // the op's device (forward ops); the device of the step's first output otherwise
+    double start_s = 0, end_s = 0;
+  };
+  std::vector<Slice> slices;  // in the order they started (forward ops, then autograd nodes, ...)
+  struct Sample {
+    double t_s = 0;
+    std::uint64_t bytes = 0;  // host bytes in live tensors from t_s on
+  };
+  std::vector<Sample> host_memory;  // every change during the step; empty when the host is not measured
+  double step_s = 0;
+};
+
 // Runs one step of an ONNX model (forward; in training also loss, backward through autograd and
 // the optimizer step) under a placement of its forward ops. Constructing it checks every op (an op
 // type it cannot run is an Error naming the op and its type, before anything runs), folds the
@@ -85,6 +103,10 @@ class Executor {
   void step();
   // `warmup` untimed steps, then `steps` timed ones (wall clock; CUDA devices synchronised).
   StepTimes measure(int steps, int warmup);
+  // One more step, untimed, recording when each op ran and the host's live bytes over it. Forward
+  // ops are timed one by one (a CUDA device synchronised after each), autograd's nodes through
+  // libtorch's RecordFunction callbacks: the recording slows the step a little.
+  StepTrace trace_step();
 
   // For tests and checks: the graph outputs of the last step and a parameter's current value, as
   // float on the CPU (row-major); tensors copied between devices in the last step.

@@ -7,8 +7,11 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <unordered_map>
+
+#include <ATen/record_function.h>
 
 #include "placer/exec/engine.hpp"
 #include "placer/exec/memory_meter.hpp"
@@ -2545,7 +2548,12 @@ void Engine::run_forward(bool keep_values) {
       }
     }
     OpCall call{graph_, op, node(op), training(), in, value, device, op_gate_order_[op] != 0, op_layer_params_[op]};
+    const auto op_start = trace_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     std::vector<torch::Tensor> outs = call_op(*impl, call);
+    if (trace_) {
+      if (device.is_cuda()) torch::cuda::synchronize(device.index());
+      trace_slice(graph_.op_name(op), "forward", d, op_start);
+    }
     const auto& slots = op_out_slots_[op];
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const TensorId t = slots[k];
@@ -2606,6 +2614,7 @@ void Engine::step(bool keep_values) {
   // carrying a gradient) of their mean, summed on the first output's device.
   torch::Tensor loss;
   const auto outputs = graph_.outputs();
+  const auto loss_start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < outputs_.size(); ++i) {
     const torch::Tensor& out = outputs_[i];
     if (graph_.producer(outputs[i]) == kNoId || !out.defined() || !out.requires_grad() || !out.is_floating_point()) continue;
@@ -2614,18 +2623,122 @@ void Engine::step(bool keep_values) {
   }
   // No output carries a gradient (every path from a parameter goes through an op that stops
   // gradients): the training step is its forward pass alone, as the IR's (no loss, no update).
+  // The device of the step's first output that an op makes: where the loss starts.
+  DeviceId first_device = 0;
+  for (TensorId t : outputs)
+    if (graph_.producer(t) != kNoId) {
+      first_device = op_device_[graph_.producer(t)];
+      break;
+    }
+  if (trace_ && loss.defined()) trace_slice("loss", "loss", first_device, loss_start);
   if (loss.defined()) {
     try {
       loss.backward();
     } catch (const c10::Error& e) {
       throw Error("training step: libtorch's backward pass failed: " + first_line(e.what_without_backtrace()));
     }
+    const auto update_start = std::chrono::steady_clock::now();
     if (optimizer_) optimizer_->step();
+    if (trace_ && optimizer_) {
+      synchronize();
+      trace_slice("optimizer", "update", first_device, update_start);
+    }
     loss_ = loss.detach();
   } else {
     loss_ = torch::Tensor();
   }
   synchronize();
+}
+
+namespace {
+
+double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The autograd nodes of a traced step, from libtorch's RecordFunction callbacks, which autograd runs
+// around every node it executes (on whichever thread runs it: the caller's for the CPU, one per
+// CUDA device). A global callback, so those threads report too; on only while trace_step runs.
+struct NodeRecorder {
+  std::mutex mutex;
+  StepTrace* trace = nullptr;
+  std::chrono::steady_clock::time_point start;
+  DeviceId device = 0;
+};
+NodeRecorder g_nodes;
+
+struct NodeStart final : at::ObserverContext {
+  std::chrono::steady_clock::time_point t;
+};
+
+std::unique_ptr<at::ObserverContext> node_started(const at::RecordFunction&) {
+  auto context = std::make_unique<NodeStart>();
+  context->t = std::chrono::steady_clock::now();
+  return context;
+}
+
+void node_ended(const at::RecordFunction& fn, at::ObserverContext* context) {
+  const auto end = std::chrono::steady_clock::now();
+  std::lock_guard lock(g_nodes.mutex);
+  if (g_nodes.trace == nullptr || context == nullptr) return;
+  g_nodes.trace->slices.push_back({fn.name(), "backward", g_nodes.device, seconds_between(g_nodes.start, static_cast<NodeStart*>(context)->t),
+                                   seconds_between(g_nodes.start, end)});
+}
+
+}  // namespace
+
+void Engine::trace_slice(std::string name, const char* category, DeviceId device, std::chrono::steady_clock::time_point start) {
+  const auto end = std::chrono::steady_clock::now();
+  std::lock_guard lock(g_nodes.mutex);  // autograd's threads may be recording nodes
+  trace_->slices.push_back({std::move(name), category, device, seconds_between(trace_start_, start), seconds_between(trace_start_, end)});
+}
+
+StepTrace Engine::trace_step() {
+  StepTrace trace;
+  const bool host = read_host_memory().measured;
+  DeviceId first_device = 0;
+  for (TensorId t : graph_.outputs())
+    if (graph_.producer(t) != kNoId) {
+      first_device = op_device_[graph_.producer(t)];
+      break;
+    }
+  at::CallbackHandle nodes = at::INVALID_CALLBACK_HANDLE;
+  auto finish = [&] {
+    if (nodes != at::INVALID_CALLBACK_HANDLE) at::removeCallback(nodes);
+    std::lock_guard lock(g_nodes.mutex);
+    g_nodes.trace = nullptr;
+    trace_ = nullptr;
+  };
+  synchronize();
+  const std::uint64_t start_bytes = host ? read_host_memory().current_bytes : 0;
+  trace_start_ = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(g_nodes.mutex);
+    g_nodes.trace = &trace, g_nodes.start = trace_start_, g_nodes.device = first_device;
+  }
+  trace_ = &trace;
+  if (training())
+    nodes = at::addGlobalCallback(at::RecordFunctionCallback(node_started, node_ended).scopes({at::RecordScope::BACKWARD_FUNCTION}));
+  if (host) start_host_timeline();
+  try {
+    step();
+  } catch (...) {
+    if (host) (void)stop_host_timeline();
+    finish();
+    throw;
+  }
+  const auto end = std::chrono::steady_clock::now();
+  std::vector<HostSample> samples;
+  if (host) samples = stop_host_timeline();
+  finish();
+  trace.step_s = seconds_between(trace_start_, end);
+  if (host) {
+    const std::int64_t t0 = std::chrono::duration_cast<std::chrono::nanoseconds>(trace_start_.time_since_epoch()).count();
+    trace.host_memory.push_back({0.0, start_bytes});
+    for (const HostSample& h : samples) trace.host_memory.push_back({std::max(0.0, static_cast<double>(h.t_ns - t0) * 1e-9), h.bytes});
+  }
+  std::stable_sort(trace.slices.begin(), trace.slices.end(), [](const StepTrace::Slice& a, const StepTrace::Slice& b) { return a.start_s < b.start_s; });
+  return trace;
 }
 
 void Engine::synchronize() const {
@@ -2727,6 +2840,11 @@ Executor& Executor::operator=(Executor&&) noexcept = default;
 
 const Graph& Executor::forward_graph() const { return impl_->engine.graph(); }
 void Executor::step() { impl_->engine.step(); }
+
+StepTrace Executor::trace_step() {
+  impl_->engine.release_outputs();
+  return impl_->engine.trace_step();
+}
 
 StepTimes Executor::measure(int steps, int warmup) {
   detail::Engine& e = impl_->engine;

@@ -117,12 +117,18 @@ Measured measure_device(const torch::Device& device) {
   // all (read + written), its per-op overhead taken off (the cost model adds it), never below the
   // bandwidth of a larger one. (GPUs: not measured; their small copies are launch-bound.)
   if (!gpu) {
+    // The fixed cost of a copy (a one-element add allocates its result; a copy does not).
+    torch::Tensor one = torch::ones({1}, opts), into = torch::empty({1}, opts);
+    const double copy_overhead_s = best_time_s(device, 2000, 3, [&] { into.copy_(one); });
     for (std::int64_t bytes = 512 << 10; bytes <= (32ll << 20); bytes *= 4) {
       const std::int64_t n = bytes / 8;  // floats per buffer: two buffers of bytes / 2
       torch::Tensor a = torch::ones({n}, opts), b = torch::empty({n}, opts);
       const int reps = static_cast<int>(std::max<std::int64_t>(4, (64ll << 20) / bytes));
-      const double t = best_time_s(device, reps, 3, [&] { b.copy_(a); }) - m.overhead_s;
-      if (t > 0) m.bandwidth_by_size.push_back({static_cast<std::uint64_t>(bytes), static_cast<double>(bytes) / t});
+      const double raw = best_time_s(device, reps, 3, [&] { b.copy_(a); });
+      // A point whose fixed cost is half its time or more says more about the overhead than about
+      // the bandwidth: left out (the curve's first point then covers smaller sizes).
+      const double t = raw - copy_overhead_s;
+      if (t > 0.5 * raw) m.bandwidth_by_size.push_back({static_cast<std::uint64_t>(bytes), static_cast<double>(bytes) / t});
     }
     double floor = m.bandwidth;
     for (auto it = m.bandwidth_by_size.rbegin(); it != m.bandwidth_by_size.rend(); ++it) floor = it->bytes_per_s = std::max(it->bytes_per_s, floor);

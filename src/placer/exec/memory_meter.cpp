@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 
@@ -15,6 +16,16 @@ namespace placer::exec::detail {
 namespace {
 
 std::atomic<std::uint64_t> g_current{0}, g_peak{0};
+// The timeline (start_host_timeline): off unless recording, then every change appends a sample.
+std::atomic<bool> g_recording{false};
+std::mutex g_timeline_mutex;
+std::vector<HostSample> g_timeline;
+
+void record(std::uint64_t now) {
+  const auto t = std::chrono::steady_clock::now().time_since_epoch();
+  std::lock_guard lock(g_timeline_mutex);
+  g_timeline.push_back({std::chrono::duration_cast<std::chrono::nanoseconds>(t).count(), now});
+}
 
 // Each block asked of the base allocator carries a header of this size in front of the tensor's
 // bytes, holding their count, so that the deleter (which gets only the pointer) can subtract them.
@@ -24,6 +35,7 @@ c10::DeleterFnPtr g_base_delete = nullptr;  // the base allocator's raw deleter:
 
 void add(std::uint64_t bytes) {
   const std::uint64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (g_recording.load(std::memory_order_relaxed)) [[unlikely]] record(now);
   std::uint64_t peak = g_peak.load(std::memory_order_relaxed);
   while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
@@ -34,7 +46,8 @@ void metered_delete(void* data) {
   char* block = static_cast<char*>(data) - kHeader;
   std::uint64_t bytes;
   std::memcpy(&bytes, block, sizeof bytes);
-  g_current.fetch_sub(bytes, std::memory_order_relaxed);
+  const std::uint64_t now = g_current.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
+  if (g_recording.load(std::memory_order_relaxed)) [[unlikely]] record(now);
   g_base_delete(block);
 }
 
@@ -75,6 +88,21 @@ void install_host_meter() {
 MemoryReading read_host_memory() {
   if (g_base_delete == nullptr) return {};
   return {g_current.load(std::memory_order_relaxed), g_peak.load(std::memory_order_relaxed), true};
+}
+
+void start_host_timeline() {
+  {
+    std::lock_guard lock(g_timeline_mutex);
+    g_timeline.clear();
+    g_timeline.reserve(1 << 16);
+  }
+  g_recording.store(true, std::memory_order_relaxed);
+}
+
+std::vector<HostSample> stop_host_timeline() {
+  g_recording.store(false, std::memory_order_relaxed);
+  std::lock_guard lock(g_timeline_mutex);
+  return std::move(g_timeline);
 }
 
 void reset_host_peak() { g_peak.store(g_current.load(std::memory_order_relaxed), std::memory_order_relaxed); }

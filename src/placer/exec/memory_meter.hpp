@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace placer::exec::detail {
 
@@ -21,6 +22,14 @@ struct MemoryReading {
 };
 MemoryReading read_host_memory();
 void reset_host_peak();  // peak := current
+// While on, every change of the host's live bytes is recorded (steady-clock nanoseconds, bytes after
+// it); off, the samples recorded since it was turned on. Not reentrant: one recording at a time.
+struct HostSample {
+  std::int64_t t_ns;
+  std::uint64_t bytes;
+};
+void start_host_timeline();
+std::vector<HostSample> stop_host_timeline();
 // CUDA device `index`: its caching allocator's statistics (measured = false without CUDA).
 MemoryReading read_cuda_memory(int index);
 void reset_cuda_peak(int index);

@@ -11,14 +11,15 @@
 
 namespace placer {
 
-void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& c, const std::vector<TraceEvent>& trace) {
+nlohmann::json chrome_trace_events(const Graph& g, const Cluster& c, const std::vector<TraceEvent>& trace, int pid,
+                                   const std::string& process) {
   using nlohmann::json;
   const auto nd = static_cast<std::uint32_t>(c.num_devices());
-  json events = json::array();  // all in process 1 (Perfetto gives pid 0 special handling)
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "placer: " + c.name()}}}});
+  json events = json::array();  // all in process `pid`, 1 unless said (Perfetto gives pid 0 special handling)
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", process.empty() ? "placer: " + c.name() : process}}}});
   for (std::uint32_t d = 0; d < nd; ++d) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", d}, {"args", {{"name", c.device(d).name}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", d}, {"args", {{"sort_index", d}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", d}, {"args", {{"name", c.device(d).name}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", d}, {"args", {{"sort_index", d}}}});
   }
   std::vector<bool> channel_used(c.num_channels(), false);
   // Slices on one track must nest, so a device that runs several ops at once (streams > 1) gets a
@@ -38,9 +39,9 @@ void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& 
     lanes.push_back({e.device, tid, e.end_s});
     std::size_t stream = 0;
     for (const Lane& l : lanes) stream += l.device == e.device;
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid},
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid},
                       {"args", {{"name", c.device(e.device).name + " stream " + std::to_string(stream)}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1}, {"tid", tid}, {"args", {{"sort_index", e.device}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", e.device}}}});
     return tid;
   };
   // Times in whole nanoseconds, written as microseconds: a slice that starts where another ends
@@ -57,19 +58,19 @@ void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& 
     const double ts = static_cast<double>(start_ns) / 1e3, dur = static_cast<double>(end_ns - start_ns) / 1e3;
     if (e.kind == TraceEvent::Kind::memory) {
       // A counter track per device: the bytes in use over the step.
-      events.push_back({{"name", "memory " + c.device(e.device).name}, {"ph", "C"}, {"pid", 1}, {"ts", ts}, {"args", {{"bytes", e.bytes}}}});
+      events.push_back({{"name", "memory " + c.device(e.device).name}, {"ph", "C"}, {"pid", pid}, {"ts", ts}, {"args", {{"bytes", e.bytes}}}});
     } else if (e.kind == TraceEvent::Kind::op) {
       const std::string& module = g.module_name(g.op_module(e.id));
       events.push_back({{"name", g.op_name(e.id)},
                         {"cat", std::string(op_role_name(g.op_role(e.id)))},
-                        {"ph", "X"}, {"pid", 1}, {"tid", lane_for(e)}, {"ts", ts}, {"dur", dur},
+                        {"ph", "X"}, {"pid", pid}, {"tid", lane_for(e)}, {"ts", ts}, {"dur", dur},
                         {"args", {{"type", g.op_type(e.id)}, {"module", module}, {"call", g.op_call(e.id)}}}});
     } else {
       for (ChannelId ch : c.route(e.device, e.to)) {
         channel_used[ch] = true;
         events.push_back({{"name", g.tensor_name(e.id)},
                           {"cat", "transfer"},
-                          {"ph", "X"}, {"pid", 1}, {"tid", nd + ch}, {"ts", ts}, {"dur", dur},
+                          {"ph", "X"}, {"pid", pid}, {"tid", nd + ch}, {"ts", ts}, {"dur", dur},
                           {"args", {{"bytes", g.tensor_bytes(e.id)},
                                     {"from", c.device(e.device).name},
                                     {"to", c.device(e.to).name}}}});
@@ -78,8 +79,16 @@ void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& 
   }
   for (ChannelId ch = 0; ch < c.num_channels(); ++ch)
     if (channel_used[ch])
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", nd + ch}, {"args", {{"name", c.channel_name(ch)}}}});
-  write_json_file(path, json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}, "trace", -1);
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", nd + ch}, {"args", {{"name", c.channel_name(ch)}}}});
+  return events;
+}
+
+void write_chrome_trace_events(const std::string& path, nlohmann::json events) {
+  write_json_file(path, nlohmann::json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}, "trace", -1);
+}
+
+void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& c, const std::vector<TraceEvent>& trace) {
+  write_chrome_trace_events(path, chrome_trace_events(g, c, trace));
 }
 
 }  // namespace placer
