@@ -823,18 +823,17 @@ TEST(CostTable, AnOpThatMakesOnlyViewsCostsItsOverheadAlone) {
 }
 
 TEST(CostTable, AGradientPassedOnStillPaysForTheSumOfItsPartials) {
-  // y = x * p read twice: Add's gradient passes dY on to both operands (views), and sums dY's two
+  // y = p + q read twice: Add's gradient passes dY on to both operands (views), and sums dY's two
   // partials (one from each Relu) first: that sum is a kernel, priced.
   GraphBuilder b("sum");
   const F32Tensors tensor{b};
-  const TensorId x = tensor("x", {64, 128}, TensorKind::data), p = tensor("p", {64, 128}, TensorKind::parameter);
-  const TensorId q = tensor("q", {64, 128}, TensorKind::parameter), y = tensor("y", {64, 128});
+  const TensorId p = tensor("p", {64, 128}, TensorKind::parameter), q = tensor("q", {64, 128}, TensorKind::parameter);
+  const TensorId y = tensor("y", {64, 128});
   const TensorId r1 = tensor("r1", {64, 128}), r2 = tensor("r2", {64, 128});
   add_priced(b, "add", "Add", {p, q}, y);
   add_priced(b, "relu1", "Relu", {y}, r1);
   add_priced(b, "relu2", "Relu", {y}, r2);
   b.mark_output(r1), b.mark_output(r2);
-  (void)x;
   const Graph step = derive_training_step(std::move(b).build(), Optimizer::sgd);
   const OpId grad = step.find_op("add/grad");
   ASSERT_NE(grad, kNoId);
