@@ -157,6 +157,8 @@ class Engine {
   StepTrace* trace_ = nullptr;
   std::chrono::steady_clock::time_point trace_start_;
   void trace_slice(std::string name, const char* category, DeviceId device, std::chrono::steady_clock::time_point start);
+  // The device of the step's first output that an op makes (where the loss starts; trace slices).
+  DeviceId loss_device() const;
 };
 
 }  // namespace placer::exec::detail

@@ -2623,14 +2623,7 @@ void Engine::step(bool keep_values) {
   }
   // No output carries a gradient (every path from a parameter goes through an op that stops
   // gradients): the training step is its forward pass alone, as the IR's (no loss, no update).
-  // The device of the step's first output that an op makes: where the loss starts.
-  DeviceId first_device = 0;
-  for (TensorId t : outputs)
-    if (graph_.producer(t) != kNoId) {
-      first_device = op_device_[graph_.producer(t)];
-      break;
-    }
-  if (trace_ && loss.defined()) trace_slice("loss", "loss", first_device, loss_start);
+  if (trace_ && loss.defined()) trace_slice("loss", "loss", loss_device(), loss_start);
   if (loss.defined()) {
     try {
       loss.backward();
@@ -2641,7 +2634,7 @@ void Engine::step(bool keep_values) {
     if (optimizer_) optimizer_->step();
     if (trace_ && optimizer_) {
       synchronize();
-      trace_slice("optimizer", "update", first_device, update_start);
+      trace_slice("optimizer", "update", loss_device(), update_start);
     }
     loss_ = loss.detach();
   } else {
@@ -2693,15 +2686,16 @@ void Engine::trace_slice(std::string name, const char* category, DeviceId device
   trace_->slices.push_back({std::move(name), category, device, seconds_between(trace_start_, start), seconds_between(trace_start_, end)});
 }
 
+DeviceId Engine::loss_device() const {
+  for (TensorId t : graph_.outputs())
+    if (graph_.producer(t) != kNoId) return op_device_[graph_.producer(t)];
+  return 0;
+}
+
 StepTrace Engine::trace_step() {
   StepTrace trace;
   const bool host = read_host_memory().measured;
-  DeviceId first_device = 0;
-  for (TensorId t : graph_.outputs())
-    if (graph_.producer(t) != kNoId) {
-      first_device = op_device_[graph_.producer(t)];
-      break;
-    }
+  const DeviceId first_device = loss_device();
   at::CallbackHandle nodes = at::INVALID_CALLBACK_HANDLE;
   auto finish = [&] {
     if (nodes != at::INVALID_CALLBACK_HANDLE) at::removeCallback(nodes);
