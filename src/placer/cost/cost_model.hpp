@@ -72,11 +72,16 @@ struct CostModel {
 double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency = true,
                        bool backward = false);
 
-// The work the cost model prices for `op`: Graph::op_work, but none for an op every output of
-// which is a view (Graph::op_view_outputs: a Transpose, a Split, a gradient passed through, a
-// Concat gradient's slices), which PyTorch makes without touching memory: such an op costs its
-// per-op overhead alone, as measured (a Transpose 0.6 us on a CPU whatever its size, where its
-// bytes priced it at up to 126 us; docs/cost-model.md#views).
+// The work the cost model prices for `op` (the cost table and `placer fit` read it):
+// Graph::op_work, but
+// - none for an op every output of which is a view (Graph::op_view_outputs: a Transpose, a Split,
+//   a gradient passed through, a Concat gradient's slices), which PyTorch makes without touching
+//   memory: such an op costs its per-op overhead alone, as measured (a Transpose 0.6 us on a CPU
+//   whatever its size, where its bytes priced it at up to 126 us); unless it sums partial
+//   gradients as they arrive (Graph::tensor_accumulated inputs) or is Mean's gradient;
+// - an alias whose output is no view (a Reshape of a view out of row-major order, which PyTorch
+//   copies) moves its input's and output's bytes, as data movement.
+// docs/cost-model.md#views.
 OpWork priced_work(const Graph& g, OpId op);
 
 // Measured op times, per device kind: by exact op name, or by op signature (type and input

@@ -114,8 +114,9 @@ Measured measure_device(const torch::Device& device) {
   torch::Tensor x = torch::ones({1}, opts), y = torch::ones({1}, opts);
   m.overhead_s = best_time_s(device, 2000, 3, [&] { torch::add(x, y); });
   // On a CPU, what its caches give a smaller working set: the same copy of 512 KiB to 32 MiB in
-  // all (read + written), its per-op overhead taken off (the cost model adds it), never below the
-  // bandwidth of a larger one. (GPUs: not measured; their small copies are launch-bound.)
+  // all (read + written), a one-element copy's time taken off (the cost model adds the per-op
+  // overhead), never below the bandwidth of a larger one. (GPUs: not measured; their small copies
+  // are launch-bound.)
   if (!gpu) {
     // The fixed cost of a copy (a one-element add allocates its result; a copy does not).
     torch::Tensor one = torch::ones({1}, opts), into = torch::empty({1}, opts);
