@@ -842,18 +842,28 @@ TEST(CostTable, AGradientPassedOnStillPaysForTheSumOfItsPartials) {
   EXPECT_EQ(priced_work(step, grad), step.op_work(grad));
 }
 
+// x * p, then its heads transposed (perm 0, 2, 1, 3) as attention does: returns the transposed
+// view, a tensor named `name` of x's shape with its middle two dimensions swapped.
+TensorId transposed_heads(GraphBuilder& b, std::vector<std::int64_t> shape, const std::string& name) {
+  const F32Tensors tensor{b};
+  Attributes perm;
+  perm.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 2, 1, 3}});
+  const TensorId x = tensor("x", shape, TensorKind::data), p = tensor("p", {shape.back()}, TensorKind::parameter);
+  const TensorId m = tensor("m", shape);
+  std::swap(shape[1], shape[2]);
+  const TensorId t = tensor(name, shape);
+  add_priced(b, "mul", "Mul", {x, p}, m);
+  add_priced(b, "transpose", "Transpose", {m}, t, perm);
+  return t;
+}
+
 TEST(CostTable, AReshapeThatCopiesAViewIsPricedAsACopy) {
   // Attention's heads merged back: [2, 3, 5, 4] transposed to [2, 5, 3, 4], then reshaped to
   // [2, 5, 12]: PyTorch's reshape copies (the transposed view cannot be viewed so).
   GraphBuilder b("merge");
   const F32Tensors tensor{b};
-  Attributes perm;
-  perm.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 2, 1, 3}});
-  const TensorId x = tensor("x", {2, 3, 5, 4}, TensorKind::data), p = tensor("p", {4}, TensorKind::parameter);
-  const TensorId m = tensor("m", {2, 3, 5, 4}), t = tensor("t", {2, 5, 3, 4}), y = tensor("y", {2, 5, 12});
+  const TensorId t = transposed_heads(b, {2, 3, 5, 4}, "t"), y = tensor("y", {2, 5, 12});
   const TensorId shape = b.add_tensor("shape", {3}, DType::i64, TensorKind::constant);
-  add_priced(b, "mul", "Mul", {x, p}, m);
-  add_priced(b, "transpose", "Transpose", {m}, t, perm);
   add_priced(b, "merge", "Reshape", {t, shape}, y);
   b.mark_output(y);
   const Graph g = std::move(b).build();
@@ -874,13 +884,8 @@ TEST(CostTable, AReshapeThatCopiesAViewIsPricedAsACopy) {
 TEST(CostTable, AMatMulHoldsTheOperandsItCopies) {
   GraphBuilder b("heads");
   const F32Tensors tensor{b};
-  Attributes heads;
-  heads.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 2, 1, 3}});
-  const TensorId x = tensor("x", {2, 5, 3, 4}, TensorKind::data), p = tensor("p", {4}, TensorKind::parameter);
-  const TensorId w = tensor("w", {4, 6}, TensorKind::parameter), m = tensor("m", {2, 5, 3, 4}), q = tensor("q", {2, 3, 5, 4});
-  const TensorId y = tensor("y", {2, 3, 5, 6});
-  add_priced(b, "mul", "Mul", {x, p}, m);
-  add_priced(b, "heads", "Transpose", {m}, q, heads);
+  const TensorId q = transposed_heads(b, {2, 5, 3, 4}, "q");
+  const TensorId w = tensor("w", {4, 6}, TensorKind::parameter), y = tensor("y", {2, 3, 5, 6});
   add_priced(b, "project", "MatMul", {q, w}, y);
   b.mark_output(y);
   const Graph g = std::move(b).build();
