@@ -381,6 +381,33 @@ TEST(ClusterJson, ABandwidthBySizeRoundTripsAndIsChecked) {
   EXPECT_THAT(error_with(3.0), HasSubstr("must be an array"));
 }
 
+TEST(ClusterJson, EfficienciesByOpTypeRoundTripAndAreChecked) {
+  nlohmann::json j = cluster_to_json(cluster_preset("h100-box"));
+  EXPECT_FALSE(j["devices"][0].contains("efficiency_by_type")) << "presets have none";
+  j["devices"][0]["efficiency_by_type"] = {{"MaxPool", {{"compute", 0.002}}}, {"MaxPoolGrad", {{"compute", 0.01}, {"memory", 0.3}}}};
+  const Cluster with = parse_cluster_json(j, "x.json");
+  const auto& types = with.device(0).efficiency_by_type;
+  ASSERT_EQ(types.size(), 2u);
+  EXPECT_EQ(types.at("MaxPool"), (Device::Efficiency{.compute = 0.002, .memory = 0}));
+  EXPECT_EQ(types.at("MaxPoolGrad"), (Device::Efficiency{.compute = 0.01, .memory = 0.3}));
+  EXPECT_EQ(parse_cluster_json(cluster_to_json(with), "y.json").device(0), with.device(0));
+  auto error_with = [&](nlohmann::json types) {
+    nlohmann::json bad = j;
+    bad["devices"][0]["efficiency_by_type"] = std::move(types);
+    return error_of([&] { parse_cluster_json(bad, "x.json"); });
+  };
+  EXPECT_THAT(error_with({{"MaxPool", {{"compute", -1.0}}}}), AllOf(HasSubstr("efficiency_by_type.MaxPool"), HasSubstr("positive")));
+  EXPECT_THAT(error_with({{"MaxPool", {{"compute", 0.0}}}}), HasSubstr("positive"));
+  EXPECT_THAT(error_with({{"MaxPool", nlohmann::json::object()}}), HasSubstr("needs 'compute' or 'memory'"));
+  EXPECT_THAT(error_with({{"MaxPool", {{"speed", 1.0}}}}), HasSubstr("speed"));
+  EXPECT_THAT(error_with({{"", {{"compute", 0.1}}}}), HasSubstr("empty op type"));
+  EXPECT_THAT(error_with(3.0), HasSubstr("keyed by op type"));
+  // Built in code, the same checks hold.
+  std::vector<Device> devices(with.devices().begin(), with.devices().end());
+  devices[0].efficiency_by_type["Relu"] = {.compute = 0, .memory = 0};
+  EXPECT_THAT(error_of([&] { Cluster::build("t", devices, {}, {}); }), HasSubstr("efficiency_by_type.Relu"));
+}
+
 TEST(ClusterPresets, UnknownPresetListsThePresets) {
   EXPECT_THAT(error_of([] { cluster_preset("k80x3"); }),
               AllOf(HasSubstr("'k80x3'"), HasSubstr("k80x2"), HasSubstr("dgx-h100"), HasSubstr("h100-box")));

@@ -720,6 +720,47 @@ TEST(CostTable, AMaxPoolOnTheCpuHoldsItsIndicesWhileItRuns) {
   EXPECT_EQ(op_workspace_bytes(g, 1, DeviceKind::cpu), 0u) << "indices kept as an output";
 }
 
+// A device's efficiency for one op type (Device::efficiency_by_type: libtorch's CPU pooling, far
+// below its class) prices ops of that type, forward or gradient by its own type name, with a fitted
+// model as without one; other ops of the class keep the class's efficiencies.
+TEST(CostTable, AnOpTypesOwnEfficiencyReplacesItsClasss) {
+  GraphBuilder b;
+  const TensorId x = b.add_tensor("x", {8, 16, 32, 32}, DType::f32, TensorKind::data);
+  const TensorId y = b.add_tensor("y", {8, 16, 16, 16}, DType::f32, TensorKind::activation);
+  const TensorId z = b.add_tensor("z", {8, 16, 16, 16}, DType::f32, TensorKind::activation);
+  const TensorId dx = b.add_tensor("dx", {8, 16, 32, 32}, DType::f32, TensorKind::activation);
+  const OpWork pool{1e6, 4e3, 4e3, OpClass::pooling};
+  b.add_op({.name = "max", .type = "MaxPool", .inputs = {x}, .outputs = {y}, .work = pool});
+  b.add_op({.name = "lp", .type = "LpPool", .inputs = {x}, .outputs = {z}, .work = pool});
+  b.add_op({.name = "max_grad", .type = "MaxPoolGrad", .inputs = {y}, .outputs = {dx}, .role = OpRole::backward, .forward_op = 0,
+            .work = pool});
+  b.set_num_forward_ops(2);
+  b.mark_output(z), b.mark_output(dx);
+  const Graph g = std::move(b).build();
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  const CostModel defaults = CostModel::defaults();
+  const double by_class = 1e-6 + 1e6 / (1e11 * defaults.of(DeviceKind::cpu, OpClass::pooling).compute);
+  {
+    const CostTable t(g, Cluster::build("t", {cpu}, {}, {}), defaults);
+    EXPECT_DOUBLE_EQ(t.time_s(0, 0), by_class);
+    EXPECT_DOUBLE_EQ(t.time_s(2, 0), by_class);
+  }
+  cpu.efficiency_by_type["MaxPool"] = {.compute = 0.001, .memory = 0};
+  cpu.efficiency_by_type["MaxPoolGrad"] = {.compute = 0.004, .memory = 0};
+  const Cluster c = Cluster::build("t", {cpu}, {}, {});
+  const CostTable t(g, c, defaults);
+  EXPECT_DOUBLE_EQ(t.time_s(0, 0), 1e-6 + 1e6 / (1e11 * 0.001)) << "10 ms: its type's efficiency";
+  EXPECT_DOUBLE_EQ(t.time_s(1, 0), by_class) << "another pooling op keeps its class's";
+  EXPECT_DOUBLE_EQ(t.time_s(2, 0), 1e-6 + 1e6 / (1e11 * 0.004)) << "a gradient by its own type";
+  // A profile's fitted model replaces the class efficiencies, not the type's.
+  Profile fitted;
+  fitted.set_model(unit_model());
+  const CostTable with_model(g, c, defaults, &fitted);
+  EXPECT_DOUBLE_EQ(with_model.time_s(0, 0), 1e-6 + 1e6 / (1e11 * 0.001));
+  EXPECT_DOUBLE_EQ(with_model.time_s(1, 0), 1e-6 + 1e6 / 1e11);
+}
+
 // A convolution (or its gradient) reading a view out of row-major order (a Split's channels, a
 // Concat gradient's slice) holds a copy of it in order while it runs, on every device; a part cut
 // in row-major order (along the batch) needs none.

@@ -89,6 +89,30 @@ TEST(FitRoofline, NoSamplesLeaveTheModelAlone) {
   EXPECT_EQ(r.samples, 0u);
 }
 
+// An op of a type the device prices by its own efficiency (Device::efficiency_by_type) is no
+// sample of its class: a CPU's max pools, 50 times below their class, would drag it down.
+TEST(FitSamples, LeaveOutOpsPricedByTheirType) {
+  GraphBuilder b;
+  TensorId x = b.add_tensor("x", {4, 8, 16, 16}, DType::f32, TensorKind::data);
+  TensorId y = b.add_tensor("y", {4, 8, 8, 8}, DType::f32, TensorKind::activation);
+  TensorId z = b.add_tensor("z", {4, 8, 8, 8}, DType::f32, TensorKind::activation);
+  const OpWork pool{18432, 32768, 8192, OpClass::pooling};
+  b.add_op({.name = "max", .type = "MaxPool", .inputs = {x}, .outputs = {y}, .work = pool});
+  b.add_op({.name = "average", .type = "AveragePool", .inputs = {x}, .outputs = {z}, .work = pool});
+  b.mark_output(y), b.mark_output(z);
+  const Graph g = std::move(b).build();
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  Profile p;
+  p.set_by_name(DeviceKind::cpu, "max", 5e-5);
+  p.set_by_name(DeviceKind::cpu, "average", 2e-5);
+  EXPECT_EQ(fit_samples(g, p, cpu).size(), 2u);
+  cpu.efficiency_by_type["MaxPool"] = {.compute = 0.002, .memory = 0};
+  const auto samples = fit_samples(g, p, cpu);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_DOUBLE_EQ(samples[0].t, 2e-5) << "the AveragePool's";
+}
+
 }  // namespace
 }  // namespace placer
 

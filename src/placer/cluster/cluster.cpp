@@ -92,6 +92,14 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
       if (!positive_finite(point.bytes_per_s))
         throw Error(at + ": bandwidth must be positive and finite, got " + format_number(point.bytes_per_s));
     }
+    for (const auto& [type, e] : d.efficiency_by_type) {
+      const std::string at = dev + ": efficiency_by_type";
+      if (type.empty()) throw Error(at + " names an empty op type");
+      for (auto [term, value] : {std::pair{"compute", e.compute}, std::pair{"memory", e.memory}})
+        if (!non_negative_finite(value))
+          throw Error(at + "." + type + ": " + term + " must be non-negative and finite, got " + format_number(value));
+      if (!(e.compute > 0) && !(e.memory > 0)) throw Error(at + "." + type + ": needs a positive compute or memory efficiency");
+    }
     if (!non_negative_finite(d.op_overhead_s))
       throw Error(dev + ": op_overhead_s must be non-negative and finite, got " + format_number(d.op_overhead_s));
     if (d.streams < 1) throw Error(dev + ": streams must be at least 1, got " + std::to_string(d.streams));

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
@@ -56,6 +57,12 @@ struct Device {
   // in an eager framework a gradient is an autograd node running several kernels. A zero
   // efficiency falls back to the forward one above.
   std::array<Efficiency, kNumOpClasses> backward_efficiency{};
+  // Efficiencies of single op types (a gradient by its own type: "MaxPoolGrad"), for kernels that
+  // run far from their class on this device (libtorch's CPU max pool: about 3 ns per window
+  // element, against a fraction of a nanosecond for an elementwise op's element). A type's non-zero
+  // terms take the place of its class's, forward or backward; `placer fit` leaves such ops out of
+  // the class fits (docs/cost-model.md#op-types).
+  std::map<std::string, Efficiency, std::less<>> efficiency_by_type;
   double backward_op_overhead_s = -1;
   double backward_overhead_s() const { return backward_op_overhead_s >= 0 ? backward_op_overhead_s : op_overhead_s; }
   // Bandwidth by working set (bytes read + written, strictly ascending), where caches make a smaller one

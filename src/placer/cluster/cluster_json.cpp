@@ -66,7 +66,7 @@ Device parse_device(const json& j, const std::string& where) {
   require_object(j, where);
   check_known_fields(j,
                      {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams",
-                      "efficiency", "backward_efficiency", "backward_op_overhead_s", "bandwidth_by_size"},
+                      "efficiency", "backward_efficiency", "backward_op_overhead_s", "bandwidth_by_size", "efficiency_by_type"},
                      where);
   Device d;
   d.name = get_string(j, "name", where);
@@ -96,6 +96,25 @@ Device parse_device(const json& j, const std::string& where) {
       require_object(curve[k], at_k);
       check_known_fields(curve[k], {"bytes", "bandwidth"}, at_k);
       d.bandwidth_by_size.push_back({get_count(curve[k], "bytes", at_k, 1), get_number(curve[k], "bandwidth", at_k)});
+    }
+  }
+  if (auto types = j.find("efficiency_by_type"); types != j.end()) {
+    const std::string at = here + ".efficiency_by_type";
+    if (!types->is_object())
+      throw Error(at + " must be an object keyed by op type, e.g. {\"MaxPool\": {\"compute\": 0.002}}, got " + json_excerpt(*types));
+    for (const auto& [type, value] : types->items()) {
+      const std::string at_type = at + "." + type;
+      if (type.empty()) throw Error(at + " names an empty op type");
+      require_object(value, at_type);
+      check_known_fields(value, {"compute", "memory"}, at_type);
+      if (!value.contains("compute") && !value.contains("memory")) throw Error(at_type + " needs 'compute' or 'memory'");
+      Device::Efficiency& target = d.efficiency_by_type[type];
+      for (auto [key, slot] : {std::pair{"compute", &target.compute}, std::pair{"memory", &target.memory}}) {
+        if (!value.contains(key)) continue;
+        *slot = get_number(value, key, at_type);
+        if (!(*slot > 0) || !std::isfinite(*slot))
+          throw Error(at_type + ": field " + in_quotes(key) + " must be a positive number, got " + json_excerpt(value[key]));
+      }
     }
   }
   if (j.contains("backward_op_overhead_s")) {
@@ -231,6 +250,16 @@ json cluster_to_json(const Cluster& cluster) {
       json curve = json::array();
       for (const auto& point : d.bandwidth_by_size) curve.push_back({{"bytes", point.bytes}, {"bandwidth", point.bytes_per_s}});
       devices.back()["bandwidth_by_size"] = std::move(curve);
+    }
+    if (!d.efficiency_by_type.empty()) {
+      json types = json::object();
+      for (const auto& [type, e] : d.efficiency_by_type) {
+        json je = json::object();
+        if (e.compute > 0) je["compute"] = e.compute;
+        if (e.memory > 0) je["memory"] = e.memory;
+        types[type] = std::move(je);
+      }
+      devices.back()["efficiency_by_type"] = std::move(types);
     }
     for (bool backward : {false, true}) {
       json eff = json::object();

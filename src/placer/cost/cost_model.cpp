@@ -42,7 +42,8 @@ CostModel CostModel::defaults() {
   return m;
 }
 
-double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency, bool backward) {
+double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency, bool backward,
+                       const Device::Efficiency* by_type) {
   if (work.op_class == OpClass::alias) return 0.0;
   const auto c = static_cast<std::size_t>(work.op_class);
   const Efficiency& e = model.of(device.kind, work.op_class, backward);
@@ -54,6 +55,10 @@ double modelled_time_s(const OpWork& work, const Device& device, const CostModel
       if (device.backward_efficiency[c].compute > 0) own.compute = device.backward_efficiency[c].compute;
       if (device.backward_efficiency[c].memory > 0) own.memory = device.backward_efficiency[c].memory;
     }
+  }
+  if (by_type) {
+    if (by_type->compute > 0) own.compute = by_type->compute;
+    if (by_type->memory > 0) own.memory = by_type->memory;
   }
   const double compute = work.flops / (device.peak_flops * (own.compute > 0 ? own.compute : e.compute));
   const double bytes = work.bytes_read + work.bytes_written;
@@ -849,6 +854,15 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
   source_.assign(g.num_ops() * num_devices_, CostSource::modelled);
   workspace_.assign(g.num_ops() * num_devices_, 0);
   const bool use_profile = profile && profile->size() > 0;
+  // Per device, the graph's op types it has efficiencies of its own for (by type id).
+  std::vector<std::vector<const Device::Efficiency*>> by_type(num_devices_);
+  for (DeviceId d = 0; d < num_devices_; ++d) {
+    const auto& types = c.device(d).efficiency_by_type;
+    if (types.empty()) continue;
+    by_type[d].assign(g.num_op_types(), nullptr);
+    for (std::uint32_t t = 0; t < g.num_op_types(); ++t)
+      if (auto it = types.find(g.op_type_name(t)); it != types.end()) by_type[d][t] = &it->second;
+  }
   for (OpId o = 0; o < g.num_ops(); ++o) {
     const OpWork w = priced_work(g, o);
     const bool backward = g.op_role(o) == OpRole::backward;
@@ -871,8 +885,9 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
           continue;
         }
       }
-      time_s_[k] = profile_model[d] ? modelled_time_s(w, c.device(d), m, false, backward)
-                                    : modelled_time_s(w, c.device(d), model, true, backward);
+      const Device::Efficiency* type_efficiency = by_type[d].empty() ? nullptr : by_type[d][g.op_type_id(o)];
+      time_s_[k] = profile_model[d] ? modelled_time_s(w, c.device(d), m, false, backward, type_efficiency)
+                                    : modelled_time_s(w, c.device(d), model, true, backward, type_efficiency);
       // Tiny peaks, bandwidths or efficiencies (1e-300 is positive and finite) can price an op
       // past what a double holds: a step of inf seconds is no answer.
       if (!std::isfinite(time_s_[k]))

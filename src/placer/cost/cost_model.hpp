@@ -69,8 +69,10 @@ struct CostModel {
 // gradient (OpRole::backward). The device's own measured efficiencies and backward overhead
 // (Device::efficiency, backward_efficiency, backward_op_overhead_s) replace the model's defaults
 // for its kind unless `device_efficiency` is false (a profile's fitted model is used instead).
+// `by_type`, when given (the device's Device::efficiency_by_type entry for the op's type), replaces
+// the class's efficiencies with its non-zero terms either way: `placer fit` leaves such ops out.
 double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency = true,
-                       bool backward = false);
+                       bool backward = false, const Device::Efficiency* by_type = nullptr);
 
 // The work the cost model prices for `op` (the cost table and `placer fit` read it):
 // Graph::op_work, but

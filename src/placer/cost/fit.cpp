@@ -104,6 +104,8 @@ std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, co
   for (OpId op = 0; op < step.num_ops(); ++op) {
     const OpWork w = priced_work(step, op);
     if (w.op_class == OpClass::alias) continue;
+    // Priced by its type on this device (Device::efficiency_by_type), not by its class.
+    if (device.efficiency_by_type.contains(step.op_type(op))) continue;
     const auto t = profile.find(device.kind, step.op_name(op), op_signature(step, op));
     if (!t || !(*t > 0)) continue;
     samples.push_back(FitSample{w.op_class, step.op_role(op) == OpRole::backward, w.flops / device.peak_flops,

@@ -50,7 +50,8 @@ FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, Cost
                        double initial_backward_overhead_s = -1);
 
 // The samples of `step` that `profile` has a positive time for, by op name, on `device`'s kind;
-// alias ops are skipped.
+// alias ops and ops of a type the device has an efficiency of its own for (efficiency_by_type)
+// are skipped.
 std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device);
 
 }  // namespace placer

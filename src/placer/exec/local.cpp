@@ -17,6 +17,7 @@
 
 #include "placer/cost/cost_model.hpp"
 #include "placer/exec/exec.hpp"
+#include "placer/graph/op_work.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer::exec {
@@ -47,9 +48,20 @@ double best_time_s(const torch::Device& device, int reps, int runs, F body) {
   return best;
 }
 
+// A kernel timed alone: its op type (a gradient by its own type), the work the cost model gives
+// it, and its time.
+struct TimedKernel {
+  std::string type;
+  OpWork work;
+  double seconds = 0;
+};
+
 struct Measured {
   double peak_flops = 0, bandwidth = 0, overhead_s = 0;
   double product_flops = 0, convolution_flops = 0;  // the two rates the peak is the better of
+  // CPUs: the rate of a mix of convolutions (below), the conv class's; 0 where not measured.
+  double convolution_mix_flops = 0;
+  std::vector<TimedKernel> kernels;                 // CPUs: kernels no class prices (below)
   double backward_overhead_s = -1;                  // per autograd node of a backward pass; -1: not measured
   std::vector<Device::BandwidthPoint> bandwidth_by_size;
 };
@@ -76,6 +88,70 @@ void measure_peak(const torch::Device& device, Measured& m) {
   const double conv = 2.0 * static_cast<double>(batch) * ch * hw * hw * ch * 9 / conv_s;
   m.product_flops = mm, m.convolution_flops = conv;
   m.peak_flops = std::max(mm, conv);
+  if (!gpu) {
+    // A CPU's convolutions run at rates that depend on their shape: a ResNet bottleneck's 1x1
+    // convolution, [16, 256, 56, 56] to 64 channels, ran at 119-125 GFLOP/s on a 2-core AMD machine
+    // where the 3x3 one above ran at 183-194 (at batch 8 the 1x1 one ran at 87: libtorch takes
+    // another path under batch 16). The conv class is priced at the two's time-weighted mean (the
+    // harmonic mean of their rates): a mix of 3x3 and 1x1 layers as ResNets and Inceptions have.
+    torch::Tensor x1 = torch::randn({16, 256, 56, 56}, opts), w1 = torch::randn({64, 256, 1, 1}, opts);
+    const double conv1_s = best_time_s(device, 1, 3, [&] { (void)torch::conv2d(x1, w1); });
+    const double conv1 = 2.0 * 16 * 256 * 56 * 56 * 64 / conv1_s;
+    m.convolution_mix_flops = 2.0 / (1.0 / conv + 1.0 / conv1);
+  }
+}
+
+// Attributes of a 2-D pooling window.
+Attributes pool_attributes(std::int64_t kernel, std::int64_t stride, std::int64_t pad) {
+  Attributes a;
+  a.set(Attribute{.name = "kernel_shape", .kind = Attribute::Kind::integers, .ints = {kernel, kernel}});
+  a.set(Attribute{.name = "strides", .kind = Attribute::Kind::integers, .ints = {stride, stride}});
+  a.set(Attribute{.name = "pads", .kind = Attribute::Kind::integers, .ints = {pad, pad, pad, pad}});
+  return a;
+}
+
+// Kernels of a CPU that no roofline class prices: libtorch's CPU pooling runs far below its class
+// (MaxPool about 2.8 ns per window element, against 0.1 ns per element for a Relu, on a 2-core AMD
+// machine on 2026-11-30: an Inception-V3's pools took 20 times what their class priced). Timed
+// alone on a [4, 64, 56, 56] input, forward and gradient, with the work the cost model gives them.
+void measure_cpu_kernels(Measured& m) {
+  const torch::Device cpu(torch::kCPU);
+  auto opts = torch::TensorOptions().dtype(torch::kFloat);
+  const std::int64_t n = 4, c = 64, hw = 56;
+  torch::Tensor x = torch::randn({n, c, hw, hw}, opts);
+  const std::vector<std::int64_t> x_shape{n, c, hw, hw};
+  auto timed = [&](std::string type, const Attributes& attrs, std::vector<std::int64_t> out_shape, bool gradient, double seconds) {
+    const TensorDesc in{x_shape, DType::f32}, out{out_shape, DType::f32};
+    const std::string forward = gradient ? type.substr(0, type.size() - 4) : type;
+    const bool needs[1] = {true};
+    OpWork w = gradient ? backward_work(forward, attrs, std::span(&in, 1), std::span(&out, 1), needs)
+                        : op_work(forward, attrs, std::span(&in, 1), std::span(&out, 1));
+    m.kernels.push_back({std::move(type), w, seconds});
+  };
+  {
+    // ONNX's MaxPool 3x3, stride 2, pad 1 (ResNet's, Inception's): torch's max_pool2d, and in
+    // training max_pool2d_with_indices, which ran as fast; the gradient scatters by the indices.
+    const Attributes a = pool_attributes(3, 2, 1);
+    torch::NoGradGuard no_grad;
+    auto [y, indices] = torch::max_pool2d_with_indices(x, {3, 3}, {2, 2}, {1, 1});
+    torch::Tensor dy = torch::randn_like(y);
+    const std::vector<std::int64_t> y_shape(y.sizes().begin(), y.sizes().end());
+    timed("MaxPool", a, y_shape, false, best_time_s(cpu, 2, 3, [&] { (void)torch::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}); }));
+    timed("MaxPoolGrad", a, y_shape, true, best_time_s(cpu, 2, 3, [&] {
+            (void)torch::max_pool2d_with_indices_backward(dy, x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false, indices);
+          }));
+  }
+  {
+    // AveragePool 3x3, stride 1, pad 1 (Inception's), padding not counted (ONNX's default).
+    const Attributes a = pool_attributes(3, 1, 1);
+    torch::NoGradGuard no_grad;
+    torch::Tensor y = torch::avg_pool2d(x, {3, 3}, {1, 1}, {1, 1}, false, false);
+    torch::Tensor dy = torch::randn_like(y);
+    timed("AveragePool", a, x_shape, false, best_time_s(cpu, 2, 3, [&] { (void)torch::avg_pool2d(x, {3, 3}, {1, 1}, {1, 1}, false, false); }));
+    timed("AveragePoolGrad", a, x_shape, true, best_time_s(cpu, 2, 3, [&] {
+            (void)torch::avg_pool2d_backward(dy, x, {3, 3}, {1, 1}, {1, 1}, false, false, c10::nullopt);
+          }));
+  }
 }
 
 // The autograd engine's fixed cost per node: a backward pass through a chain of one-element adds
@@ -107,6 +183,7 @@ Measured measure_device(const torch::Device& device) {
   Measured m;
   auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
   measure_peak(device, m);
+  if (!gpu) measure_cpu_kernels(m);
   const std::int64_t elems = gpu ? (64ll << 20) : (8ll << 20);
   torch::Tensor src = torch::ones({elems}, opts), dst = torch::empty({elems}, opts);
   const double copy_s = best_time_s(device, gpu ? 20 : 4, 3, [&] { dst.copy_(src); });
@@ -154,8 +231,26 @@ Device measured_device(std::string name, DeviceKind kind, std::string model, con
     if (rate > 0 && rate < m.peak_flops) {
       d.efficiency[static_cast<std::size_t>(cls)].compute = defaults.of(kind, cls).compute * rate / m.peak_flops;
     }
+  // Where a mix of convolutions was measured, the class runs at that mix's rate: measured on the
+  // shapes models have, it takes no default fraction (which priced the 3x3 convolutions of VGG-16 at
+  // half the rate they ran at, docs/execution.md#the-local-preset).
+  if (m.convolution_mix_flops > 0)
+    d.efficiency[static_cast<std::size_t>(OpClass::conv)].compute = std::min(1.0, m.convolution_mix_flops / m.peak_flops);
   d.backward_op_overhead_s = m.backward_overhead_s;
   d.bandwidth_by_size = m.bandwidth_by_size;
+  // A kernel slower than its class's roofline gets a compute efficiency of its own type, so that
+  // its FLOPs take its measured time (the per-op overhead, already in its time, taken off).
+  for (const TimedKernel& k : m.kernels) {
+    const double kernel_s = k.seconds - m.overhead_s;
+    if (!(kernel_s > 0) || !(k.work.flops > 0)) continue;
+    const bool backward = k.type.ends_with("Grad");
+    const double bytes = k.work.bytes_read + k.work.bytes_written;
+    Device::Efficiency by_class = d.efficiency[static_cast<std::size_t>(k.work.op_class)];
+    if (!(by_class.memory > 0)) by_class.memory = defaults.of(kind, k.work.op_class, backward).memory;
+    if (!(by_class.compute > 0)) by_class.compute = defaults.of(kind, k.work.op_class, backward).compute;
+    const double class_s = std::max(k.work.flops / (m.peak_flops * by_class.compute), bytes / (d.bandwidth_for(bytes) * by_class.memory));
+    if (kernel_s > class_s) d.efficiency_by_type[k.type].compute = k.work.flops / (m.peak_flops * kernel_s);
+  }
   return d;
 }
 
@@ -244,11 +339,15 @@ void ensure_threads() {
 // time) afresh and unmaps it when freed, so every step page-faults its large activations again. On a
 // 16-core H100 machine that made an all-CPU ResNet-50 inference step 2.3 times slower (1434 ms
 // against 613 ms) and its time depend on what else the step allocated (docs/execution.md).
+// Trimming is off altogether (-1, glibc's documented value): a threshold of INT_MAX (2 GiB) still
+// gave back the top of the heap whenever a step freed more than that at once, and VGG-16's
+// inference step (4 GiB of activations at batch 32) page-faulted about 2 GiB again every step:
+// 535,000 minor faults and 3.5 s of system time per 13 s step on a 2-core machine.
 static void keep_host_memory() {
   static std::once_flag once;
   std::call_once(once, [] {
     mallopt(M_MMAP_THRESHOLD, std::numeric_limits<int>::max());
-    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+    mallopt(M_TRIM_THRESHOLD, -1);
     mallopt(M_TOP_PAD, 64 << 20);
   });
 }
