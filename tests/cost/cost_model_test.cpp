@@ -761,6 +761,32 @@ TEST(CostTable, AnOpTypesOwnEfficiencyReplacesItsClasss) {
   EXPECT_DOUBLE_EQ(with_model.time_s(1, 0), 1e-6 + 1e6 / 1e11);
 }
 
+// The efficiency a timed kernel gives its type: its FLOPs over the time beyond the overhead, when
+// its class would price it faster; none when the class is already as slow, or nothing is left
+// after the overhead.
+TEST(CostModel, ATimedKernelSlowerThanItsClassGivesItsTypeAnEfficiency) {
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  const CostModel m = unit_model();  // pooling: compute 1, memory 1
+  const OpWork pool{1e6, 4e4, 1e4, OpClass::pooling};  // 10 us of compute, 5 us of memory
+  auto e = type_efficiency_for(pool, cpu, m, false, 1e-6 + 2e-3);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_DOUBLE_EQ(e->compute, 1e6 / (1e11 * 2e-3)) << "0.005: its FLOPs take the 2 ms beyond the overhead";
+  EXPECT_EQ(e->memory, 0.0);
+  cpu.efficiency_by_type["MaxPool"] = *e;
+  EXPECT_DOUBLE_EQ(modelled_time_s(pool, cpu, m, true, false, &cpu.efficiency_by_type["MaxPool"]), 1e-6 + 2e-3) << "and prices it so";
+  EXPECT_FALSE(type_efficiency_for(pool, cpu, m, false, 1e-6 + 8e-6)) << "faster than the class's 10 us: the class prices it";
+  EXPECT_FALSE(type_efficiency_for(pool, cpu, m, false, 0.5e-6)) << "no time beyond the overhead";
+  EXPECT_FALSE(type_efficiency_for(OpWork{0, 4e4, 1e4, OpClass::pooling}, cpu, m, false, 1e-3)) << "no FLOPs to price";
+  // A gradient is compared with its class's backward figures: its own overhead and efficiency.
+  cpu.backward_op_overhead_s = 5e-4;
+  cpu.backward_efficiency[static_cast<std::size_t>(OpClass::pooling)] = {.compute = 0.001, .memory = 0};  // 10 ms
+  EXPECT_FALSE(type_efficiency_for(pool, cpu, m, true, 5e-4 + 2e-3)) << "the backward class already prices it at 10 ms";
+  e = type_efficiency_for(pool, cpu, m, true, 5e-4 + 20e-3);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_DOUBLE_EQ(e->compute, 1e6 / (1e11 * 20e-3));
+}
+
 // A convolution (or its gradient) reading a view out of row-major order (a Split's channels, a
 // Concat gradient's slice) holds a copy of it in order while it runs, on every device; a part cut
 // in row-major order (along the batch) needs none.

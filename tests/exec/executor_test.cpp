@@ -1132,13 +1132,11 @@ TEST(LocalPreset, IsTheDetectedMachine) {
   const double conv = cpu.efficiency[static_cast<std::size_t>(OpClass::conv)].compute;
   EXPECT_GT(conv, 0.0);
   EXPECT_LE(conv, 1.0);
-  // Kernels timed alone that run below their class get an efficiency of their own type, which
-  // prices them at their time: no more than the peak, and positive.
+  // Kernels timed alone that run below their class get an efficiency of their own type
+  // (type_efficiency_for, tested in the cost tests): the pools and their gradients only.
   for (const auto& [type, e] : cpu.efficiency_by_type) {
     EXPECT_THAT(type, ::testing::AnyOf("MaxPool", "MaxPoolGrad", "AveragePool", "AveragePoolGrad"));
     EXPECT_GT(e.compute, 0.0) << type;
-    EXPECT_LT(e.compute, defaults.of(DeviceKind::cpu, OpClass::pooling).compute) << type << ": slower than its class, or left out";
-    EXPECT_EQ(e.memory, 0.0) << type;
   }
 }
 

@@ -66,6 +66,15 @@ double modelled_time_s(const OpWork& work, const Device& device, const CostModel
   return model.overhead_s(device, backward) + std::max(compute, memory);
 }
 
+std::optional<Device::Efficiency> type_efficiency_for(const OpWork& work, const Device& device, const CostModel& model, bool backward,
+                                                      double seconds) {
+  const double overhead = model.overhead_s(device, backward);
+  const double kernel_s = seconds - overhead;
+  if (work.op_class == OpClass::alias || !(work.flops > 0) || !(kernel_s > 0)) return std::nullopt;
+  if (!(kernel_s > modelled_time_s(work, device, model, true, backward) - overhead)) return std::nullopt;
+  return Device::Efficiency{.compute = work.flops / (device.peak_flops * kernel_s), .memory = 0};
+}
+
 OpWork priced_work(const Graph& g, OpId op) {
   OpWork w = g.op_work(op);
   const std::uint32_t views = g.op_view_outputs(op);

@@ -74,6 +74,15 @@ struct CostModel {
 double modelled_time_s(const OpWork& work, const Device& device, const CostModel& model, bool device_efficiency = true,
                        bool backward = false, const Device::Efficiency* by_type = nullptr);
 
+// The efficiency of its own that an op type needs on `device` for an op with `work` to take
+// `seconds` (a kernel timed alone, its per-op overhead included): a compute efficiency pricing its
+// FLOPs at the time beyond the overhead. nullopt when the op's class already prices it at that time
+// or slower (the device's own or `model`'s efficiencies, a gradient's where `backward`), or when it
+// has no FLOPs or took no longer than the overhead. The `local` preset uses it for the kernels it
+// times (docs/cost-model.md#op-types).
+std::optional<Device::Efficiency> type_efficiency_for(const OpWork& work, const Device& device, const CostModel& model, bool backward,
+                                                      double seconds);
+
 // The work the cost model prices for `op` (the cost table and `placer fit` read it):
 // Graph::op_work, but
 // - none for an op every output of which is a view (Graph::op_view_outputs: a Transpose, a Split,
