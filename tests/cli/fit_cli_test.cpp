@@ -65,6 +65,27 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   const double replayed = nlohmann::json::parse(replay.out)["step_time_s"].get<double>();
   EXPECT_NEAR(step["profiled_step_s"].get<double>(), replayed, 1e-6 * replayed);
   EXPECT_NEAR(step["error"].get<double>(), step["fitted_step_s"].get<double>() / step["profiled_step_s"].get<double>() - 1.0, 1e-12);
+  // --types: each type's own efficiency, written into the devices, from its op times (cifarnet has
+  // two MaxPools and their gradients), and those ops left out of the class fits; a type the profile
+  // does not time gets none. On a cluster whose CPU has no types of its own (`local` measures some).
+  nlohmann::json plain_cluster = j;
+  plain_cluster["devices"][0].erase("efficiency_by_type");
+  const std::string plain_path = write("fit_cli.plain.cluster.json", plain_cluster.dump());
+  auto untyped = placer({"fit", "--cluster", plain_path, "--models", model, "--profiles", profile, "--json"});
+  auto typed = placer({"fit", "--cluster", plain_path, "--models", model, "--profiles", profile, "--types", "MaxPool,MaxPoolGrad,Einsum",
+                       "--json"});
+  ASSERT_EQ(untyped.exit_code, 0) << untyped.err;
+  ASSERT_EQ(typed.exit_code, 0) << typed.err;
+  const nlohmann::json by_type = nlohmann::json::parse(typed.out);
+  const nlohmann::json& types = by_type["cluster"]["devices"][0]["efficiency_by_type"];
+  ASSERT_TRUE(types.contains("MaxPool")) << by_type.dump();
+  EXPECT_GT(types["MaxPool"]["compute"].get<double>(), 0.0);
+  EXPECT_TRUE(types.contains("MaxPoolGrad")) << by_type.dump();
+  EXPECT_FALSE(types.contains("Einsum"));
+  EXPECT_EQ(by_type["fits"][0]["efficiency_by_type"]["MaxPool"]["samples"], 2);
+  EXPECT_EQ(by_type["fits"][0]["samples"].get<int>() + 4, nlohmann::json::parse(untyped.out)["fits"][0]["samples"].get<int>())
+      << "the four pools left out of the classes";
+  EXPECT_FALSE(nlohmann::json::parse(untyped.out)["cluster"]["devices"][0].contains("efficiency_by_type"));
 }
 
 // A cluster whose CPU gives no per-op overhead: the overhead `profile` fits cannot be a scale of

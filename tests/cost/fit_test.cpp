@@ -113,6 +113,43 @@ TEST(FitSamples, LeaveOutOpsPricedByTheirType) {
   EXPECT_DOUBLE_EQ(samples[0].t, 2e-5) << "the AveragePool's";
 }
 
+// A type's own efficiency: the median over its timed ops of FLOPs over peak x (time - overhead),
+// a gradient's overhead its own; ops with nothing beyond the overhead left out.
+TEST(FitTypeEfficiency, IsTheMedianOfItsOpsRates) {
+  GraphBuilder b;
+  const OpWork pool{1e6, 4e3, 1e3, OpClass::pooling};
+  std::vector<TensorId> outs;
+  for (int i = 0; i < 4; ++i) {
+    TensorId x = b.add_tensor("x" + std::to_string(i), {4, 8, 16, 16}, DType::f32, TensorKind::data);
+    outs.push_back(b.add_tensor("y" + std::to_string(i), {4, 8, 8, 8}, DType::f32, TensorKind::activation));
+    b.add_op({.name = "pool" + std::to_string(i), .type = "MaxPool", .inputs = {x}, .outputs = {outs.back()}, .work = pool});
+  }
+  TensorId dx = b.add_tensor("dx", {4, 8, 16, 16}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "pool0_grad", .type = "MaxPoolGrad", .inputs = {outs[0]}, .outputs = {dx}, .role = OpRole::backward, .forward_op = 0,
+            .work = pool});
+  b.set_num_forward_ops(4);
+  for (TensorId t : outs) b.mark_output(t);
+  b.mark_output(dx);
+  const std::vector<Graph> steps{std::move(b).build()};
+  const Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+                   .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  std::vector<Profile> profiles(1);
+  // Beyond a 1 us overhead: 1, 2 and 4 ms (rates 0.01, 0.005, 0.0025); the fourth has none left.
+  profiles[0].set_by_name(DeviceKind::cpu, "pool0", 1e-6 + 1e-3);
+  profiles[0].set_by_name(DeviceKind::cpu, "pool1", 1e-6 + 2e-3);
+  profiles[0].set_by_name(DeviceKind::cpu, "pool2", 1e-6 + 4e-3);
+  profiles[0].set_by_name(DeviceKind::cpu, "pool3", 0.5e-6);
+  profiles[0].set_by_name(DeviceKind::cpu, "pool0_grad", 1e-4 + 1e-3);
+  auto fit = fit_type_efficiency(steps, profiles, cpu, "MaxPool", 1e-6, 1e-4);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->samples, 3u);
+  EXPECT_DOUBLE_EQ(fit->compute, 1e6 / (1e11 * 2e-3));
+  fit = fit_type_efficiency(steps, profiles, cpu, "MaxPoolGrad", 1e-6, 1e-4);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_DOUBLE_EQ(fit->compute, 1e6 / (1e11 * 1e-3)) << "the gradient's own overhead taken off";
+  EXPECT_FALSE(fit_type_efficiency(steps, profiles, cpu, "AveragePool", 1e-6, 1e-4).has_value());
+}
+
 }  // namespace
 }  // namespace placer
 

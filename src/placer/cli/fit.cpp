@@ -20,6 +20,7 @@ namespace {
 struct FitArgs {
   std::string cluster;
   std::vector<std::string> models, profiles;
+  std::vector<std::string> types;  // op types fitted on their own (efficiency_by_type)
   ModelArgs model_args;  // --optimizer, --data-inputs, --dim, --unknown-ops (the mode is training)
   std::string output, name;
   bool json = false;
@@ -72,9 +73,13 @@ void run_fit(const FitArgs& args) {
     const auto ids = cluster.device_ids(kind);
     if (ids.empty()) continue;
     const Device& first = cluster.device(ids.front());
+    // The types fitted on their own are no samples of their classes (fit_samples leaves out the
+    // types a device has entries for).
+    Device by_class = first;
+    for (const std::string& type : args.types) by_class.efficiency_by_type.try_emplace(type, Device::Efficiency{.compute = 1.0});
     std::vector<FitSample> samples;
     for (std::size_t i = 0; i < steps.size(); ++i) {
-      auto s = fit_samples(steps[i], profiles[i], first);
+      auto s = fit_samples(steps[i], profiles[i], by_class);
       samples.insert(samples.end(), s.begin(), s.end());
     }
     if (samples.empty()) continue;
@@ -102,11 +107,20 @@ void run_fit(const FitArgs& args) {
         if (memory) jc["memory"] = e.memory;
         if (!jc.empty()) classes[backward][std::string(op_class_name(static_cast<OpClass>(c)))] = jc;
       }
+    nlohmann::json types = nlohmann::json::object();
+    for (const std::string& type : args.types) {
+      const auto t = fit_type_efficiency(steps, profiles, first, type, fit.overhead_s,
+                                         fit.backward_samples > 0 ? fit.backward_overhead_s : fit.overhead_s);
+      if (!t) continue;  // not timed in these profiles on this kind: the device keeps what it had
+      for (DeviceId d : ids) devices[d].efficiency_by_type[type] = Device::Efficiency{.compute = t->compute};
+      types[type] = {{"compute", t->compute}, {"samples", t->samples}};
+    }
     nlohmann::json entry = {{"kind", std::string(device_kind_name(kind))},
                             {"samples", fit.samples},
                             {"overhead_s", fit.overhead_s},
                             {"median_abs_error", fit.median_abs_error},
-                            {"efficiency", classes[0]}};
+                            {"efficiency", classes[0]},
+                            {"efficiency_by_type", types}};
     if (fit.backward_samples > 0) {
       entry["backward_samples"] = fit.backward_samples;
       entry["backward_overhead_s"] = fit.backward_overhead_s;
@@ -172,6 +186,8 @@ void run_fit(const FitArgs& args) {
                  human_seconds(k["backward_overhead_s"].get<double>()));
       print_classes(k["backward_efficiency"]);
     }
+    for (const auto& [type, t] : k["efficiency_by_type"].items())
+      fmt::print("  type {:<14} compute {:.4f} ({} op times)\n", type, t["compute"].get<double>(), t["samples"].get<std::size_t>());
   }
   for (const auto& st : steps_report)
     fmt::print("{} on {}: step {} with the fit, {} with its profile ({:+.0f}%)\n", st["model"].get<std::string>(),
@@ -188,6 +204,10 @@ void register_fit(CLI::App& app) {
   cmd->add_option("--cluster", args->cluster, "the cluster the profiles were measured on (preset or JSON file)")->required();
   cmd->add_option("--models", args->models, "ONNX models, comma-separated")->required()->check(comma_list("file name"));
   cmd->add_option("--profiles", args->profiles, "their profiles (placer profile), in the same order")->required()->check(comma_list("file name"));
+  cmd->add_option("--types", args->types,
+                  "op types fitted on their own, comma-separated (MaxPool,MaxPoolGrad,...): each gets a compute efficiency of its own "
+                  "(the device's efficiency_by_type) and is left out of its class's fit")
+      ->check(comma_list("op type"));
   add_model_options(cmd, args->model_args, /*with_mode=*/false);  // the models' training steps
   cmd->add_option("-o,--output", args->output, "cluster JSON to write, with the fitted efficiencies and overheads")->check(kFileName);
   cmd->add_option("--name", args->name, "name of the written cluster (default: the input's)")
@@ -196,6 +216,7 @@ void register_fit(CLI::App& app) {
   cmd->callback([args] {
     args->models = comma_items(args->models);
     args->profiles = comma_items(args->profiles);
+    args->types = comma_items(args->types);
     run_fit(*args);
   });
 }

@@ -114,4 +114,26 @@ std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, co
   return samples;
 }
 
+std::optional<TypeFit> fit_type_efficiency(std::span<const Graph> steps, std::span<const Profile> profiles, const Device& device,
+                                           std::string_view type, double overhead_s, double backward_overhead_s) {
+  std::vector<double> samples;
+  for (std::size_t i = 0; i < steps.size() && i < profiles.size(); ++i) {
+    const Graph& step = steps[i];
+    for (OpId op = 0; op < step.num_ops(); ++op) {
+      if (step.op_type(op) != type) continue;
+      const OpWork w = priced_work(step, op);
+      const auto t = profiles[i].find(device.kind, step.op_name(op), op_signature(step, op));
+      const double kernel_s = t ? *t - (step.op_role(op) == OpRole::backward ? backward_overhead_s : overhead_s) : 0.0;
+      if (w.op_class == OpClass::alias || !(w.flops > 0) || !(kernel_s > 0)) continue;
+      samples.push_back(w.flops / (device.peak_flops * kernel_s));
+    }
+  }
+  if (samples.empty()) return std::nullopt;
+  const auto mid = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2);
+  std::nth_element(samples.begin(), mid, samples.end());
+  double median = *mid;
+  if (samples.size() % 2 == 0) median = (median + *std::max_element(samples.begin(), mid)) / 2;
+  return TypeFit{median, samples.size()};
+}
+
 }  // namespace placer

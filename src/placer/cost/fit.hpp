@@ -8,6 +8,8 @@
 //   FitResult r = fit_roofline(samples, DeviceKind::gpu, m, device.op_overhead_s);
 #pragma once
 #include <array>
+#include <optional>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -53,5 +55,17 @@ FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, Cost
 // alias ops and ops of a type the device has an efficiency of its own for (efficiency_by_type)
 // are skipped.
 std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device);
+
+// The compute efficiency of one op type fitted to measured ops of that type (`placer fit
+// --types`, for kernels far from their class: a CPU's pools): the median, over the ops of type
+// `type` in `steps` that `profiles[i]` times on `device`'s kind, of FLOPs / (peak x (time -
+// overhead)), the overhead `overhead_s` for forward and update ops and `backward_overhead_s` for
+// gradients. Ops with no FLOPs or no time beyond the overhead are left out; nullopt without any.
+struct TypeFit {
+  double compute = 0;
+  std::size_t samples = 0;
+};
+std::optional<TypeFit> fit_type_efficiency(std::span<const Graph> steps, std::span<const Profile> profiles, const Device& device,
+                                           std::string_view type, double overhead_s, double backward_overhead_s);
 
 }  // namespace placer
