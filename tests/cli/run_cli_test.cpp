@@ -60,6 +60,18 @@ TEST(ValidateCli, SetsTheSimulatedPeakBesideTheMeasuredOne) {
 // `run --trace`: one more step recorded as a Chrome trace: every forward op that runs once on its
 // device's track, autograd's nodes, the loss and the update, and the host's live bytes, whose most
 // is the measured peak. `validate --trace`: the simulated step beside it, in a process of its own.
+// A trace file that cannot be written is found before the steps run, not after them (with a
+// thousand steps asked for, finding it afterwards would take minutes).
+TEST(RunCli, AnUnwritableTraceFailsBeforeTheSteps) {
+  const std::string model = test::example("cifarnet.onnx");
+  const std::string bad = test::temp_path("no_such_dir") + "/trace.json";
+  for (const char* command : {"run", "validate"}) {
+    auto r = placer({command, "--model", model, "--cluster", "local", "--on", "cpu:0", "--steps", "1000", "--warmup", "0", "--trace", bad});
+    EXPECT_NE(r.exit_code, 0) << command;
+    EXPECT_THAT(r.err, HasSubstr("cannot write trace file")) << command << ": " << r.err;
+  }
+}
+
 TEST(RunCli, TracesAStepItsOpsNodesAndMemory) {
   const std::string model = test::example("cifarnet.onnx");
   const std::string path = test::temp_path("run_trace.json");

@@ -114,6 +114,7 @@ void print_memory(const nlohmann::json& memory) {
 void run_run(const RunArgs& args) {
   if (args.placement.empty() == args.on.empty()) throw UsageError("give exactly one of --placement FILE or --on DEVICE");
   if (args.steps < 1 || args.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
+  if (!args.trace.empty()) check_writable(args.trace, "trace file");  // before the steps, not after them
   const int threads = exec::configure_threads(args.threads);
   ModelOptions options = args.model_args.resolve();
   ModelOptions forward_options = options;
@@ -254,6 +255,7 @@ void run_validate(const ValidateArgs& args) {
     runs.push_back({file, resolve_forward_placement(load_placement_file(file), graph, cluster, "placement file '" + file + "'")});
   if (!args.trace.empty() && runs.size() != 1)
     throw UsageError("--trace writes one placement's step: give one --on DEVICE or one --placements FILE (got " + std::to_string(runs.size()) + ")");
+  if (!args.trace.empty()) check_writable(args.trace, "trace file");
 
   // Everything that can fail without running does so first: devices, simulations.
   std::vector<TraceEvent> simulated_trace;  // --trace: the one placement's simulated step
