@@ -73,13 +73,9 @@ void run_fit(const FitArgs& args) {
     const auto ids = cluster.device_ids(kind);
     if (ids.empty()) continue;
     const Device& first = cluster.device(ids.front());
-    // The types fitted on their own are no samples of their classes (fit_samples leaves out the
-    // types a device has entries for).
-    Device by_class = first;
-    for (const std::string& type : args.types) by_class.efficiency_by_type.try_emplace(type, Device::Efficiency{.compute = 1.0});
-    std::vector<FitSample> samples;
+    std::vector<FitSample> samples;  // the types fitted on their own are no samples of their classes
     for (std::size_t i = 0; i < steps.size(); ++i) {
-      auto s = fit_samples(steps[i], profiles[i], by_class);
+      auto s = fit_samples(steps[i], profiles[i], first, args.types);
       samples.insert(samples.end(), s.begin(), s.end());
     }
     if (samples.empty()) continue;

@@ -99,13 +99,16 @@ FitResult fit_roofline(std::span<const FitSample> measured, DeviceKind kind, Cos
   return r;
 }
 
-std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device) {
+std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device,
+                                   std::span<const std::string> fitted_apart) {
   std::vector<FitSample> samples;
   for (OpId op = 0; op < step.num_ops(); ++op) {
     const OpWork w = priced_work(step, op);
     if (w.op_class == OpClass::alias) continue;
     // Priced by its type on this device (Device::efficiency_by_type), not by its class.
-    if (device.efficiency_by_type.contains(step.op_type(op))) continue;
+    if (device.efficiency_by_type.contains(step.op_type(op)) ||
+        std::find(fitted_apart.begin(), fitted_apart.end(), step.op_type(op)) != fitted_apart.end())
+      continue;
     const auto t = profile.find(device.kind, step.op_name(op), op_signature(step, op));
     if (!t || !(*t > 0)) continue;
     samples.push_back(FitSample{w.op_class, step.op_role(op) == OpRole::backward, w.flops / device.peak_flops,

@@ -9,8 +9,9 @@
 #pragma once
 #include <array>
 #include <optional>
-#include <string_view>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "placer/cluster/cluster.hpp"
@@ -52,9 +53,10 @@ FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, Cost
                        double initial_backward_overhead_s = -1);
 
 // The samples of `step` that `profile` has a positive time for, by op name, on `device`'s kind;
-// alias ops and ops of a type the device has an efficiency of its own for (efficiency_by_type)
-// are skipped.
-std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device);
+// alias ops and ops of a type the device has an efficiency of its own for (efficiency_by_type),
+// or listed in `fitted_apart` (`placer fit --types`), are skipped.
+std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device,
+                                   std::span<const std::string> fitted_apart = {});
 
 // The compute efficiency of one op type fitted to measured ops of that type (`placer fit
 // --types`, for kernels far from their class: a CPU's pools): the median, over the ops of type

@@ -52,6 +52,7 @@ double best_time_s(const torch::Device& device, int reps, int runs, F body) {
 // it, and its time.
 struct TimedKernel {
   std::string type;
+  bool gradient = false;
   OpWork work;
   double seconds = 0;
 };
@@ -126,7 +127,7 @@ void measure_cpu_kernels(Measured& m) {
     const bool needs[1] = {true};
     OpWork w = gradient ? backward_work(forward, attrs, std::span(&in, 1), std::span(&out, 1), needs)
                         : op_work(forward, attrs, std::span(&in, 1), std::span(&out, 1));
-    m.kernels.push_back({std::move(type), w, seconds});
+    m.kernels.push_back({std::move(type), gradient, w, seconds});
   };
   {
     // ONNX's MaxPool 3x3, stride 2, pad 1 (ResNet's): torch's max_pool2d, and in training
@@ -246,7 +247,7 @@ Device measured_device(std::string name, DeviceKind kind, std::string model, con
   // A kernel slower than its class's roofline gets a compute efficiency of its own type, so that
   // its FLOPs take its measured time.
   for (const TimedKernel& k : m.kernels)
-    if (auto e = type_efficiency_for(k.work, d, defaults, k.type.ends_with("Grad"), k.seconds)) d.efficiency_by_type[k.type] = *e;
+    if (auto e = type_efficiency_for(k.work, d, defaults, k.gradient, k.seconds)) d.efficiency_by_type[k.type] = *e;
   return d;
 }
 
