@@ -44,6 +44,8 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   EXPECT_EQ(j["name"], "this-machine");
   ASSERT_TRUE(j["devices"][0].contains("efficiency")) << j.dump();
   EXPECT_TRUE(j["devices"][0]["efficiency"].contains("matmul")) << j.dump();  // cifarnet's Gemms
+  // The `local` CPU's products by their smallest dimension give way to the class fit of products.
+  EXPECT_FALSE(j["devices"][0].contains("product_efficiency_by_size")) << j.dump();
   // A training profile times the gradients too: they get their own efficiencies and overhead.
   EXPECT_THAT(fit.out, HasSubstr("backward ops"));
   ASSERT_TRUE(j["devices"][0].contains("backward_efficiency")) << j.dump();

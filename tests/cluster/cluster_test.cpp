@@ -381,6 +381,33 @@ TEST(ClusterJson, ABandwidthBySizeRoundTripsAndIsChecked) {
   EXPECT_THAT(error_with(3.0), HasSubstr("must be an array"));
 }
 
+TEST(ClusterJson, AProductCurveRoundTripsAndIsChecked) {
+  nlohmann::json j = cluster_to_json(cluster_preset("h100-box"));
+  EXPECT_FALSE(j["devices"][0].contains("product_efficiency_by_size")) << "presets have none";
+  j["devices"][0]["product_efficiency_by_size"] = nlohmann::json::array({{{"min_dim", 16}, {"compute", 0.2}}, {{"min_dim", 256}, {"compute", 0.6}}});
+  const Cluster with = parse_cluster_json(j, "x.json");
+  const Device& d = with.device(0);
+  ASSERT_EQ(d.product_efficiency_by_size.size(), 2u);
+  EXPECT_EQ(d.product_efficiency_by_size[1], (Device::ProductPoint{.min_dim = 256, .compute = 0.6}));
+  EXPECT_EQ(parse_cluster_json(cluster_to_json(with), "y.json").device(0), d);
+  EXPECT_DOUBLE_EQ(d.product_efficiency_for(8), 0.2) << "below the first point: its efficiency";
+  EXPECT_DOUBLE_EQ(d.product_efficiency_for(64), 0.4) << "halfway in log(min_dim)";
+  EXPECT_DOUBLE_EQ(d.product_efficiency_for(256), 0.6);
+  EXPECT_DOUBLE_EQ(d.product_efficiency_for(4096), 0.6) << "past the last point: its efficiency";
+  auto error_with = [&](nlohmann::json curve) {
+    nlohmann::json bad = j;
+    bad["devices"][0]["product_efficiency_by_size"] = std::move(curve);
+    return error_of([&] { parse_cluster_json(bad, "x.json"); });
+  };
+  EXPECT_THAT(error_with({{{"min_dim", 256}, {"compute", 0.6}}, {{"min_dim", 16}, {"compute", 0.2}}}),
+              AllOf(HasSubstr("product_efficiency_by_size[1]"), HasSubstr("ascend")));
+  EXPECT_THAT(error_with({{{"min_dim", 0}, {"compute", 0.2}}}), AllOf(HasSubstr("product_efficiency_by_size[0]"), HasSubstr("min_dim")));
+  EXPECT_THAT(error_with({{{"min_dim", 16}, {"compute", 0.0}}}), AllOf(HasSubstr("product_efficiency_by_size[0]"), HasSubstr("positive")));
+  EXPECT_THAT(error_with({{{"min_dim", 16}, {"rate", 1.0}}}), HasSubstr("rate"));
+  EXPECT_THAT(error_with({{{"min_dim", 16.5}, {"compute", 0.2}}}), HasSubstr("min_dim"));
+  EXPECT_THAT(error_with(3.0), HasSubstr("must be an array"));
+}
+
 TEST(ClusterJson, EfficienciesByOpTypeRoundTripAndAreChecked) {
   nlohmann::json j = cluster_to_json(cluster_preset("h100-box"));
   EXPECT_FALSE(j["devices"][0].contains("efficiency_by_type")) << "presets have none";

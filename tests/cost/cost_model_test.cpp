@@ -761,6 +761,35 @@ TEST(CostTable, AnOpTypesOwnEfficiencyReplacesItsClasss) {
   EXPECT_DOUBLE_EQ(with_model.time_s(1, 0), 1e-6 + 1e6 / 1e11);
 }
 
+// A device that measured its products by their smallest dimension (Device::
+// product_efficiency_by_size) prices each product, forward or gradient, at the curve's efficiency
+// for its dimension; products of unknown dimension and the class's other ops keep the class's; an
+// op type's own efficiency wins; a profile's fitted model prices products by its class fit.
+TEST(CostModel, AProductIsPricedByItsSmallestDimensionWhereTheDeviceMeasuredThat) {
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e12,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  cpu.efficiency[static_cast<std::size_t>(OpClass::matmul)] = {.compute = 0.5, .memory = 0};
+  const CostModel m = unit_model();
+  OpWork thin{1e9, 1e3, 1e3, OpClass::matmul};
+  thin.product_min_dim = 16;
+  OpWork wide = thin;
+  wide.product_min_dim = 1024;
+  const OpWork unknown{1e9, 1e3, 1e3, OpClass::matmul};  // an Einsum, a recurrent layer
+  EXPECT_DOUBLE_EQ(modelled_time_s(thin, cpu, m), 1e-6 + 1e9 / (1e11 * 0.5)) << "no curve: the class's";
+  cpu.product_efficiency_by_size = {{16, 0.25}, {256, 0.75}};
+  EXPECT_DOUBLE_EQ(modelled_time_s(thin, cpu, m), 1e-6 + 1e9 / (1e11 * 0.25));
+  EXPECT_DOUBLE_EQ(modelled_time_s(wide, cpu, m), 1e-6 + 1e9 / (1e11 * 0.75));
+  EXPECT_DOUBLE_EQ(modelled_time_s(unknown, cpu, m), 1e-6 + 1e9 / (1e11 * 0.5));
+  cpu.backward_efficiency[static_cast<std::size_t>(OpClass::matmul)] = {.compute = 0.1, .memory = 0};
+  EXPECT_DOUBLE_EQ(modelled_time_s(thin, cpu, m, true, true), 1e-6 + 1e9 / (1e11 * 0.25)) << "a gradient multiplies the same matrices";
+  const Device::Efficiency own{.compute = 0.05, .memory = 0};
+  EXPECT_DOUBLE_EQ(modelled_time_s(thin, cpu, m, true, false, &own), 1e-6 + 1e9 / (1e11 * 0.05)) << "an op type's own wins";
+  EXPECT_DOUBLE_EQ(modelled_time_s(thin, cpu, m, /*device_efficiency=*/false), 1e-6 + 1e9 / 1e11) << "a fitted model: its class";
+  OpWork conv = thin;
+  conv.op_class = OpClass::conv;
+  EXPECT_DOUBLE_EQ(modelled_time_s(conv, cpu, m), 1e-6 + 1e9 / 1e11) << "products only";
+}
+
 // The efficiency a timed kernel gives its type: its FLOPs over the time beyond the overhead, when
 // its class would price it faster; none when the class is already as slow, or nothing is left
 // after the overhead.

@@ -1132,10 +1132,21 @@ TEST(LocalPreset, IsTheDetectedMachine) {
   const double conv = cpu.efficiency[static_cast<std::size_t>(OpClass::conv)].compute;
   EXPECT_GT(conv, 0.0);
   EXPECT_LE(conv, 1.0);
+  // Products by their smallest dimension: rows 8 to 1024, each a share of the peak (a thinner
+  // product's measured rate may wobble above a wider one's: not asserted).
+  ASSERT_EQ(cpu.product_efficiency_by_size.size(), 7u);
+  EXPECT_EQ(cpu.product_efficiency_by_size.front().min_dim, 8u);
+  EXPECT_EQ(cpu.product_efficiency_by_size.back().min_dim, 1024u);
+  for (const auto& point : cpu.product_efficiency_by_size) {
+    EXPECT_GT(point.compute, 0.0) << point.min_dim;
+    EXPECT_LE(point.compute, 1.0) << point.min_dim;
+  }
   // Kernels timed alone that run below their class get an efficiency of their own type
-  // (type_efficiency_for, tested in the cost tests): the pools and their gradients only.
+  // (type_efficiency_for, tested in the cost tests): the pools, the row and pointwise kernels of
+  // transformers and recurrent layers, and their gradients, only.
   for (const auto& [type, e] : cpu.efficiency_by_type) {
-    EXPECT_THAT(type, ::testing::AnyOf("MaxPool", "MaxPoolGrad", "AveragePool", "AveragePoolGrad"));
+    EXPECT_THAT(type, ::testing::AnyOf("MaxPool", "MaxPoolGrad", "AveragePool", "AveragePoolGrad", "Erf", "ErfGrad", "Tanh", "Sigmoid",
+                                       "Softmax", "SoftmaxGrad", "LayerNormalization", "LayerNormalizationGrad"));
     EXPECT_GT(e.compute, 0.0) << type;
   }
 }

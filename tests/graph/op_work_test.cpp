@@ -198,6 +198,33 @@ TEST_F(OpWorkTest, MatMulWithAOneDimensionalOperandIsAMatrixVectorProduct) {
   EXPECT_EQ(op_work("MatMul", attrs(), Ts{v, m}, Ts{y}).flops, 2.0 * 32 * 10);
 }
 
+// OpWork::product_min_dim: the least of rows, columns and contracted length of the matrices
+// libtorch multiplies (a stack by a matrix folds the stack into the rows, or computed transposed
+// into the columns; two stacks multiply matrix by matrix), the same for the gradients.
+TEST_F(OpWorkTest, ProductsGiveTheirSmallestDimension) {
+  auto matmul = [&](std::vector<std::int64_t> a, std::vector<std::int64_t> b, std::vector<std::int64_t> y) {
+    const TensorDesc ta = t(std::move(a)), tb = t(std::move(b)), ty = t(std::move(y));
+    const std::uint32_t forward = op_work("MatMul", attrs(), Ts{ta, tb}, Ts{ty}).product_min_dim;
+    EXPECT_EQ(bwd("MatMul", attrs(), Ts{ta, tb}, Ts{ty}, {true, true}).product_min_dim, forward);
+    return forward;
+  };
+  EXPECT_EQ(matmul({64, 2048}, {2048, 8192}, {64, 8192}), 64u);
+  EXPECT_EQ(matmul({8, 128, 768}, {768, 3072}, {8, 128, 3072}), 768u) << "A's stack folded into 1024 rows";
+  EXPECT_EQ(matmul({2, 16, 768}, {768, 3072}, {2, 16, 3072}), 32u);
+  EXPECT_EQ(matmul({96, 128, 64}, {96, 64, 128}, {96, 128, 128}), 64u) << "batched: per matrix";
+  EXPECT_EQ(matmul({32, 64}, {4, 64, 16}, {4, 32, 16}), 32u) << "B's stack folded into its 64 columns";
+  EXPECT_EQ(matmul({16, 32}, {4, 32, 2}, {4, 16, 2}), 8u);
+  EXPECT_EQ(matmul({32}, {32, 10}, {10}), 1u) << "a vector";
+  TensorDesc a = t({64, 1024}), b = t({4096, 1024}), c = t({4096}), y = t({64, 4096});
+  EXPECT_EQ(op_work("Gemm", attrs({int_attr("transB", 1)}), Ts{a, b, c}, Ts{y}).product_min_dim, 64u);
+  EXPECT_EQ(bwd("Gemm", attrs({int_attr("transB", 1)}), Ts{a, b, c}, Ts{y}, {true, true, true}).product_min_dim, 64u);
+  TensorDesc at = t({32, 512}), bt = t({32, 2048}), yt = t({512, 2048});
+  EXPECT_EQ(op_work("Gemm", attrs({int_attr("transA", 1)}), Ts{at, bt}, Ts{yt}).product_min_dim, 32u) << "K from the transposed A";
+  EXPECT_EQ(op_work("Relu", attrs(), Ts{y}, Ts{y}).product_min_dim, 0u);
+  TensorDesc x = t({8, 16, 32, 32}), w = t({32, 16, 3, 3}), yc = t({8, 32, 32, 32});
+  EXPECT_EQ(op_work("Conv", attrs(), Ts{x, w}, Ts{yc}).product_min_dim, 0u);
+}
+
 TEST_F(OpWorkTest, EinsumCountsEveryIndexCombinationOncePerMultiplyAdd) {
   // Attention scores: sum over d of q[b,h,q,d] k[b,h,k,d] is a batched matmul.
   TensorDesc q = t({8, 12, 128, 64}), k = t({8, 12, 128, 64}), s = t({8, 12, 128, 128});

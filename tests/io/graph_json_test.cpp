@@ -285,6 +285,8 @@ TEST(GraphJsonBadInput, FieldsOfTheWrongTypeAreRefusedNotConverted) {
   expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": {}, "outputs": ["y"]})"), "ops[0] 'a': field 'inputs' must be a list, got {}");
   expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "call": 1.5})"),
                "field 'call' must be a non-negative integer");
+  expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "flops": 6, "product_min_dim": -1})"),
+               "field 'product_min_dim' must be a non-negative integer");
   expect_error(graph(R"("version": 99, "version": 1)", x, relu), "key 'version' appears twice in one object");
   expect_error(graph(v1, x, R"({"name": "a", "name": "b", "type": "Relu", "inputs": ["x"], "outputs": ["y"]})"), "key 'name' appears twice");
   // The same keys in different objects are no duplicates.

@@ -88,6 +88,9 @@ void run_fit(const FitArgs& args) {
       // forward one: gradients are then priced as forward ops.
       devices[d].backward_op_overhead_s = fit.backward_samples > 0 ? fit.backward_overhead_s : -1;
       if (fit.backward_samples == 0) devices[d].backward_efficiency = {};
+      // Products fitted as a class are priced by that fit, not by a curve measured before it.
+      const auto mm = static_cast<std::size_t>(OpClass::matmul);
+      if (fit.compute_fitted[0][mm] || fit.compute_fitted[1][mm]) devices[d].product_efficiency_by_size.clear();
     }
     for (const bool backward : {false, true})
       for (int c = 0; c < kNumOpClasses; ++c) {

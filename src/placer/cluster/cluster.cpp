@@ -63,6 +63,17 @@ double Device::bandwidth_for(double bytes) const {
   return lo.bytes_per_s + f * (hi.bytes_per_s - lo.bytes_per_s);
 }
 
+double Device::product_efficiency_for(double min_dim) const {
+  const auto& curve = product_efficiency_by_size;
+  if (!(min_dim > static_cast<double>(curve.front().min_dim))) return curve.front().compute;
+  if (!(min_dim < static_cast<double>(curve.back().min_dim))) return curve.back().compute;
+  std::size_t k = 1;
+  while (static_cast<double>(curve[k].min_dim) < min_dim) ++k;
+  const ProductPoint &lo = curve[k - 1], &hi = curve[k];
+  const double f = std::log(min_dim / static_cast<double>(lo.min_dim)) / std::log(static_cast<double>(hi.min_dim) / static_cast<double>(lo.min_dim));
+  return lo.compute + f * (hi.compute - lo.compute);
+}
+
 Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vector<std::string> switches,
                        std::vector<Link> links) {
   const std::string where = "cluster " + in_quotes(name);
@@ -91,6 +102,16 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
                     std::to_string(d.bandwidth_by_size[k - 1].bytes));
       if (!positive_finite(point.bytes_per_s))
         throw Error(at + ": bandwidth must be positive and finite, got " + format_number(point.bytes_per_s));
+    }
+    for (std::size_t k = 0; k < d.product_efficiency_by_size.size(); ++k) {
+      const auto& point = d.product_efficiency_by_size[k];
+      const std::string at = dev + ": product_efficiency_by_size[" + std::to_string(k) + "]";
+      if (point.min_dim == 0) throw Error(at + ": min_dim must be positive, got 0");
+      if (k > 0 && point.min_dim <= d.product_efficiency_by_size[k - 1].min_dim)
+        throw Error(at + ": dimensions must ascend, got " + std::to_string(point.min_dim) + " after " +
+                    std::to_string(d.product_efficiency_by_size[k - 1].min_dim));
+      if (!positive_finite(point.compute))
+        throw Error(at + ": compute must be positive and finite, got " + format_number(point.compute));
     }
     for (const auto& [type, e] : d.efficiency_by_type) {
       const std::string at = dev + ": efficiency_by_type";

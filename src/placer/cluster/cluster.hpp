@@ -77,6 +77,21 @@ struct Device {
   // The bandwidth an op reading and writing `bytes` in all gets: bandwidth_by_size interpolated
   // (linear in log(bytes)), its first point's below it, memory_bandwidth past its last.
   double bandwidth_for(double bytes) const;
+  // The compute efficiency of a matrix product by its smallest dimension (OpWork::product_min_dim,
+  // strictly ascending): a CPU's BLAS runs a product of 8 or 16 rows at half the rate of a large one
+  // or less. Where given it prices every product with a known dimension, forward and gradient, in
+  // place of the matmul class's compute efficiency (an op type's own, efficiency_by_type, still
+  // wins); `placer fit` drops it when it fits the class. Empty: the class's efficiency.
+  // docs/cost-model.md#products.
+  struct ProductPoint {
+    std::uint64_t min_dim = 0;
+    double compute = 0;
+    bool operator==(const ProductPoint&) const = default;
+  };
+  std::vector<ProductPoint> product_efficiency_by_size;
+  // product_efficiency_by_size interpolated (linear in log(min_dim)), its first point's below it and
+  // its last's above. REQUIRES: the curve is not empty and min_dim > 0.
+  double product_efficiency_for(double min_dim) const;
   bool operator==(const Device&) const = default;
 };
 

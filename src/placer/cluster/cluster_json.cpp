@@ -66,7 +66,8 @@ Device parse_device(const json& j, const std::string& where) {
   require_object(j, where);
   check_known_fields(j,
                      {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams",
-                      "efficiency", "backward_efficiency", "backward_op_overhead_s", "bandwidth_by_size", "efficiency_by_type"},
+                      "efficiency", "backward_efficiency", "backward_op_overhead_s", "bandwidth_by_size", "efficiency_by_type",
+                      "product_efficiency_by_size"},
                      where);
   Device d;
   d.name = get_string(j, "name", where);
@@ -96,6 +97,17 @@ Device parse_device(const json& j, const std::string& where) {
       require_object(curve[k], at_k);
       check_known_fields(curve[k], {"bytes", "bandwidth"}, at_k);
       d.bandwidth_by_size.push_back({get_count(curve[k], "bytes", at_k, 1), get_number(curve[k], "bandwidth", at_k)});
+    }
+  }
+  if (j.contains("product_efficiency_by_size")) {
+    const json& curve = j["product_efficiency_by_size"];
+    const std::string at = here + ".product_efficiency_by_size";
+    if (!curve.is_array()) throw Error(at + " must be an array of {\"min_dim\": N, \"compute\": E}, got " + json_excerpt(curve));
+    for (std::size_t k = 0; k < curve.size(); ++k) {
+      const std::string at_k = at + "[" + std::to_string(k) + "]";
+      require_object(curve[k], at_k);
+      check_known_fields(curve[k], {"min_dim", "compute"}, at_k);
+      d.product_efficiency_by_size.push_back({get_count(curve[k], "min_dim", at_k, 1), get_number(curve[k], "compute", at_k)});
     }
   }
   if (auto types = j.find("efficiency_by_type"); types != j.end()) {
@@ -250,6 +262,11 @@ json cluster_to_json(const Cluster& cluster) {
       json curve = json::array();
       for (const auto& point : d.bandwidth_by_size) curve.push_back({{"bytes", point.bytes}, {"bandwidth", point.bytes_per_s}});
       devices.back()["bandwidth_by_size"] = std::move(curve);
+    }
+    if (!d.product_efficiency_by_size.empty()) {
+      json curve = json::array();
+      for (const auto& point : d.product_efficiency_by_size) curve.push_back({{"min_dim", point.min_dim}, {"compute", point.compute}});
+      devices.back()["product_efficiency_by_size"] = std::move(curve);
     }
     if (!d.efficiency_by_type.empty()) {
       json types = json::object();

@@ -55,6 +55,9 @@ double modelled_time_s(const OpWork& work, const Device& device, const CostModel
       if (device.backward_efficiency[c].compute > 0) own.compute = device.backward_efficiency[c].compute;
       if (device.backward_efficiency[c].memory > 0) own.memory = device.backward_efficiency[c].memory;
     }
+    // A matrix product by its smallest dimension, where the device measured that (both passes).
+    if (work.op_class == OpClass::matmul && work.product_min_dim > 0 && !device.product_efficiency_by_size.empty())
+      own.compute = device.product_efficiency_for(work.product_min_dim);
   }
   if (by_type) {
     if (by_type->compute > 0) own.compute = by_type->compute;

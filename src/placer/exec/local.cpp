@@ -65,6 +65,8 @@ struct Measured {
   std::vector<TimedKernel> kernels;                 // CPUs: kernels no class prices (below)
   double backward_overhead_s = -1;                  // per autograd node of a backward pass; -1: not measured
   std::vector<Device::BandwidthPoint> bandwidth_by_size;
+  // CPUs: products by their smallest dimension (below): (rows, FLOP/s beyond the per-op overhead).
+  std::vector<std::pair<std::uint64_t, double>> product_rates;
 };
 
 // The peak: the best fp32 throughput libtorch reaches on the device, of a large matrix product
@@ -102,6 +104,28 @@ void measure_peak(const torch::Device& device, Measured& m) {
   }
 }
 
+// A CPU's products by their smallest dimension: the BLAS runs a thin product far below a large
+// one's rate (on a 2-core AMD machine on 2026-12-01, an LSTM language model's per-step products,
+// [64, 2048] by a [8192, 2048] weight, ran at 79 GFLOP/s in its step and 50 on 16 rows, where a
+// 768-square product ran at 105). Timed as the executor runs a Gemm with transB (PyTorch's
+// Linear): addmm of a bias and the transpose of a weight of a recurrent layer's size (64 MiB, past
+// the caches as a model's weights are), at rows 8 to 256; at 1024 rows (a 16 MiB weight, 1024 to
+// 4096 features, 8.6 GFLOP like the 256 rows') the large products of a transformer. The work is
+// the cost model's (op_work's Gemm with C); best of 2 runs.
+void measure_products(Measured& m) {
+  const torch::Device cpu(torch::kCPU);
+  torch::NoGradGuard no_grad;
+  auto timed = [&](std::int64_t rows, std::int64_t k, std::int64_t n) {
+    torch::Tensor x = torch::randn({rows, k}), w = torch::randn({n, k}), bias = torch::randn({n});
+    const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(n) +
+                         static_cast<double>(rows) * static_cast<double>(n);
+    const double seconds = best_time_s(cpu, 1, 2, [&] { (void)torch::addmm(bias, x, w.t()); }) - m.overhead_s;
+    if (seconds > 0) m.product_rates.push_back({static_cast<std::uint64_t>(rows), flops / seconds});
+  };
+  for (const std::int64_t rows : {8, 16, 32, 64, 128, 256}) timed(rows, 2048, 8192);
+  timed(1024, 1024, 4096);
+}
+
 // Attributes of a 2-D pooling window.
 Attributes pool_attributes(std::int64_t kernel, std::int64_t stride, std::int64_t pad) {
   Attributes a;
@@ -109,6 +133,72 @@ Attributes pool_attributes(std::int64_t kernel, std::int64_t stride, std::int64_
   a.set(Attribute{.name = "strides", .kind = Attribute::Kind::integers, .ints = {stride, stride}});
   a.set(Attribute{.name = "pads", .kind = Attribute::Kind::integers, .ints = {pad, pad, pad, pad}});
   return a;
+}
+
+// A kernel timed alone with the work the cost model gives its op (a gradient: its forward type's
+// backward work, every input needing a gradient).
+void add_kernel(Measured& m, std::string type, bool gradient, const Attributes& attrs, const std::vector<std::vector<std::int64_t>>& in_shapes,
+                const std::vector<std::int64_t>& out_shape, double seconds) {
+  std::vector<TensorDesc> ins;
+  for (const auto& shape : in_shapes) ins.push_back(TensorDesc{shape, DType::f32});
+  const TensorDesc out{out_shape, DType::f32};
+  const std::string forward = gradient ? type.substr(0, type.size() - 4) : type;
+  static constexpr bool kAll[4] = {true, true, true, true};
+  if (ins.size() > std::size(kAll)) throw Error("add_kernel: at most 4 inputs");
+  const std::span<const bool> need_span(kAll, ins.size());
+  OpWork w = gradient ? backward_work(forward, attrs, ins, std::span(&out, 1), need_span) : op_work(forward, attrs, ins, std::span(&out, 1));
+  m.kernels.push_back({std::move(type), gradient, w, seconds});
+}
+
+// Pointwise and row kernels of transformers and recurrent layers that a CPU runs far below their
+// class (BERT-base's training step profiled on a 2-core AMD machine on 2026-12-01: Erf took 3.5 ns
+// per element and its gradient 3.3, Softmax 0.9, LayerNormalization 0.5, where a Relu takes 0.1;
+// their classes priced them at 0.06-0.4 of their time, 5% of the step). Timed alone: Erf, its
+// gradient, Tanh and Sigmoid on [4, 128, 3072] (a transformer's hidden activation); Softmax over
+// the last axis of [8, 12, 128, 128] (attention scores); LayerNormalization over the last axis of
+// [8, 128, 768] with scale and bias; gradients through autograd, as the executor's backward runs.
+void measure_row_kernels(Measured& m) {
+  const torch::Device cpu(torch::kCPU);
+  torch::AutoGradMode grad_mode(true);
+  auto shape_of = [](const torch::Tensor& t) { return std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()); };
+  auto gradient_s = [&](const torch::Tensor& y, const std::vector<torch::Tensor>& inputs) {
+    const torch::Tensor dy = torch::randn_like(y);
+    return best_time_s(cpu, 1, 3, [&] { (void)torch::autograd::grad({y}, inputs, {dy}, /*retain_graph=*/true); });
+  };
+  Attributes last_axis;
+  last_axis.set(Attribute{.name = "axis", .kind = Attribute::Kind::integer, .i = -1});
+  {
+    torch::Tensor x = torch::randn({4, 128, 3072}).requires_grad_(true);
+    const auto shape = shape_of(x);
+    {
+      torch::NoGradGuard no_grad;
+      add_kernel(m, "Erf", false, {}, {shape}, shape, best_time_s(cpu, 1, 3, [&] { (void)torch::erf(x); }));
+      add_kernel(m, "Tanh", false, {}, {shape}, shape, best_time_s(cpu, 1, 3, [&] { (void)torch::tanh(x); }));
+      add_kernel(m, "Sigmoid", false, {}, {shape}, shape, best_time_s(cpu, 1, 3, [&] { (void)torch::sigmoid(x); }));
+    }
+    add_kernel(m, "ErfGrad", true, {}, {shape}, shape, gradient_s(torch::erf(x), {x}));
+  }
+  {
+    torch::Tensor x = torch::randn({8, 12, 128, 128}).requires_grad_(true);
+    const auto shape = shape_of(x);
+    {
+      torch::NoGradGuard no_grad;
+      add_kernel(m, "Softmax", false, last_axis, {shape}, shape, best_time_s(cpu, 1, 3, [&] { (void)torch::softmax(x, -1); }));
+    }
+    add_kernel(m, "SoftmaxGrad", true, last_axis, {shape}, shape, gradient_s(torch::softmax(x, -1), {x}));
+  }
+  {
+    torch::Tensor x = torch::randn({8, 128, 768}).requires_grad_(true), w = torch::randn({768}).requires_grad_(true),
+                  b = torch::randn({768}).requires_grad_(true);
+    const auto shape = shape_of(x);
+    const std::vector<std::vector<std::int64_t>> ins{shape, {768}, {768}};
+    {
+      torch::NoGradGuard no_grad;
+      add_kernel(m, "LayerNormalization", false, last_axis, ins, shape,
+                 best_time_s(cpu, 1, 3, [&] { (void)torch::layer_norm(x, {768}, w, b, 1e-5, true); }));
+    }
+    add_kernel(m, "LayerNormalizationGrad", true, last_axis, ins, shape, gradient_s(torch::layer_norm(x, {768}, w, b, 1e-5, true), {x, w, b}));
+  }
 }
 
 // Kernels of a CPU that no roofline class prices: libtorch's CPU pooling runs far below its class
@@ -158,6 +248,7 @@ void measure_cpu_kernels(Measured& m) {
             (void)torch::avg_pool2d_backward(dy, x, {3, 3}, {1, 1}, {1, 1}, false, false, c10::nullopt);
           }));
   }
+  measure_row_kernels(m);
 }
 
 // The autograd engine's fixed cost per node: a backward pass through a chain of one-element adds
@@ -196,6 +287,7 @@ Measured measure_device(const torch::Device& device) {
   m.bandwidth = 2.0 * static_cast<double>(elems) * 4.0 / copy_s;
   torch::Tensor x = torch::ones({1}, opts), y = torch::ones({1}, opts);
   m.overhead_s = best_time_s(device, 2000, 3, [&] { torch::add(x, y); });
+  if (!gpu) measure_products(m);
   // On a CPU, what its caches give a smaller working set: the same copy of 512 KiB to 32 MiB in
   // all (read + written), a one-element copy's time taken off (the cost model adds the per-op
   // overhead), never below the bandwidth of a larger one. (GPUs: not measured; their small copies
@@ -244,6 +336,10 @@ Device measured_device(std::string name, DeviceKind kind, std::string model, con
     d.efficiency[static_cast<std::size_t>(OpClass::conv)].compute = std::min(1.0, m.convolution_mix_flops / m.peak_flops);
   d.backward_op_overhead_s = m.backward_overhead_s;
   d.bandwidth_by_size = m.bandwidth_by_size;
+  // Products by their smallest dimension at their measured rates, no default fraction (the matmul
+  // class's efficiency above still prices the class's other ops: Einsum, recurrent layers).
+  for (const auto& [rows, rate] : m.product_rates)
+    d.product_efficiency_by_size.push_back({rows, std::min(1.0, rate / m.peak_flops)});
   // A kernel slower than its class's roofline gets a compute efficiency of its own type, so that
   // its FLOPs take its measured time.
   for (const TimedKernel& k : m.kernels)

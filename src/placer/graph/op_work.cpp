@@ -151,7 +151,27 @@ double matmul_core(const Ctx& c) {
   std::size_t r = rank(c.in, 0);
   return r == 0 ? 0.0 : 2.0 * elems(c.out, 0) * dim(c.in, 0, r - 1);
 }
-OpWork f_matmul(const Ctx& c) { return io(c, matmul_core(c)); }
+// The product's smallest dimension (OpWork::product_min_dim) as libtorch's matmul runs it: an
+// operand of one dimension is a vector (M or N = 1); a stack of matrices by one matrix folds the
+// stack into the product's rows (A's) or, computed transposed, into its columns (B's); two stacks
+// multiply matrix by matrix.
+std::uint32_t clamp_dim(double d) { return d >= 4294967295.0 ? 0xFFFFFFFFu : d > 0 ? static_cast<std::uint32_t>(d) : 0u; }
+std::uint32_t matmul_min_dim(const Ctx& c) {
+  const std::size_t ra = rank(c.in, 0), rb = rank(c.in, 1);
+  if (ra == 0 || rb == 0) return 0;
+  const double k = dim(c.in, 0, ra - 1);
+  double m = ra >= 2 ? dim(c.in, 0, ra - 2) : 1.0, n = rb >= 2 ? dim(c.in, 1, rb - 1) : 1.0;
+  if (ra >= 3 && rb <= 2)
+    for (std::size_t d = 0; d + 2 < ra; ++d) m *= dim(c.in, 0, d);
+  if (ra <= 2 && rb >= 3)
+    for (std::size_t d = 0; d + 2 < rb; ++d) n *= dim(c.in, 1, d);
+  return clamp_dim(std::min({m, n, k}));
+}
+OpWork f_matmul(const Ctx& c) {
+  OpWork w = io(c, matmul_core(c));
+  w.product_min_dim = matmul_min_dim(c);
+  return w;
+}
 
 double gemm_core(const Ctx& c) {
   double k = c.attrs.get_int("transA", 0) ? dim(c.in, 0, 0) : dim(c.in, 0, 1);
@@ -165,7 +185,11 @@ OpWork f_gemm(const Ctx& c) {
     flops += mn;                                              // + C
     if (c.attrs.get_float("beta", 1.0) != 1.0) flops += mn;  // beta * C
   }
-  return io(c, flops);
+  OpWork w = io(c, flops);
+  // Rows, columns and the contracted length (A's second dimension, its first when transposed).
+  const double k = c.attrs.get_int("transA", 0) ? dim(c.in, 0, 0) : dim(c.in, 0, 1);
+  if (rank(c.out, 0) == 2) w.product_min_dim = clamp_dim(std::min({dim(c.out, 0, 0), dim(c.out, 0, 1), k}));
+  return w;
 }
 
 // Einsum: the naive contraction visits every combination of index values once; each visit multiplies
@@ -928,6 +952,7 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
   OpWork w;
   w.op_class = rule.backward_class.value_or(rule.op_class);
   w.flops = rule.backward(ctx, fwd, g);
+  w.product_min_dim = fwd.product_min_dim;  // a product's gradients multiply matrices of the same dimensions
 
   // The saved inputs of the first 32 slots (a product operand is read only for the gradients of the
   // other operands; a Div's dividend is priced as read whichever operand needs a gradient).

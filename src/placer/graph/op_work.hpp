@@ -34,6 +34,11 @@ struct OpWork {
   double bytes_read = 0.0;     // bytes of inputs the op must read
   double bytes_written = 0.0;  // bytes of outputs it writes
   OpClass op_class = OpClass::alias;
+  // A matrix product's smallest dimension (MatMul, Gemm and their gradients: the least of the rows,
+  // columns and contracted length of each matrix multiplied, as PyTorch runs it, batch dimensions
+  // folded into rows where it folds them), by which a CPU's BLAS slows down on thin products
+  // (Device::product_efficiency_by_size); 0 for any other op.
+  std::uint32_t product_min_dim = 0;
   bool operator==(const OpWork&) const = default;
 };
 
