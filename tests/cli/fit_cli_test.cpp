@@ -60,6 +60,8 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   ASSERT_EQ(fit_json.exit_code, 0) << fit_json.err;
   const nlohmann::json report = nlohmann::json::parse(fit_json.out);
   ASSERT_EQ(report["steps"].size(), 1u) << report.dump();
+  EXPECT_TRUE(report["fits"][0]["product_curve_dropped"].get<bool>()) << "local's CPU measured one; cifarnet's Gemms were fitted";
+  EXPECT_THAT(fit.out, HasSubstr("product_efficiency_by_size was dropped"));
   const nlohmann::json& step = report["steps"][0];
   EXPECT_EQ(step["device"], "cpu:0");
   auto replay = placer({"simulate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--profile", profile, "--json"});
@@ -88,6 +90,7 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   EXPECT_EQ(by_type["fits"][0]["samples"].get<int>() + 4, nlohmann::json::parse(untyped.out)["fits"][0]["samples"].get<int>())
       << "the four pools left out of the classes";
   EXPECT_FALSE(nlohmann::json::parse(untyped.out)["cluster"]["devices"][0].contains("efficiency_by_type"));
+  EXPECT_FALSE(nlohmann::json::parse(untyped.out)["fits"][0]["product_curve_dropped"].get<bool>()) << "no curve to drop";
 }
 
 // A cluster whose CPU gives no per-op overhead: the overhead `profile` fits cannot be a scale of

@@ -394,6 +394,12 @@ TEST(ClusterJson, AProductCurveRoundTripsAndIsChecked) {
   EXPECT_DOUBLE_EQ(d.product_efficiency_for(64), 0.4) << "halfway in log(min_dim)";
   EXPECT_DOUBLE_EQ(d.product_efficiency_for(256), 0.6);
   EXPECT_DOUBLE_EQ(d.product_efficiency_for(4096), 0.6) << "past the last point: its efficiency";
+  Device one = d;
+  one.product_efficiency_by_size = {{64, 0.5}};
+  EXPECT_DOUBLE_EQ(one.product_efficiency_for(8), 0.5);
+  EXPECT_DOUBLE_EQ(one.product_efficiency_for(4096), 0.5) << "one point: its efficiency everywhere";
+  one.product_efficiency_by_size.clear();
+  EXPECT_EQ(one.product_efficiency_for(64), 0.0) << "none: the class's applies";
   auto error_with = [&](nlohmann::json curve) {
     nlohmann::json bad = j;
     bad["devices"][0]["product_efficiency_by_size"] = std::move(curve);

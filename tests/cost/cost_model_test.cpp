@@ -918,6 +918,49 @@ TEST(CostTable, AnOpThatMakesOnlyViewsCostsItsOverheadAlone) {
   EXPECT_EQ(priced_work(g, g.find_op("relu")), g.op_work(g.find_op("relu")));
 }
 
+// A graph's products carry their smallest dimension into the cost table and into their gradients
+// in the training step; a transposed 3-D operand by a matrix runs one product per matrix (libtorch
+// 1.13's matmul does not fold it), so its dimension is a matrix's, not the folded rows'.
+TEST(CostTable, AGraphsProductsAndTheirGradientsArePricedByTheCurve) {
+  GraphBuilder b("products");
+  const F32Tensors tensor{b};
+  Attributes perm, trans_b;
+  perm.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {0, 2, 1}});
+  trans_b.set(Attribute{.name = "transB", .kind = Attribute::Kind::integer, .i = 1});
+  const TensorId x = tensor("x", {32, 512, 16}, TensorKind::data), w = tensor("w", {512, 64}, TensorKind::parameter);
+  const TensorId t = tensor("t", {32, 16, 512}), y = tensor("y", {32, 16, 64});
+  const TensorId a = tensor("a", {64, 256}, TensorKind::data), v = tensor("v", {128, 256}, TensorKind::parameter), z = tensor("z", {64, 128});
+  const TensorId u = tensor("u", {32, 512, 16}, TensorKind::data), yu = tensor("yu", {32, 512, 64});
+  add_priced(b, "transpose", "Transpose", {x}, t, perm);
+  add_priced(b, "matmul", "MatMul", {t, w}, y);
+  add_priced(b, "gemm", "Gemm", {a, v}, z, trans_b);
+  const TensorId w2 = tensor("w2", {16, 64}, TensorKind::parameter);
+  add_priced(b, "folded", "MatMul", {u, w2}, yu);
+  b.mark_output(y), b.mark_output(z), b.mark_output(yu);
+  const Graph g = std::move(b).build();
+  EXPECT_EQ(g.op_work(g.find_op("matmul")).product_min_dim, 64u) << "from the shapes alone: 512 folded rows";
+  EXPECT_EQ(priced_work(g, g.find_op("matmul")).product_min_dim, 16u) << "a matrix of the transposed batch";
+  EXPECT_EQ(priced_work(g, g.find_op("folded")).product_min_dim, 16u) << "row-major: rows folded, 16 contracted";
+  EXPECT_EQ(priced_work(g, g.find_op("gemm")).product_min_dim, 64u);
+  const Graph step = derive_training_step(g, Optimizer::sgd);
+  EXPECT_EQ(priced_work(step, step.find_op("matmul/grad")).product_min_dim, 16u);
+  EXPECT_EQ(priced_work(step, step.find_op("gemm/grad")).product_min_dim, 64u);
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e12,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  cpu.product_efficiency_by_size = {{16, 0.25}, {256, 0.75}};
+  const Cluster c = Cluster::build("t", {cpu}, {}, {});
+  const CostTable costs(step, c, CostModel::defaults());
+  for (const char* op : {"matmul", "matmul/grad", "gemm", "gemm/grad"}) {
+    SCOPED_TRACE(op);
+    const OpWork work = priced_work(step, step.find_op(op));
+    const double e = cpu.product_efficiency_for(work.product_min_dim);
+    const double bytes = work.bytes_read + work.bytes_written;
+    const double memory_s = bytes / (cpu.bandwidth_for(bytes) * CostModel::defaults().of(DeviceKind::cpu, OpClass::matmul).memory);
+    EXPECT_GT(work.flops / (1e11 * e), memory_s) << "compute-bound: the curve sets the time";
+    EXPECT_DOUBLE_EQ(costs.time_s(step.find_op(op), 0), 1e-6 + work.flops / (1e11 * e));
+  }
+}
+
 TEST(CostTable, AGradientPassedOnStillPaysForTheSumOfItsPartials) {
   // y = p + q read twice: Add's gradient passes dY on to both operands (views), and sums dY's two
   // partials (one from each Relu) first: that sum is a kernel, priced.

@@ -1132,15 +1132,14 @@ TEST(LocalPreset, IsTheDetectedMachine) {
   const double conv = cpu.efficiency[static_cast<std::size_t>(OpClass::conv)].compute;
   EXPECT_GT(conv, 0.0);
   EXPECT_LE(conv, 1.0);
-  // Products by their smallest dimension: rows 8 to 1024, each a share of the peak (a thinner
-  // product's measured rate may wobble above a wider one's: not asserted).
+  // Products by their smallest dimension: rows 8 to 1024, each a positive share of the peak; 8 rows
+  // run well below 1024 (0.4 of their rate on the machines measured; neighbouring points may
+  // wobble: not compared).
   ASSERT_EQ(cpu.product_efficiency_by_size.size(), 7u);
   EXPECT_EQ(cpu.product_efficiency_by_size.front().min_dim, 8u);
   EXPECT_EQ(cpu.product_efficiency_by_size.back().min_dim, 1024u);
-  for (const auto& point : cpu.product_efficiency_by_size) {
-    EXPECT_GT(point.compute, 0.0) << point.min_dim;
-    EXPECT_LE(point.compute, 1.0) << point.min_dim;
-  }
+  for (const auto& point : cpu.product_efficiency_by_size) EXPECT_GT(point.compute, 0.0) << point.min_dim;
+  EXPECT_LT(cpu.product_efficiency_by_size.front().compute, 0.8 * cpu.product_efficiency_by_size.back().compute);
   // Kernels timed alone that run below their class get an efficiency of their own type
   // (type_efficiency_for, tested in the cost tests): the pools, the row and pointwise kernels of
   // transformers and recurrent layers, and their gradients, only.

@@ -215,9 +215,15 @@ TEST_F(OpWorkTest, ProductsGiveTheirSmallestDimension) {
   EXPECT_EQ(matmul({32, 64}, {4, 64, 16}, {4, 32, 16}), 32u) << "B's stack folded into its 64 columns";
   EXPECT_EQ(matmul({16, 32}, {4, 32, 2}, {4, 16, 2}), 8u);
   EXPECT_EQ(matmul({32}, {32, 10}, {10}), 1u) << "a vector";
+  EXPECT_EQ(matmul({4, 16, 32}, {32}, {4, 16}), 1u) << "a stack by a vector";
+  EXPECT_EQ(matmul({32}, {4, 32, 16}, {4, 16}), 1u) << "a vector by a stack";
+  EXPECT_EQ(matmul({2, 3, 4, 32}, {32, 64}, {2, 3, 4, 64}), 24u) << "every stacked dimension folded into the rows";
+  EXPECT_EQ(matmul({6, 128, 32}, {1, 32, 256}, {6, 128, 256}), 32u) << "a broadcast batch: per matrix";
   TensorDesc a = t({64, 1024}), b = t({4096, 1024}), c = t({4096}), y = t({64, 4096});
   EXPECT_EQ(op_work("Gemm", attrs({int_attr("transB", 1)}), Ts{a, b, c}, Ts{y}).product_min_dim, 64u);
   EXPECT_EQ(bwd("Gemm", attrs({int_attr("transB", 1)}), Ts{a, b, c}, Ts{y}, {true, true, true}).product_min_dim, 64u);
+  EXPECT_EQ(bwd("Gemm", attrs({int_attr("transB", 1)}), Ts{a, b, c}, Ts{y}, {false, false, true}).product_min_dim, 0u)
+      << "the bias's gradient alone is a sum, no product";
   TensorDesc at = t({32, 512}), bt = t({32, 2048}), yt = t({512, 2048});
   EXPECT_EQ(op_work("Gemm", attrs({int_attr("transA", 1)}), Ts{at, bt}, Ts{yt}).product_min_dim, 32u) << "K from the transposed A";
   EXPECT_EQ(op_work("Relu", attrs(), Ts{y}, Ts{y}).product_min_dim, 0u);

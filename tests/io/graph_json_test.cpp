@@ -112,6 +112,15 @@ TEST(GraphJson, OpsWithoutWorkArePricedByTheRules) {
   Graph g = graph_from_json(j, "test");
   EXPECT_DOUBLE_EQ(g.op_work(0).flops, 2.0 * 8 * 16 * 4);
   EXPECT_EQ(g.op_work(0).op_class, OpClass::matmul);
+  EXPECT_EQ(g.op_work(0).product_min_dim, 4u);
+  // Work given: a product's smallest dimension as written (0 without one), written back.
+  j["ops"][0]["flops"] = 1024.0;
+  j["ops"][0]["class"] = "matmul";
+  EXPECT_EQ(graph_from_json(j, "test").op_work(0).product_min_dim, 0u);
+  j["ops"][0]["product_min_dim"] = 12;
+  const Graph given = graph_from_json(j, "test");
+  EXPECT_EQ(given.op_work(0).product_min_dim, 12u);
+  EXPECT_EQ(graph_to_json(given)["ops"][0]["product_min_dim"], 12);
 }
 
 std::string write(const std::string& name, const std::string& text) {

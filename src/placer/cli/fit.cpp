@@ -35,6 +35,13 @@ bool times_an_op(const Graph& step, const Profile& profile, DeviceKind kind) {
   return false;
 }
 
+// Whether `profile` times a matrix product of `step` (MatMul, Gemm, their gradients) on `kind`.
+bool times_a_product(const Graph& step, const Profile& profile, DeviceKind kind) {
+  for (OpId op = 0; op < step.num_ops(); ++op)
+    if (step.op_work(op).product_min_dim > 0 && profile.find(kind, step.op_name(op), op_signature(step, op)).value_or(0.0) > 0) return true;
+  return false;
+}
+
 void run_fit(const FitArgs& args) {
   {
     // The --cluster file may be refreshed in place (-o naming it): it is read before the fit.
@@ -74,9 +81,11 @@ void run_fit(const FitArgs& args) {
     if (ids.empty()) continue;
     const Device& first = cluster.device(ids.front());
     std::vector<FitSample> samples;  // the types fitted on their own are no samples of their classes
+    bool products = false;
     for (std::size_t i = 0; i < steps.size(); ++i) {
       auto s = fit_samples(steps[i], profiles[i], first, args.types);
       samples.insert(samples.end(), s.begin(), s.end());
+      products = products || times_a_product(steps[i], profiles[i], kind);
     }
     if (samples.empty()) continue;
     CostModel model = CostModel::defaults();
@@ -88,10 +97,16 @@ void run_fit(const FitArgs& args) {
       // forward one: gradients are then priced as forward ops.
       devices[d].backward_op_overhead_s = fit.backward_samples > 0 ? fit.backward_overhead_s : -1;
       if (fit.backward_samples == 0) devices[d].backward_efficiency = {};
-      // Products fitted as a class are priced by that fit, not by a curve measured before it.
-      const auto mm = static_cast<std::size_t>(OpClass::matmul);
-      if (fit.compute_fitted[0][mm] || fit.compute_fitted[1][mm]) devices[d].product_efficiency_by_size.clear();
     }
+    // Products timed and fitted as a class are priced by that fit, not by a curve measured before it
+    // (an Einsum or a recurrent layer alone fits the class without saying anything of products).
+    const auto mm = static_cast<std::size_t>(OpClass::matmul);
+    bool curve_dropped = false;
+    if (products && (fit.compute_fitted[0][mm] || fit.compute_fitted[1][mm]))
+      for (DeviceId d : ids) {
+        curve_dropped = curve_dropped || !devices[d].product_efficiency_by_size.empty();
+        devices[d].product_efficiency_by_size.clear();
+      }
     for (const bool backward : {false, true})
       for (int c = 0; c < kNumOpClasses; ++c) {
         const Efficiency& e = model.of(kind, static_cast<OpClass>(c), backward);
@@ -119,7 +134,8 @@ void run_fit(const FitArgs& args) {
                             {"overhead_s", fit.overhead_s},
                             {"median_abs_error", fit.median_abs_error},
                             {"efficiency", classes[0]},
-                            {"efficiency_by_type", types}};
+                            {"efficiency_by_type", types},
+                            {"product_curve_dropped", curve_dropped}};
     if (fit.backward_samples > 0) {
       entry["backward_samples"] = fit.backward_samples;
       entry["backward_overhead_s"] = fit.backward_overhead_s;
@@ -187,6 +203,8 @@ void run_fit(const FitArgs& args) {
     }
     for (const auto& [type, t] : k["efficiency_by_type"].items())
       fmt::print("  type {:<14} compute {:.4f} ({} op times)\n", type, t["compute"].get<double>(), t["samples"].get<std::size_t>());
+    if (k["product_curve_dropped"].get<bool>())
+      fmt::print("  products are priced by the matmul fit: the devices' product_efficiency_by_size was dropped\n");
   }
   for (const auto& st : steps_report)
     fmt::print("{} on {}: step {} with the fit, {} with its profile ({:+.0f}%)\n", st["model"].get<std::string>(),

@@ -65,6 +65,7 @@ double Device::bandwidth_for(double bytes) const {
 
 double Device::product_efficiency_for(double min_dim) const {
   const auto& curve = product_efficiency_by_size;
+  if (curve.empty()) return 0.0;
   if (!(min_dim > static_cast<double>(curve.front().min_dim))) return curve.front().compute;
   if (!(min_dim < static_cast<double>(curve.back().min_dim))) return curve.back().compute;
   std::size_t k = 1;

@@ -78,8 +78,8 @@ struct Device {
   // (linear in log(bytes)), its first point's below it, memory_bandwidth past its last.
   double bandwidth_for(double bytes) const;
   // The compute efficiency of a matrix product by its smallest dimension (OpWork::product_min_dim,
-  // strictly ascending): a CPU's BLAS runs a product of 8 or 16 rows at half the rate of a large one
-  // or less. Where given it prices every product with a known dimension, forward and gradient, in
+  // strictly ascending): a CPU's BLAS ran a product of 8 rows at 0.4 of a large one's rate and one
+  // of 16 at 0.55 (OpenBLAS, docs/cost-model.md#products). Where given it prices every product with a known dimension, forward and gradient, in
   // place of the matmul class's compute efficiency (an op type's own, efficiency_by_type, still
   // wins); `placer fit` drops it when it fits the class. Empty: the class's efficiency.
   // docs/cost-model.md#products.
@@ -90,7 +90,7 @@ struct Device {
   };
   std::vector<ProductPoint> product_efficiency_by_size;
   // product_efficiency_by_size interpolated (linear in log(min_dim)), its first point's below it and
-  // its last's above. REQUIRES: the curve is not empty and min_dim > 0.
+  // its last's above; 0 when the curve is empty (the class's efficiency applies).
   double product_efficiency_for(double min_dim) const;
   bool operator==(const Device&) const = default;
 };

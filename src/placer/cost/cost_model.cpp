@@ -98,6 +98,16 @@ OpWork priced_work(const Graph& g, OpId op) {
   for (std::size_t i = 0; all && i < ins.size(); ++i) all = ins[i] == kNoId || !g.tensor_accumulated(ins[i]);
   if (all && g.op_type(op) == "MeanGrad") all = false;
   if (all) w.flops = 0, w.bytes_read = 0, w.bytes_written = 0;
+  // A MatMul (or its gradient) of a transposed 3-D operand by a matrix runs one product per matrix
+  // of the batch (matmul_layout), which the shapes alone took for one product of folded rows: its
+  // smallest dimension is a matrix's.
+  const OpId f = g.op_role(op) == OpRole::backward ? g.forward_op(op) : op;
+  if (w.product_min_dim > 0 && f != kNoId && g.op_type(f) == "MatMul")
+    if (const auto layout = matmul_layout_of(g, f); layout && layout->per_matrix) {
+      const auto a = g.tensor_shape(g.op_inputs(f)[0]), b = g.tensor_shape(g.op_inputs(f)[1]);
+      const std::int64_t least = std::min({a[a.size() - 1], a[a.size() - 2], b[b.size() - 1], b[b.size() - 2]});
+      w.product_min_dim = static_cast<std::uint32_t>(std::clamp<std::int64_t>(least, 1, 0xFFFFFFFF));
+    }
   return w;
 }
 

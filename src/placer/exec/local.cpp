@@ -106,8 +106,8 @@ void measure_peak(const torch::Device& device, Measured& m) {
 
 // A CPU's products by their smallest dimension: the BLAS runs a thin product far below a large
 // one's rate (on a 2-core AMD machine on 2026-12-01, an LSTM language model's per-step products,
-// [64, 2048] by a [8192, 2048] weight, ran at 79 GFLOP/s in its step and 50 on 16 rows, where a
-// 768-square product ran at 105). Timed as the executor runs a Gemm with transB (PyTorch's
+// [64, 2048] by a [8192, 2048] weight, ran at 79 GFLOP/s in its step; that weight alone, timed
+// here, gave 44 GFLOP/s on 8 rows and 59 on 16, where a 768-square product ran at 105). Timed as the executor runs a Gemm with transB (PyTorch's
 // Linear): addmm of a bias and the transpose of a weight of a recurrent layer's size (64 MiB, past
 // the caches as a model's weights are), at rows 8 to 256; at 1024 rows (a 16 MiB weight, 1024 to
 // 4096 features, 8.6 GFLOP like the 256 rows') the large products of a transformer. The work is
@@ -115,15 +115,19 @@ void measure_peak(const torch::Device& device, Measured& m) {
 void measure_products(Measured& m) {
   const torch::Device cpu(torch::kCPU);
   torch::NoGradGuard no_grad;
-  auto timed = [&](std::int64_t rows, std::int64_t k, std::int64_t n) {
-    torch::Tensor x = torch::randn({rows, k}), w = torch::randn({n, k}), bias = torch::randn({n});
+  auto timed = [&](std::int64_t rows, const torch::Tensor& w, const torch::Tensor& bias) {
+    const std::int64_t n = w.size(0), k = w.size(1);
+    torch::Tensor x = torch::randn({rows, k});
     const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(n) +
                          static_cast<double>(rows) * static_cast<double>(n);
     const double seconds = best_time_s(cpu, 1, 2, [&] { (void)torch::addmm(bias, x, w.t()); }) - m.overhead_s;
     if (seconds > 0) m.product_rates.push_back({static_cast<std::uint64_t>(rows), flops / seconds});
   };
-  for (const std::int64_t rows : {8, 16, 32, 64, 128, 256}) timed(rows, 2048, 8192);
-  timed(1024, 1024, 4096);
+  {
+    const torch::Tensor w = torch::randn({8192, 2048}), bias = torch::randn({8192});
+    for (const std::int64_t rows : {8, 16, 32, 64, 128, 256}) timed(rows, w, bias);
+  }
+  timed(1024, torch::randn({4096, 1024}), torch::randn({4096}));
 }
 
 // Attributes of a 2-D pooling window.
@@ -142,6 +146,7 @@ void add_kernel(Measured& m, std::string type, bool gradient, const Attributes& 
   std::vector<TensorDesc> ins;
   for (const auto& shape : in_shapes) ins.push_back(TensorDesc{shape, DType::f32});
   const TensorDesc out{out_shape, DType::f32};
+  if (gradient && !type.ends_with("Grad")) throw Error("add_kernel: a gradient's type ends in Grad, got " + type);
   const std::string forward = gradient ? type.substr(0, type.size() - 4) : type;
   static constexpr bool kAll[4] = {true, true, true, true};
   if (ins.size() > std::size(kAll)) throw Error("add_kernel: at most 4 inputs");
@@ -212,12 +217,7 @@ void measure_cpu_kernels(Measured& m) {
   torch::Tensor x = torch::randn({n, c, hw, hw}, opts);
   const std::vector<std::int64_t> x_shape{n, c, hw, hw};
   auto timed = [&](std::string type, const Attributes& attrs, std::vector<std::int64_t> out_shape, bool gradient, double seconds) {
-    const TensorDesc in{x_shape, DType::f32}, out{out_shape, DType::f32};
-    const std::string forward = gradient ? type.substr(0, type.size() - 4) : type;
-    const bool needs[1] = {true};
-    OpWork w = gradient ? backward_work(forward, attrs, std::span(&in, 1), std::span(&out, 1), needs)
-                        : op_work(forward, attrs, std::span(&in, 1), std::span(&out, 1));
-    m.kernels.push_back({std::move(type), gradient, w, seconds});
+    add_kernel(m, std::move(type), gradient, attrs, {x_shape}, out_shape, seconds);
   };
   {
     // ONNX's MaxPool 3x3, stride 2, pad 1 (ResNet's): torch's max_pool2d, and in training

@@ -34,6 +34,7 @@ MatMulLayout matmul_layout(std::span<const std::int64_t> shape_a, std::span<cons
     const std::size_t matrix = da == 2 ? 0 : 1;
     const std::span<const std::int64_t> m = matrix == 0 ? shape_a : shape_b, batched = matrix == 0 ? shape_b : shape_a;
     r.broadcast_gradient_elements[matrix] = static_cast<std::uint64_t>(std::max<std::int64_t>(batched[0] - 1, 0)) * elements(m);
+    r.per_matrix = true;
     return r;
   }
   if (da >= 3 && db <= 2) {

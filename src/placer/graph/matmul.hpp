@@ -38,6 +38,9 @@ struct MatMulLayout {
   // Per operand broadcast over the batched product's batch: the elements its gradient holds at the
   // batch's size beyond its own size, before it is summed (0: not broadcast).
   std::uint64_t broadcast_gradient_elements[2] = {0, 0};
+  // A transposed 3-D operand by a matrix: one product per matrix of the batch, not one product of
+  // the batch folded into rows (OpWork::product_min_dim is then a matrix's).
+  bool per_matrix = false;
 };
 
 // `strides_*` in elements (empty: row-major). Shapes that do not multiply give no copies.

@@ -952,7 +952,9 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
   OpWork w;
   w.op_class = rule.backward_class.value_or(rule.op_class);
   w.flops = rule.backward(ctx, fwd, g);
-  w.product_min_dim = fwd.product_min_dim;  // a product's gradients multiply matrices of the same dimensions
+  // A product's operand gradients multiply matrices of the same dimensions (a Gemm's bias gradient
+  // alone is a sum, not a product).
+  if (g[0] || g[1]) w.product_min_dim = fwd.product_min_dim;
 
   // The saved inputs of the first 32 slots (a product operand is read only for the gradients of the
   // other operands; a Div's dividend is priced as read whichever operand needs a gradient).
