@@ -44,8 +44,10 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   EXPECT_EQ(j["name"], "this-machine");
   ASSERT_TRUE(j["devices"][0].contains("efficiency")) << j.dump();
   EXPECT_TRUE(j["devices"][0]["efficiency"].contains("matmul")) << j.dump();  // cifarnet's Gemms
-  // The `local` CPU's products by their smallest dimension give way to the class fit of products.
+  // The `local` CPU's products by their smallest dimension, its convolutions by their kernel, give
+  // way to the class fits.
   EXPECT_FALSE(j["devices"][0].contains("product_efficiency_by_size")) << j.dump();
+  EXPECT_FALSE(j["devices"][0].contains("conv_efficiency_by_kernel")) << j.dump();
   // A training profile times the gradients too: they get their own efficiencies and overhead.
   EXPECT_THAT(fit.out, HasSubstr("backward ops"));
   ASSERT_TRUE(j["devices"][0].contains("backward_efficiency")) << j.dump();
@@ -62,6 +64,7 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   ASSERT_EQ(report["steps"].size(), 1u) << report.dump();
   EXPECT_TRUE(report["fits"][0]["product_curve_dropped"].get<bool>()) << "local's CPU measured one; cifarnet's Gemms were fitted";
   EXPECT_THAT(fit.out, HasSubstr("product_efficiency_by_size was dropped"));
+  EXPECT_TRUE(report["fits"][0]["conv_curve_dropped"].get<bool>()) << "cifarnet's convolutions were fitted";
   const nlohmann::json& step = report["steps"][0];
   EXPECT_EQ(step["device"], "cpu:0");
   auto replay = placer({"simulate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--profile", profile, "--json"});

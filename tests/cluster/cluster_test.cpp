@@ -388,7 +388,7 @@ TEST(ClusterJson, AProductCurveRoundTripsAndIsChecked) {
   const Cluster with = parse_cluster_json(j, "x.json");
   const Device& d = with.device(0);
   ASSERT_EQ(d.product_efficiency_by_size.size(), 2u);
-  EXPECT_EQ(d.product_efficiency_by_size[1], (Device::ProductPoint{.min_dim = 256, .compute = 0.6}));
+  EXPECT_EQ(d.product_efficiency_by_size[1], (Device::SizePoint{.size = 256, .compute = 0.6}));
   EXPECT_EQ(parse_cluster_json(cluster_to_json(with), "y.json").device(0), d);
   EXPECT_DOUBLE_EQ(d.product_efficiency_for(8), 0.2) << "below the first point: its efficiency";
   EXPECT_DOUBLE_EQ(d.product_efficiency_for(64), 0.4) << "halfway in log(min_dim)";
@@ -412,6 +412,18 @@ TEST(ClusterJson, AProductCurveRoundTripsAndIsChecked) {
   EXPECT_THAT(error_with({{{"min_dim", 16}, {"rate", 1.0}}}), HasSubstr("rate"));
   EXPECT_THAT(error_with({{{"min_dim", 16.5}, {"compute", 0.2}}}), HasSubstr("min_dim"));
   EXPECT_THAT(error_with(3.0), HasSubstr("must be an array"));
+  // Convolutions by their kernel area: the same form, keyed by kernel_area.
+  nlohmann::json k = j;
+  k["devices"][0]["conv_efficiency_by_kernel"] = nlohmann::json::array({{{"kernel_area", 1}, {"compute", 0.6}}, {{"kernel_area", 9}, {"compute", 0.9}}});
+  const Cluster conv = parse_cluster_json(k, "k.json");
+  ASSERT_EQ(conv.device(0).conv_efficiency_by_kernel.size(), 2u);
+  EXPECT_EQ(parse_cluster_json(cluster_to_json(conv), "k2.json").device(0), conv.device(0));
+  EXPECT_NEAR(conv.device(0).conv_efficiency_for(3), 0.75, 1e-12) << "halfway in log(area)";
+  EXPECT_DOUBLE_EQ(conv.device(0).conv_efficiency_for(49), 0.9);
+  k["devices"][0]["conv_efficiency_by_kernel"] = nlohmann::json::array({{{"kernel_area", 9}, {"compute", 0.9}}, {{"kernel_area", 1}, {"compute", 0.6}}});
+  EXPECT_THAT(error_of([&] { parse_cluster_json(k, "k.json"); }), AllOf(HasSubstr("conv_efficiency_by_kernel[1]"), HasSubstr("kernel_area must ascend")));
+  k["devices"][0]["conv_efficiency_by_kernel"] = nlohmann::json::array({{{"min_dim", 1}, {"compute", 0.6}}});
+  EXPECT_THAT(error_of([&] { parse_cluster_json(k, "k.json"); }), HasSubstr("min_dim"));
 }
 
 TEST(ClusterJson, EfficienciesByOpTypeRoundTripAndAreChecked) {

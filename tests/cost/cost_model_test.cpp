@@ -788,6 +788,16 @@ TEST(CostModel, AProductIsPricedByItsSmallestDimensionWhereTheDeviceMeasuredThat
   OpWork conv = thin;
   conv.op_class = OpClass::conv;
   EXPECT_DOUBLE_EQ(modelled_time_s(conv, cpu, m), 1e-6 + 1e9 / 1e11) << "products only";
+  // Convolutions by their kernel area, the same way.
+  conv.conv_kernel_area = 1;
+  EXPECT_DOUBLE_EQ(modelled_time_s(conv, cpu, m), 1e-6 + 1e9 / 1e11) << "no curve: the class's";
+  cpu.conv_efficiency_by_kernel = {{1, 0.4}, {9, 0.8}};
+  EXPECT_DOUBLE_EQ(modelled_time_s(conv, cpu, m), 1e-6 + 1e9 / (1e11 * 0.4));
+  conv.conv_kernel_area = 9;
+  EXPECT_DOUBLE_EQ(modelled_time_s(conv, cpu, m), 1e-6 + 1e9 / (1e11 * 0.8));
+  EXPECT_DOUBLE_EQ(modelled_time_s(conv, cpu, m, true, true), 1e-6 + 1e9 / 1e11) << "a gradient: the class's (other kernels)";
+  conv.conv_kernel_area = 0;
+  EXPECT_DOUBLE_EQ(modelled_time_s(conv, cpu, m), 1e-6 + 1e9 / 1e11) << "grouped or transposed: the class's";
 }
 
 // The efficiency a timed kernel gives its type: its FLOPs over the time beyond the overhead, when

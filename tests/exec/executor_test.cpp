@@ -1136,10 +1136,15 @@ TEST(LocalPreset, IsTheDetectedMachine) {
   // run well below 1024 (0.4 of their rate on the machines measured; neighbouring points may
   // wobble: not compared).
   ASSERT_EQ(cpu.product_efficiency_by_size.size(), 7u);
-  EXPECT_EQ(cpu.product_efficiency_by_size.front().min_dim, 8u);
-  EXPECT_EQ(cpu.product_efficiency_by_size.back().min_dim, 1024u);
-  for (const auto& point : cpu.product_efficiency_by_size) EXPECT_GT(point.compute, 0.0) << point.min_dim;
+  EXPECT_EQ(cpu.product_efficiency_by_size.front().size, 8u);
+  EXPECT_EQ(cpu.product_efficiency_by_size.back().size, 1024u);
+  for (const auto& point : cpu.product_efficiency_by_size) EXPECT_GT(point.compute, 0.0) << point.size;
   EXPECT_LT(cpu.product_efficiency_by_size.front().compute, 0.8 * cpu.product_efficiency_by_size.back().compute);
+  // Ungrouped convolutions by their kernel: the 1x1 and the 3x3 of the mix.
+  ASSERT_EQ(cpu.conv_efficiency_by_kernel.size(), 2u);
+  EXPECT_EQ(cpu.conv_efficiency_by_kernel[0].size, 1u);
+  EXPECT_EQ(cpu.conv_efficiency_by_kernel[1].size, 9u);
+  for (const auto& point : cpu.conv_efficiency_by_kernel) EXPECT_GT(point.compute, 0.0) << point.size;
   // Kernels timed alone that run below their class get an efficiency of their own type
   // (type_efficiency_for, tested in the cost tests): the pools, the row and pointwise kernels of
   // transformers and recurrent layers, and their gradients, only.

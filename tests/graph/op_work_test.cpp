@@ -231,6 +231,22 @@ TEST_F(OpWorkTest, ProductsGiveTheirSmallestDimension) {
   EXPECT_EQ(op_work("Conv", attrs(), Ts{x, w}, Ts{yc}).product_min_dim, 0u);
 }
 
+// OpWork::conv_kernel_area: an ungrouped Conv's kernel area, its gradient's too; none for grouped or
+// transposed convolutions, nor for a bias's gradient alone.
+TEST_F(OpWorkTest, UngroupedConvolutionsGiveTheirKernelArea) {
+  TensorDesc x = t({8, 16, 32, 32}), w3 = t({32, 16, 3, 3}), w1 = t({32, 16, 1, 1}), w71 = t({32, 16, 7, 1}), b = t({32}), y = t({8, 32, 32, 32});
+  EXPECT_EQ(op_work("Conv", attrs(), Ts{x, w3}, Ts{y}).conv_kernel_area, 9u);
+  EXPECT_EQ(op_work("Conv", attrs(), Ts{x, w1}, Ts{y}).conv_kernel_area, 1u);
+  EXPECT_EQ(op_work("Conv", attrs(), Ts{x, w71}, Ts{y}).conv_kernel_area, 7u);
+  EXPECT_EQ(bwd("Conv", attrs(), Ts{x, w3, b}, Ts{y}, {true, true, true}).conv_kernel_area, 9u);
+  EXPECT_EQ(bwd("Conv", attrs(), Ts{x, w3, b}, Ts{y}, {false, false, true}).conv_kernel_area, 0u);
+  TensorDesc wg = t({32, 8, 3, 3});
+  EXPECT_EQ(op_work("Conv", attrs({int_attr("group", 2)}), Ts{x, wg}, Ts{y}).conv_kernel_area, 0u);
+  TensorDesc xt = t({8, 16, 16, 16}), wt = t({16, 32, 2, 2}), yt = t({8, 32, 32, 32});
+  EXPECT_EQ(op_work("ConvTranspose", attrs({ints_attr("strides", {2, 2})}), Ts{xt, wt}, Ts{yt}).conv_kernel_area, 0u);
+  EXPECT_EQ(op_work("MatMul", attrs(), Ts{t({4, 8}), t({8, 2})}, Ts{t({4, 2})}).conv_kernel_area, 0u);
+}
+
 TEST_F(OpWorkTest, EinsumCountsEveryIndexCombinationOncePerMultiplyAdd) {
   // Attention scores: sum over d of q[b,h,q,d] k[b,h,k,d] is a batched matmul.
   TensorDesc q = t({8, 12, 128, 64}), k = t({8, 12, 128, 64}), s = t({8, 12, 128, 128});
@@ -450,9 +466,10 @@ TEST_F(OpWorkTest, ConvBackwardCostsOneForwardPerOperandThatNeedsAGradient) {
   double xb = 8.0 * 16 * 32 * 32 * kF32, wb = 32.0 * 16 * 9 * kF32, yb = 8.0 * 32 * 32 * 32 * kF32;
 
   // Frozen input (the first layer): only dW = conv(X, dY), which reads dY and X.
-  EXPECT_EQ(bwd("Conv", as, Ts{x, w}, Ts{y}, {false, true}), (OpWork{forward, yb + xb, wb, OpClass::conv}));
+  // (Both convolve with the forward's 3x3 kernel: OpWork::conv_kernel_area.)
+  EXPECT_EQ(bwd("Conv", as, Ts{x, w}, Ts{y}, {false, true}), (OpWork{forward, yb + xb, wb, OpClass::conv, 0, 9}));
   // Both: dX = conv_transpose(dY, W) as well, which also reads W.
-  EXPECT_EQ(bwd("Conv", as, Ts{x, w}, Ts{y}, {true, true}), (OpWork{2 * forward, yb + xb + wb, xb + wb, OpClass::conv}));
+  EXPECT_EQ(bwd("Conv", as, Ts{x, w}, Ts{y}, {true, true}), (OpWork{2 * forward, yb + xb + wb, xb + wb, OpClass::conv, 0, 9}));
 }
 
 TEST_F(OpWorkTest, ConvBiasGradientIsASumOverTheOutput) {

@@ -121,6 +121,10 @@ TEST(GraphJson, OpsWithoutWorkArePricedByTheRules) {
   const Graph given = graph_from_json(j, "test");
   EXPECT_EQ(given.op_work(0).product_min_dim, 12u);
   EXPECT_EQ(graph_to_json(given)["ops"][0]["product_min_dim"], 12);
+  j["ops"][0]["conv_kernel_area"] = 9;
+  EXPECT_EQ(graph_from_json(j, "test").op_work(0).conv_kernel_area, 9u);
+  j["ops"][0]["conv_kernel_area"] = -9;
+  EXPECT_THROW((void)graph_from_json(j, "test"), Error);
 }
 
 std::string write(const std::string& name, const std::string& text) {

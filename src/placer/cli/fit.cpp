@@ -35,10 +35,12 @@ bool times_an_op(const Graph& step, const Profile& profile, DeviceKind kind) {
   return false;
 }
 
-// Whether `profile` times a matrix product of `step` (MatMul, Gemm, their gradients) on `kind`.
-bool times_a_product(const Graph& step, const Profile& profile, DeviceKind kind) {
+// Whether `profile` times an op of `step` on `kind` for which `shaped` holds (a product with its
+// smallest dimension, a convolution with its kernel).
+template <typename Shaped>
+bool times_one(const Graph& step, const Profile& profile, DeviceKind kind, Shaped shaped) {
   for (OpId op = 0; op < step.num_ops(); ++op)
-    if (step.op_work(op).product_min_dim > 0 && profile.find(kind, step.op_name(op), op_signature(step, op)).value_or(0.0) > 0) return true;
+    if (shaped(step.op_work(op)) && profile.find(kind, step.op_name(op), op_signature(step, op)).value_or(0.0) > 0) return true;
   return false;
 }
 
@@ -81,11 +83,12 @@ void run_fit(const FitArgs& args) {
     if (ids.empty()) continue;
     const Device& first = cluster.device(ids.front());
     std::vector<FitSample> samples;  // the types fitted on their own are no samples of their classes
-    bool products = false;
+    bool products = false, convolutions = false;
     for (std::size_t i = 0; i < steps.size(); ++i) {
       auto s = fit_samples(steps[i], profiles[i], first, args.types);
       samples.insert(samples.end(), s.begin(), s.end());
-      products = products || times_a_product(steps[i], profiles[i], kind);
+      products = products || times_one(steps[i], profiles[i], kind, [](const OpWork& w) { return w.product_min_dim > 0; });
+      convolutions = convolutions || times_one(steps[i], profiles[i], kind, [](const OpWork& w) { return w.conv_kernel_area > 0; });
     }
     if (samples.empty()) continue;
     CostModel model = CostModel::defaults();
@@ -98,15 +101,21 @@ void run_fit(const FitArgs& args) {
       devices[d].backward_op_overhead_s = fit.backward_samples > 0 ? fit.backward_overhead_s : -1;
       if (fit.backward_samples == 0) devices[d].backward_efficiency = {};
     }
-    // Products timed and fitted as a class are priced by that fit, not by a curve measured before it
-    // (an Einsum or a recurrent layer alone fits the class without saying anything of products).
-    const auto mm = static_cast<std::size_t>(OpClass::matmul);
-    bool curve_dropped = false;
-    if (products && (fit.compute_fitted[0][mm] || fit.compute_fitted[1][mm]))
-      for (DeviceId d : ids) {
-        curve_dropped = curve_dropped || !devices[d].product_efficiency_by_size.empty();
-        devices[d].product_efficiency_by_size.clear();
-      }
+    // Products (convolutions) timed and fitted as a class are priced by that fit, not by a curve
+    // measured before it (an Einsum or a recurrent layer alone fits the class without saying
+    // anything of products).
+    auto drop = [&](bool timed, OpClass cls, std::vector<Device::SizePoint> Device::*curve) {
+      const auto c = static_cast<std::size_t>(cls);
+      bool dropped = false;
+      if (timed && (fit.compute_fitted[0][c] || fit.compute_fitted[1][c]))
+        for (DeviceId d : ids) {
+          dropped = dropped || !(devices[d].*curve).empty();
+          (devices[d].*curve).clear();
+        }
+      return dropped;
+    };
+    const bool curve_dropped = drop(products, OpClass::matmul, &Device::product_efficiency_by_size);
+    const bool conv_curve_dropped = drop(convolutions, OpClass::conv, &Device::conv_efficiency_by_kernel);
     for (const bool backward : {false, true})
       for (int c = 0; c < kNumOpClasses; ++c) {
         const Efficiency& e = model.of(kind, static_cast<OpClass>(c), backward);
@@ -135,7 +144,8 @@ void run_fit(const FitArgs& args) {
                             {"median_abs_error", fit.median_abs_error},
                             {"efficiency", classes[0]},
                             {"efficiency_by_type", types},
-                            {"product_curve_dropped", curve_dropped}};
+                            {"product_curve_dropped", curve_dropped},
+                            {"conv_curve_dropped", conv_curve_dropped}};
     if (fit.backward_samples > 0) {
       entry["backward_samples"] = fit.backward_samples;
       entry["backward_overhead_s"] = fit.backward_overhead_s;
@@ -205,6 +215,8 @@ void run_fit(const FitArgs& args) {
       fmt::print("  type {:<14} compute {:.4f} ({} op times)\n", type, t["compute"].get<double>(), t["samples"].get<std::size_t>());
     if (k["product_curve_dropped"].get<bool>())
       fmt::print("  products are priced by the matmul fit: the devices' product_efficiency_by_size was dropped\n");
+    if (k["conv_curve_dropped"].get<bool>())
+      fmt::print("  convolutions are priced by the conv fit: the devices' conv_efficiency_by_kernel was dropped\n");
   }
   for (const auto& st : steps_report)
     fmt::print("{} on {}: step {} with the fit, {} with its profile ({:+.0f}%)\n", st["model"].get<std::string>(),

@@ -63,17 +63,23 @@ double Device::bandwidth_for(double bytes) const {
   return lo.bytes_per_s + f * (hi.bytes_per_s - lo.bytes_per_s);
 }
 
-double Device::product_efficiency_for(double min_dim) const {
-  const auto& curve = product_efficiency_by_size;
+namespace {
+
+double compute_at(const std::vector<Device::SizePoint>& curve, double size) {
   if (curve.empty()) return 0.0;
-  if (!(min_dim > static_cast<double>(curve.front().min_dim))) return curve.front().compute;
-  if (!(min_dim < static_cast<double>(curve.back().min_dim))) return curve.back().compute;
+  if (!(size > static_cast<double>(curve.front().size))) return curve.front().compute;
+  if (!(size < static_cast<double>(curve.back().size))) return curve.back().compute;
   std::size_t k = 1;
-  while (static_cast<double>(curve[k].min_dim) < min_dim) ++k;
-  const ProductPoint &lo = curve[k - 1], &hi = curve[k];
-  const double f = std::log(min_dim / static_cast<double>(lo.min_dim)) / std::log(static_cast<double>(hi.min_dim) / static_cast<double>(lo.min_dim));
+  while (static_cast<double>(curve[k].size) < size) ++k;
+  const Device::SizePoint &lo = curve[k - 1], &hi = curve[k];
+  const double f = std::log(size / static_cast<double>(lo.size)) / std::log(static_cast<double>(hi.size) / static_cast<double>(lo.size));
   return lo.compute + f * (hi.compute - lo.compute);
 }
+
+}  // namespace
+
+double Device::product_efficiency_for(double min_dim) const { return compute_at(product_efficiency_by_size, min_dim); }
+double Device::conv_efficiency_for(double kernel_area) const { return compute_at(conv_efficiency_by_kernel, kernel_area); }
 
 Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vector<std::string> switches,
                        std::vector<Link> links) {
@@ -104,16 +110,17 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
       if (!positive_finite(point.bytes_per_s))
         throw Error(at + ": bandwidth must be positive and finite, got " + format_number(point.bytes_per_s));
     }
-    for (std::size_t k = 0; k < d.product_efficiency_by_size.size(); ++k) {
-      const auto& point = d.product_efficiency_by_size[k];
-      const std::string at = dev + ": product_efficiency_by_size[" + std::to_string(k) + "]";
-      if (point.min_dim == 0) throw Error(at + ": min_dim must be positive, got 0");
-      if (k > 0 && point.min_dim <= d.product_efficiency_by_size[k - 1].min_dim)
-        throw Error(at + ": dimensions must ascend, got " + std::to_string(point.min_dim) + " after " +
-                    std::to_string(d.product_efficiency_by_size[k - 1].min_dim));
-      if (!positive_finite(point.compute))
-        throw Error(at + ": compute must be positive and finite, got " + format_number(point.compute));
-    }
+    for (const auto& [field, key, curve] : {std::tuple{"product_efficiency_by_size", "min_dim", &d.product_efficiency_by_size},
+                                            std::tuple{"conv_efficiency_by_kernel", "kernel_area", &d.conv_efficiency_by_kernel}})
+      for (std::size_t k = 0; k < curve->size(); ++k) {
+        const auto& point = (*curve)[k];
+        const std::string at = dev + ": " + field + "[" + std::to_string(k) + "]";
+        if (point.size == 0) throw Error(at + ": " + key + " must be positive, got 0");
+        if (k > 0 && point.size <= (*curve)[k - 1].size)
+          throw Error(at + ": " + key + " must ascend, got " + std::to_string(point.size) + " after " + std::to_string((*curve)[k - 1].size));
+        if (!positive_finite(point.compute))
+          throw Error(at + ": compute must be positive and finite, got " + format_number(point.compute));
+      }
     for (const auto& [type, e] : d.efficiency_by_type) {
       const std::string at = dev + ": efficiency_by_type";
       if (type.empty()) throw Error(at + " names an empty op type");

@@ -77,21 +77,27 @@ struct Device {
   // The bandwidth an op reading and writing `bytes` in all gets: bandwidth_by_size interpolated
   // (linear in log(bytes)), its first point's below it, memory_bandwidth past its last.
   double bandwidth_for(double bytes) const;
-  // The compute efficiency of a matrix product by its smallest dimension (OpWork::product_min_dim,
-  // strictly ascending): a CPU's BLAS ran a product of 8 rows at 0.4 of a large one's rate and one
-  // of 16 at 0.55 (OpenBLAS, docs/cost-model.md#products). Where given it prices every product with a known dimension, forward and gradient, in
-  // place of the matmul class's compute efficiency (an op type's own, efficiency_by_type, still
-  // wins); `placer fit` drops it when it fits the class. Empty: the class's efficiency.
-  // docs/cost-model.md#products.
-  struct ProductPoint {
-    std::uint64_t min_dim = 0;
+  // A compute efficiency by a size of the op's shape (strictly ascending sizes).
+  struct SizePoint {
+    std::uint64_t size = 0;
     double compute = 0;
-    bool operator==(const ProductPoint&) const = default;
+    bool operator==(const SizePoint&) const = default;
   };
-  std::vector<ProductPoint> product_efficiency_by_size;
-  // product_efficiency_by_size interpolated (linear in log(min_dim)), its first point's below it and
-  // its last's above; 0 when the curve is empty (the class's efficiency applies).
+  // The compute efficiency of a matrix product by its smallest dimension (OpWork::product_min_dim):
+  // a CPU's BLAS ran a product of 8 rows at 0.4 of a large one's rate and one of 16 at 0.55
+  // (OpenBLAS, docs/cost-model.md#products). Where given it prices every product with a known
+  // dimension, forward and gradient, in place of the matmul class's compute efficiency (an op
+  // type's own, efficiency_by_type, still wins); `placer fit` drops it when it fits products.
+  // Empty: the class's efficiency.
+  std::vector<SizePoint> product_efficiency_by_size;
+  // The same for ungrouped forward convolutions by their kernel area (OpWork::conv_kernel_area;
+  // their gradients keep the conv class's efficiency): oneDNN ran a CPU's 3x3 convolutions at 1.6
+  // times its 1x1 ones' rate (docs/cost-model.md#products).
+  std::vector<SizePoint> conv_efficiency_by_kernel;
+  // The curves interpolated (linear in log(size)), the first point's below it and the last's
+  // above; 0 when the curve is empty (the class's efficiency applies).
   double product_efficiency_for(double min_dim) const;
+  double conv_efficiency_for(double kernel_area) const;
   bool operator==(const Device&) const = default;
 };
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "placer/cluster/cluster.hpp"
 #include "placer/util/error.hpp"
@@ -67,7 +68,7 @@ Device parse_device(const json& j, const std::string& where) {
   check_known_fields(j,
                      {"name", "kind", "model", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead_s", "streams",
                       "efficiency", "backward_efficiency", "backward_op_overhead_s", "bandwidth_by_size", "efficiency_by_type",
-                      "product_efficiency_by_size"},
+                      "product_efficiency_by_size", "conv_efficiency_by_kernel"},
                      where);
   Device d;
   d.name = get_string(j, "name", where);
@@ -99,15 +100,18 @@ Device parse_device(const json& j, const std::string& where) {
       d.bandwidth_by_size.push_back({get_count(curve[k], "bytes", at_k, 1), get_number(curve[k], "bandwidth", at_k)});
     }
   }
-  if (j.contains("product_efficiency_by_size")) {
-    const json& curve = j["product_efficiency_by_size"];
-    const std::string at = here + ".product_efficiency_by_size";
-    if (!curve.is_array()) throw Error(at + " must be an array of {\"min_dim\": N, \"compute\": E}, got " + json_excerpt(curve));
+  for (const auto& [field, key, curve_of] : {std::tuple{"product_efficiency_by_size", "min_dim", &d.product_efficiency_by_size},
+                                             std::tuple{"conv_efficiency_by_kernel", "kernel_area", &d.conv_efficiency_by_kernel}}) {
+    if (!j.contains(field)) continue;
+    const json& curve = j[field];
+    const std::string at = here + "." + field;
+    if (!curve.is_array())
+      throw Error(at + " must be an array of {\"" + key + "\": N, \"compute\": E}, got " + json_excerpt(curve));
     for (std::size_t k = 0; k < curve.size(); ++k) {
       const std::string at_k = at + "[" + std::to_string(k) + "]";
       require_object(curve[k], at_k);
-      check_known_fields(curve[k], {"min_dim", "compute"}, at_k);
-      d.product_efficiency_by_size.push_back({get_count(curve[k], "min_dim", at_k, 1), get_number(curve[k], "compute", at_k)});
+      check_known_fields(curve[k], {key, "compute"}, at_k);
+      curve_of->push_back({get_count(curve[k], key, at_k, 1), get_number(curve[k], "compute", at_k)});
     }
   }
   if (auto types = j.find("efficiency_by_type"); types != j.end()) {
@@ -263,10 +267,12 @@ json cluster_to_json(const Cluster& cluster) {
       for (const auto& point : d.bandwidth_by_size) curve.push_back({{"bytes", point.bytes}, {"bandwidth", point.bytes_per_s}});
       devices.back()["bandwidth_by_size"] = std::move(curve);
     }
-    if (!d.product_efficiency_by_size.empty()) {
+    for (const auto& [field, key, points] : {std::tuple{"product_efficiency_by_size", "min_dim", &d.product_efficiency_by_size},
+                                             std::tuple{"conv_efficiency_by_kernel", "kernel_area", &d.conv_efficiency_by_kernel}}) {
+      if (points->empty()) continue;
       json curve = json::array();
-      for (const auto& point : d.product_efficiency_by_size) curve.push_back({{"min_dim", point.min_dim}, {"compute", point.compute}});
-      devices.back()["product_efficiency_by_size"] = std::move(curve);
+      for (const auto& point : *points) curve.push_back({{key, point.size}, {"compute", point.compute}});
+      devices.back()[field] = std::move(curve);
     }
     if (!d.efficiency_by_type.empty()) {
       json types = json::object();

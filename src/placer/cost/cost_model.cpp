@@ -55,9 +55,13 @@ double modelled_time_s(const OpWork& work, const Device& device, const CostModel
       if (device.backward_efficiency[c].compute > 0) own.compute = device.backward_efficiency[c].compute;
       if (device.backward_efficiency[c].memory > 0) own.memory = device.backward_efficiency[c].memory;
     }
-    // A matrix product by its smallest dimension, where the device measured that (both passes).
+    // A matrix product by its smallest dimension (forward or gradient: a product's gradients ran
+    // at its rate), a forward convolution by its kernel (a convolution's gradients run other
+    // kernels, slower than its forward: they keep the class's), where the device measured that.
     if (work.op_class == OpClass::matmul && work.product_min_dim > 0 && !device.product_efficiency_by_size.empty())
       own.compute = device.product_efficiency_for(work.product_min_dim);
+    if (!backward && work.op_class == OpClass::conv && work.conv_kernel_area > 0 && !device.conv_efficiency_by_kernel.empty())
+      own.compute = device.conv_efficiency_for(work.conv_kernel_area);
   }
   if (by_type) {
     if (by_type->compute > 0) own.compute = by_type->compute;

@@ -68,7 +68,8 @@ struct CostModel {
 // Time of one op with `work` on `device` under `model` (no profile); `backward`: the op is a
 // gradient (OpRole::backward). The device's own measured efficiencies and backward overhead
 // (Device::efficiency, backward_efficiency, backward_op_overhead_s; a matrix product's compute
-// efficiency by its smallest dimension, Device::product_efficiency_by_size) replace the model's
+// efficiency by its smallest dimension, Device::product_efficiency_by_size, and an ungrouped
+// forward convolution's by its kernel, Device::conv_efficiency_by_kernel) replace the model's
 // defaults for its kind unless `device_efficiency` is false (a profile's fitted model is used instead).
 // `by_type`, when given (the device's Device::efficiency_by_type entry for the op's type), replaces
 // the class's efficiencies with its non-zero terms either way: `placer fit` leaves such ops out.

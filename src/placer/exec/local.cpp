@@ -62,6 +62,7 @@ struct Measured {
   double product_flops = 0, convolution_flops = 0;  // the two rates the peak is the better of
   // CPUs: the rate of a mix of convolutions (below), the conv class's; 0 where not measured.
   double convolution_mix_flops = 0;
+  double convolution_1x1_flops = 0;                 // CPUs: the 1x1 convolution of the mix (the 3x3 one: convolution_flops)
   std::vector<TimedKernel> kernels;                 // CPUs: kernels no class prices (below)
   double backward_overhead_s = -1;                  // per autograd node of a backward pass; -1: not measured
   std::vector<Device::BandwidthPoint> bandwidth_by_size;
@@ -101,6 +102,7 @@ void measure_peak(const torch::Device& device, Measured& m) {
     const double conv1_s = best_time_s(device, 1, 3, [&] { (void)torch::conv2d(x1, w1); });
     const double conv1 = 2.0 * 16 * 256 * 56 * 56 * 64 / conv1_s;
     m.convolution_mix_flops = 2.0 / (1.0 / conv + 1.0 / conv1);
+    m.convolution_1x1_flops = conv1;
   }
 }
 
@@ -340,6 +342,11 @@ Device measured_device(std::string name, DeviceKind kind, std::string model, con
   // class's efficiency above still prices the class's other ops: Einsum, recurrent layers).
   for (const auto& [rows, rate] : m.product_rates)
     d.product_efficiency_by_size.push_back({rows, std::min(1.0, rate / m.peak_flops)});
+  // Ungrouped convolutions by their kernel: the 1x1 and 3x3 ones of the mix at their own rates (a
+  // 7x1 between them in log(area), a 5x5 or 7x7 at the 3x3's); the mix still prices the others
+  // (grouped, transposed). VGG-16's 3x3 convolutions took 0.77 of what the mix priced them at.
+  if (m.convolution_1x1_flops > 0 && m.convolution_flops > 0)
+    d.conv_efficiency_by_kernel = {{1, std::min(1.0, m.convolution_1x1_flops / m.peak_flops)}, {9, std::min(1.0, m.convolution_flops / m.peak_flops)}};
   // A kernel slower than its class's roofline gets a compute efficiency of its own type, so that
   // its FLOPs take its measured time.
   for (const TimedKernel& k : m.kernels)

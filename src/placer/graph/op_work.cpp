@@ -233,7 +233,15 @@ double conv_transpose_core(const Ctx& c) {
 }
 // The table marks ConvTranspose with k1 = 1.
 double conv_like_core(const Ctx& c) { return c.rule.k1 != 0.0 ? conv_transpose_core(c) : conv_core(c); }
-OpWork f_conv(const Ctx& c) { return io(c, conv_like_core(c) + (slot(c.in, 2) ? elems(c.out, 0) : 0.0)); }
+OpWork f_conv(const Ctx& c) {
+  OpWork w = io(c, conv_like_core(c) + (slot(c.in, 2) ? elems(c.out, 0) : 0.0));
+  if (c.rule.k1 == 0.0 && c.attrs.get_int("group", 1) == 1 && rank(c.in, 1) >= 3) {
+    double area = 1.0;
+    for (std::size_t d = 2; d < rank(c.in, 1); ++d) area *= dim(c.in, 1, d);
+    w.conv_kernel_area = clamp_dim(area);
+  }
+  return w;
+}
 
 // Quantized products (integer arithmetic, no gradient). ConvInteger and MatMulInteger take x and w
 // in slots 0 and 1 and subtract their zero points (slots 2 and 3) once per element; QLinearConv
@@ -952,9 +960,9 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
   OpWork w;
   w.op_class = rule.backward_class.value_or(rule.op_class);
   w.flops = rule.backward(ctx, fwd, g);
-  // A product's operand gradients multiply matrices of the same dimensions (a Gemm's bias gradient
-  // alone is a sum, not a product).
-  if (g[0] || g[1]) w.product_min_dim = fwd.product_min_dim;
+  // A product's operand gradients multiply matrices of the same dimensions, a convolution's
+  // convolve with the same kernel (a bias's gradient alone is a sum).
+  if (g[0] || g[1]) w.product_min_dim = fwd.product_min_dim, w.conv_kernel_area = fwd.conv_kernel_area;
 
   // The saved inputs of the first 32 slots (a product operand is read only for the gradients of the
   // other operands; a Div's dividend is priced as read whichever operand needs a gradient).

@@ -219,6 +219,7 @@ json graph_to_json(const Graph& g) {
     op["bytes_read"] = w.bytes_read;
     op["bytes_written"] = w.bytes_written;
     if (w.product_min_dim > 0) op["product_min_dim"] = w.product_min_dim;
+    if (w.conv_kernel_area > 0) op["conv_kernel_area"] = w.conv_kernel_area;
     // Views beyond an alias's first output, which reading derives again.
     if (const std::uint32_t views = g.op_view_outputs(o) & ~(w.op_class == OpClass::alias ? 1u : 0u); views != 0) {
       json names = json::array();
@@ -302,7 +303,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     where += " '" + spec.name + "'";
     check_known_fields(op,
                        {"name", "type", "inputs", "outputs", "module", "call", "role", "forward_op", "param", "attrs", "class", "flops",
-                        "bytes_read", "bytes_written", "product_min_dim", "views"},
+                        "bytes_read", "bytes_written", "product_min_dim", "conv_kernel_area", "views"},
                        where);
     spec.type = field_as<std::string>(op, "type", where);
     for (const json& in : list_field(op, "inputs", where))
@@ -341,6 +342,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       spec.work.bytes_read = optional_as<double>(op, "bytes_read", 0.0, where);
       spec.work.bytes_written = optional_as<double>(op, "bytes_written", 0.0, where);
       spec.work.product_min_dim = optional_as<std::uint32_t>(op, "product_min_dim", 0u, where);
+      spec.work.conv_kernel_area = optional_as<std::uint32_t>(op, "conv_kernel_area", 0u, where);
       const std::string op_class = optional_as<std::string>(op, "class", "elementwise", where);
       try {
         spec.work.op_class = parse_op_class(op_class);
