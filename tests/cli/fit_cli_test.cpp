@@ -65,6 +65,7 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   EXPECT_TRUE(report["fits"][0]["product_curve_dropped"].get<bool>()) << "local's CPU measured one; cifarnet's Gemms were fitted";
   EXPECT_THAT(fit.out, HasSubstr("product_efficiency_by_size was dropped"));
   EXPECT_TRUE(report["fits"][0]["conv_curve_dropped"].get<bool>()) << "cifarnet's convolutions were fitted";
+  EXPECT_THAT(fit.out, HasSubstr("conv_efficiency_by_kernel was dropped"));
   const nlohmann::json& step = report["steps"][0];
   EXPECT_EQ(step["device"], "cpu:0");
   auto replay = placer({"simulate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--profile", profile, "--json"});
@@ -94,6 +95,7 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
       << "the four pools left out of the classes";
   EXPECT_FALSE(nlohmann::json::parse(untyped.out)["cluster"]["devices"][0].contains("efficiency_by_type"));
   EXPECT_FALSE(nlohmann::json::parse(untyped.out)["fits"][0]["product_curve_dropped"].get<bool>()) << "no curve to drop";
+  EXPECT_FALSE(nlohmann::json::parse(untyped.out)["fits"][0]["conv_curve_dropped"].get<bool>()) << "no curve to drop";
 }
 
 // A cluster whose CPU gives no per-op overhead: the overhead `profile` fits cannot be a scale of

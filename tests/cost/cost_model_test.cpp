@@ -971,6 +971,27 @@ TEST(CostTable, AGraphsProductsAndTheirGradientsArePricedByTheCurve) {
   }
 }
 
+// In a training step's cost table, a forward convolution is priced by its kernel's point of the
+// device's curve and its gradient by the conv class (the curve measures forward kernels).
+TEST(CostTable, AForwardConvolutionIsPricedByItsKernelItsGradientByItsClass) {
+  GraphBuilder b("conv");
+  const F32Tensors tensor{b};
+  const TensorId x = tensor("x", {2, 16, 8, 8}, TensorKind::data), w = tensor("w", {16, 16, 3, 3}, TensorKind::parameter);
+  const TensorId y = tensor("y", {2, 16, 6, 6});
+  add_priced(b, "conv", "Conv", {x, w}, y);
+  b.mark_output(y);
+  const Graph step = derive_training_step(std::move(b).build(), Optimizer::sgd);
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e9, .memory_bandwidth_bytes_per_s = 1e15,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  cpu.efficiency[static_cast<std::size_t>(OpClass::conv)] = {.compute = 0.5, .memory = 0};
+  cpu.conv_efficiency_by_kernel = {{1, 0.2}, {9, 0.9}};
+  const CostTable costs(step, Cluster::build("t", {cpu}, {}, {}), CostModel::defaults());
+  const OpId conv = step.find_op("conv"), grad = step.find_op("conv/grad");
+  EXPECT_EQ(priced_work(step, grad).conv_kernel_area, 9u);
+  EXPECT_DOUBLE_EQ(costs.time_s(conv, 0), 1e-6 + priced_work(step, conv).flops / (1e9 * 0.9));
+  EXPECT_DOUBLE_EQ(costs.time_s(grad, 0), 1e-6 + priced_work(step, grad).flops / (1e9 * 0.5));
+}
+
 TEST(CostTable, AGradientPassedOnStillPaysForTheSumOfItsPartials) {
   // y = p + q read twice: Add's gradient passes dY on to both operands (views), and sums dY's two
   // partials (one from each Relu) first: that sum is a kernel, priced.

@@ -245,6 +245,9 @@ TEST_F(OpWorkTest, UngroupedConvolutionsGiveTheirKernelArea) {
   TensorDesc xt = t({8, 16, 16, 16}), wt = t({16, 32, 2, 2}), yt = t({8, 32, 32, 32});
   EXPECT_EQ(op_work("ConvTranspose", attrs({ints_attr("strides", {2, 2})}), Ts{xt, wt}, Ts{yt}).conv_kernel_area, 0u);
   EXPECT_EQ(op_work("MatMul", attrs(), Ts{t({4, 8}), t({8, 2})}, Ts{t({4, 2})}).conv_kernel_area, 0u);
+  EXPECT_EQ(op_work("Conv", attrs({int_attr("group", 1)}), Ts{x, w3}, Ts{y}).conv_kernel_area, 9u);
+  TensorDesc x1 = t({8, 16, 64}), w1d = t({32, 16, 3}), y1 = t({8, 32, 62});
+  EXPECT_EQ(op_work("Conv", attrs(), Ts{x1, w1d}, Ts{y1}).conv_kernel_area, 0u) << "2-D convolutions only";
 }
 
 TEST_F(OpWorkTest, EinsumCountsEveryIndexCombinationOncePerMultiplyAdd) {

@@ -38,9 +38,9 @@ bool times_an_op(const Graph& step, const Profile& profile, DeviceKind kind) {
 // Whether `profile` times an op of `step` on `kind` for which `shaped` holds (a product with its
 // smallest dimension, a convolution with its kernel).
 template <typename Shaped>
-bool times_one(const Graph& step, const Profile& profile, DeviceKind kind, Shaped shaped) {
+bool times_one(const Graph& step, const Profile& profile, DeviceKind kind, Shaped shaped, bool forward_only = false) {
   for (OpId op = 0; op < step.num_ops(); ++op)
-    if (shaped(step.op_work(op)) && profile.find(kind, step.op_name(op), op_signature(step, op)).value_or(0.0) > 0) return true;
+    if (shaped(step.op_work(op)) && (!forward_only || step.op_role(op) == OpRole::forward) && profile.find(kind, step.op_name(op), op_signature(step, op)).value_or(0.0) > 0) return true;
   return false;
 }
 
@@ -88,7 +88,8 @@ void run_fit(const FitArgs& args) {
       auto s = fit_samples(steps[i], profiles[i], first, args.types);
       samples.insert(samples.end(), s.begin(), s.end());
       products = products || times_one(steps[i], profiles[i], kind, [](const OpWork& w) { return w.product_min_dim > 0; });
-      convolutions = convolutions || times_one(steps[i], profiles[i], kind, [](const OpWork& w) { return w.conv_kernel_area > 0; });
+      // (Forward ones: the convolutions' curve prices those alone.)
+      convolutions = convolutions || times_one(steps[i], profiles[i], kind, [](const OpWork& w) { return w.conv_kernel_area > 0; }, true);
     }
     if (samples.empty()) continue;
     CostModel model = CostModel::defaults();
@@ -104,18 +105,18 @@ void run_fit(const FitArgs& args) {
     // Products (convolutions) timed and fitted as a class are priced by that fit, not by a curve
     // measured before it (an Einsum or a recurrent layer alone fits the class without saying
     // anything of products).
-    auto drop = [&](bool timed, OpClass cls, std::vector<Device::SizePoint> Device::*curve) {
+    auto drop = [&](bool timed, bool forward_only, OpClass cls, std::vector<Device::SizePoint> Device::*curve) {
       const auto c = static_cast<std::size_t>(cls);
       bool dropped = false;
-      if (timed && (fit.compute_fitted[0][c] || fit.compute_fitted[1][c]))
+      if (timed && (fit.compute_fitted[0][c] || (!forward_only && fit.compute_fitted[1][c])))
         for (DeviceId d : ids) {
           dropped = dropped || !(devices[d].*curve).empty();
           (devices[d].*curve).clear();
         }
       return dropped;
     };
-    const bool curve_dropped = drop(products, OpClass::matmul, &Device::product_efficiency_by_size);
-    const bool conv_curve_dropped = drop(convolutions, OpClass::conv, &Device::conv_efficiency_by_kernel);
+    const bool curve_dropped = drop(products, false, OpClass::matmul, &Device::product_efficiency_by_size);
+    const bool conv_curve_dropped = drop(convolutions, true, OpClass::conv, &Device::conv_efficiency_by_kernel);
     for (const bool backward : {false, true})
       for (int c = 0; c < kNumOpClasses; ++c) {
         const Efficiency& e = model.of(kind, static_cast<OpClass>(c), backward);

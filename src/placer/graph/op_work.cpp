@@ -235,7 +235,8 @@ double conv_transpose_core(const Ctx& c) {
 double conv_like_core(const Ctx& c) { return c.rule.k1 != 0.0 ? conv_transpose_core(c) : conv_core(c); }
 OpWork f_conv(const Ctx& c) {
   OpWork w = io(c, conv_like_core(c) + (slot(c.in, 2) ? elems(c.out, 0) : 0.0));
-  if (c.rule.k1 == 0.0 && c.attrs.get_int("group", 1) == 1 && rank(c.in, 1) >= 3) {
+  // 2-D convolutions only: the curve is measured on them (a 1-D or 3-D one runs other kernels).
+  if (c.rule.k1 == 0.0 && c.attrs.get_int("group", 1) == 1 && rank(c.in, 1) == 4) {
     double area = 1.0;
     for (std::size_t d = 2; d < rank(c.in, 1); ++d) area *= dim(c.in, 1, d);
     w.conv_kernel_area = clamp_dim(area);

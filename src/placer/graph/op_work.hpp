@@ -39,8 +39,8 @@ struct OpWork {
   // folded into rows where it folds them), by which a CPU's BLAS slows down on thin products
   // (Device::product_efficiency_by_size); 0 for any other op.
   std::uint32_t product_min_dim = 0;
-  // An ungrouped Conv's kernel area (the product of its weight's spatial dimensions: 1 for a 1x1,
-  // 9 for a 3x3), by which a CPU's convolutions run at different rates
+  // An ungrouped 2-D Conv's kernel area (the product of its weight's spatial dimensions: 1 for a
+  // 1x1, 9 for a 3x3), by which a CPU's convolutions run at different rates
   // (Device::conv_efficiency_by_kernel); the same for its gradient; 0 for any other op.
   std::uint32_t conv_kernel_area = 0;
   bool operator==(const OpWork&) const = default;
