@@ -109,11 +109,12 @@ void measure_peak(const torch::Device& device, Measured& m) {
 // A CPU's products by their smallest dimension: the BLAS runs a thin product far below a large
 // one's rate (on a 2-core AMD machine on 2026-12-01, an LSTM language model's per-step products,
 // [64, 2048] by a [8192, 2048] weight, ran at 79 GFLOP/s in its step; that weight alone, timed
-// here, gave 44 GFLOP/s on 8 rows and 59 on 16, where a 768-square product ran at 105). Timed as the executor runs a Gemm with transB (PyTorch's
-// Linear): addmm of a bias and the transpose of a weight of a recurrent layer's size (64 MiB, past
-// the caches as a model's weights are), at rows 8 to 256; at 1024 rows (a 16 MiB weight, 1024 to
-// 4096 features, 8.6 GFLOP like the 256 rows') the large products of a transformer. The work is
-// the cost model's (op_work's Gemm with C); best of 2 runs.
+// here, gave 44 GFLOP/s on 8 rows and 59 on 16, where a 768-square product ran at 105). Timed as
+// the executor runs a Gemm with transB (PyTorch's Linear): addmm of a bias and the transpose of a
+// weight of a recurrent layer's size (64 MiB, past the caches as a model's weights are), at rows 8
+// to 256; at 1024 rows (a 16 MiB weight, 1024 to 4096 features, 8.6 GFLOP like the 256 rows') the
+// large products of a transformer. The work is the cost model's (op_work's Gemm with C); best of
+// 2 runs.
 void measure_products(Measured& m) {
   const torch::Device cpu(torch::kCPU);
   torch::NoGradGuard no_grad;
