@@ -121,8 +121,11 @@ void measure_products(Measured& m) {
   auto timed = [&](std::int64_t rows, const torch::Tensor& w, const torch::Tensor& bias) {
     const std::int64_t n = w.size(0), k = w.size(1);
     torch::Tensor x = torch::randn({rows, k});
-    const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(n) +
-                         static_cast<double>(rows) * static_cast<double>(n);
+    Attributes trans_b;
+    trans_b.set(Attribute{.name = "transB", .kind = Attribute::Kind::integer, .i = 1});
+    const std::vector<std::int64_t> x_shape{rows, k}, w_shape{n, k}, bias_shape{n}, y_shape{rows, n};
+    const TensorDesc ins[3] = {{x_shape, DType::f32}, {w_shape, DType::f32}, {bias_shape, DType::f32}}, out{y_shape, DType::f32};
+    const double flops = op_work("Gemm", trans_b, ins, std::span(&out, 1)).flops;
     const double seconds = best_time_s(cpu, 1, 2, [&] { (void)torch::addmm(bias, x, w.t()); }) - m.overhead_s;
     if (seconds > 0) m.product_rates.push_back({static_cast<std::uint64_t>(rows), flops / seconds});
   };
