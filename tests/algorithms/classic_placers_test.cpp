@@ -27,13 +27,13 @@ std::string name_of(const char* prefix, int i) {
 
 // cpu:0 (id 0) and n GPUs (ids 1..n) around one switch, like the k80 presets.
 Cluster cpu_and_gpus(int n, std::uint64_t gpu_memory, std::uint64_t cpu_memory = 1ull << 40, std::vector<double> gpu_flops = {},
-                     double cpu_flops = 1e11) {
+                     double cpu_flops = 1e11, std::vector<std::uint64_t> gpu_memories = {}) {
   std::vector<Device> devices{Device{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = cpu_flops,
                                      .memory_bandwidth_bytes_per_s = 1e11, .memory_bytes = cpu_memory, .op_overhead_s = 0.0}};
   for (int i = 0; i < n; ++i)
     devices.push_back(Device{.name = name_of("gpu:", i), .kind = DeviceKind::gpu, .model = "t",
                              .peak_flops = gpu_flops.empty() ? 1e12 : gpu_flops[i], .memory_bandwidth_bytes_per_s = 1e12,
-                             .memory_bytes = gpu_memory, .op_overhead_s = 0.0});
+                             .memory_bytes = gpu_memories.empty() ? gpu_memory : gpu_memories[i], .op_overhead_s = 0.0});
   std::vector<Link> links;
   for (const auto& d : devices)
     links.push_back(Link{.a = d.name, .b = "sw", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9, .latency_s = 1e-6});
@@ -404,6 +404,24 @@ TEST(Expert, DealsLayersToGpusInTurnWhenThereAreMoreLayersThanGpus) {
 TEST(Expert, KeepsAModelThatFitsOnOneGpu) {
   Priced p(module_chain(4, 400), cpu_and_gpus(3, 1'000'000));
   EXPECT_THAT(devices_of(p, run("expert", p.problem()), 4), ::testing::Each(kGpu0));
+}
+
+// Equally fast GPUs, gpu:0 too small for the model (1600 B of parameters), gpu:1 large enough: the
+// whole model on gpu:1, not split (only gpu:0 was tried alone: found by a review).
+TEST(Expert, PutsTheModelOnTheGpuThatHoldsItWhenTheFirstDoesNot) {
+  Priced p(module_chain(4, 400), cpu_and_gpus(2, 0, 1ull << 40, {}, 1e11, {500, 1'000'000}));
+  const PlacementResult r = run("expert", p.problem());
+  EXPECT_THAT(devices_of(p, r, 4), ::testing::Each(kGpu1));
+  EXPECT_TRUE(r.sim.fits);
+}
+
+// No GPU holds it alone: split over the two largest of the equally fast GPUs (gpu:0 holds 500 B,
+// less than half of it).
+TEST(Expert, SplitsOverTheLargestOfEquallyFastGpus) {
+  Priced p(module_chain(4, 400), cpu_and_gpus(3, 0, 1ull << 40, {}, 1e11, {500, 1000, 1000}));
+  const PlacementResult r = run("expert", p.problem());
+  EXPECT_THAT(devices_of(p, r, 4), ElementsAre(kGpu1, kGpu1, kGpu2, kGpu2));
+  EXPECT_TRUE(r.sim.fits);
 }
 
 // 4 x 400 B of parameters in 1000 B GPUs: one GPU is not enough, two are (2 + 2 modules).

@@ -142,7 +142,7 @@ TEST(FitCli, AProfileOfAnotherModelIsRefused) {
   const std::string empty = write("empty.profile.json", R"({"format": "placer-profile", "version": 1, "times_s": {}})");
   run = placer({"fit", "--cluster", "local", "--models", model + "," + model, "--profiles", unsigned_ + "," + empty});
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_THAT(run.err, HasSubstr("times no op at all"));
+  EXPECT_THAT(run.err, HasSubstr("empty.profile.json': it holds no op times ('times_s') and no fitted model ('model'): it measures nothing"));
 }
 
 // Found by fuzzing: times that fit an absurd per-op overhead (every op 1e308 s) wrote a cluster
@@ -155,6 +155,9 @@ TEST(FitCli, RefusesWhatCannotBeFittedOrWritten) {
   auto run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", absurd, "-o", test::temp_path("absurd.cluster.json")});
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.err, HasSubstr("the fit to these profiles cannot price"));
+  // Four op times fit nothing well: said (a fit from one op time put 989 ms into the per-op
+  // overhead without a word: a review).
+  EXPECT_THAT(run.err, HasSubstr("placer: warning: the cpu devices' fit rests on 4 op times only (fewer than 20)"));
   run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", absurd, "-o", ""});
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.err, HasSubstr("an empty file name"));

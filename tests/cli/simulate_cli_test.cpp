@@ -598,6 +598,49 @@ TEST(PlaceCli, APlacementSimulatedUnderOtherOptionsIsWarnedAbout) {
                                    "' was found for --mode inference (here training), --memory-fraction 1 (here 0.5); its step time there: "));
 }
 
+// Options that change nothing in the command given are noted, not silently ignored (a review).
+TEST(SimulateCli, OptionsWithoutEffectAreNoted) {
+  const auto seeded = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--seed", "3"});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.err;
+  EXPECT_THAT(seeded.err, HasSubstr("placer: note: --seed seeds --random only"));
+  const auto sums = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--mode", "inference", "--gradient-sums",
+                            "out-of-place"});
+  ASSERT_EQ(sums.exit_code, 0) << sums.err;
+  EXPECT_THAT(sums.err, HasSubstr("placer: note: --gradient-sums shapes the training step's memory only"));
+  const auto plain = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--gradient-sums", "out-of-place"});
+  EXPECT_EQ(plain.err, "");
+}
+
+// A placement of a saved training step records the step's own updates (it wrote the default "sgd"
+// for a step of Adam updates, and simulating the model with --optimizer adam then warned falsely:
+// found by a review); a memory fraction written "1.0" is the default 1, not another option.
+TEST(PlaceCli, ASavedStepsOwnOptimizerIsRecordedAndComparedAsSuch) {
+  const std::string step = test::temp_path("adam.step.json"), file = test::temp_path("adam.placement.json");
+  ASSERT_EQ(placer({"inspect", kModel, "--optimizer", "adam", "--save-graph", step}).exit_code, 0);
+  const auto placed = placer({"place", "--model", step, "--cluster", "k80x4", "--algo", "m-topo", "-o", file});
+  ASSERT_EQ(placed.exit_code, 0) << placed.err;
+  nlohmann::json spec = nlohmann::json::parse(std::ifstream(file));
+  EXPECT_EQ(spec.at("meta").at("optimizer"), "adam");
+  for (const std::vector<std::string>& model : {std::vector<std::string>{"--model", step}, {"--model", kModel, "--optimizer", "adam"}}) {
+    std::vector<std::string> args{"simulate", "--cluster", "k80x4", "--placement", file};
+    args.insert(args.end(), model.begin(), model.end());
+    const auto same = placer(args);
+    ASSERT_EQ(same.exit_code, 0) << same.err;
+    EXPECT_EQ(same.err, "");
+  }
+  const auto sgd = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement", file});
+  ASSERT_EQ(sgd.exit_code, 0) << sgd.err;
+  EXPECT_THAT(sgd.err, HasSubstr("was found for --optimizer adam (here sgd)"));
+
+  spec["meta"]["memory_fraction"] = "1.0";
+  std::ofstream(file) << spec.dump();
+  const auto fraction = placer({"simulate", "--model", step, "--cluster", "k80x4", "--placement", file});
+  ASSERT_EQ(fraction.exit_code, 0) << fraction.err;
+  EXPECT_EQ(fraction.err, "");
+  const auto half = placer({"simulate", "--model", step, "--cluster", "k80x4", "--placement", file, "--memory-fraction", "0.5"});
+  EXPECT_THAT(half.err, HasSubstr("was found for --memory-fraction 1.0 (here 0.5)"));
+}
+
 // --gradient-sums out-of-place models libtorch 1.x's sums of partial gradients: RNNLM's output
 // projection (78.1 MiB, read at 20 steps) is summed into a new buffer beside the old sum and the
 // partial, so the training peak on one GPU rises by about that much; times do not move. A placement

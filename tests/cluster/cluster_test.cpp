@@ -351,6 +351,9 @@ TEST(ClusterJson, DeviceEfficienciesRoundTripAndAreChecked) {
               AllOf(HasSubstr("conv"), HasSubstr("positive")));
   EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"conv", {{"speed", 1.0}}}}), "x.json"); }), HasSubstr("speed"));
   EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"conv", 2.0}}), "x.json"); }), HasSubstr("efficiency.conv"));
+  // An empty entry said nothing and was accepted, where an op type's was refused (a review).
+  EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"conv", nlohmann::json::object()}}), "x.json"); }),
+              HasSubstr("efficiency.conv needs 'compute' or 'memory'"));
   // Aliases cost nothing: an efficiency for them was accepted and ignored (found by a review).
   EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"alias", {{"compute", 1.0}}}}), "x.json"); }),
               HasSubstr("class 'alias' takes no efficiency"));
@@ -500,6 +503,10 @@ TEST(ClusterJson, AsymmetricLinkRoundTripsAsTwoBandwidths) {
   EXPECT_EQ(j["links"][0]["bandwidth_ba"], 12.5e9);
   EXPECT_FALSE(j["links"][0].contains("bandwidth"));
   expect_same_cluster(original, parse_cluster_json(j, "h100-box.json"));
+  // A link's name is optional, but not empty (an empty one was accepted: a review).
+  nlohmann::json unnamed = j;
+  unnamed["links"][0]["name"] = "";
+  EXPECT_THAT(error_of([&] { parse_cluster_json(unnamed, "x.json"); }), HasSubstr("field 'name' is empty"));
 }
 
 // The example of docs/clusters.md.

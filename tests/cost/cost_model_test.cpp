@@ -449,6 +449,12 @@ TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "times_s": {"cpu": {"ops": {"a": 0.001}}, "gpu": {"ops": {"a": 0, "b": 0}}}})"),
               ::testing::HasSubstr("times_s.gpu: all its 2 times are 0 s"));
   EXPECT_EQ(message(R"({"format": "placer-profile", "version": 1, "times_s": {"gpu": {"ops": {"a": 0, "b": 0.001}}}})"), "no error");
+  // Neither times nor a model changes nothing: refused (it was used silently: a review).
+  for (const char* empty : {R"({"format": "placer-profile", "version": 1})", R"({"format": "placer-profile", "version": 1, "times_s": {}})",
+                            R"({"format": "placer-profile", "version": 1, "times_s": {"cpu": {"ops": {}}}})"})
+    EXPECT_THAT(message(empty), ::testing::HasSubstr("p.json: it holds no op times ('times_s') and no fitted model ('model'): it measures nothing"))
+        << empty;
+  EXPECT_EQ(message(R"({"format": "placer-profile", "version": 1, "model": {"overhead_scale": 1}})"), "no error");
   EXPECT_THAT(message(R"({"format": "placer-profile"})"), ::testing::HasSubstr("missing field 'version'"));
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1, "times_s": {"gpu": {"op": {}}}})"),
               ::testing::HasSubstr("times_s.gpu: unknown field 'op'"));

@@ -156,7 +156,7 @@ TEST(GraphJsonBadInput, ViewsMustBeOutputsOfTheFirstInputsSize) {
 TEST(GraphJsonBadInput, ANegativeDimensionIsNamed) {
   expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [-32, 4], "kind": "data"}, {"name": "y", "shape": [4]}],
     "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "flops": 1}], "outputs": ["y"]})",
-               "'x': dimension 0 of its shape is -32, not 0 or more");
+               "'x': dimension 0 of its shape is -32, not positive");
 }
 
 TEST(GraphJson, UpdateOpsSayHowMuchOptimizerStateTheyKeep) {

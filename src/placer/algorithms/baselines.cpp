@@ -46,7 +46,7 @@ class SinglePlacer final : public Placer {
 
 class RoundRobinPlacer final : public Placer {
  public:
-  explicit RoundRobinPlacer(const PlacerOptions& o) : devices_(o.get("devices", "gpus")) {}
+  explicit RoundRobinPlacer(const PlacerOptions& o) : devices_(o.get_one_of("devices", "gpus", {"gpus", "all"})) {}
   PlacementResult place(const Problem& p, const Budget&, Observer&, std::uint64_t) override {
     const std::vector<DeviceId> devices = candidate_devices(p.cluster, devices_);
     std::vector<DeviceId> fwd(p.graph.num_forward_ops());
@@ -62,7 +62,7 @@ class RoundRobinPlacer final : public Placer {
 
 class RandomPlacer final : public Placer {
  public:
-  explicit RandomPlacer(const PlacerOptions& o) : devices_(o.get("devices", "gpus")) {}
+  explicit RandomPlacer(const PlacerOptions& o) : devices_(o.get_one_of("devices", "gpus", {"gpus", "all"})) {}
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t seed) override {
     const std::vector<DeviceId> devices = candidate_devices(p.cluster, devices_);
     std::mt19937_64 rng(seed);

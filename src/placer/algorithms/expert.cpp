@@ -13,9 +13,10 @@
 //   layer and the softmax with the last. Options move the embedding or the head to the CPU (as the
 //   TensorFlow tutorials of the time pinned embeddings), or the head to a GPU of its own. When one
 //   layer per GPU overflows memory, the split of consecutive layers below is used if it fits.
-// - Other models (CNNs, transformers): everything on the fastest GPU while it fits; when it does
-//   not (the simulator says so), consecutive layers in execution order are split over 2, 3, ...
-//   GPUs, evenly by compute (or, if that overflows, evenly by memory), using as few GPUs as fit.
+// - Other models (CNNs, transformers): everything on one GPU, the fastest that holds it (the
+//   simulator says so; the largest first among equally fast ones); when none does, consecutive
+//   layers in execution order are split over the first 2, 3, ... GPUs in that order, evenly by
+//   compute (or, if that overflows, evenly by memory), using as few GPUs as fit.
 //   Layers are the top-level modules, refined into their children while one holds more than a
 //   quarter of a GPU's even share of the compute.
 #include <algorithm>
@@ -33,14 +34,18 @@ namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
-// The GPUs, fastest first (ties by id); every device when the cluster has no GPU.
-std::vector<DeviceId> expert_gpus(const Cluster& c) {
+// The GPUs, fastest first, then the one with the most memory (its limit in this problem), then by
+// id; every device when the cluster has no GPU.
+std::vector<DeviceId> expert_gpus(const Cluster& c, const SimOptions& options) {
   std::vector<DeviceId> gpus = c.device_ids(DeviceKind::gpu);
   if (gpus.empty()) {
     gpus.resize(c.num_devices());
     std::iota(gpus.begin(), gpus.end(), DeviceId{0});
   }
-  std::stable_sort(gpus.begin(), gpus.end(), [&](DeviceId a, DeviceId b) { return c.device(a).peak_flops > c.device(b).peak_flops; });
+  std::stable_sort(gpus.begin(), gpus.end(), [&](DeviceId a, DeviceId b) {
+    if (c.device(a).peak_flops != c.device(b).peak_flops) return c.device(a).peak_flops > c.device(b).peak_flops;
+    return memory_limit_bytes(c, a, options) > memory_limit_bytes(c, b, options);
+  });
   return gpus;
 }
 
@@ -178,7 +183,7 @@ class ExpertPlacer final : public Placer {
   PlacementResult place_recurrent(const Problem& p, const std::vector<ModuleId>& layers, std::span<const std::uint32_t> rank) {
     const Graph& g = p.graph;
     const std::size_t nf = g.num_forward_ops();
-    const std::vector<DeviceId> gpus = expert_gpus(p.cluster);
+    const std::vector<DeviceId> gpus = expert_gpus(p.cluster, p.sim);
     std::vector<DeviceId> layer_device(g.num_modules(), kNone);
     for (std::size_t i = 0; i < layers.size(); ++i) layer_device[layers[i]] = gpus[i % gpus.size()];
     std::vector<DeviceId> dev(nf, kNone);
@@ -238,7 +243,7 @@ class ExpertPlacer final : public Placer {
   PlacementResult place_layered(const Problem& p, std::span<const std::uint32_t> rank, Observer& observer) {
     const Graph& g = p.graph;
     const std::size_t nf = g.num_forward_ops(), nm = std::max<std::size_t>(g.num_modules(), 1);
-    const std::vector<DeviceId> gpus = expert_gpus(p.cluster);
+    const std::vector<DeviceId> gpus = expert_gpus(p.cluster, p.sim);
     const std::size_t nd = p.cluster.num_devices();
     const std::vector<double> family = family_times(p);
     const FamilyMemory mem = family_memory(p);
@@ -319,13 +324,20 @@ class ExpertPlacer final : public Placer {
     std::vector<DeviceId> dev(nf), closest;
     double closest_over = 0.0;
     std::string closest_overflow;
-    for (std::size_t k = 1; k <= gpus.size() && !observer.stop_requested(); ++k) {
+    // The GPUs tried: each alone in turn (fastest first, the largest first among equals) until one
+    // holds the model, then the first k = 2, 3, ... of them together.
+    std::vector<std::vector<DeviceId>> tries;
+    for (DeviceId d : gpus) tries.push_back({d});
+    for (std::size_t k = 2; k <= gpus.size(); ++k) tries.emplace_back(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(k));
+    for (std::size_t t = 0; t < tries.size() && !observer.stop_requested(); ++t) {
+      const std::vector<DeviceId>& on = tries[t];
+      const std::size_t k = on.size();
       for (const std::vector<double>* weights : {&unit_time, &unit_mem}) {
         const std::vector<std::size_t> starts = linear_partition(*weights, k);
         std::vector<DeviceId> unit_device(units.size());
         for (std::size_t part = 0; part < starts.size(); ++part) {
           const std::size_t end = part + 1 < starts.size() ? starts[part + 1] : units.size();
-          for (std::size_t u = starts[part]; u < end; ++u) unit_device[u] = gpus[part];
+          for (std::size_t u = starts[part]; u < end; ++u) unit_device[u] = on[part];
         }
         for (OpId o = 0; o < nf; ++o) dev[o] = unit_device[unit_of[o]];
         const SimResult& r = eval.evaluate(dev);

@@ -435,9 +435,14 @@ Grouping coarsen(const Problem& problem, const Grouping& initial, std::size_t ma
   return from_quotient(g, initial, q);
 }
 
-Grouping make_grouping(const Problem& problem, const std::string& kind, std::size_t max_groups) {
-  const Graph& g = problem.graph;
-  Grouping base;
+namespace {
+
+struct GroupingKind {
+  enum class What { colocation, op, module, module_call } what;
+  std::uint32_t depth = 2;
+};
+
+GroupingKind parse_grouping(const std::string& kind) {
   // "module" and "module-call" take an optional depth: "module:1" groups by top-level module.
   auto depth_of = [&](const std::string& prefix) -> std::uint32_t {
     if (kind.size() == prefix.size()) return 2;
@@ -452,16 +457,28 @@ Grouping make_grouping(const Problem& problem, const std::string& kind, std::siz
   auto starts = [&](const std::string& prefix) {
     return kind == prefix || (kind.size() > prefix.size() && kind.compare(0, prefix.size() + 1, prefix + ":") == 0);
   };
-  if (kind == "colocation")
-    base = colocation_groups(g);
-  else if (kind == "op")
-    base = singleton_groups(g);
-  else if (starts("module-call"))
-    base = module_groups(g, depth_of("module-call"), true);
-  else if (starts("module"))
-    base = module_groups(g, depth_of("module"), false);
-  else
-    throw Error("unknown grouping '" + kind + "' (known: colocation, module[:DEPTH], module-call[:DEPTH], op)");
+  using What = GroupingKind::What;
+  if (kind == "colocation") return {What::colocation};
+  if (kind == "op") return {What::op};
+  if (starts("module-call")) return {What::module_call, depth_of("module-call")};
+  if (starts("module")) return {What::module, depth_of("module")};
+  throw Error("unknown grouping '" + kind + "' (known: colocation, module[:DEPTH], module-call[:DEPTH], op)");
+}
+
+}  // namespace
+
+void check_grouping(const std::string& kind) { (void)parse_grouping(kind); }
+
+Grouping make_grouping(const Problem& problem, const std::string& kind, std::size_t max_groups) {
+  const Graph& g = problem.graph;
+  const GroupingKind k = parse_grouping(kind);
+  Grouping base;
+  switch (k.what) {
+    case GroupingKind::What::colocation: base = colocation_groups(g); break;
+    case GroupingKind::What::op: base = singleton_groups(g); break;
+    case GroupingKind::What::module_call: base = module_groups(g, k.depth, true); break;
+    case GroupingKind::What::module: base = module_groups(g, k.depth, false); break;
+  }
   return coarsen(problem, base, max_groups);
 }
 

@@ -28,8 +28,11 @@ Grouping module_groups(const Graph& g, std::uint32_t depth, bool per_call);
 // Merges groups of `initial` until at most `max_groups` remain, keeping groups contiguous in the
 // graph and balanced by family compute time (fastest device), merging along the heaviest edges.
 Grouping coarsen(const Problem& problem, const Grouping& initial, std::size_t max_groups);
-// "colocation" | "module" | "module-call" | "op", then coarsened to at most max_groups (0: no limit).
+// "colocation" | "module[:DEPTH]" | "module-call[:DEPTH]" | "op", then coarsened to at most
+// max_groups (0: no limit).
 Grouping make_grouping(const Problem& problem, const std::string& kind, std::size_t max_groups);
+// Error unless make_grouping knows `kind` (for placers' constructors: before a model loads).
+void check_grouping(const std::string& kind);
 // make_grouping, unless `kind` folds the graph into fewer than `min_groups` groups while it has
 // more forward ops (co-location folds a chain, VGG or an MLP, into one or a few groups): then the
 // ops themselves, coarsened to at most max_groups, and `note` says so (it is left alone otherwise;

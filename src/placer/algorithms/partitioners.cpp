@@ -251,10 +251,11 @@ class PartitionPlacer final : public Placer {
       : scotch_(scotch),
         groups_(o.get("groups", "colocation")),
         max_groups_(o.get_int("max-groups", 256)),
-        devices_(o.get("devices", "gpus")),
+        devices_(o.get_one_of("devices", "gpus", {"gpus", "all"})),
         method_(o.get("method", "kway")),
         imbalance_(o.get_double("imbalance", 1.05)),
         repair_rounds_(o.get_int("repair-rounds", 32)) {
+    check_grouping(groups_);
     if (max_groups_ < 0) throw Error("option 'max-groups' must be >= 0 (0: no limit)");
     if (method_ != "kway" && method_ != "recursive") throw Error("option 'method' must be 'kway' or 'recursive'");
     if (!(imbalance_ >= 1.0)) throw Error("option 'imbalance' must be >= 1 (1.05: parts may be 5% over their target)");

@@ -45,6 +45,18 @@ bool PlacerOptions::get_flag(const std::string& key, bool fallback) const {
   return it->second == "1";
 }
 
+std::string PlacerOptions::get_one_of(const std::string& key, const std::string& fallback,
+                                      std::initializer_list<std::string_view> allowed) const {
+  const std::string value = get(key, fallback);
+  std::string names;
+  for (std::size_t i = 0; i < allowed.size(); ++i) {
+    const std::string_view a = allowed.begin()[i];
+    if (value == a) return value;
+    names += (i == 0 ? "'" : i + 1 == allowed.size() ? " or '" : ", '") + std::string(a) + "'";
+  }
+  throw Error("option '" + key + "' must be " + names + ", got '" + value + "'");
+}
+
 const PlacerInfo& find_placer(const std::string& name) {
   for (const auto& info : placer_registry())
     if (info.name == name) return info;

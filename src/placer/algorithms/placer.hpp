@@ -11,11 +11,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "placer/cluster/cluster.hpp"
@@ -116,6 +118,8 @@ class PlacerOptions {
   double get_double(const std::string& key, double fallback) const;
   std::int64_t get_int(const std::string& key, std::int64_t fallback) const;
   bool get_flag(const std::string& key, bool fallback) const;  // 0 or 1
+  // One of `allowed` (Error naming them otherwise); `fallback` when not given.
+  std::string get_one_of(const std::string& key, const std::string& fallback, std::initializer_list<std::string_view> allowed) const;
   const std::map<std::string, std::string>& all() const { return values_; }
 
  private:

@@ -977,8 +977,7 @@ class SchedulerPlacer final : public Placer {
  public:
   enum class Kind { critical_path, heft, m_topo, m_etf, m_sct };
   SchedulerPlacer(Kind kind, std::string name, const PlacerOptions& o)
-      : kind_(kind), name_(std::move(name)), devices_(o.get("devices", "gpus")) {
-    if (devices_ != "gpus" && devices_ != "all") throw Error(name_ + ": option 'devices' must be 'gpus' or 'all', got '" + devices_ + "'");
+      : kind_(kind), name_(std::move(name)), devices_(o.get_one_of("devices", "gpus", {"gpus", "all"})) {
     if (kind == Kind::critical_path) pin_ = o.get_flag("pin-critical-path", false);
     if (kind != Kind::m_topo) contention_ = o.get_flag("contention", true);
     if (kind == Kind::m_sct) {

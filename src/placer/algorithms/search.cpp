@@ -285,7 +285,7 @@ constexpr const char* kDefaultLevels = "module,colocation,op";
 class LocalSearchPlacer final : public Placer {
  public:
   explicit LocalSearchPlacer(const PlacerOptions& o)
-      : init_(o.get("init", "best")), max_groups_(o.get_int("max-groups", 0)), devices_(o.get("devices", "gpus")),
+      : init_(o.get("init", "best")), max_groups_(o.get_int("max-groups", 0)), devices_(o.get_one_of("devices", "gpus", {"gpus", "all"})),
         chains_(o.get_int("chains", 8)) {
     // Levels: groupings separated by commas, searched in turn.
     const std::string groups = o.get("groups", kDefaultLevels);
@@ -304,6 +304,15 @@ class LocalSearchPlacer final : public Placer {
     if (!(settings_.pull_share >= 0.0 && settings_.pull_share <= 1.0)) throw Error("local-search: option 'pull' must be in [0, 1]");
     if (init_ == "local-search") throw Error("local-search: option 'init' cannot be local-search itself");
     if (o.all().count("init") && init_.empty()) throw Error("local-search: option 'init' is empty (an algorithm's name)");
+    // Checked here, before a model loads (it failed after loading it: found by a review).
+    if (init_ != "best") {
+      try {
+        find_placer(init_);
+      } catch (const Error& e) {
+        throw Error("local-search: option 'init': " + std::string(e.what()));
+      }
+    }
+    for (const std::string& level : levels_) check_grouping(level);
   }
 
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t seed) override {
@@ -525,8 +534,9 @@ class OptimalPlacer final : public Placer {
  public:
   explicit OptimalPlacer(const PlacerOptions& o)
       : groups_(o.get("groups", "colocation")), max_groups_(o.get_int("max-groups", 12)),
-        max_evaluations_(o.get_double("max-evaluations", 2e6)), method_(o.get("method", "auto")), devices_(o.get("devices", "gpus")),
+        max_evaluations_(o.get_double("max-evaluations", 2e6)), method_(o.get("method", "auto")), devices_(o.get_one_of("devices", "gpus", {"gpus", "all"})),
         ip_seconds_(o.get_double("ip-seconds", 20.0)) {
+    check_grouping(groups_);
     if (method_ != "auto" && method_ != "exhaustive" && method_ != "ip")
       throw Error("optimal: option 'method' must be 'auto', 'exhaustive' or 'ip', got '" + method_ + "'");
     if (max_groups_ < 1) throw Error("optimal: option 'max-groups' must be at least 1");
@@ -570,6 +580,13 @@ class OptimalPlacer final : public Placer {
 
  private:
   static constexpr std::size_t kMaxDevices = 8, kMaxIpGroups = 24;  // the papers' and presets' boxes of 8 GPUs
+
+  // For an error that nothing fits: the CPU could take part, when the search left it out.
+  std::string cpu_hint(const Problem& p) const {
+    const bool gpus_only = devices_ == "gpus" && p.cluster.device_ids(DeviceKind::gpu).size() >= 2;
+    return gpus_only && !p.cluster.device_ids(DeviceKind::cpu).empty() ? " (over the GPUs only: --opt devices=all lets the CPU take part)"
+                                                                       : "";
+  }
   static constexpr int kSavedSolutions = 10;
 
   // Every placement of the groups on the candidates, group 0 only on the first device of each
@@ -648,10 +665,10 @@ class OptimalPlacer final : public Placer {
     for (const Best& b : best)
       if (b.found && (!winner || b.time < winner->time || (b.time == winner->time && b.index < winner->index))) winner = &b;
     if (!winner && samples.load() < total)
-      throw Error("optimal: stopped (budget or interrupt) before finding a placement that fits in memory");
+      throw Error("optimal: stopped (budget or interrupt) before finding a placement that fits in memory" + cpu_hint(p));
     if (!winner)
       throw Error("optimal: no placement of the " + std::to_string(ng) + " groups on the " + std::to_string(nd) +
-                  " devices fits in memory");
+                  " devices fits in memory" + cpu_hint(p));
     std::string note = "exhaustive over " + std::to_string(ng) + " groups: " + std::to_string(samples.load()) + " placements simulated";
     if (samples.load() < total) note += "; stopped early (budget or interrupt): not proven optimal";
     return finish(p, winner->devices, samples.load(), note);
@@ -770,13 +787,13 @@ class OptimalPlacer final : public Placer {
                           "; everything on " + on + ", the best one-device placement");
       if (timed_out && !closest)
         throw Error("optimal: the integer program found no solution within its time limit (" + std::to_string(time_limit) +
-                    " s) and no single device holds the model; raise ip-seconds or lower max-groups");
+                    " s) and no single device holds the model; raise ip-seconds or lower max-groups" + cpu_hint(p));
     }
     if (closest)
       return finish(p, std::move(*closest), eval.evaluations(),
                     "integer program (CBC): no solution found that fits in memory; the one closest to fitting is shown");
     throw Error("optimal: no placement of the " + std::to_string(ng) + " groups on the " + std::to_string(nd) +
-                " devices fits in memory (integer program infeasible)");
+                " devices fits in memory (integer program infeasible)" + cpu_hint(p));
   }
 
   // Solves the program above: the solutions CBC kept (best first), each the candidate index of

@@ -74,7 +74,7 @@ void add_problem_options(CLI::App* cmd, ProblemArgs& args) {
           },
           "FLOAT in [0.01, 1]"))
       ->capture_default_str();
-  cmd->add_option("--gradient-sums", args.gradient_sums,
+  args.gradient_sums_option = cmd->add_option("--gradient-sums", args.gradient_sums,
                   "how the training framework sums a tensor's partial gradients: in-place (PyTorch 2) or out-of-place (libtorch "
                   "1.x: each sum a new buffer, three gradient-sized buffers for an instant)")
       ->check(CLI::IsMember({"in-place", "out-of-place"}))
@@ -134,6 +134,8 @@ LoadedProblem load_problem(const ProblemArgs& args) {
   SimOptions sim;
   sim.memory_fraction = args.memory_fraction;
   sim.gradient_sums_out_of_place = args.gradient_sums == "out-of-place";
+  if (options.mode == Mode::inference && args.gradient_sums_option && args.gradient_sums_option->count() > 0)
+    fmt::print(stderr, "placer: note: --gradient-sums shapes the training step's memory only; it has no effect with --mode inference\n");
   return LoadedProblem{std::move(graph), std::move(cluster), std::move(costs), sim};
 }
 

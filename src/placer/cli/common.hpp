@@ -44,6 +44,7 @@ struct ProblemArgs {
   std::string profile;
   double memory_fraction = 1.0;
   std::string gradient_sums = "in-place";  // SimOptions::gradient_sums_out_of_place: "in-place" or "out-of-place"
+  const CLI::Option* gradient_sums_option = nullptr;  // set by add_problem_options: whether --gradient-sums was given
 };
 void add_problem_options(CLI::App* cmd, ProblemArgs& args);
 struct LoadedProblem {

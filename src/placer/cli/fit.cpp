@@ -92,6 +92,13 @@ void run_fit(const FitArgs& args) {
       convolutions = convolutions || times_one(steps[i], profiles[i], kind, [](const OpWork& w) { return w.conv_kernel_area > 0; }, true);
     }
     if (samples.empty()) continue;
+    // An overhead and up to a dozen efficiencies from a handful of times: what they say is chance
+    // (one op time put 989 ms into the per-op overhead: a review). Fitted all the same, and said.
+    constexpr std::size_t kFewTimes = 20;
+    if (samples.size() < kFewTimes)
+      fmt::print(stderr, "placer: warning: the {} devices' fit rests on {} op time{} only (fewer than {}): its overhead and efficiencies "
+                         "are poorly determined; profile a whole model (placer profile)\n",
+                 device_kind_name(kind), samples.size(), samples.size() == 1 ? "" : "s", kFewTimes);
     CostModel model = CostModel::defaults();
     const FitResult fit = fit_roofline(samples, kind, model, first.op_overhead_s, first.backward_overhead_s());
     nlohmann::json classes[2] = {nlohmann::json::object(), nlohmann::json::object()};

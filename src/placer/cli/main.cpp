@@ -56,6 +56,13 @@ TorchNeed torch_need(int argc, char** argv) {
         if (arg.starts_with(prefix)) value = arg.substr(prefix.size());
       if (!value.empty())
         for (std::string& name : placer::split_commas(value)) names.push_back(std::move(name));
+      // local-search's start may be a learned placer: --opt init=NAME (--opt takes one or more).
+      std::vector<std::string_view> opts;
+      if (arg.starts_with("--opt=")) opts.push_back(arg.substr(6));
+      if (arg == "--opt")
+        for (int j = i + 1; j < argc && argv[j][0] != '-'; ++j) opts.emplace_back(argv[j]);
+      for (std::string_view opt : opts)
+        if (opt.starts_with("init=") && opt.size() > 5 && opt.substr(5) != "best") names.emplace_back(opt.substr(5));
     }
     if (help || learned_files) return TorchNeed::optional;
     // compare without --algos runs every classic placer; place without --algo is a usage error.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,7 @@ struct SimulateArgs {
   std::size_t random = 0;
   double seconds = 0;  // --random's time limit; 0: none
   std::uint64_t seed = 1;
+  const CLI::Option* seed_option = nullptr;  // whether --seed was given
   std::string trace;
   bool json = false;
 };
@@ -129,15 +131,23 @@ void run_random(const SimulateArgs& args, const LoadedProblem& p) {
 // A placement file `place -o` wrote records the options it was found under (its "meta"): simulated
 // under others (a placement found for inference, simulated as a training step: 33 ms became
 // 116 ms without a word, found by a review), a warning says which.
-void warn_other_options(const PlacementSpec& spec, const std::string& file, const ProblemArgs& args, const Cluster& cluster) {
+void warn_other_options(const PlacementSpec& spec, const std::string& file, const ProblemArgs& args, const LoadedProblem& p) {
+  const Cluster& cluster = p.cluster;
   std::string differ;
   auto differs = [&](const std::string& key, const std::string& here, const std::string& what) {
     const std::string there = spec.meta_value(key);
     if (!there.empty() && there != here) differ += (differ.empty() ? "" : ", ") + what + " " + there + " (here " + here + ")";
   };
   differs("mode", args.model_args.mode, "--mode");
-  if (args.model_args.mode == "training" && spec.meta_value("mode") == "training") differs("optimizer", args.model_args.optimizer, "--optimizer");
-  differs("memory_fraction", fmt::format("{:g}", args.memory_fraction), "--memory-fraction");
+  // The updates of the step simulated (a saved step's own, whatever --optimizer says).
+  if (args.model_args.mode == "training" && spec.meta_value("mode") == "training")
+    differs("optimizer", std::string(optimizer_name(step_optimizer(p.graph, parse_optimizer(args.model_args.optimizer)))), "--optimizer");
+  // A number, compared as one: "1.0" written by hand is the default 1.
+  const std::string fraction = spec.meta_value("memory_fraction");
+  char* end = nullptr;
+  const double there = fraction.empty() ? 0.0 : std::strtod(fraction.c_str(), &end);
+  if (fraction.empty() || end == fraction.c_str() || *end != '\0' || there != args.memory_fraction)
+    differs("memory_fraction", fmt::format("{:g}", args.memory_fraction), "--memory-fraction");
   if (args.model_args.mode == "training") differs("gradient_sums", args.gradient_sums, "--gradient-sums");
   differs("cluster", cluster.name(), "cluster");
   if (differ.empty()) return;
@@ -153,6 +163,8 @@ void run_simulate(const SimulateArgs& args) {
   if (args.random > 0 && (!args.placements.empty() || !args.on.empty() || !args.trace.empty()))
     throw UsageError("--random simulates random placements of its own: it takes no --placement, --on or --trace");
   if (args.seconds > 0 && args.random == 0) throw UsageError("--seconds limits --random: give --random N too");
+  if (args.random == 0 && args.seed_option && args.seed_option->count() > 0)
+    fmt::print(stderr, "placer: note: --seed seeds --random only; it has no effect with --on or --placement\n");
   if (!args.trace.empty()) {
     if (args.placements.size() + args.on.size() != 1) throw UsageError("--trace needs exactly one placement");
     auto inputs = problem_inputs(args.problem);
@@ -170,7 +182,7 @@ void run_simulate(const SimulateArgs& args) {
   }
   for (const auto& file : args.placements) {
     const PlacementSpec spec = load_placement_file(file);
-    warn_other_options(spec, file, args.problem, p.cluster);
+    warn_other_options(spec, file, args.problem, p);
     runs.push_back({file, resolve_forward_placement(spec, p.graph, p.cluster, "placement file '" + file + "'")});
   }
 
@@ -219,7 +231,7 @@ void register_simulate(CLI::App& app) {
       ->check(kRandomCount);
   cmd->add_option("--seconds", args->seconds, "end --random after the placements simulated in this many seconds (0: no limit)")
       ->check(kSeconds);
-  cmd->add_option("--seed", args->seed, "seed of --random")->capture_default_str()->check(kSeed);
+  args->seed_option = cmd->add_option("--seed", args->seed, "seed of --random")->capture_default_str()->check(kSeed);
   cmd->add_option("--trace", args->trace, "write the schedule as a Chrome trace (Perfetto) to this file")->check(kFileName);
   cmd->add_flag("--json", args->json, "print JSON");
   cmd->callback([args] {

@@ -156,6 +156,8 @@ Device parse_device(const json& j, const std::string& where) {
       const std::string at_class = at + "." + class_name;
       require_object(value, at_class);
       check_known_fields(value, {"compute", "memory"}, at_class);
+      // As for a type's entry: an empty one says nothing, and was most likely meant to say something.
+      if (!value.contains("compute") && !value.contains("memory")) throw Error(at_class + " needs 'compute' or 'memory'");
       Device::Efficiency& target = (backward ? d.backward_efficiency : d.efficiency)[static_cast<std::size_t>(c)];
       for (auto [key, slot] : {std::pair{"compute", &target.compute}, std::pair{"memory", &target.memory}}) {
         if (!value.contains(key)) continue;
@@ -173,6 +175,7 @@ Link parse_link(const json& j, const std::string& where) {
   check_known_fields(j, {"name", "a", "b", "bandwidth", "bandwidth_ab", "bandwidth_ba", "latency_s"}, where);
   Link l;
   if (j.contains("name")) l.name = get_string(j, "name", where);
+  if (j.contains("name") && l.name.empty()) throw Error(where + ": field 'name' is empty (leave it out for a link without a name)");
   const std::string here = l.name.empty() ? where : where + " (" + in_quotes(l.name) + ")";
   l.a = get_string(j, "a", here);
   l.b = get_string(j, "b", here);

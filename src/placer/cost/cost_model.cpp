@@ -371,6 +371,9 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
     }
     p.set_model(m);
   }
+  // Neither times nor a model: it would change nothing, silently (a review found it used so).
+  if (p.size() == 0 && !j.contains("model"))
+    throw Error(source + ": it holds no op times ('times_s') and no fitted model ('model'): it measures nothing");
   return p;
 }
 

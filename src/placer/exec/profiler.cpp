@@ -9,6 +9,7 @@
 #include "placer/cost/fit.hpp"
 #include "placer/exec/calibrate.hpp"
 #include "placer/exec/engine.hpp"
+#include "placer/exec/timing.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer::exec {
@@ -20,20 +21,14 @@ void sync(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
-// Median seconds of `repeats` calls of `body` (after one untimed call).
+// Median seconds of `repeats` calls of `body` (after one untimed call), without the calls that
+// page-faulted (detail::time_runs).
 template <typename F>
 double median_time_s(const torch::Device& device, int repeats, F body) {
-  body();
-  sync(device);
-  std::vector<double> times;
-  for (int i = 0; i < std::max(1, repeats); ++i) {
-    const auto start = std::chrono::steady_clock::now();
+  return detail::time_runs(repeats, [&] {
     body();
     sync(device);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  }).median_s;
 }
 
 // Names of the forward tensors whose gradient backward op `b` of `step` produces

@@ -78,6 +78,16 @@ bool expands_gradient(const Graph& fwd, OpId o) {
 
 std::string_view update_op_type(Optimizer o) { return update_rule(o).type; }
 
+Optimizer step_optimizer(const Graph& step, Optimizer fallback) {
+  for (OpId o = 0; o < step.num_ops(); ++o) {
+    if (step.op_role(o) != OpRole::update) continue;
+    for (Optimizer k : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam})
+      if (step.op_type(o) == update_op_type(k)) return k;
+    return fallback;
+  }
+  return fallback;
+}
+
 Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   const std::size_t num_fwd = fwd.num_ops();
   for (OpId o = 0; o < num_fwd; ++o)

@@ -19,6 +19,9 @@ std::string_view optimizer_name(Optimizer o);
 Optimizer parse_optimizer(std::string_view name);  // "sgd" | "momentum" | "adam"; Error otherwise
 // Type of the update ops derive_training_step writes for this optimizer ("SGDUpdate", ...).
 std::string_view update_op_type(Optimizer o);
+// The optimizer whose update ops `step` holds (its first update op's type); `fallback` when it
+// holds none (a forward graph, a step with no parameters) or an update of no known optimizer.
+Optimizer step_optimizer(const Graph& step, Optimizer fallback);
 
 enum class Mode : std::uint8_t { training, inference };
 Mode parse_mode(std::string_view name);  // "training" | "inference"; Error otherwise

@@ -264,7 +264,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     // Fields read with `where` name it in their errors; the checks after them are prefixed here.
     auto shape = field_as<std::vector<std::int64_t>>(t, "shape", where);
     for (std::size_t k = 0; k < shape.size(); ++k)
-      if (shape[k] < 0) throw Error(where + ": dimension " + std::to_string(k) + " of its shape is " + std::to_string(shape[k]) + ", not 0 or more");
+      if (shape[k] < 0) throw Error(where + ": dimension " + std::to_string(k) + " of its shape is " + std::to_string(shape[k]) + ", not positive");
     const std::string dtype_name = optional_as<std::string>(t, "dtype", "float32", where);
     const std::string kind_name = optional_as<std::string>(t, "kind", "activation", where);
     try {

@@ -337,7 +337,7 @@ onnx::ModelProto read_onnx_file(const std::string& path, bool* sorted) {
   }
   if (!model.has_graph() || model.graph().node_size() == 0)
     throw Error("model file '" + path + "' is not a valid ONNX model (no graph or no nodes)");
-  if (model.ir_version() <= 0) throw Error("model file '" + path + "' is not a valid ONNX model (missing IR version)");
+  if (model.ir_version() <= 0) throw Error("model file '" + path + "' is not a valid ONNX model (missing or negative IR version)");
   // ONNX requires nodes in topological order; onnxruntime runs files that are not (an fp16 export
   // of ISNet), and so does placer, in that order.
   const bool moved = sort_nodes_topologically(model);
