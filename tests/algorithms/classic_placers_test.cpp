@@ -430,6 +430,8 @@ TEST(Expert, SplitsConsecutiveLayersEvenlyOverAsFewGpusAsFit) {
   const PlacementResult r = run("expert", p.problem());
   EXPECT_THAT(devices_of(p, r, 4), ElementsAre(kGpu0, kGpu0, kGpu1, kGpu1));
   EXPECT_TRUE(r.sim.fits);
+  // gpu:0 alone, then the split: gpu:1 and gpu:2 hold no more than gpu:0, so they are not tried alone.
+  EXPECT_EQ(r.samples, 2u);
 }
 
 // m0 takes 3 s, the others 1 s: split by compute ({m0} | {m1 m2 m3}) the second GPU overflows, so

@@ -329,9 +329,17 @@ class ExpertPlacer final : public Placer {
     std::vector<std::vector<DeviceId>> tries;
     for (DeviceId d : gpus) tries.push_back({d});
     for (std::size_t k = 2; k <= gpus.size(); ++k) tries.emplace_back(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(k));
+    std::uint64_t failed_alone = 0;  // the most memory of a GPU that did not hold it alone
     for (std::size_t t = 0; t < tries.size() && !observer.stop_requested(); ++t) {
       const std::vector<DeviceId>& on = tries[t];
       const std::size_t k = on.size();
+      // Alone, a GPU holds the model exactly when its memory does: none with less than one that
+      // did not is simulated (k80x8's eight equal GPUs took eight simulations before a split).
+      if (k == 1) {
+        const std::uint64_t limit = memory_limit_bytes(p.cluster, on[0], p.sim);
+        if (t > 0 && limit <= failed_alone) continue;
+        failed_alone = std::max(failed_alone, limit);
+      }
       for (const std::vector<double>* weights : {&unit_time, &unit_mem}) {
         const std::vector<std::size_t> starts = linear_partition(*weights, k);
         std::vector<DeviceId> unit_device(units.size());

@@ -583,7 +583,7 @@ class OptimalPlacer final : public Placer {
 
   // For an error that nothing fits: the CPU could take part, when the search left it out.
   std::string cpu_hint(const Problem& p) const {
-    const bool gpus_only = devices_ == "gpus" && p.cluster.device_ids(DeviceKind::gpu).size() >= 2;
+    const bool gpus_only = devices_ == "gpus" && p.cluster.device_ids(DeviceKind::gpu).size() >= 2 && p.cluster.num_devices() <= kMaxDevices;
     return gpus_only && !p.cluster.device_ids(DeviceKind::cpu).empty() ? " (over the GPUs only: --opt devices=all lets the CPU take part)"
                                                                        : "";
   }

@@ -102,7 +102,9 @@ void check_algorithm(const std::string& name, const PlacerOptions& options) {
   try {
     (void)make_placer(name, options);
   } catch (const Error& e) {
-    throw UsageError(e.what());
+    // Named by the algorithm (an option's error may not be: "option 'devices' must be ...").
+    const std::string what = e.what();
+    throw UsageError(what.starts_with(name + ":") || what.starts_with("unknown placement algorithm") ? what : name + ": " + what);
   }
 }
 
