@@ -424,6 +424,15 @@ TEST(Expert, SplitsOverTheLargestOfEquallyFastGpus) {
   EXPECT_TRUE(r.sim.fits);
 }
 
+// The fastest GPU is too small for half of the model; the two slower ones hold half each: split
+// over them (every split over the fastest GPUs overflowed it).
+TEST(Expert, SplitsOverTheLargerGpusWhenTheFastestIsTooSmallForItsShare) {
+  Priced p(module_chain(4, 400), cpu_and_gpus(3, 0, 1ull << 40, {4e12, 1e12, 1e12}, 1e11, {500, 1000, 1000}));
+  const PlacementResult r = run("expert", p.problem());
+  EXPECT_THAT(devices_of(p, r, 4), ElementsAre(kGpu1, kGpu1, kGpu2, kGpu2));
+  EXPECT_TRUE(r.sim.fits);
+}
+
 // 4 x 400 B of parameters in 1000 B GPUs: one GPU is not enough, two are (2 + 2 modules).
 TEST(Expert, SplitsConsecutiveLayersEvenlyOverAsFewGpusAsFit) {
   Priced p(module_chain(4, 400), cpu_and_gpus(3, 1000));

@@ -15,8 +15,9 @@
 //   layer per GPU overflows memory, the split of consecutive layers below is used if it fits.
 // - Other models (CNNs, transformers): everything on one GPU, the fastest that holds it (the
 //   simulator says so; the largest first among equally fast ones); when none does, consecutive
-//   layers in execution order are split over the first 2, 3, ... GPUs in that order, evenly by
-//   compute (or, if that overflows, evenly by memory), using as few GPUs as fit.
+//   layers in execution order are split over the first 2, 3, ... GPUs in that order (or the 2, 3,
+//   ... with the most memory), evenly by compute (or, if that overflows, evenly by memory), using
+//   as few GPUs as fit.
 //   Layers are the top-level modules, refined into their children while one holds more than a
 //   quarter of a GPU's even share of the compute.
 #include <algorithm>
@@ -325,10 +326,24 @@ class ExpertPlacer final : public Placer {
     double closest_over = 0.0;
     std::string closest_overflow;
     // The GPUs tried: each alone in turn (fastest first, the largest first among equals) until one
-    // holds the model, then the first k = 2, 3, ... of them together.
+    // holds the model, then the first k = 2, 3, ... of them together, and for each k the k with
+    // the most memory when they are others (a fast GPU too small for its share kept every split
+    // of the fastest from fitting).
+    std::vector<DeviceId> largest = gpus;
+    std::stable_sort(largest.begin(), largest.end(), [&](DeviceId a, DeviceId b) {
+      return memory_limit_bytes(p.cluster, a, p.sim) > memory_limit_bytes(p.cluster, b, p.sim);
+    });
     std::vector<std::vector<DeviceId>> tries;
     for (DeviceId d : gpus) tries.push_back({d});
-    for (std::size_t k = 2; k <= gpus.size(); ++k) tries.emplace_back(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(k));
+    for (std::size_t k = 2; k <= gpus.size(); ++k) {
+      const auto first = [k](const std::vector<DeviceId>& order) {
+        return std::vector<DeviceId>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
+      };
+      tries.push_back(first(gpus));
+      std::vector<DeviceId> a = first(gpus), b = first(largest);
+      std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
+      if (a != b) tries.push_back(first(largest));
+    }
     std::uint64_t failed_alone = 0;  // the most memory of a GPU that did not hold it alone
     for (std::size_t t = 0; t < tries.size() && !observer.stop_requested(); ++t) {
       const std::vector<DeviceId>& on = tries[t];
