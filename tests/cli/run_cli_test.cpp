@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -18,6 +19,7 @@ namespace placer {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using test::placer;
 
 TEST(RunCli, ReportsThePeakMemoryOfTheStepOnTheHost) {
@@ -70,6 +72,46 @@ TEST(RunCli, AnUnwritableTraceFailsBeforeTheSteps) {
     EXPECT_NE(r.exit_code, 0) << command;
     EXPECT_THAT(r.err, HasSubstr("cannot write trace file")) << command << ": " << r.err;
   }
+}
+
+// A trace over one of the command's inputs is refused before anything runs (it replaced the model,
+// a placement or the cluster file and exited 0: a review), as every other writer does.
+TEST(RunCli, ATraceOverAnInputIsRefused) {
+  const std::string model = test::temp_path("trace_over.onnx"), placement = test::temp_path("trace_over.placement.json");
+  {
+    std::ifstream in(test::example("cifarnet.onnx"), std::ios::binary);
+    std::ofstream(model, std::ios::binary) << in.rdbuf();
+  }
+  std::ofstream(placement) << R"({"default": "cpu:0"})";
+  const auto size = std::filesystem::file_size(model);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"run", "--model", model, "--on", "cpu:0", "--steps", "1", "--warmup", "0", "--trace", model},
+           {"run", "--model", model, "--placement", placement, "--steps", "1", "--warmup", "0", "--trace", placement},
+           {"validate", "--model", model, "--cluster", "local", "--placements", placement, "--steps", "1", "--warmup", "0", "--trace",
+            placement}}) {
+    const auto r = placer(args);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("writing it would replace an input")) << args[0];
+  }
+  EXPECT_EQ(std::filesystem::file_size(model), size);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(placement)).at("default"), "cpu:0");
+}
+
+// --no-fit: no fit's figures (it printed an overhead of 0 and an error of 0%: a review).
+TEST(ProfileCli, NoFitReportsNoFit) {
+  const std::string out = test::temp_path("nofit.profile.json");
+  const auto text = placer({"profile", "--model", test::example("cifarnet.onnx"), "--cluster", "local", "-o", out, "--repeats", "1", "--steps",
+                            "1", "--warmup", "0", "--no-fit"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("roofline not fitted (--no-fit)"));
+  EXPECT_THAT(text.out, Not(HasSubstr("fitted roofline")));
+  const auto json = placer({"profile", "--model", test::example("cifarnet.onnx"), "--cluster", "local", "-o", out, "--repeats", "1", "--steps",
+                            "1", "--warmup", "0", "--no-fit", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json kind = nlohmann::json::parse(json.out).at("kinds").at(0);
+  EXPECT_TRUE(kind.contains("step_s"));
+  EXPECT_FALSE(kind.contains("fitted_overhead_s"));
+  EXPECT_FALSE(kind.contains("fit_median_abs_error"));
 }
 
 TEST(RunCli, TracesAStepItsOpsNodesAndMemory) {

@@ -496,6 +496,15 @@ TEST(ClusterJson, EveryPresetRoundTrips) {
   }
 }
 
+// `placer clusters --json` prints a list: given as a cluster file, the error says to take an entry
+// ("must be a JSON object, got array": a review).
+TEST(ClusterJson, AListOfClustersIsNamedAsSuch) {
+  const nlohmann::json list = nlohmann::json::array({cluster_to_json(cluster_preset("k80x2")), cluster_to_json(cluster_preset("k80x4"))});
+  EXPECT_THAT(error_of([&] { parse_cluster_json(list, "clusters.json"); }),
+              HasSubstr("clusters.json is a list (2 entries), not one cluster: a cluster file is one object, such as one entry of "
+                        "`placer clusters --json`"));
+}
+
 TEST(ClusterJson, AsymmetricLinkRoundTripsAsTwoBandwidths) {
   const Cluster original = cluster_preset("h100-box");
   const nlohmann::json j = cluster_to_json(original);

@@ -53,7 +53,7 @@ void run_fit(const FitArgs& args) {
     check_not_an_input(args.output, "-o", inputs);
   }
   if (args.models.size() != args.profiles.size())
-    throw Error(fmt::format("--models names {} models but --profiles {} profiles: give one profile per model", args.models.size(),
+    throw UsageError(fmt::format("--models names {} models but --profiles {} profiles: give one profile per model", args.models.size(),
                             args.profiles.size()));
   const Cluster cluster = resolve_cluster(args.cluster);
   ModelOptions options = args.model_args.resolve();

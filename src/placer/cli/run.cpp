@@ -36,6 +36,12 @@ struct RunArgs {
   std::string trace;
 };
 
+// The cluster as an input file: none when it names a preset.
+std::string file_cluster(const std::string& cluster) {
+  const std::vector<std::string> presets = cluster_preset_names();
+  return std::find(presets.begin(), presets.end(), cluster) != presets.end() ? std::string() : cluster;
+}
+
 void add_exec_options(CLI::App* cmd, int& threads, std::uint64_t& seed) {
   cmd->add_option("--threads", threads,
                   "intra-op threads of libtorch and OpenBLAS, at most the hardware threads (0: $PLACER_THREADS, else every "
@@ -114,7 +120,11 @@ void print_memory(const nlohmann::json& memory) {
 void run_run(const RunArgs& args) {
   if (args.placement.empty() == args.on.empty()) throw UsageError("give exactly one of --placement FILE or --on DEVICE");
   if (args.steps < 1 || args.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
-  if (!args.trace.empty()) check_writable(args.trace, "trace file");  // before the steps, not after them
+  if (!args.trace.empty()) {
+    // Not over an input (it replaced the model and exited 0: a review), and writable, before the steps.
+    check_not_an_input(args.trace, "--trace", {{"--model", args.model}, {"--cluster", file_cluster(args.cluster)}, {"--placement", args.placement}});
+    check_writable(args.trace, "trace file");
+  }
   const int threads = exec::configure_threads(args.threads);
   ModelOptions options = args.model_args.resolve();
   ModelOptions forward_options = options;
@@ -197,18 +207,23 @@ void run_profile(const ProfileArgs& args) {
                      {"step_s", k.step_s},
                      {"forward_residual_s", k.forward_residual_s},
                      {"backward_residual_s", k.backward_residual_s},
-                     {"whole_step_calibration", k.whole_step_calibration},
-                     {"fitted_overhead_s", k.fitted_overhead_s},
-                     {"fitted_backward_overhead_s", k.fitted_backward_overhead_s},
-                     {"fit_median_abs_error", k.fit_median_abs_error}});
+                     {"whole_step_calibration", k.whole_step_calibration}});
+    // With --no-fit nothing was fitted: no fit's figures (it printed an overhead of 0 and an error
+    // of 0%: a review).
+    if (!args.no_fit) {
+      kinds.back()["fitted_overhead_s"] = k.fitted_overhead_s;
+      kinds.back()["fitted_backward_overhead_s"] = k.fitted_backward_overhead_s;
+      kinds.back()["fit_median_abs_error"] = k.fit_median_abs_error;
+    }
+    const std::string fit =
+        args.no_fit ? std::string("roofline not fitted (--no-fit)")
+                    : fmt::format("fitted roofline: per-op overhead {}{}, median error {:.0f}%", human_seconds(k.fitted_overhead_s),
+                                  k.fitted_backward_overhead_s > 0 ? fmt::format(" (gradients {})", human_seconds(k.fitted_backward_overhead_s)) : "",
+                                  100 * k.fit_median_abs_error);
     if (!args.json)
-      fmt::print("{} ({}): {} ops measured; step {} (forward {}), isolated ops sum to {}; residual forward {}, backward+update {}; "
-                 "fitted roofline: per-op overhead {}{}, median error {:.0f}%\n",
+      fmt::print("{} ({}): {} ops measured; step {} (forward {}), isolated ops sum to {}; residual forward {}, backward+update {}; {}\n",
                  k.device, device_kind_name(k.kind), k.ops_measured, human_seconds(k.step_s), human_seconds(k.forward_step_s),
-                 human_seconds(k.op_sum_s), human_seconds(k.forward_residual_s), human_seconds(k.backward_residual_s),
-                 human_seconds(k.fitted_overhead_s),
-                 k.fitted_backward_overhead_s > 0 ? fmt::format(" (gradients {})", human_seconds(k.fitted_backward_overhead_s)) : "",
-                 100 * k.fit_median_abs_error);
+                 human_seconds(k.op_sum_s), human_seconds(k.forward_residual_s), human_seconds(k.backward_residual_s), fit);
     if (!args.json && k.whole_step_calibration)
       fmt::print("  note: the measured step was not longer than the forward pass (timing noise); the whole step was spread over all ops\n");
   }
@@ -255,7 +270,13 @@ void run_validate(const ValidateArgs& args) {
     runs.push_back({file, resolve_forward_placement(load_placement_file(file), graph, cluster, "placement file '" + file + "'")});
   if (!args.trace.empty() && runs.size() != 1)
     throw UsageError("--trace writes one placement's step: give one --on DEVICE or one --placements FILE (got " + std::to_string(runs.size()) + ")");
-  if (!args.trace.empty()) check_writable(args.trace, "trace file");
+  if (!args.trace.empty()) {
+    std::vector<std::pair<std::string, std::string>> inputs{
+        {"--model", args.model}, {"--cluster", file_cluster(args.cluster)}, {"--profile", args.profile}};
+    for (const std::string& file : args.placements) inputs.push_back({"--placements", file});
+    check_not_an_input(args.trace, "--trace", inputs);
+    check_writable(args.trace, "trace file");
+  }
 
   // Everything that can fail without running does so first: devices, simulations.
   std::vector<TraceEvent> simulated_trace;  // --trace: the one placement's simulated step

@@ -84,6 +84,7 @@ struct Fingerprint {
   std::string config;    // TrainOptions::config
   std::string config_as_given;  // TrainOptions::config_as_given (what older checkpoints hold)
   std::string agent;            // Agent::signature()
+  std::string cluster_name;     // for the error's hint about `local`
 };
 
 // FNV-1a over what decides every simulated step time and fit: the graph's ops and tensors, every
@@ -133,7 +134,7 @@ Fingerprint fingerprint_of(const Problem& problem, const TrainOptions& o, Agent&
   for (const auto& p : agent.module().parameters()) params += p.numel();
   return {static_cast<std::int64_t>(problem.graph.num_forward_ops()), static_cast<std::int64_t>(problem.cluster.num_devices()),
           static_cast<std::int64_t>(o.batch), params, problem_hash(problem), links_hash(problem), o.config, o.config_as_given,
-          agent.signature()};
+          agent.signature(), problem.cluster.name()};
 }
 
 // FNV-1a over the checkpoint's contents as the search uses them: its state, the random
@@ -257,7 +258,12 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   expect("parameters", fp.parameters);
   if (read_value<std::int64_t>(ar, path, "problem") != fp.problem)
     throw Error("checkpoint '" + path + "' was written for another problem (model, cluster, profile, --dim, --memory-fraction, "
-                "--gradient-sums, mode or optimizer)");
+                "--gradient-sums, mode or optimizer)" +
+                // Measured anew by every process, the `local` preset's op times differ from run to run (a review).
+                (fp.cluster_name == "local" ? std::string("; the 'local' cluster is measured anew by each process, so a search on it "
+                                                          "resumes only from a saved description (placer clusters --json, its 'local' "
+                                                          "entry, as --cluster FILE) or with a --profile")
+                                            : std::string()));
   if (c10::IValue links; ar.try_read("links", links) && (!links.isInt() || links.toInt() != fp.links))
     throw Error("checkpoint '" + path + "' was written for another cluster (its devices' streams or the links its routes share differ)");
   const std::string config = read_value<std::string>(ar, path, "config");
