@@ -178,10 +178,17 @@ void check_not_an_input(const std::string& output, const std::string& output_opt
   }
 }
 
-std::vector<std::pair<std::string, std::string>> problem_inputs(const ProblemArgs& args) {
+std::string cluster_input_file(const std::string& cluster) {
   const std::vector<std::string> presets = cluster_preset_names();
-  const bool preset = std::find(presets.begin(), presets.end(), args.cluster) != presets.end();
-  return {{"--model", args.model}, {"--cluster", preset ? std::string() : args.cluster}, {"--profile", args.profile}};
+  return std::find(presets.begin(), presets.end(), cluster) != presets.end() ? std::string() : cluster;
+}
+
+std::vector<std::pair<std::string, std::string>> problem_inputs(const ProblemArgs& args) {
+  return {{"--model", args.model}, {"--cluster", cluster_input_file(args.cluster)}, {"--profile", args.profile}};
+}
+
+std::string step_optimizer_name(const Graph& step, const ProblemArgs& args) {
+  return std::string(optimizer_name(step_optimizer(step, parse_optimizer(args.model_args.optimizer))));
 }
 
 nlohmann::json shortfalls_json(const Cluster& cluster, const SimResult& r) {

@@ -177,6 +177,11 @@ void check_not_an_input(const std::string& output, const std::string& output_opt
 // The input files of a problem: --model, --cluster (unless a preset's name, which wins over a
 // file of that name) and --profile.
 std::vector<std::pair<std::string, std::string>> problem_inputs(const ProblemArgs& args);
+// --cluster as an input file: empty when it names a preset.
+std::string cluster_input_file(const std::string& cluster);
+// The name of the optimizer whose updates the problem's step holds (a saved step's own, whatever
+// --optimizer says; --optimizer's when the graph holds no update).
+std::string step_optimizer_name(const Graph& step, const ProblemArgs& args);
 
 // A simulation's devices as `--json` prints them ({name, ops, busy_s, peak_memory_bytes,
 // static_memory_bytes, capacity_bytes} each), and its shortfalls ({device, bytes}: what a

@@ -200,8 +200,7 @@ void run_place(const PlaceArgs& args) {
                {"cluster", p.cluster.name()},
                {"mode", args.problem.model_args.mode},
                // The updates the step holds: a saved step's own, whatever --optimizer says.
-               {"optimizer", training ? std::string(optimizer_name(step_optimizer(p.graph, parse_optimizer(args.problem.model_args.optimizer))))
-                                      : std::string()},
+               {"optimizer", training ? step_optimizer_name(p.graph, args.problem) : std::string()},
                {"memory_fraction", fmt::format("{:g}", args.problem.memory_fraction)},
                {"gradient_sums", training ? args.problem.gradient_sums : std::string()},
                {"step_time_s", fmt::format("{:.9g}", r.sim.step_time_s)},

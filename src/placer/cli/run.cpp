@@ -36,12 +36,6 @@ struct RunArgs {
   std::string trace;
 };
 
-// The cluster as an input file: none when it names a preset.
-std::string file_cluster(const std::string& cluster) {
-  const std::vector<std::string> presets = cluster_preset_names();
-  return std::find(presets.begin(), presets.end(), cluster) != presets.end() ? std::string() : cluster;
-}
-
 void add_exec_options(CLI::App* cmd, int& threads, std::uint64_t& seed) {
   cmd->add_option("--threads", threads,
                   "intra-op threads of libtorch and OpenBLAS, at most the hardware threads (0: $PLACER_THREADS, else every "
@@ -122,7 +116,7 @@ void run_run(const RunArgs& args) {
   if (args.steps < 1 || args.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
   if (!args.trace.empty()) {
     // Not over an input (it replaced the model and exited 0: a review), and writable, before the steps.
-    check_not_an_input(args.trace, "--trace", {{"--model", args.model}, {"--cluster", file_cluster(args.cluster)}, {"--placement", args.placement}});
+    check_not_an_input(args.trace, "--trace", {{"--model", args.model}, {"--cluster", cluster_input_file(args.cluster)}, {"--placement", args.placement}});
     check_writable(args.trace, "trace file");
   }
   const int threads = exec::configure_threads(args.threads);
@@ -272,7 +266,7 @@ void run_validate(const ValidateArgs& args) {
     throw UsageError("--trace writes one placement's step: give one --on DEVICE or one --placements FILE (got " + std::to_string(runs.size()) + ")");
   if (!args.trace.empty()) {
     std::vector<std::pair<std::string, std::string>> inputs{
-        {"--model", args.model}, {"--cluster", file_cluster(args.cluster)}, {"--profile", args.profile}};
+        {"--model", args.model}, {"--cluster", cluster_input_file(args.cluster)}, {"--profile", args.profile}};
     for (const std::string& file : args.placements) inputs.push_back({"--placements", file});
     check_not_an_input(args.trace, "--trace", inputs);
     check_writable(args.trace, "trace file");

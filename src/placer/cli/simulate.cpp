@@ -141,7 +141,7 @@ void warn_other_options(const PlacementSpec& spec, const std::string& file, cons
   differs("mode", args.model_args.mode, "--mode");
   // The updates of the step simulated (a saved step's own, whatever --optimizer says).
   if (args.model_args.mode == "training" && spec.meta_value("mode") == "training")
-    differs("optimizer", std::string(optimizer_name(step_optimizer(p.graph, parse_optimizer(args.model_args.optimizer)))), "--optimizer");
+    differs("optimizer", step_optimizer_name(p.graph, args), "--optimizer");
   // A number, compared as one: "1.0" written by hand is the default 1.
   const std::string fraction = spec.meta_value("memory_fraction");
   char* end = nullptr;

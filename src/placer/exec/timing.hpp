@@ -20,8 +20,8 @@ struct TimedRuns {
 // during which the process took more than `fault_limit` minor page faults, or spent more than a
 // quarter of the run (and over 0.5 ms) in the kernel (with transparent huge pages one fault maps
 // 2 MiB). Such a run measured the kernel mapping and zeroing pages as much as the work: an op timed
-// alone can grow the heap on every call (its large output does not fit the holes that the calls
-// before it left), where inside a step it reuses memory that the ops before it freed (BERT-base's
+// alone can grow the heap on every call (its large output is not put in the block the call before
+// it freed), where inside a step it reuses memory that the ops before it freed (BERT-base's
 // 94 MB embedding gradient: 4-6 ms in a step, 195-300 ms timed alone).
 TimedRuns time_runs(int repeats, const std::function<void()>& body, std::uint64_t fault_limit = 256, int max_faulted = 16);
 
