@@ -647,7 +647,7 @@ TEST(Threads, ThreadsThatCannotStartAreAnErrorNotACrashOrAHang) {
 #endif
   const std::string model = test::example("cifarnet.onnx");
   for (const std::vector<std::string>& algo : {std::vector<std::string>{"local-search", "--opt", "chains=4096", "--samples", "20000"},
-                                              std::vector<std::string>{"colocrl", "--opt", "hidden=16", "--samples", "8"}}) {
+                                              std::vector<std::string>{"colocrl", "--opt", "hidden=16", "--opt", "batch=4096", "--samples", "8"}}) {
     std::vector<std::string> args{"-c", "ulimit -v 8000000 && exec \"$0\" \"$@\"", test::placer_binary(), "place", "--model", model,
                                   "--cluster", "k80x4", "--threads", "4096", "--quiet", "--algo"};
     args.insert(args.end(), algo.begin(), algo.end());

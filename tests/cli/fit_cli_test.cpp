@@ -172,6 +172,18 @@ TEST(FitCli, RefusesWhatCannotBeFittedOrWritten) {
   EXPECT_THAT(run.err, HasSubstr("all its 2 times are 0 s"));
 }
 
+// A fit of another machine's times describes that machine: fitted into this cluster without a word
+// before (a QA pass); now warned about, per device whose model differs from the one measured.
+TEST(FitCli, AProfileOfAnotherMachineIsWarnedAbout) {
+  const std::string model = test::example("cifarnet.onnx");
+  const std::string other = write("other_machine.profile.json", R"j({"format": "placer-profile", "version": 1,
+      "machine": "cpu:0: a 2-core VM (2 hardware threads, 1 used by libtorch)", "times_s": {"cpu": {"ops": {"/conv1/Conv": 0.002}}}})j");
+  auto run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", other, "-o", test::temp_path("other_machine.cluster.json")});
+  EXPECT_THAT(run.err, HasSubstr("placer: warning: the profile '" + other + "' was measured on other devices than cluster 'h100-box' "
+                                 "describes (cpu:0 was 'a 2-core VM (2 hardware threads, 1 used by libtorch)', here '"))
+      << run.err;
+}
+
 // A model with a symbolic size is fitted with --dim (fit took --optimizer only); given for several
 // models, a --dim or --data-inputs name a model lacks is skipped for that model.
 TEST(FitCli, TakesTheModelOptions) {

@@ -314,6 +314,34 @@ TEST(SimulateCli, AProfileOfAnotherModelIsWarnedAbout) {
   EXPECT_THAT(run.err, Not(HasSubstr("warning"))) << run.err;
 }
 
+// A profile names the devices it was measured on, with the models the cluster gave them then: one
+// of another machine was applied without a word (a QA pass), now a warning names each device whose
+// model differs. Devices the cluster lacks, and a profile without `machine`, say nothing.
+TEST(SimulateCli, AProfileOfAnotherMachineIsWarnedAbout) {
+  const std::string cifarnet = test::example("cifarnet.onnx");
+  const std::string cluster =
+      cpu_and_small_gpu("machine_cluster.json", "[]", R"([{"a": "cpu:0", "b": "gpu:0", "bandwidth": 1e10, "latency_s": 1e-5}])");
+  auto profile = [](const std::string& machine) {
+    return R"({"format": "placer-profile", "version": 1, )" + machine +
+           R"("times_s": {"gpu": {"ops": {"/conv1/Conv": 0.001}, "signatures": {}}}})";
+  };
+  auto simulate = [&](const std::string& file) {
+    return placer({"simulate", "--model", cifarnet, "--cluster", cluster, "--on", "gpu:0", "--profile", file});
+  };
+  const std::string other = write("other_machine.profile.json", profile(R"j("machine": "cpu:0: c; gpu:0: NVIDIA H100 (SXM)", )j"));
+  auto run = simulate(other);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("placer: warning: the profile '" + other + "' was measured on other devices than cluster 'c' describes "
+                                 "(gpu:0 was 'NVIDIA H100 (SXM)', here 'g'): its op times are that machine's"));
+  EXPECT_THAT(run.err, Not(HasSubstr("cpu:0 was"))) << run.err;
+  for (const std::string& machine : {std::string(R"("machine": "cpu:0: c; gpu:0: g", )"), std::string(R"("machine": "gpu:7: NVIDIA H100", )"),
+                                     std::string(R"("machine": "measured by hand", )"), std::string()}) {
+    run = simulate(write("same_machine.profile.json", profile(machine)));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_THAT(run.err, Not(HasSubstr("warning"))) << machine << ": " << run.err;
+  }
+}
+
 // One Ctrl-C ends a comparison: the algorithm running keeps its best so far and the others do not
 // run (each algorithm needed its own Ctrl-C). timeout(1) sends SIGINT after 5 s of a 30 s budget
 // (after 2 s, a machine under load was still reading the model: nothing had run).

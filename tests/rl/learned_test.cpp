@@ -256,7 +256,17 @@ void resume_equals_uninterrupted(const std::string& algo, std::map<std::string, 
   EXPECT_EQ(resumed.samples, uninterrupted.samples);
   EXPECT_EQ(resumed.forward_devices, uninterrupted.forward_devices);
   EXPECT_EQ(resumed.sim.step_time_s, uninterrupted.sim.step_time_s);
+  EXPECT_THAT(resumed.note, ::testing::Not(::testing::HasSubstr("nothing more was run")));
   expect_same_policy(whole, parts);
+  // A --samples the checkpoint had reached runs nothing, and says so (it returned the checkpoint's
+  // result without a word: a QA pass).
+  Budget again = budget;
+  again.resume = true;
+  again.samples = 48;
+  const PlacementResult done = make_placer(algo, PlacerOptions(opts))->place(p, again, quiet, 5);
+  EXPECT_EQ(done.samples, uninterrupted.samples);
+  EXPECT_EQ(done.forward_devices, uninterrupted.forward_devices);
+  EXPECT_THAT(done.note, ::testing::HasSubstr("--samples 48 is no more than the checkpoint's 96 samples: nothing more was run"));
 }
 
 // Ctrl-C before the first placement is sampled says so: it said no sampled placement fits

@@ -122,6 +122,28 @@ void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTa
              path, model, profile.model() ? "the profile's fitted cost model" : "the cost model");
 }
 
+void warn_other_machine(const Profile& profile, const Cluster& cluster, const std::string& path) {
+  std::vector<std::string> differ;
+  std::string_view rest = profile.device_description;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find("; ");
+    const std::string_view entry = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 2);
+    const std::size_t colon = entry.find(": ");
+    if (colon == std::string_view::npos) continue;  // free text of another form: nothing to compare
+    const std::optional<DeviceId> d = cluster.find_device(entry.substr(0, colon));
+    if (!d) continue;  // a device this cluster lacks: its times apply to no device here by name
+    const std::string_view measured = entry.substr(colon + 2);
+    if (measured != cluster.device(*d).model)
+      differ.push_back(fmt::format("{} was '{}', here '{}'", cluster.device(*d).name, measured, cluster.device(*d).model));
+  }
+  if (differ.empty()) return;
+  fmt::print(stderr,
+             "placer: warning: the profile '{}' was measured on other devices than cluster '{}' describes ({}): its op times are "
+             "that machine's\n",
+             path, cluster.name(), fmt::join(differ, "; "));
+}
+
 LoadedProblem load_problem(const ProblemArgs& args) {
   const ModelOptions options = args.model_args.resolve();
   Graph graph = load_model(args.model, options);
@@ -131,6 +153,7 @@ LoadedProblem load_problem(const ProblemArgs& args) {
   if (!args.profile.empty()) profile = Profile::load(args.profile);
   CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
   if (profile) warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
+  if (profile) warn_other_machine(*profile, cluster, args.profile);
   SimOptions sim;
   sim.memory_fraction = args.memory_fraction;
   sim.gradient_sums_out_of_place = args.gradient_sums == "out-of-place";

@@ -63,6 +63,13 @@ void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mod
 // (`path`: the profile's file): measured on another model, it was used silently.
 void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
                             const std::string& model);
+// A warning on stderr when a profile was measured on other devices than `cluster` describes: its
+// `machine` names each device it measured with the model the cluster gave it then ("cpu:0: AMD
+// EPYC (2 hardware threads, 1 used by libtorch)"), and a device of that name here has another
+// (a profile of another machine, or of this one with other threads). Its times are that machine's.
+// Profiles without a `machine` (written by hand) are taken as they are.
+void warn_other_machine(const Profile& profile, const Cluster& cluster, const std::string& path);
+
 
 // `place` found a placement, printed and wrote it, but it does not fit in memory: main prints the
 // message as an error and exits with kExitDoesNotFit (an error without a placement exits 1), so

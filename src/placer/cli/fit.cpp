@@ -64,6 +64,7 @@ void run_fit(const FitArgs& args) {
   for (std::size_t i = 0; i < args.models.size(); ++i) {
     steps.push_back(load_model(args.models[i], options));
     profiles.push_back(Profile::load(args.profiles[i]));
+    warn_other_machine(profiles.back(), cluster, args.profiles[i]);  // a fit of another machine's times describes that machine
     // Paired by op name (and the signature each name was measured with), else by signature: a
     // profile that times none of its model's ops was given in the wrong order, or measured on
     // another model or step.

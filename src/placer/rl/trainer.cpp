@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "placer/rl/environment.hpp"
 #include "placer/util/error.hpp"
@@ -327,7 +328,11 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   g_sample_s = g_logp_s = g_update_s = 0;  // per run (a compare runs several)
   if (o.batch == 0) throw Error("option batch must be at least 1");
   if (budget.resume && budget.checkpoint_path.empty()) throw Error("--resume needs --checkpoint FILE");
-  Environment env(problem, budget.threads, o.penalty);
+  // One simulation thread per placement of a batch at most: more would wait for work that never
+  // comes (each holds a simulator's scratch; --threads 65536 asked for gigabytes).
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const auto threads = static_cast<unsigned>(std::min<std::size_t>(budget.threads == 0 ? hardware : budget.threads, o.batch));
+  Environment env(problem, threads, o.penalty);
   torch::nn::Module& module = agent.module();
   torch::optim::Adam optimizer(module.parameters(), torch::optim::AdamOptions(o.learning_rate));
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 0x51ACE5ull);
@@ -459,6 +464,10 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   if (samples_before > 0)
     note += fmt::format("; resumed after {} updates ({} samples, {:.1f} s): {} updates and {} samples in this run", updates_before,
                         samples_before, s.elapsed_before_s, s.updates - updates_before, s.samples - samples_before);
+  // A --samples the checkpoint had already reached ran nothing: said, not left to the counts above.
+  if (budget.resume && total_updates > 0 && updates_before >= total_updates)
+    note += fmt::format("; --samples {} is no more than the checkpoint's {} samples: nothing more was run (give more to go on)",
+                        budget.samples, samples_before);
   if (stopped) note += ", stopped early";
   if (const std::string said = agent.note(); !said.empty()) note += "; " + said;
   PlacementResult result = finish(problem, s.best, static_cast<std::size_t>(s.samples), note);
