@@ -767,6 +767,61 @@ TEST(CostTable, AnOpTypesOwnEfficiencyReplacesItsClasss) {
   EXPECT_DOUBLE_EQ(with_model.time_s(1, 0), 1e-6 + 1e6 / 1e11);
 }
 
+// A forward BatchNormalization normalising by its batch's statistics (in a training step, or with
+// training_mode=1) is priced by the device's "BatchNormalizationTraining" efficiency, where libtorch's
+// CPU kernel runs 5-10 times slower than with running statistics, and computes them (8 FLOPs per
+// element, as op_work gives training_mode=1); with running statistics it keeps its class (or its
+// "BatchNormalization" entry), and its gradient its own type's.
+TEST(CostTable, BatchNormalizationByBatchStatisticsIsPricedApart) {
+  const OpWork norm{4e6, 8e6, 4e6, OpClass::normalization};
+  auto graph = [&](bool training_step, std::int64_t training_mode) {
+    GraphBuilder b;
+    const TensorId x = b.add_tensor("x", {4, 8, 32, 32}, DType::f32, TensorKind::data);
+    const TensorId y = b.add_tensor("y", {4, 8, 32, 32}, DType::f32, TensorKind::activation);
+    Attributes a;
+    if (training_mode != 0) a.set(Attribute{.name = "training_mode", .kind = Attribute::Kind::integer, .i = training_mode});
+    OpWork w = norm;
+    if (training_mode != 0) w.flops *= 2;  // op_work's rule
+    b.add_op({.name = "bn", .type = "BatchNormalization", .inputs = {x}, .outputs = {y}, .attrs = a, .work = w});
+    if (training_step) {
+      const TensorId dx = b.add_tensor("dx", {4, 8, 32, 32}, DType::f32, TensorKind::activation);
+      b.add_op({.name = "bn_grad", .type = "BatchNormalizationGrad", .inputs = {y}, .outputs = {dx}, .role = OpRole::backward, .forward_op = 0,
+                .work = norm});
+      b.set_num_forward_ops(1);
+      b.mark_output(dx);
+    } else {
+      b.mark_output(y);
+    }
+    return std::move(b).build();
+  };
+  const Graph step = graph(true, 0), inference = graph(false, 0), by_attribute = graph(false, 1);
+  EXPECT_EQ(priced_type(step, 0), "BatchNormalizationTraining");
+  EXPECT_EQ(priced_type(step, 1), "BatchNormalizationGrad");
+  EXPECT_EQ(priced_type(inference, 0), "BatchNormalization");
+  EXPECT_EQ(priced_type(by_attribute, 0), "BatchNormalizationTraining");
+  EXPECT_DOUBLE_EQ(priced_work(step, 0).flops, 8e6) << "its statistics computed too";
+  EXPECT_DOUBLE_EQ(priced_work(by_attribute, 0).flops, 8e6) << "op_work's rule already counts them";
+  EXPECT_DOUBLE_EQ(priced_work(inference, 0).flops, 4e6);
+
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  const CostModel defaults = CostModel::defaults();
+  const double class_s = CostTable(inference, Cluster::build("t", {cpu}, {}, {}), defaults).time_s(0, 0);
+  const double gradient_s = CostTable(step, Cluster::build("t", {cpu}, {}, {}), defaults).time_s(1, 0);
+  cpu.efficiency_by_type["BatchNormalizationTraining"] = {.compute = 0.001, .memory = 0};
+  const Cluster c = Cluster::build("t", {cpu}, {}, {});
+  EXPECT_DOUBLE_EQ(CostTable(step, c, defaults).time_s(0, 0), 1e-6 + 8e6 / (1e11 * 0.001));
+  EXPECT_DOUBLE_EQ(CostTable(by_attribute, c, defaults).time_s(0, 0), 1e-6 + 8e6 / (1e11 * 0.001));
+  EXPECT_DOUBLE_EQ(CostTable(inference, c, defaults).time_s(0, 0), class_s) << "running statistics: its class";
+  EXPECT_DOUBLE_EQ(CostTable(step, c, defaults).time_s(1, 0), gradient_s) << "the gradient: its own type's, here its class";
+  // An entry for running statistics does not price batch statistics.
+  Device other = cpu;
+  other.efficiency_by_type = {{"BatchNormalization", {.compute = 0.0001, .memory = 0}}};
+  const Cluster o = Cluster::build("t", {other}, {}, {});
+  EXPECT_DOUBLE_EQ(CostTable(inference, o, defaults).time_s(0, 0), 1e-6 + 4e6 / (1e11 * 0.0001));
+  EXPECT_LT(CostTable(step, o, defaults).time_s(0, 0), 1e-6 + 8e6 / (1e11 * 0.0001)) << "its class, not the inference entry";
+}
+
 // A device that measured its products by their smallest dimension (Device::
 // product_efficiency_by_size) prices each product, forward or gradient, at the curve's efficiency
 // for its dimension; products of unknown dimension and the class's other ops keep the class's; an

@@ -102,6 +102,10 @@ OpWork priced_work(const Graph& g, OpId op) {
   for (std::size_t i = 0; all && i < ins.size(); ++i) all = ins[i] == kNoId || !g.tensor_accumulated(ins[i]);
   if (all && g.op_type(op) == "MeanGrad") all = false;
   if (all) w.flops = 0, w.bytes_read = 0, w.bytes_written = 0;
+  // A BatchNormalization by its batch's statistics computes them too (op_work's rule for
+  // training_mode=1: 8 FLOPs per element, not 4), also in a training step of a model exported for
+  // inference.
+  if (priced_type(g, op) == kTrainingBatchNormalization && g.op_attrs(op).get_int("training_mode", 0) == 0) w.flops *= 2;
   // A MatMul (or its gradient) of a transposed 3-D operand by a matrix runs one product per matrix
   // of the batch (matmul_layout), which the shapes alone took for one product of folded rows: its
   // smallest dimension is a matrix's.
@@ -872,6 +876,14 @@ std::uint64_t op_out_of_place_sum_bytes(const Graph& g, OpId op, DeviceKind kind
   return recurrent_weight_sum_bytes(g, op, fwd, true) - recurrent_weight_sum_bytes(g, op, fwd, false);
 }
 
+std::string_view priced_type(const Graph& g, OpId op) {
+  const std::string& type = g.op_type(op);
+  if (type == "BatchNormalization" && g.op_role(op) == OpRole::forward &&
+      (g.num_forward_ops() < g.num_ops() || g.op_attrs(op).get_int("training_mode", 0) != 0))
+    return kTrainingBatchNormalization;
+  return type;
+}
+
 CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile)
     : num_devices_(c.num_devices()) {
   const bool fitted = profile && profile->model();
@@ -884,17 +896,21 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
   workspace_.assign(g.num_ops() * num_devices_, 0);
   const bool use_profile = profile && profile->size() > 0;
   // Per device, the graph's op types it has efficiencies of its own for (by type id).
+  // And its efficiency for batch normalisation by batch statistics, where it has one (priced_type).
   std::vector<std::vector<const Device::Efficiency*>> by_type(num_devices_);
+  std::vector<const Device::Efficiency*> training_norm(num_devices_, nullptr);
   for (DeviceId d = 0; d < num_devices_; ++d) {
     const auto& types = c.device(d).efficiency_by_type;
     if (types.empty()) continue;
     by_type[d].assign(g.num_op_types(), nullptr);
     for (std::uint32_t t = 0; t < g.num_op_types(); ++t)
       if (auto it = types.find(g.op_type_name(t)); it != types.end()) by_type[d][t] = &it->second;
+    if (auto it = types.find(kTrainingBatchNormalization); it != types.end()) training_norm[d] = &it->second;
   }
   for (OpId o = 0; o < g.num_ops(); ++o) {
     const OpWork w = priced_work(g, o);
     const bool backward = g.op_role(o) == OpRole::backward;
+    const bool training_norm_op = priced_type(g, o) == kTrainingBatchNormalization;
     std::string signature = use_profile ? op_signature(g, o) : std::string();
     for (DeviceId d = 0; d < num_devices_; ++d) {
       const std::size_t k = std::size_t{o} * num_devices_ + d;
@@ -914,7 +930,7 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
           continue;
         }
       }
-      const Device::Efficiency* type_efficiency = by_type[d].empty() ? nullptr : by_type[d][g.op_type_id(o)];
+      const Device::Efficiency* type_efficiency = training_norm_op ? training_norm[d] : by_type[d].empty() ? nullptr : by_type[d][g.op_type_id(o)];
       time_s_[k] = profile_model[d] ? modelled_time_s(w, c.device(d), m, false, backward, type_efficiency)
                                     : modelled_time_s(w, c.device(d), model, true, backward, type_efficiency);
       // Tiny peaks, bandwidths or efficiencies (1e-300 is positive and finite) can price an op

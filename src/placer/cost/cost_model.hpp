@@ -97,6 +97,14 @@ std::optional<Device::Efficiency> type_efficiency_for(const OpWork& work, const 
 // docs/cost-model.md#views.
 OpWork priced_work(const Graph& g, OpId op);
 
+// The key of an op's own efficiency (Device::efficiency_by_type): its type, a gradient by its own
+// type ("MaxPoolGrad"), except a forward BatchNormalization that normalises by its batch's
+// statistics (in a training step, or with training_mode=1), which is "BatchNormalizationTraining":
+// libtorch's CPU kernel then takes about 1.5 ns per element, against 0.1-0.3 with running
+// statistics (docs/cost-model.md#op-types).
+inline constexpr std::string_view kTrainingBatchNormalization = "BatchNormalizationTraining";
+std::string_view priced_type(const Graph& g, OpId op);
+
 // Measured op times, per device kind: by exact op name, or by op signature (type and input
 // shapes, see op_signature). JSON format "placer-profile" in docs/formats.md. It may also carry a
 // fitted cost model (efficiencies), used for ops it has no time for.

@@ -106,8 +106,8 @@ std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, co
     const OpWork w = priced_work(step, op);
     if (w.op_class == OpClass::alias) continue;
     // Priced by its type on this device (Device::efficiency_by_type), not by its class.
-    if (device.efficiency_by_type.contains(step.op_type(op)) ||
-        std::find(fitted_apart.begin(), fitted_apart.end(), step.op_type(op)) != fitted_apart.end())
+    const std::string_view type = priced_type(step, op);
+    if (device.efficiency_by_type.contains(type) || std::find(fitted_apart.begin(), fitted_apart.end(), type) != fitted_apart.end())
       continue;
     const auto t = profile.find(device.kind, step.op_name(op), op_signature(step, op));
     if (!t || !(*t > 0)) continue;
@@ -123,7 +123,7 @@ std::optional<TypeFit> fit_type_efficiency(std::span<const Graph> steps, std::sp
   for (std::size_t i = 0; i < steps.size() && i < profiles.size(); ++i) {
     const Graph& step = steps[i];
     for (OpId op = 0; op < step.num_ops(); ++op) {
-      if (step.op_type(op) != type) continue;
+      if (priced_type(step, op) != type) continue;
       const OpWork w = priced_work(step, op);
       const auto t = profiles[i].find(device.kind, step.op_name(op), op_signature(step, op));
       const double kernel_s = t ? *t - (step.op_role(op) == OpRole::backward ? backward_overhead_s : overhead_s) : 0.0;
