@@ -113,6 +113,8 @@ TEST(Help, UsageErrorsExitTwoAndHelpAndVersionZero) {
            {"compare", "--model", "x.onnx", "--cluster", "k80x4", "--algos", "heft,nope"},
            {"simulate", "--model", "x.onnx", "--cluster", "k80x4"},
            {"simulate", "--model", "x.onnx", "--cluster", "k80x4", "--on", "gpu:0", "--dim", "batch"},
+           // An unknown op class (exit 1: a docs audit).
+           {"simulate", "--model", "x.onnx", "--cluster", "k80x4", "--on", "gpu:0", "--unknown-ops", "bogus"},
            {"run", "--model", "x.onnx", "--on", "cpu:0", "--steps", "0"},
            {"validate", "--model", "x.onnx", "--cluster", "local"}}) {
     const Outcome run = placer(args);
@@ -635,6 +637,34 @@ TEST(Docs, GraphJsonExampleLoads) {
   Outcome unnamed = placer({"inspect", write_file("mlp-graph.txt", "\n  " + example)});
   EXPECT_EQ(unnamed.exit_code, 0) << unnamed.err;
   EXPECT_THAT(unnamed.out, HasSubstr("forward     4 ops, 6.51M FLOPs"));
+  // The ops and tensors the page shows of the saved training step are what placer writes (the
+  // page showed a Gemm gradient with an input and without a field it no longer had: a docs audit).
+  const std::string saved_shown = doc_block("formats.md", "What placer writes for the same graph's training step");
+  ASSERT_FALSE(saved_shown.empty()) << "no saved training step in docs/formats.md";
+  const std::string saved = test::temp_path("mlp.step.json");
+  run = placer({"inspect", write_file("mlp.graph.json", example), "--optimizer", "momentum", "--save-graph", saved});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json step = nlohmann::json::parse(std::ifstream(saved));
+  std::istringstream shown_lines(saved_shown);
+  std::string object;
+  int compared = 0;
+  for (std::string line; std::getline(shown_lines, line);) {
+    if (line.starts_with("  {")) object.clear();
+    if (line.starts_with("  {") || !object.empty()) object += line;
+    if (object.empty() || !(line.ends_with("},") || line.ends_with("}"))) continue;
+    if (object.back() == ',') object.pop_back();
+    const nlohmann::json shown_item = nlohmann::json::parse(object);
+    const char* list = shown_item.contains("type") ? "ops" : "tensors";
+    bool found = false;
+    for (const nlohmann::json& item : step[list])
+      if (item["name"] == shown_item["name"]) {
+        EXPECT_EQ(item, shown_item) << list;
+        found = true, ++compared;
+      }
+    EXPECT_TRUE(found) << shown_item["name"];
+    object.clear();
+  }
+  EXPECT_EQ(compared, 4) << "three ops and a tensor are shown";
 }
 
 // Threads that cannot be started (a limit on processes or on address space) are an error saying

@@ -473,5 +473,28 @@ TEST(GraphJsonBadInput, ForwardNamesTheStepWouldTakeAreNamed) {
               ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("deriving the training step"), HasSubstr("names an op 'mm/grad'"))));
 }
 
+// A graph JSON's ops of unknown types priced by --unknown-ops are named, as the ONNX import names
+// them (the graph JSON import said nothing: a docs audit); ops that give their own work are not.
+TEST(GraphJson, UnknownOpsPricedByTheFallbackAreNamed) {
+  const std::string path = test::temp_path("mystery.graph.json");
+  std::ofstream(path) << R"({"format": "placer-graph", "version": 1, "name": "m",
+    "tensors": [{"name": "x", "shape": [4, 8], "kind": "data"}, {"name": "a", "shape": [4, 8]}, {"name": "b", "shape": [4, 8]},
+                {"name": "c", "shape": [4, 8]}],
+    "ops": [{"name": "m1", "type": "Mystery", "inputs": ["x"], "outputs": ["a"]},
+            {"name": "m2", "type": "Mystery", "inputs": ["a"], "outputs": ["b"]},
+            {"name": "given", "type": "Riddle", "inputs": ["b"], "outputs": ["c"], "flops": 32, "bytes_read": 128, "bytes_written": 128,
+             "class": "elementwise"}],
+    "outputs": ["c"]})";
+  ModelOptions o;
+  o.mode = Mode::inference;
+  o.onnx.unknown_op_default = OpClass::elementwise;
+  std::vector<std::string> warnings;
+  o.onnx.warn = [&](const std::string& w) { warnings.push_back(w); };
+  EXPECT_EQ(load_forward_graph(path, o).num_ops(), 3u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("mystery.graph.json': --unknown-ops priced 2 ops of types without a cost rule as elementwise (one FLOP "
+                                     "per output element): Mystery (2); their FLOPs and times are guesses"));
+}
+
 }  // namespace
 }  // namespace placer

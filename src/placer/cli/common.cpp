@@ -34,7 +34,13 @@ ModelOptions ModelArgs::resolve() const {
     if (auto [it, fresh] = o.onnx.dim_values.emplace(name, v); !fresh && it->second != v)
       throw UsageError("--dim gives '" + name + "' two values (" + std::to_string(it->second) + " and " + std::to_string(v) + ")");
   }
-  if (!unknown_ops.empty() && unknown_ops != "error") o.onnx.unknown_op_default = parse_op_class(unknown_ops);
+  if (!unknown_ops.empty() && unknown_ops != "error") {
+    try {  // a usage error (exit 2): it is known wrong before any file is read
+      o.onnx.unknown_op_default = parse_op_class(unknown_ops);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--unknown-ops: ") + e.what());
+    }
+  }
   o.onnx.warn = [](const std::string& what) { fmt::print(stderr, "placer: warning: {}\n", what); };
   if (o.mode == Mode::inference && optimizer_option && optimizer_option->count() > 0)
     fmt::print(stderr, "placer: note: --optimizer shapes the training step only; it has no effect with --mode inference\n");

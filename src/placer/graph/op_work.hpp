@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -67,6 +68,9 @@ std::string operand_shape_mismatch(std::string_view op_type, const Attributes& a
 // True when the rules know `op_type` (forward and backward).
 // The rules, their formulas and the reasoning behind them: docs/op-rules.md.
 bool is_known_op_type(std::string_view op_type);
+// What an import says when --unknown-ops priced ops (`guessed`: op type -> how many) as `as`:
+// "--unknown-ops priced 2 ops of types without a cost rule as elementwise (...): T (2); ...".
+std::string unknown_ops_priced_note(const std::map<std::string, std::size_t>& guessed, OpClass as);
 
 // The sizes of a recurrent op (RNN, GRU, LSTM) read from its input X ([seq, batch, input], or
 // [batch, seq, input] with `layout` 1) and its recurrence weights R ([directions, gates x hidden,

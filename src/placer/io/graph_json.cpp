@@ -242,7 +242,8 @@ json graph_to_json(const Graph& g) {
           {"outputs", outputs}};
 }
 
-Graph graph_from_json(const json& j, const std::string& source, std::optional<OpClass> unknown_op_default) {
+Graph graph_from_json(const json& j, const std::string& source, std::optional<OpClass> unknown_op_default,
+                      std::map<std::string, std::size_t>* guessed) {
   if (!j.is_object()) throw Error(source + ": a placer graph must be a JSON object");
   if (optional_as<std::string>(j, "format", "", source) != "placer-graph")
     throw Error(source + ": not a placer graph (field 'format' must be \"placer-graph\")");
@@ -359,6 +360,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       for (TensorId t : spec.outputs) outs.push_back(TensorDesc{b.tensor_shape(t), b.tensor_dtype(t), true});
       try {
         spec.work = op_work(spec.type, spec.attrs, ins, outs, unknown_op_default);
+        if (guessed && unknown_op_default && !is_known_op_type(spec.type)) ++(*guessed)[spec.type];
       } catch (const Error& e) {
         throw Error(where + ": " + e.what());
       }
@@ -450,8 +452,8 @@ void save_graph_json(const Graph& g, const std::string& path) {
   write_json_file(path, graph_to_json(g), "graph");
 }
 
-Graph load_graph_json(const std::string& path, std::optional<OpClass> unknown_op_default) {
-  return graph_from_json(read_json_file(path, "graph"), "graph file '" + path + "'", unknown_op_default);
+Graph load_graph_json(const std::string& path, std::optional<OpClass> unknown_op_default, std::map<std::string, std::size_t>* guessed) {
+  return graph_from_json(read_json_file(path, "graph"), "graph file '" + path + "'", unknown_op_default, guessed);
 }
 
 }  // namespace placer

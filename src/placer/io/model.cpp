@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
+#include "placer/graph/op_work.hpp"
 #include "placer/io/graph_json.hpp"
 #include "placer/util/error.hpp"
 
@@ -29,7 +31,10 @@ Graph load_forward_graph(const std::string& path, const ModelOptions& options) {
   if (!options.onnx.names_for_several_models && (!options.onnx.dim_values.empty() || !options.onnx.data_inputs.empty()))
     throw Error(std::string(!options.onnx.dim_values.empty() ? "--dim" : "--data-inputs") + " applies to ONNX models only: '" + path +
                 "' is a placer graph JSON, which gives every shape and every tensor's kind itself");
-  return load_graph_json(path, options.onnx.unknown_op_default);
+  std::map<std::string, std::size_t> guessed;  // what --unknown-ops priced, said as the ONNX import says it
+  Graph g = load_graph_json(path, options.onnx.unknown_op_default, &guessed);
+  if (!guessed.empty() && options.onnx.warn) options.onnx.warn("'" + path + "': " + unknown_ops_priced_note(guessed, *options.onnx.unknown_op_default));
+  return g;
 }
 
 void check_saved_step_optimizer(const Graph& step, const std::string& path, const ModelOptions& options) {

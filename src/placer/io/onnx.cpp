@@ -766,12 +766,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   // What --unknown-ops priced, so that a count of FLOPs that is mostly a guess says so (a quantized
   // model's ConvIntegers, before they had rules, came out 200 times under the same network in fp16).
   if (!guessed.empty() && options.warn) {
-    std::string types;
-    std::size_t ops = 0;
-    for (const auto& [type, count] : guessed) types += (types.empty() ? "" : ", ") + type + " (" + std::to_string(count) + ")", ops += count;
-    options.warn("'" + path + "': --unknown-ops priced " + std::to_string(ops) + " op" + (ops == 1 ? "" : "s") +
-                 " of types without a cost rule as " + std::string(op_class_name(*options.unknown_op_default)) +
-                 " (one FLOP per output element): " + types + "; their FLOPs and times are guesses");
+    options.warn("'" + path + "': " + unknown_ops_priced_note(guessed, *options.unknown_op_default));
   }
   for (const auto& o : graph->output()) {
     if (empty_values.count(o.name())) throw Error("graph output '" + o.name() + "' is an empty constant (no element): nothing to place");
