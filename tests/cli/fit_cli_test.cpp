@@ -180,8 +180,22 @@ TEST(FitCli, AProfileOfAnotherMachineIsWarnedAbout) {
       "machine": "cpu:0: a 2-core VM (2 hardware threads, 1 used by libtorch)", "times_s": {"cpu": {"ops": {"/conv1/Conv": 0.002}}}})j");
   auto run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", other, "-o", test::temp_path("other_machine.cluster.json")});
   EXPECT_THAT(run.err, HasSubstr("placer: warning: the profile '" + other + "' was measured on other devices than cluster 'h100-box' "
-                                 "describes (cpu:0 was 'a 2-core VM (2 hardware threads, 1 used by libtorch)', here '"))
+                                 "describes (cpu:0 was 'a 2-core VM (2 hardware threads, 1 used by libtorch)', here cpu:0 is '"))
       << run.err;
+}
+
+// A --types entry that no profile times fitted nothing and left no line: said now, with the names
+// of the types batch normalisation is fitted under (a review).
+TEST(FitCli, ATypeNoProfileTimesIsWarnedAbout) {
+  const std::string model = test::example("cifarnet.onnx");
+  const std::string profile = write("conv_only.profile.json", R"({"format": "placer-profile", "version": 1,
+      "times_s": {"cpu": {"ops": {"/conv1/Conv": 0.002, "/conv2/Conv": 0.003, "/fc1/Gemm": 0.001}}}})");
+  auto run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", profile, "--types", "Conv,MaxPool",
+                     "-o", test::temp_path("conv_only.cluster.json")});
+  EXPECT_THAT(run.err, HasSubstr("placer: warning: --types MaxPool: no op of that type with FLOPs has a time in these profiles: nothing "
+                                 "fitted for it (a training profile's forward BatchNormalizations are BatchNormalizationTraining"))
+      << run.err;
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("--types Conv:"))) << run.err;
 }
 
 // A model with a symbolic size is fitted with --dim (fit took --optimizer only); given for several

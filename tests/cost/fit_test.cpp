@@ -150,6 +150,48 @@ TEST(FitTypeEfficiency, IsTheMedianOfItsOpsRates) {
   EXPECT_FALSE(fit_type_efficiency(steps, profiles, cpu, "AveragePool", 1e-6, 1e-4).has_value());
 }
 
+// `placer fit` prices every profile's ops in a training step (to pair them by name): a forward
+// BatchNormalization is one by batch statistics only where the profile times a gradient of the
+// step too; an inference profile's ran by running statistics (a review: its times were fitted as
+// BatchNormalizationTraining, with the statistics' FLOPs).
+TEST(FitTypeEfficiency, AnInferenceProfilesNormsRanByRunningStatistics) {
+  GraphBuilder b;
+  const OpWork norm{4e6, 4e6, 4e6, OpClass::normalization};
+  const TensorId x = b.add_tensor("x", {4, 8, 32, 32}, DType::f32, TensorKind::data);
+  const TensorId y = b.add_tensor("y", {4, 8, 32, 32}, DType::f32, TensorKind::activation);
+  const TensorId dx = b.add_tensor("dx", {4, 8, 32, 32}, DType::f32, TensorKind::activation);
+  b.add_op({.name = "bn", .type = "BatchNormalization", .inputs = {x}, .outputs = {y}, .work = norm});
+  b.add_op({.name = "bn_grad", .type = "BatchNormalizationGrad", .inputs = {y}, .outputs = {dx}, .role = OpRole::backward, .forward_op = 0,
+            .work = norm});
+  b.set_num_forward_ops(1);
+  b.mark_output(dx);
+  const std::vector<Graph> steps{std::move(b).build()};
+  const Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+                   .memory_bytes = 1 << 30, .op_overhead_s = 0, .streams = 1};
+  std::vector<Profile> inference(1), training(1);
+  inference[0].set_by_name(DeviceKind::cpu, "bn", 1e-3);
+  training[0].set_by_name(DeviceKind::cpu, "bn", 4e-3);
+  training[0].set_by_name(DeviceKind::cpu, "bn_grad", 2e-3);
+  EXPECT_FALSE(fit_type_efficiency(steps, inference, cpu, "BatchNormalizationTraining", 0, 0).has_value());
+  auto fit = fit_type_efficiency(steps, inference, cpu, "BatchNormalization", 0, 0);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_DOUBLE_EQ(fit->compute, 4e6 / (1e11 * 1e-3)) << "4 FLOPs per element: running statistics";
+  EXPECT_FALSE(fit_type_efficiency(steps, training, cpu, "BatchNormalization", 0, 0).has_value());
+  fit = fit_type_efficiency(steps, training, cpu, "BatchNormalizationTraining", 0, 0);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_DOUBLE_EQ(fit->compute, 8e6 / (1e11 * 4e-3)) << "8 FLOPs per element: the statistics too";
+  // The class samples the same way: the inference profile's norm with 4e6 FLOPs, the training
+  // profile's with 8e6 (FitSample::flops_s: FLOPs / peak).
+  ASSERT_EQ(fit_samples(steps[0], inference[0], cpu).size(), 1u);
+  EXPECT_DOUBLE_EQ(fit_samples(steps[0], inference[0], cpu)[0].flops_s, 4e6 / 1e11);
+  ASSERT_EQ(fit_samples(steps[0], training[0], cpu).size(), 2u);
+  EXPECT_DOUBLE_EQ(fit_samples(steps[0], training[0], cpu)[0].flops_s, 8e6 / 1e11);
+  Device typed = cpu;
+  typed.efficiency_by_type["BatchNormalizationTraining"] = {.compute = 0.01, .memory = 0};
+  EXPECT_EQ(fit_samples(steps[0], inference[0], typed).size(), 1u) << "running statistics: not the training type's";
+  EXPECT_EQ(fit_samples(steps[0], training[0], typed).size(), 1u) << "the gradient alone";
+}
+
 }  // namespace
 }  // namespace placer
 

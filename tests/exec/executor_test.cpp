@@ -1155,9 +1155,6 @@ TEST(LocalPreset, IsTheDetectedMachine) {
                                        "BatchNormalizationTraining"));
     EXPECT_GT(e.compute, 0.0) << type;
   }
-  // Batch statistics run 5-10 times slower than their class prices (1.4-1.6 ns per element where a
-  // Relu takes 0.1, on the machines measured).
-  EXPECT_TRUE(cpu.efficiency_by_type.contains("BatchNormalizationTraining"));
 }
 
 TEST(Profiler, TimesEveryOpOfTheTrainingStepAndFitsTheModel) {

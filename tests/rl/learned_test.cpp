@@ -269,6 +269,23 @@ void resume_equals_uninterrupted(const std::string& algo, std::map<std::string, 
   EXPECT_THAT(done.note, ::testing::HasSubstr("--samples 48 is no more than the checkpoint's 96 samples: nothing more was run"));
 }
 
+// Resumed with the default budget (no --samples, no --seconds) that the checkpoint has reached: the
+// note names that budget, not a "--samples 0" never given (a review).
+TEST(Training, AResumeWithinTheDefaultBudgetSaysSo) {
+  Priced pr = skip_chain(6, 2);
+  register_learned_placers();
+  NullObserver quiet;
+  const std::string path = temp("default_budget.ckpt");
+  const std::map<std::string, std::string> opts{{"hidden", "16"}, {"batch", "64"}};
+  const PlacementResult first = make_placer("colocrl", PlacerOptions(opts))->place(pr.problem(), Budget{.samples = 2048, .checkpoint_path = path}, quiet, 3);
+  EXPECT_EQ(first.samples, 2048u);
+  const PlacementResult again =
+      make_placer("colocrl", PlacerOptions(opts))->place(pr.problem(), Budget{.checkpoint_path = path, .resume = true}, quiet, 3);
+  EXPECT_EQ(again.samples, 2048u);
+  EXPECT_THAT(again.note, ::testing::HasSubstr("; the default budget of 2048 samples is no more than the checkpoint's 2048 samples: nothing "
+                                               "more was run"));
+}
+
 // Ctrl-C before the first placement is sampled says so: it said no sampled placement fits
 // (found by a review).
 TEST(Training, AStopBeforeAnySampleSaysSo) {

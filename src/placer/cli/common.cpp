@@ -129,19 +129,36 @@ void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTa
 }
 
 void warn_other_machine(const Profile& profile, const Cluster& cluster, const std::string& path) {
+  // Entries "NAME: MODEL" joined by "; ": a "; " is a separator only where a name (no spaces) and
+  // ": " follow it, so that a model may hold one ("Xeon; 2 sockets").
+  const std::string_view text = profile.device_description;
+  auto starts_entry = [](std::string_view rest) {
+    const std::size_t colon = rest.find(": ");
+    return colon != std::string_view::npos && colon > 0 && rest.substr(0, colon).find(' ') == std::string_view::npos;
+  };
+  if (!starts_entry(text)) return;  // free text (written by hand): nothing to compare
+  std::vector<std::string_view> entries;
+  for (std::size_t begin = 0, at = text.find("; ");; at = text.find("; ", at + 2)) {
+    if (at != std::string_view::npos && !starts_entry(text.substr(at + 2))) continue;
+    entries.push_back(text.substr(begin, at == std::string_view::npos ? std::string_view::npos : at - begin));
+    if (at == std::string_view::npos) break;
+    begin = at + 2;
+  }
   std::vector<std::string> differ;
-  std::string_view rest = profile.device_description;
-  while (!rest.empty()) {
-    const std::size_t end = rest.find("; ");
-    const std::string_view entry = rest.substr(0, end);
-    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 2);
+  for (std::string_view entry : entries) {
     const std::size_t colon = entry.find(": ");
-    if (colon == std::string_view::npos) continue;  // free text of another form: nothing to compare
-    const std::optional<DeviceId> d = cluster.find_device(entry.substr(0, colon));
-    if (!d) continue;  // a device this cluster lacks: its times apply to no device here by name
-    const std::string_view measured = entry.substr(colon + 2);
-    if (measured != cluster.device(*d).model)
-      differ.push_back(fmt::format("{} was '{}', here '{}'", cluster.device(*d).name, measured, cluster.device(*d).model));
+    const std::string_view name = entry.substr(0, colon), measured = entry.substr(colon + 2);
+    // Its times are by device kind: they price every device of the kind the measured one had (its
+    // own here, else the one its name says, as placer names devices).
+    std::optional<DeviceKind> kind;
+    if (const std::optional<DeviceId> d = cluster.find_device(name)) kind = cluster.device(*d).kind;
+    else if (name.starts_with("cpu")) kind = DeviceKind::cpu;
+    else if (name.starts_with("gpu")) kind = DeviceKind::gpu;
+    if (!kind) continue;
+    std::vector<std::string> here;
+    for (DeviceId d : cluster.device_ids(*kind))
+      if (cluster.device(d).model != measured) here.push_back(fmt::format("{} is '{}'", cluster.device(d).name, cluster.device(d).model));
+    if (!here.empty()) differ.push_back(fmt::format("{} was '{}', here {}", name, measured, fmt::join(here, ", ")));
   }
   if (differ.empty()) return;
   fmt::print(stderr,

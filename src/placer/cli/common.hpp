@@ -65,11 +65,10 @@ void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTa
                             const std::string& model);
 // A warning on stderr when a profile was measured on other devices than `cluster` describes: its
 // `machine` names each device it measured with the model the cluster gave it then ("cpu:0: AMD
-// EPYC (2 hardware threads, 1 used by libtorch)"), and a device of that name here has another
-// (a profile of another machine, or of this one with other threads). Its times are that machine's.
-// Profiles without a `machine` (written by hand) are taken as they are.
+// EPYC (2 hardware threads, 1 used by libtorch)"), and its times price every device of that kind
+// here: one with another model (another machine, or this one with other threads) is named. Its
+// times are that machine's. A `machine` of another form (written by hand) is taken as it is.
 void warn_other_machine(const Profile& profile, const Cluster& cluster, const std::string& path);
-
 
 // `place` found a placement, printed and wrote it, but it does not fit in memory: main prints the
 // message as an error and exits with kExitDoesNotFit (an error without a placement exits 1), so

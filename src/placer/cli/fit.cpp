@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "placer/cli/common.hpp"
@@ -55,8 +56,8 @@ void run_fit(const FitArgs& args) {
   if (args.models.size() != args.profiles.size())
     throw UsageError(fmt::format("--models names {} models but --profiles {} profiles: give one profile per model", args.models.size(),
                             args.profiles.size()));
+  ModelOptions options = args.model_args.resolve();  // usage errors first, before `local` is detected
   const Cluster cluster = resolve_cluster(args.cluster);
-  ModelOptions options = args.model_args.resolve();
   options.mode = Mode::training;  // the step holds every forward op too, so inference profiles match by name
   options.onnx.names_for_several_models = args.models.size() > 1;
   std::vector<Graph> steps;
@@ -79,6 +80,7 @@ void run_fit(const FitArgs& args) {
 
   std::vector<Device> devices(cluster.devices().begin(), cluster.devices().end());
   nlohmann::json report = nlohmann::json::array();
+  std::set<std::string, std::less<>> types_fitted;  // of --types, on some kind
   for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
     const auto ids = cluster.device_ids(kind);
     if (ids.empty()) continue;
@@ -144,6 +146,7 @@ void run_fit(const FitArgs& args) {
       const auto t = fit_type_efficiency(steps, profiles, first, type, fit.overhead_s,
                                          fit.backward_samples > 0 ? fit.backward_overhead_s : fit.overhead_s);
       if (!t) continue;  // not timed in these profiles on this kind: the device keeps what it had
+      types_fitted.insert(type);
       for (DeviceId d : ids) devices[d].efficiency_by_type[type] = Device::Efficiency{.compute = t->compute};
       types[type] = {{"compute", t->compute}, {"samples", t->samples}};
     }
@@ -163,6 +166,14 @@ void run_fit(const FitArgs& args) {
     report.push_back(std::move(entry));
   }
   if (report.empty()) throw Error("the profiles time no op on any device kind of cluster '" + cluster.name() + "'");
+  // A type no profile times fitted nothing (said: it left no line, and its ops stayed in their class).
+  for (const std::string& type : args.types)
+    if (!types_fitted.contains(type))
+      fmt::print(stderr,
+                 "placer: warning: --types {}: no op of that type with FLOPs has a time in these profiles: nothing fitted for it (a "
+                 "training profile's forward BatchNormalizations are BatchNormalizationTraining, an inference profile's "
+                 "BatchNormalization; gradients are TypeGrad)\n",
+                 type);
   const Cluster fitted = Cluster::build(args.name.empty() ? cluster.name() : args.name, std::move(devices),
                                         std::vector<std::string>(cluster.switches().begin(), cluster.switches().end()),
                                         std::vector<Link>(cluster.links().begin(), cluster.links().end()));

@@ -82,7 +82,7 @@ std::optional<Device::Efficiency> type_efficiency_for(const OpWork& work, const 
   return Device::Efficiency{.compute = work.flops / (device.peak_flops * kernel_s), .memory = 0};
 }
 
-OpWork priced_work(const Graph& g, OpId op) {
+OpWork priced_work(const Graph& g, OpId op, std::optional<bool> training_step) {
   OpWork w = g.op_work(op);
   const std::uint32_t views = g.op_view_outputs(op);
   const auto ins = g.op_inputs(op);
@@ -105,7 +105,7 @@ OpWork priced_work(const Graph& g, OpId op) {
   // A BatchNormalization by its batch's statistics computes them too (op_work's rule for
   // training_mode=1: 8 FLOPs per element, not 4), also in a training step of a model exported for
   // inference.
-  if (priced_type(g, op) == kTrainingBatchNormalization && g.op_attrs(op).get_int("training_mode", 0) == 0) w.flops *= 2;
+  if (priced_type(g, op, training_step) == kTrainingBatchNormalization && g.op_attrs(op).get_int("training_mode", 0) == 0) w.flops *= 2;
   // A MatMul (or its gradient) of a transposed 3-D operand by a matrix runs one product per matrix
   // of the batch (matmul_layout), which the shapes alone took for one product of folded rows: its
   // smallest dimension is a matrix's.
@@ -876,10 +876,10 @@ std::uint64_t op_out_of_place_sum_bytes(const Graph& g, OpId op, DeviceKind kind
   return recurrent_weight_sum_bytes(g, op, fwd, true) - recurrent_weight_sum_bytes(g, op, fwd, false);
 }
 
-std::string_view priced_type(const Graph& g, OpId op) {
+std::string_view priced_type(const Graph& g, OpId op, std::optional<bool> training_step) {
   const std::string& type = g.op_type(op);
   if (type == "BatchNormalization" && g.op_role(op) == OpRole::forward &&
-      (g.num_forward_ops() < g.num_ops() || g.op_attrs(op).get_int("training_mode", 0) != 0))
+      (training_step.value_or(g.num_forward_ops() < g.num_ops()) || g.op_attrs(op).get_int("training_mode", 0) != 0))
     return kTrainingBatchNormalization;
   return type;
 }

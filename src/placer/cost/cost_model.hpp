@@ -95,15 +95,21 @@ std::optional<Device::Efficiency> type_efficiency_for(const OpWork& work, const 
 // - an alias whose output is no view (a Reshape of a view out of row-major order, which PyTorch
 //   copies) moves its input's and output's bytes, as data movement.
 // docs/cost-model.md#views.
-OpWork priced_work(const Graph& g, OpId op);
+// - a BatchNormalization by its batch's statistics (priced_type; `training_step` as there) computes
+//   them too: 8 FLOPs per element, as op_work gives training_mode=1, where a model exported for
+//   inference gives 4 (inspect's FLOPs are op_work's).
+OpWork priced_work(const Graph& g, OpId op, std::optional<bool> training_step = std::nullopt);
 
 // The key of an op's own efficiency (Device::efficiency_by_type): its type, a gradient by its own
 // type ("MaxPoolGrad"), except a forward BatchNormalization that normalises by its batch's
 // statistics (in a training step, or with training_mode=1), which is "BatchNormalizationTraining":
 // libtorch's CPU kernel then takes about 1.5 ns per element, against 0.1-0.3 with running
 // statistics (docs/cost-model.md#op-types).
+// `training_step` says whether `g`'s forward ops run as a training step's; by default, whether it
+// has ops besides its forward ones (`placer fit` says false for a profile of a forward pass alone,
+// whose ops it prices in a training step to pair them by name).
 inline constexpr std::string_view kTrainingBatchNormalization = "BatchNormalizationTraining";
-std::string_view priced_type(const Graph& g, OpId op);
+std::string_view priced_type(const Graph& g, OpId op, std::optional<bool> training_step = std::nullopt);
 
 // Measured op times, per device kind: by exact op name, or by op signature (type and input
 // shapes, see op_signature). JSON format "placer-profile" in docs/formats.md. It may also carry a

@@ -99,14 +99,22 @@ FitResult fit_roofline(std::span<const FitSample> measured, DeviceKind kind, Cos
   return r;
 }
 
+bool times_a_gradient(const Graph& step, const Profile& profile, DeviceKind kind) {
+  for (OpId op = 0; op < step.num_ops(); ++op)
+    if (step.op_role(op) == OpRole::backward && profile.find(kind, step.op_name(op), op_signature(step, op))) return true;
+  return false;
+}
+
 std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device,
                                    std::span<const std::string> fitted_apart) {
   std::vector<FitSample> samples;
+  // A profile of the forward pass alone ran its norms by running statistics, whatever `step` is.
+  const bool trained = times_a_gradient(step, profile, device.kind);
   for (OpId op = 0; op < step.num_ops(); ++op) {
-    const OpWork w = priced_work(step, op);
+    const OpWork w = priced_work(step, op, trained);
     if (w.op_class == OpClass::alias) continue;
     // Priced by its type on this device (Device::efficiency_by_type), not by its class.
-    const std::string_view type = priced_type(step, op);
+    const std::string_view type = priced_type(step, op, trained);
     if (device.efficiency_by_type.contains(type) || std::find(fitted_apart.begin(), fitted_apart.end(), type) != fitted_apart.end())
       continue;
     const auto t = profile.find(device.kind, step.op_name(op), op_signature(step, op));
@@ -122,9 +130,10 @@ std::optional<TypeFit> fit_type_efficiency(std::span<const Graph> steps, std::sp
   std::vector<double> samples;
   for (std::size_t i = 0; i < steps.size() && i < profiles.size(); ++i) {
     const Graph& step = steps[i];
+    const bool trained = times_a_gradient(step, profiles[i], device.kind);  // as in fit_samples
     for (OpId op = 0; op < step.num_ops(); ++op) {
-      if (priced_type(step, op) != type) continue;
-      const OpWork w = priced_work(step, op);
+      if (priced_type(step, op, trained) != type) continue;
+      const OpWork w = priced_work(step, op, trained);
       const auto t = profiles[i].find(device.kind, step.op_name(op), op_signature(step, op));
       const double kernel_s = t ? *t - (step.op_role(op) == OpRole::backward ? backward_overhead_s : overhead_s) : 0.0;
       if (w.op_class == OpClass::alias || !(w.flops > 0) || !(kernel_s > 0)) continue;

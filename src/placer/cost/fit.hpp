@@ -54,7 +54,9 @@ FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, Cost
 
 // The samples of `step` that `profile` has a positive time for, by op name, on `device`'s kind;
 // alias ops and ops of a type the device has an efficiency of its own for (efficiency_by_type),
-// or listed in `fitted_apart` (`placer fit --types`), are skipped.
+// or listed in `fitted_apart` (`placer fit --types`), are skipped. Ops are priced (priced_work,
+// priced_type) as a training step's when `profile` times a gradient of `step`, else as a forward
+// pass's: an inference profile's norms ran by running statistics.
 std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device,
                                    std::span<const std::string> fitted_apart = {});
 
@@ -63,6 +65,8 @@ std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, co
 // `type` in `steps` that `profiles[i]` times on `device`'s kind, of FLOPs / (peak x (time -
 // overhead)), the overhead `overhead_s` for forward and update ops and `backward_overhead_s` for
 // gradients. Ops with no FLOPs or no time beyond the overhead are left out; nullopt without any.
+// A type is the op's priced_type, as in fit_samples: a training profile's forward norms are
+// "BatchNormalizationTraining", an inference profile's "BatchNormalization".
 struct TypeFit {
   double compute = 0;
   std::size_t samples = 0;

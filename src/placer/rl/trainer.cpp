@@ -466,8 +466,10 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
                         samples_before, s.elapsed_before_s, s.updates - updates_before, s.samples - samples_before);
   // A --samples the checkpoint had already reached ran nothing: said, not left to the counts above.
   if (budget.resume && total_updates > 0 && updates_before >= total_updates)
-    note += fmt::format("; --samples {} is no more than the checkpoint's {} samples: nothing more was run (give more to go on)",
-                        budget.samples, samples_before);
+    note += fmt::format("; {} is no more than the checkpoint's {} samples: nothing more was run (give more to go on)",
+                        budget.samples > 0 ? fmt::format("--samples {}", budget.samples)
+                                           : fmt::format("the default budget of {} samples", total_updates * k),
+                        samples_before);
   if (stopped) note += ", stopped early";
   if (const std::string said = agent.note(); !said.empty()) note += "; " + said;
   PlacementResult result = finish(problem, s.best, static_cast<std::size_t>(s.samples), note);
