@@ -93,11 +93,11 @@ std::optional<Device::Efficiency> type_efficiency_for(const OpWork& work, const 
 //   whatever its size, where its bytes priced it at up to 126 us); unless it sums partial
 //   gradients as they arrive (Graph::tensor_accumulated inputs) or is Mean's gradient;
 // - an alias whose output is no view (a Reshape of a view out of row-major order, which PyTorch
-//   copies) moves its input's and output's bytes, as data movement.
-// docs/cost-model.md#views.
+//   copies) moves its input's and output's bytes, as data movement;
 // - a BatchNormalization by its batch's statistics (priced_type; `training_step` as there) computes
 //   them too: 8 FLOPs per element, as op_work gives training_mode=1, where a model exported for
 //   inference gives 4 (inspect's FLOPs are op_work's).
+// docs/cost-model.md#views, #op-types.
 OpWork priced_work(const Graph& g, OpId op, std::optional<bool> training_step = std::nullopt);
 
 // The key of an op's own efficiency (Device::efficiency_by_type): its type, a gradient by its own
