@@ -1081,6 +1081,20 @@ TEST(ExecutorOnGpu, LargerModelsMatchTheCpu) {
   check_on_gpu("resnet50", Mode::training, 5e-3);
 }
 
+// The `local` preset names its GPUs by the driver's name as well as their CUDA index, so that a
+// profile's `machine` tells two GPU machines apart (it said "CUDA device 0" on every one).
+TEST(ExecutorOnGpu, TheLocalPresetNamesItsGpus) {
+  REQUIRE_CUDA();
+  exec::register_exec_presets();
+  const Cluster local = resolve_cluster("local");
+  const auto gpus = local.device_ids(DeviceKind::gpu);
+  ASSERT_FALSE(gpus.empty());
+  for (DeviceId d : gpus) {
+    EXPECT_THAT(local.device(d).model, ::testing::Not(::testing::StartsWith("CUDA device"))) << local.device(d).name;
+    EXPECT_THAT(local.device(d).model, ::testing::HasSubstr(", CUDA device ")) << local.device(d).name;
+  }
+}
+
 TEST(ExecutorOnGpu, MeasuresAGpuStep) {
   REQUIRE_CUDA();
   Executor ex = make_real(test::shared_model("cifarnet"), Mode::training, alternate);
@@ -1123,7 +1137,9 @@ TEST(LocalPreset, IsTheDetectedMachine) {
     EXPECT_GE(it->bytes_per_s, larger) << it->bytes;
     EXPECT_LT(it->bytes_per_s, 100 * cpu.memory_bandwidth_bytes_per_s) << it->bytes << ": a copy's fixed cost taken for its bandwidth";
     larger = it->bytes_per_s;
-    if (it != cpu.bandwidth_by_size.rbegin()) EXPECT_LT(it->bytes, std::prev(it)->bytes);
+    if (it != cpu.bandwidth_by_size.rbegin()) {
+      EXPECT_LT(it->bytes, std::prev(it)->bytes);
+    }
   }
   // Products reach their class's default fraction of the peak at most; convolutions, measured on a
   // mix of shapes, that mix's share of the peak.

@@ -346,7 +346,7 @@ Measured measure_device(const torch::Device& device) {
 Device measured_device(std::string name, DeviceKind kind, std::string model, const Measured& m, std::uint64_t memory) {
   Device d{std::move(name), kind, std::move(model), m.peak_flops, m.bandwidth, memory, m.overhead_s, 1};
   const CostModel defaults = CostModel::defaults();
-  for (const auto [cls, rate] : {std::pair{OpClass::matmul, m.product_flops}, std::pair{OpClass::conv, m.convolution_flops}})
+  for (const auto& [cls, rate] : {std::pair{OpClass::matmul, m.product_flops}, std::pair{OpClass::conv, m.convolution_flops}})
     if (rate > 0 && rate < m.peak_flops) {
       d.efficiency[static_cast<std::size_t>(cls)].compute = defaults.of(kind, cls).compute * rate / m.peak_flops;
     }
@@ -409,6 +409,25 @@ std::uint64_t gpu_memory_bytes(int index) {
   return 16ull << 30;  // unknown: docs/execution.md
 }
 
+// The GPU's own name ("NVIDIA H100 80GB HBM3") through the CUDA driver libtorch's runtime loaded
+// (cuDeviceGet, cuDeviceGetName: no CUDA headers at build time), so that profiles of two GPU
+// machines tell their GPUs apart (a profile's `machine` names each device's model); "" when the
+// driver is not loaded or does not say.
+std::string gpu_name(int index) {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!driver) return "";
+  using DeviceGet = int (*)(int*, int);
+  using DeviceGetName = int (*)(char*, int, int);
+  auto get = reinterpret_cast<DeviceGet>(dlsym(driver, "cuDeviceGet"));
+  auto get_name = reinterpret_cast<DeviceGetName>(dlsym(driver, "cuDeviceGetName"));
+  char name[256] = {};
+  int device = 0;
+  std::string result;
+  if (get && get_name && get(&device, index) == 0 && get_name(name, static_cast<int>(sizeof name) - 1, device) == 0) result = name;
+  dlclose(driver);  // the reference RTLD_NOLOAD took
+  return result;
+}
+
 Cluster build_local() {
   // The threads a command asked for (--threads) stay: detecting the machine once reset them to the
   // default, so `run --threads 2 --cluster local` ran on one thread while reporting two.
@@ -430,7 +449,9 @@ Cluster build_local() {
       const torch::Device dev(torch::kCUDA, static_cast<c10::DeviceIndex>(g));
       const Measured m = measure_device(dev);
       const std::string name = "gpu:" + std::to_string(g);
-      devices.push_back(measured_device(name, DeviceKind::gpu, "CUDA device " + std::to_string(g), m, gpu_memory_bytes(g)));
+      const std::string own = gpu_name(g);
+      devices.push_back(measured_device(name, DeviceKind::gpu, (own.empty() ? "" : own + ", ") + "CUDA device " + std::to_string(g), m,
+                                        gpu_memory_bytes(g)));
       // Host link: pageable 64 MiB copies each way for bandwidth, a 4-byte copy for latency.
       torch::Tensor host = torch::ones({16ll << 20}), small = torch::ones({1});
       torch::Tensor on_gpu = host.to(dev);
