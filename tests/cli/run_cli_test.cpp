@@ -193,5 +193,16 @@ TEST(RunCli, AModelWithoutParametersIsWarnedAboutOnceInTraining) {
   }
 }
 
+// A data input that is a Bernoulli's probabilities is drawn in [0, 1): drawn normal, `run` on ONNX's
+// own test_bernoulli models failed in libtorch ("Expected p_in >= 0 && p_in <= 1").
+TEST(RunCli, ABernoullisProbabilitiesAreDrawnInRange) {
+  const std::filesystem::path data = "/usr/share/libonnx-testdata/data/node";
+  if (!std::filesystem::exists(data / "test_bernoulli")) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/install-deps.sh installs it)";
+  for (const char* test : {"test_bernoulli", "test_bernoulli_double", "test_bernoulli_seed"}) {
+    const auto run = placer({"run", "--model", (data / test / "model.onnx").string(), "--on", "cpu:0", "--steps", "2", "--warmup", "1"});
+    EXPECT_EQ(run.exit_code, 0) << test << ": " << run.err;
+  }
+}
+
 }  // namespace
 }  // namespace placer

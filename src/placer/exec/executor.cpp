@@ -2309,7 +2309,12 @@ void Engine::create_sources() {
       else if (divisor && bound >= 2) low = 1;  // an index that is also a divisor: 1 .. bound - 1
       v = torch::randint(low, high, dims, torch::TensorOptions().dtype(st));
     } else if (kind == TensorKind::data) {
-      v = torch::randn(dims, torch::TensorOptions().dtype(st));
+      // Normal, except probabilities (a Bernoulli's input: libtorch refuses one outside [0, 1],
+      // and `run` on ONNX's test_bernoulli failed so), which are uniform in [0, 1).
+      bool probabilities = false;
+      for (OpId c : graph_.consumers(t))
+        if (graph_.op_type(c) == "Bernoulli" && !graph_.op_inputs(c).empty() && graph_.op_inputs(c)[0] == t) probabilities = true;
+      v = probabilities ? torch::rand(dims, torch::TensorOptions().dtype(st)) : torch::randn(dims, torch::TensorOptions().dtype(st));
     } else if (kind == TensorKind::buffer) {
       // Running variance (BatchNormalization slot 4) starts at 1, everything else at 0.
       bool variance = false;
