@@ -339,10 +339,10 @@ class ExpertPlacer final : public Placer {
       const auto first = [k](const std::vector<DeviceId>& order) {
         return std::vector<DeviceId>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
       };
-      tries.push_back(first(gpus));
-      std::vector<DeviceId> a = first(gpus), b = first(largest);
-      std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
-      if (a != b) tries.push_back(first(largest));
+      std::vector<DeviceId> fastest = first(gpus), most_memory = first(largest);
+      tries.push_back(fastest);
+      std::sort(fastest.begin(), fastest.end()), std::sort(most_memory.begin(), most_memory.end());
+      if (fastest != most_memory) tries.push_back(first(largest));
     }
     std::uint64_t failed_alone = 0;  // the most memory of a GPU that did not hold it alone
     for (std::size_t t = 0; t < tries.size() && !observer.stop_requested(); ++t) {

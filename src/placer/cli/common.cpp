@@ -175,8 +175,10 @@ LoadedProblem load_problem(const ProblemArgs& args) {
   std::optional<Profile> profile;
   if (!args.profile.empty()) profile = Profile::load(args.profile);
   CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
-  if (profile) warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
-  if (profile) warn_other_machine(*profile, cluster, args.profile);
+  if (profile) {
+    warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
+    warn_other_machine(*profile, cluster, args.profile);
+  }
   SimOptions sim;
   sim.memory_fraction = args.memory_fraction;
   sim.gradient_sums_out_of_place = args.gradient_sums == "out-of-place";

@@ -251,8 +251,10 @@ void run_validate(const ValidateArgs& args) {
   std::optional<Profile> profile;
   if (!args.profile.empty()) profile = Profile::load(args.profile);
   const CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
-  if (profile) warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
-  if (profile) warn_other_machine(*profile, cluster, args.profile);
+  if (profile) {
+    warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
+    warn_other_machine(*profile, cluster, args.profile);
+  }
   // Peaks as this libtorch's autograd makes them (its partial gradient sums: in place or not).
   SimOptions sim_options;
   sim_options.gradient_sums_out_of_place = exec::sums_gradients_out_of_place();

@@ -103,8 +103,8 @@ OpWork priced_work(const Graph& g, OpId op, std::optional<bool> training_step = 
 // The key of an op's own efficiency (Device::efficiency_by_type): its type, a gradient by its own
 // type ("MaxPoolGrad"), except a forward BatchNormalization that normalises by its batch's
 // statistics (in a training step, or with training_mode=1), which is "BatchNormalizationTraining":
-// libtorch's CPU kernel then takes about 1.5 ns per element, against 0.1-0.3 with running
-// statistics (docs/cost-model.md#op-types).
+// libtorch's CPU kernel then runs several times slower than with running statistics
+// (docs/cost-model.md#op-types).
 // `training_step` says whether `g`'s forward ops run as a training step's; by default, whether it
 // has ops besides its forward ones (`placer fit` says false for a profile of a forward pass alone,
 // whose ops it prices in a training step to pair them by name).

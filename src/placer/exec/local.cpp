@@ -257,9 +257,9 @@ void measure_cpu_kernels(Measured& m) {
   }
   {
     // BatchNormalization by its batch's statistics (a training step's forward): libtorch's CPU
-    // kernel took 1.4-1.6 ns per element on [4-32, 64-1024, 7-56, 7-56] inputs, against 0.1-0.3
-    // with running statistics and 0.1 for a Relu (2-core AMD machine, 2026-12-01), where its class
-    // priced it as the latter: about 0.4 s of ResNet-50's training step.
+    // kernel runs far below its class, which priced it as if by running statistics (1.45 ns per
+    // element here on a 2-core AMD machine, 2026-12-01; ResNet-50's training step's norms at 0.19
+    // of their profiled time, docs/execution.md).
     Attributes a;
     a.set(Attribute{.name = "training_mode", .kind = Attribute::Kind::integer, .i = 1});
     torch::NoGradGuard no_grad;
