@@ -386,6 +386,53 @@ TEST(Executor, RunsTheBranchOfAnIfDecidedByAShape) {
   expect_close(ex.output_values().at(0), reference.output_values().at(0), 0.0, "y");
 }
 
+// A Loop of a known trip count runs unrolled (onnx_inline.hpp): s = x, then s += x * i for
+// i = 0, 1, 2, which gives 4x; its iteration number reaches the body as a constant.
+TEST(Executor, RunsALoopOfAKnownTripCountUnrolled) {
+  TinyModel t;
+  t.input("x", {4, 8});
+  auto* trip = t.node("Constant", "/trip", {}, {"three"});
+  auto* value = trip->add_attribute();
+  value->set_name("value"), value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::INT64), value->mutable_t()->add_int64_data(3);  // a scalar
+  auto* loop = t.node("Loop", "/Loop", {"three", "", "x"}, {"y"});
+  auto* a = loop->add_attribute();
+  a->set_name("body"), a->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto& body = *a->mutable_g();
+  body.set_name("body");
+  auto scalar_input = [&](const std::string& name, int type) {
+    auto* vi = body.add_input();
+    vi->set_name(name), vi->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape();
+  };
+  scalar_input("i", onnx::TensorProto::INT64);
+  scalar_input("cond_in", onnx::TensorProto::BOOL);
+  body.add_input()->set_name("s_in");
+  auto body_node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    auto* n = body.add_node();
+    n->set_op_type(op), n->set_name("/body/" + op), n->add_output(out);
+    for (auto& x : in) n->add_input(x);
+    return n;
+  };
+  set_int(body_node("Cast", {"i"}, "i_f"), "to", onnx::TensorProto::FLOAT);
+  body_node("Mul", {"x", "i_f"}, "xi");
+  body_node("Add", {"s_in", "xi"}, "s_out");
+  body_node("Identity", {"cond_in"}, "cond_out");
+  body.add_output()->set_name("cond_out");
+  body.add_output()->set_name("s_out");
+  t.output("y", {4, 8});
+  Executor ex = forward_on_cpu(t.save("placer_exec_loop.onnx"));
+  ex.step();
+  TinyModel plain;  // 4x, written out
+  plain.input("x", {4, 8});
+  plain.node("Add", "/Add", {"x", "x"}, {"x2"});
+  plain.node("Add", "/Add2", {"x2", "x2"}, {"y"});
+  plain.output("y", {4, 8});
+  Executor reference = forward_on_cpu(plain.save("placer_exec_loop_plain.onnx"));
+  reference.step();
+  expect_close(ex.output_values().at(0), reference.output_values().at(0), 1e-6, "y");
+}
+
 // Found by fuzzing: `run` ran a training step of a model `inspect` and `simulate` refuse one for.
 TEST(Executor, RefusesATrainingStepTheIRRefuses) {
   // The parameter w reaches y only through Size, which carries no gradient.

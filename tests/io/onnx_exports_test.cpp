@@ -683,8 +683,7 @@ TEST(OnnxExports, SubgraphsReadFromTheMainGraphAreInputsOfTheirNode) {
   Model loop(13);
   loop.input("x0", {std::int64_t{4}, std::int64_t{16}});
   loop.initializer("W", {16, 16});
-  auto* trip = loop.m.mutable_graph()->add_initializer();
-  trip->set_name("trip"), trip->set_data_type(onnx::TensorProto::INT64), trip->add_int64_data(3);
+  loop.input("trip", {}, onnx::TensorProto::INT64);  // given with the data: a Loop placer does not unroll
   graph_attr(loop.node("Loop", {"trip", "", "x0"}, {"y"}), "body", body);
   value(loop.m.mutable_graph()->add_output(), "y", {std::int64_t{4}, std::int64_t{16}});  // inference does not run the body
   OnnxImportOptions o;
@@ -730,6 +729,237 @@ TEST(OnnxExports, SubgraphsReadFromTheMainGraphAreInputsOfTheirNode) {
   EXPECT_EQ(if_ins.size(), 2u);
   EXPECT_NE(std::find(if_ins.begin(), if_ins.end(), gi.find_tensor("x")), if_ins.end());
   EXPECT_NO_THROW(derive_training_step(gi, Optimizer::sgd));  // y depends on W through x
+}
+
+// Loops and Scans whose iterations are known before the step are unrolled: each iteration's nodes
+// are ops of their own, under the module "<node>.<i>".
+namespace loops {
+
+void graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& g) {
+  auto* a = n->add_attribute();
+  a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = g;
+}
+void value(onnx::ValueInfoProto* vi, const std::string& name, std::vector<Dim> dims, int elem = onnx::TensorProto::FLOAT) {
+  vi->set_name(name);
+  Model::type(vi, std::move(dims), elem);
+}
+onnx::NodeProto* body_node(onnx::GraphProto& body, const std::string& op, std::vector<std::string> in, const std::string& out) {
+  auto* n = body.add_node();
+  n->set_op_type(op), n->set_name("/cell/" + op + "_" + out), n->add_output(out);
+  for (auto& x : in) n->add_input(x);
+  return n;
+}
+std::vector<std::int64_t> dims(const Graph& g, TensorId t) {
+  const auto shape = g.tensor_shape(t);
+  return {shape.begin(), shape.end()};
+}
+std::int64_t int_scalar(Model& m, const std::string& name, std::int64_t v) {
+  auto* t = m.m.mutable_graph()->add_initializer();
+  t->set_name(name), t->set_data_type(onnx::TensorProto::INT64), t->add_int64_data(v);
+  return v;
+}
+// A recurrent cell as a Loop body: h = Tanh(h_in @ W + x_t), x_t = Gather(x, i) of the outer x
+// [T, 4, 16]; scan output s = Relu(h). With `data_cond`, the body's condition is ReduceSum(h) > 0.
+onnx::GraphProto cell_body(bool data_cond = false) {
+  onnx::GraphProto body;
+  body.set_name("cell");
+  value(body.add_input(), "i", {}, onnx::TensorProto::INT64);
+  value(body.add_input(), "cond_in", {}, onnx::TensorProto::BOOL);
+  value(body.add_input(), "h_in", {std::int64_t{4}, std::int64_t{16}});
+  body_node(body, "Gather", {"x", "i"}, "x_t");
+  body_node(body, "MatMul", {"h_in", "W"}, "hm");
+  body_node(body, "Add", {"hm", "x_t"}, "ha");
+  body_node(body, "Tanh", {"ha"}, "h_out");
+  body_node(body, "Relu", {"h_out"}, "s");
+  if (data_cond) {
+    body_node(body, "ReduceSum", {"h_out"}, "sum");
+    auto* zero = body.add_initializer();
+    zero->set_name("zero"), zero->set_data_type(onnx::TensorProto::FLOAT), zero->add_float_data(0.0f);
+    body_node(body, "Greater", {"sum", "zero"}, "cond_out");
+  } else {
+    body_node(body, "Identity", {"cond_in"}, "cond_out");
+  }
+  value(body.add_output(), "cond_out", {}, onnx::TensorProto::BOOL);
+  value(body.add_output(), "h_out", {std::int64_t{4}, std::int64_t{16}});
+  value(body.add_output(), "s", {std::int64_t{4}, std::int64_t{16}});
+  return body;
+}
+// x [T, 4, 16], h0 [4, 16], W [16, 16]; the Loop runs `trip` (a name) times over cell_body.
+Model recurrent_loop(std::int64_t steps, const std::string& trip, bool data_cond = false) {
+  Model m(13);
+  m.input("x", {steps, std::int64_t{4}, std::int64_t{16}});
+  m.input("h0", {std::int64_t{4}, std::int64_t{16}});
+  m.initializer("W", {16, 16});
+  graph_attr(m.node("Loop", {trip, "", "h0"}, {"h", "states"}), "body", cell_body(data_cond));
+  m.output("h", 2);
+  m.output("states", 3);
+  return m;
+}
+
+}  // namespace loops
+
+TEST(OnnxExports, ALoopOfAKnownTripCountIsUnrolled) {
+  // The trip count as PyTorch's scripted `for i in range(x.size(0))` computes it: from x's shape.
+  Model m = loops::recurrent_loop(5, "T");
+  m.node("Shape", {"x"}, {"x_shape"});
+  loops::int_scalar(m, "zero_index", 0);
+  m.node("Gather", {"x_shape", "zero_index"}, {"T"});
+  // Nodes in order: the trip count's before the Loop.
+  auto* nodes = m.m.mutable_graph()->mutable_node();
+  std::rotate(nodes->begin(), nodes->begin() + 1, nodes->end());
+  const Graph g = load_onnx(m.save("loop_unrolled.onnx"), {});
+  EXPECT_EQ(g.find_op("/Loop_h"), kNoId);
+  for (int i = 0; i < 5; ++i) {
+    const OpId mm = g.find_op("/Loop_h/" + std::to_string(i) + "/cell/MatMul_hm");
+    ASSERT_NE(mm, kNoId) << i;
+    EXPECT_EQ(g.module_name(g.op_module(mm)), "Loop_h." + std::to_string(i) + ".cell");
+    EXPECT_EQ(g.op_work(mm).flops, 2.0 * 4 * 16 * 16);
+    // Iteration i reads iteration i-1's state (h0 first).
+    const TensorId h_in = g.op_inputs(mm)[0];
+    EXPECT_EQ(g.tensor_name(h_in), i == 0 ? "h0" : "/Loop_h/" + std::to_string(i - 1) + "/h_out");
+  }
+  EXPECT_EQ(g.find_op("/Loop_h/5/cell/MatMul_hm"), kNoId);
+  EXPECT_EQ(parameters(g), 256u);  // W, one weight for every iteration
+  const auto h = g.find_tensor("h"), states = g.find_tensor("states");
+  ASSERT_NE(h, kNoId);
+  ASSERT_NE(states, kNoId);
+  EXPECT_EQ(loops::dims(g, h), (std::vector<std::int64_t>{4, 16}));
+  EXPECT_EQ(loops::dims(g, states), (std::vector<std::int64_t>{5, 4, 16}));
+  // Trained through every iteration: five products' gradients, one update of W.
+  const Graph step = derive_training_step(g, Optimizer::sgd);
+  std::map<std::string, int> types;
+  for (OpId o = 0; o < step.num_ops(); ++o) ++types[step.op_type(o)];
+  EXPECT_EQ(types["MatMulGrad"], 5);
+  EXPECT_EQ(types["SGDUpdate"], 1);
+}
+
+TEST(OnnxExports, ALoopOfAConstantTripCountOrConditionFalseIsUnrolled) {
+  Model m = loops::recurrent_loop(3, "three");
+  loops::int_scalar(m, "three", 3);
+  const Graph g = load_onnx(m.save("loop_constant.onnx"), {});
+  EXPECT_NE(g.find_op("/Loop_h/2/cell/Tanh_h_out"), kNoId);
+  EXPECT_EQ(loops::dims(g, g.find_tensor("states")), (std::vector<std::int64_t>{3, 4, 16}));
+
+  // A condition given false: no iteration; the state passes through, a scan output would be empty.
+  Model off = loops::recurrent_loop(3, "three");
+  loops::int_scalar(off, "three", 3);
+  auto* f = off.m.mutable_graph()->add_initializer();
+  f->set_name("off"), f->set_data_type(onnx::TensorProto::BOOL), f->add_int32_data(0);
+  off.m.mutable_graph()->mutable_node(0)->set_input(1, "off");
+  EXPECT_THAT([&] { load_onnx(off.save("loop_off.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("runs no iteration"), HasSubstr("'states' would be empty"))));
+  off.m.mutable_graph()->mutable_node(0)->set_output(1, "");
+  off.m.mutable_graph()->mutable_output()->RemoveLast();
+  const Graph none = load_onnx(off.save("loop_off_state.onnx"), {});
+  EXPECT_EQ(none.find_op("/Loop_h/0/cell/MatMul_hm"), kNoId);
+  EXPECT_EQ(loops::dims(none, none.find_tensor("h")), (std::vector<std::int64_t>{4, 16}));
+}
+
+TEST(OnnxExports, LoopsInsideALoopAreUnrolledWithIt) {
+  // Outer: 2 times { inner: 3 times h = Tanh(h @ W) }, the inner trip count a body initializer.
+  onnx::GraphProto inner;
+  inner.set_name("inner");
+  loops::value(inner.add_input(), "j", {}, onnx::TensorProto::INT64);
+  loops::value(inner.add_input(), "c_in", {}, onnx::TensorProto::BOOL);
+  loops::value(inner.add_input(), "g_in", {std::int64_t{4}, std::int64_t{16}});
+  loops::body_node(inner, "MatMul", {"g_in", "W"}, "gm");
+  loops::body_node(inner, "Tanh", {"gm"}, "g_out");
+  loops::body_node(inner, "Identity", {"c_in"}, "c_out");
+  loops::value(inner.add_output(), "c_out", {}, onnx::TensorProto::BOOL);
+  loops::value(inner.add_output(), "g_out", {std::int64_t{4}, std::int64_t{16}});
+  onnx::GraphProto outer;
+  outer.set_name("outer");
+  loops::value(outer.add_input(), "i", {}, onnx::TensorProto::INT64);
+  loops::value(outer.add_input(), "cond_in", {}, onnx::TensorProto::BOOL);
+  loops::value(outer.add_input(), "h_in", {std::int64_t{4}, std::int64_t{16}});
+  auto* three = outer.add_initializer();
+  three->set_name("three"), three->set_data_type(onnx::TensorProto::INT64), three->add_int64_data(3);
+  auto* loop = loops::body_node(outer, "Loop", {"three", "", "h_in"}, "h_out");
+  loop->set_name("inner");
+  loops::graph_attr(loop, "body", inner);
+  loops::body_node(outer, "Identity", {"cond_in"}, "cond_out");
+  loops::value(outer.add_output(), "cond_out", {}, onnx::TensorProto::BOOL);
+  loops::value(outer.add_output(), "h_out", {std::int64_t{4}, std::int64_t{16}});
+  Model m(13);
+  m.input("h0", {std::int64_t{4}, std::int64_t{16}});
+  m.initializer("W", {16, 16});
+  loops::int_scalar(m, "two", 2);
+  loops::graph_attr(m.node("Loop", {"two", "", "h0"}, {"h"}), "body", outer);
+  m.output("h", 2);
+  const Graph g = load_onnx(m.save("loop_nested.onnx"), {});
+  int products = 0;
+  for (OpId o = 0; o < g.num_ops(); ++o) products += g.op_type(o) == "MatMul";
+  EXPECT_EQ(products, 6);
+  const OpId last = g.find_op("/Loop_h/1/inner/2/cell/MatMul_gm");
+  ASSERT_NE(last, kNoId);
+  EXPECT_EQ(g.module_name(g.op_module(last)), "Loop_h.1.inner.2.cell");
+  EXPECT_EQ(parameters(g), 256u);
+}
+
+TEST(OnnxExports, ALoopWhoseIterationsDependOnDataIsRefusedSayingSo) {
+  // A trip count given with the data.
+  Model data_trip = loops::recurrent_loop(3, "n");
+  data_trip.input("n", {}, onnx::TensorProto::INT64);
+  EXPECT_THAT([&] { load_onnx(data_trip.save("loop_data_trip.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("Loop"), HasSubstr("depend on the step's data"))));
+  // An early exit computed from the state: unrolling 3 times would be a silent wrong answer.
+  Model early = loops::recurrent_loop(3, "three", /*data_cond=*/true);
+  loops::int_scalar(early, "three", 3);
+  EXPECT_THAT([&] { load_onnx(early.save("loop_early_exit.onnx"), {}); },
+              ThrowsMessage<Error>(HasSubstr("depend on the step's data")));
+  // A negative trip count, and one that unrolls past the node limit.
+  Model negative = loops::recurrent_loop(3, "minus");
+  loops::int_scalar(negative, "minus", -2);
+  EXPECT_THAT([&] { load_onnx(negative.save("loop_negative.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("Loop '/Loop_h'"), HasSubstr("trip count 'minus' is -2"))));
+  Model huge = loops::recurrent_loop(3, "many");
+  loops::int_scalar(huge, "many", 1'000'000);
+  huge.m.mutable_graph()->mutable_node(0)->set_output(1, "");
+  huge.m.mutable_graph()->mutable_output()->RemoveLast();
+  EXPECT_THAT([&] { load_onnx(huge.save("loop_huge.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("1000000 iterations"), HasSubstr("more than 1048576 nodes"))));
+}
+
+TEST(OnnxExports, AScanOfKnownLengthIsUnrolled) {
+  // h = Tanh(h_in @ W + x_t) over x [4, 5, 16] on axis 1, read from the end; the states stacked on
+  // axis 0 in reverse.
+  onnx::GraphProto body;
+  body.set_name("cell");
+  loops::value(body.add_input(), "h_in", {std::int64_t{4}, std::int64_t{16}});
+  loops::value(body.add_input(), "x_t", {std::int64_t{4}, std::int64_t{16}});
+  loops::body_node(body, "MatMul", {"h_in", "W"}, "hm");
+  loops::body_node(body, "Add", {"hm", "x_t"}, "ha");
+  loops::body_node(body, "Tanh", {"ha"}, "h_out");
+  loops::value(body.add_output(), "h_out", {std::int64_t{4}, std::int64_t{16}});
+  loops::value(body.add_output(), "h_out", {std::int64_t{4}, std::int64_t{16}});
+  Model m(13);
+  m.input("x", {std::int64_t{4}, std::int64_t{5}, std::int64_t{16}});
+  m.input("h0", {std::int64_t{4}, std::int64_t{16}});
+  m.initializer("W", {16, 16});
+  auto* scan = m.node("Scan", {"h0", "x"}, {"h", "states"});
+  Model::attr(scan, "num_scan_inputs", 1);
+  for (const auto& [name, v] : {std::pair{"scan_input_axes", 1}, std::pair{"scan_input_directions", 1}, std::pair{"scan_output_directions", 1}}) {
+    auto* a = scan->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::INTS), a->add_ints(v);
+  }
+  loops::graph_attr(scan, "body", body);
+  m.output("h", 2);
+  m.output("states", 3);
+  const Graph g = load_onnx(m.save("scan_unrolled.onnx"), {});
+  EXPECT_EQ(loops::dims(g, g.find_tensor("h")), (std::vector<std::int64_t>{4, 16}));
+  EXPECT_EQ(loops::dims(g, g.find_tensor("states")), (std::vector<std::int64_t>{5, 4, 16}));
+  for (int i = 0; i < 5; ++i) {
+    // Iteration i reads x[:, 4 - i] through a Gather on axis 1.
+    const OpId add = g.find_op("/Scan_h/" + std::to_string(i) + "/cell/Add_ha");
+    ASSERT_NE(add, kNoId) << i;
+    const OpId slice = g.producer(g.op_inputs(add)[1]);
+    ASSERT_NE(slice, kNoId);
+    EXPECT_EQ(g.op_type(slice), "Gather");
+    EXPECT_EQ(g.op_attrs(slice).get_int("axis", -1), 1);
+  }
+  EXPECT_EQ(parameters(g), 256u);
+  EXPECT_NO_THROW(derive_training_step(g, Optimizer::sgd));
 }
 
 // Tensors of any element type, for the models below.

@@ -2111,7 +2111,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   // from a parameter through differentiable ops, ...) is refused here too, with its reason.
   if (options.mode == Mode::training) (void)derive_training_step(graph_, options.optimizer);
   model_ = read_onnx_file(model_path);  // as the importer reads it
-  inline_ifs_decided_by_shapes(model_, model.onnx.dim_values);
+  inline_control_flow_decided_by_shapes(model_, model.onnx.dim_values);
   const std::size_t num_ops = graph_.num_ops();
   // One op per node, in order, but for the nodes that compute only empty set-up values (an empty
   // `roi` of Resize), which the importer leaves out: their readers read nothing there.

@@ -253,8 +253,9 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
                 "), which placer does not read: store them dense");
   // Checked with its Ifs (both branches, decided or not); then the decided ones give way to their branch.
   try {
-    if (std::any_of(model.graph().node().begin(), model.graph().node().end(), [](const onnx::NodeProto& n) { return n.op_type() == "If"; })) {
-      inline_ifs_decided_by_shapes(model, dim_values);
+    if (std::any_of(model.graph().node().begin(), model.graph().node().end(),
+                    [](const onnx::NodeProto& n) { return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan"; })) {
+      inline_control_flow_decided_by_shapes(model, dim_values);
       compatible = library_compatible_copy(model);
     }
   } catch (const Error& e) {
@@ -414,7 +415,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       return Error("tensor '" + name + "'" + (producer ? " (output of op '" + producer_name + "', " + producer->op_type() + ")" : "") +
                    ": " + kind + " value, not a tensor: placer places ops on tensors (sequence, optional and map values are not supported)");
     if (producer && (producer->op_type() == "Loop" || producer->op_type() == "Scan"))
-      why = " (a " + producer->op_type() + ", whose iterations placer does not unroll)";
+      why = " (a " + producer->op_type() + " whose iterations depend on the step's data, which placer does not unroll)";
     else if (producer && !(producer->domain().empty() || producer->domain() == "ai.onnx"))
       why = " (ONNX knows no shape rule for domain '" + producer->domain() + "': declare the output's shape in the model's value_info)";
     else if (producer)
@@ -560,6 +561,12 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       for (int k = 1; used_names.count(spec.name); ++k) spec.name = base + "_" + std::to_string(k);
     }
     used_names.insert(spec.name);
+    if ((node.op_type() == "Loop" || node.op_type() == "Scan") && (node.domain().empty() || node.domain() == "ai.onnx") &&
+        !options.unknown_op_default)
+      throw Error("op '" + spec.name + "': a " + node.op_type() + " placer does not unroll: placer unrolls a Loop whose trip count is " +
+                  "known before the step (a constant, or computed from shapes) and whose condition stays true, and a Scan whose inputs' " +
+                  "lengths are known; this one's iterations depend on the step's data (export the model traced, with its loops unrolled; " +
+                  "--unknown-ops CLASS prices it as one op for the simulator)");
     spec.type = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "::" + node.op_type();
     spec.attrs = convert_attributes(node);
     // Dropout's training_mode input (opset 12) decides whether it is a kernel or a pass-through:
@@ -751,10 +758,6 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
           a && (a->kind != Attribute::Kind::text || (a->s != "none" && a->s != "tanh")))
         throw Error("op '" + spec.name + "' (Gelu): attribute 'approximate' is " +
                     (a->kind == Attribute::Kind::text ? "'" + a->s.substr(0, 40) + "'" : std::string("not a string")) + " ('none' or 'tanh')");
-    if ((node.op_type() == "Loop" || node.op_type() == "Scan") && (node.domain().empty() || node.domain() == "ai.onnx") &&
-        !options.unknown_op_default)
-      throw Error("op '" + spec.name + "': a " + node.op_type() + ", whose iterations placer does not unroll (placer places the ops " +
-                  "of static graphs: export the model traced, with its loops unrolled; --unknown-ops CLASS prices this one as one op for the simulator)");
     if (options.unknown_op_default && !is_known_op_type(spec.type)) ++guessed[spec.type];
     try {
       spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);

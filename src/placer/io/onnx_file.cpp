@@ -28,14 +28,16 @@ namespace placer {
 
 namespace {
 
-constexpr int kIfRounds = 256;  // rounds of inference and folding that decide Ifs
+constexpr int kIfRounds = 256;  // rounds of inference and folding that decide Ifs and unroll Loops
+
+bool is_control_flow(const onnx::NodeProto& n) { return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan"; }
 
 }  // namespace
 
-void inline_ifs_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values) {
+void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values) {
   for (int round = 0; round < kIfRounds; ++round) {
     const auto& nodes = model.graph().node();
-    if (std::none_of(nodes.begin(), nodes.end(), [](const onnx::NodeProto& n) { return n.op_type() == "If"; })) return;
+    if (std::none_of(nodes.begin(), nodes.end(), is_control_flow)) return;
     onnx::ModelProto copy = library_compatible_copy(model).value_or(model);
     bind_symbolic_dims(*copy.mutable_graph(), dim_values);
     // ONNX's pass infers each If's outputs from its branches (with a copy of the scope around each:
@@ -59,10 +61,12 @@ void inline_ifs_decided_by_shapes(onnx::ModelProto& model, const std::map<std::s
                         onnx::TensorProto_DataType_Name(t->second.tensor_type().elem_type()) + ", not BOOL");
           conditions[node.input(0)] = it->second[0] != 0.0;
         }
-    if (conditions.empty() || inline_decided_ifs(model, conditions) == 0) return;
+    const std::size_t ifs = conditions.empty() ? 0 : inline_decided_ifs(model, conditions);
+    const std::size_t loops = unroll_counted_loops(model, values, types);
+    if (ifs + loops == 0) return;
   }
-  throw Error("Ifs are still being decided after " + std::to_string(kIfRounds) +
-              " rounds (each If's condition reads the shape of the one before; placer decides one such link per round)");
+  throw Error("Ifs and Loops are still being decided after " + std::to_string(kIfRounds) +
+              " rounds (each one's condition or trip count reads the shape of the one before; placer decides one such link per round)");
 }
 
 void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir) {

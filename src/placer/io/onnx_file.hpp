@@ -2,11 +2,12 @@
 // model-local function replaced by its body (onnx_inline.hpp), Constant nodes holding weights taken
 // for initializers, and small constants stored in external files read in (read_small_external_data).
 // Then, once the ONNX checker has seen that (load_onnx), every If whose condition is known before
-// the model runs is replaced by the branch it takes (inline_ifs_decided_by_shapes). The importer and
-// the executor both read a model so, which keeps the graph's ops and the file's nodes one for one.
+// the model runs is replaced by the branch it takes, and every Loop or Scan whose iterations are
+// known by its iterations' nodes (inline_control_flow_decided_by_shapes). The importer and the
+// executor both read a model so, which keeps the graph's ops and the file's nodes one for one.
 //
 //   onnx::ModelProto model = read_onnx_file("model.onnx");
-//   inline_ifs_decided_by_shapes(model, {{"batch", 32}});
+//   inline_control_flow_decided_by_shapes(model, {{"batch", 32}});
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -40,11 +41,13 @@ std::size_t constant_weights_to_initializers(onnx::ModelProto& model);
 bool sort_nodes_topologically(onnx::ModelProto& model);
 
 // Replaces the Ifs of the main graph that shape inference and folding decide (onnxscript's
-// `IsScalar(x)` branches once x's shape is known) by the branches they take, round after round (an
-// If inside a branch, or one reading the shape an If gives, is decided in the next). `dim_values`
-// binds symbolic sizes of graph inputs (--dim). An inference that fails leaves the rest as they are
-// (the import names what is wrong). Throws Error after 256 rounds that each decided something.
-void inline_ifs_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values);
+// `IsScalar(x)` branches once x's shape is known) by the branches they take, and unrolls its Loops
+// and Scans whose iterations they count (unroll_counted_loops, onnx_inline.hpp), round after round
+// (an If or Loop inside a branch or body, or one reading the shape another gives, is decided in the
+// next). `dim_values` binds symbolic sizes of graph inputs (--dim). An inference that fails leaves
+// the rest as they are (the import names what is wrong). Throws Error after 256 rounds that each
+// decided something, and where unroll_counted_loops does.
+void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values);
 
 // Reads into `model` the data of its small tensors stored in external files (initializers and
 // Constant values of at most 4,096 elements of a fixed-size type; `dir` is the model file's

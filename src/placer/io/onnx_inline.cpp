@@ -1,9 +1,11 @@
 #include "placer/io/onnx_inline.hpp"
 
+#include <fmt/format.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -13,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "placer/io/onnx_compat.hpp"
+#include "placer/io/onnx_shapes.hpp"
 #include "placer/util/error.hpp"
 
 namespace placer {
@@ -75,6 +79,43 @@ void collect_names(const onnx::GraphProto& g, NameTable& values, NameTable& node
       if (a.has_g()) collect_names(a.g(), values, nodes);
       for (const auto& sub : a.graphs()) collect_names(sub, values, nodes);
     }
+  }
+}
+
+// Renames the names a subgraph reads from around it (`rename`: outer name -> new name), in its
+// nodes, their subgraphs and its outputs (the subgraph's own names are its own: ONNX forbids
+// shadowing).
+void rename_refs(onnx::GraphProto& sub, const std::unordered_map<std::string, std::string>& rename) {
+  auto renamed = [&](std::string& v) {
+    if (auto it = rename.find(v); it != rename.end()) v = it->second;
+  };
+  for (auto& o : *sub.mutable_output()) renamed(*o.mutable_name());
+  for (auto& n : *sub.mutable_node()) {
+    for (auto& v : *n.mutable_input()) renamed(v);
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) rename_refs(*a.mutable_g(), rename);
+      for (auto& inner : *a.mutable_graphs()) rename_refs(inner, rename);
+    }
+  }
+}
+
+// Appends copies of `nodes` (an If's branch, an iteration of a Loop's body) to `out`: inputs and
+// outputs renamed by `rename` (every output must be in it; an input not in it is an outer name),
+// the names their subgraphs read from around them too, each node named "<prefix>/<name>".
+void copy_renamed(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes, const std::unordered_map<std::string, std::string>& rename,
+                  const std::string& prefix, NameTable& node_names, google::protobuf::RepeatedPtrField<onnx::NodeProto>& out) {
+  for (const auto& n : nodes) {
+    onnx::NodeProto* copy = out.Add();
+    *copy = n;
+    for (auto& v : *copy->mutable_input())
+      if (auto it = rename.find(v); it != rename.end()) v = it->second;
+    for (auto& v : *copy->mutable_output())
+      if (!v.empty()) v = rename.at(v);
+    for (auto& a : *copy->mutable_attribute()) {
+      if (a.has_g()) rename_refs(*a.mutable_g(), rename);
+      for (auto& sub : *a.mutable_graphs()) rename_refs(sub, rename);
+    }
+    copy->set_name(node_names.fresh(joined(prefix, n.name().empty() ? n.op_type() : n.name())));
   }
 }
 
@@ -298,23 +339,6 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
   onnx::GraphProto& g = *model.mutable_graph();
   NameTable values, nodes;
   collect_names(g, values, nodes);
-  // Renames the branch's names inside a subgraph of one of its nodes (the inner graph's own names
-  // are its own: ONNX forbids shadowing).
-  std::function<void(onnx::GraphProto&, const std::unordered_map<std::string, std::string>&)> rename_refs =
-      [&](onnx::GraphProto& sub, const std::unordered_map<std::string, std::string>& rename) {
-        auto renamed = [&](std::string& v) {
-          if (auto it = rename.find(v); it != rename.end()) v = it->second;
-        };
-        for (auto& o : *sub.mutable_output()) renamed(*o.mutable_name());
-        for (auto& n : *sub.mutable_node()) {
-          for (auto& v : *n.mutable_input()) renamed(v);
-          for (auto& a : *n.mutable_attribute()) {
-            if (a.has_g()) rename_refs(*a.mutable_g(), rename);
-            for (auto& inner : *a.mutable_graphs()) rename_refs(inner, rename);
-          }
-        }
-      };
-
   google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
   std::size_t replaced = 0;
   for (auto& node : *g.mutable_node()) {
@@ -357,19 +381,7 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
       *moved = t;
       moved->set_name(rename.at(t.name()));
     }
-    for (const auto& n : branch->node()) {
-      onnx::NodeProto* copy = out.Add();
-      *copy = n;
-      for (auto& v : *copy->mutable_input())
-        if (auto it = rename.find(v); it != rename.end()) v = it->second;
-      for (auto& v : *copy->mutable_output())
-        if (!v.empty()) v = rename.at(v);
-      for (auto& a : *copy->mutable_attribute()) {
-        if (a.has_g()) rename_refs(*a.mutable_g(), rename);
-        for (auto& sub : *a.mutable_graphs()) rename_refs(sub, rename);
-      }
-      copy->set_name(nodes.fresh(joined(prefix, n.name().empty() ? n.op_type() : n.name())));
-    }
+    copy_renamed(branch->node(), rename, prefix, nodes, out);
     // Outputs the branch takes from outside it (or gives twice) pass through an Identity.
     for (int j = 0; j < node.output_size(); ++j) {
       const std::string& v = branch->output(j).name();
@@ -416,6 +428,249 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
     if (!dead[static_cast<std::size_t>(i)]) *kept.Add() = std::move(*out.Mutable(i));
   *g.mutable_node() = std::move(kept);
   return replaced;
+}
+
+namespace {
+
+// The body of a Loop or Scan node (its "body" graph attribute), or nullptr.
+const onnx::GraphProto* body_of(const onnx::NodeProto& node) {
+  for (const auto& a : node.attribute())
+    if (a.name() == "body" && a.has_g()) return &a.g();
+  return nullptr;
+}
+
+std::vector<std::int64_t> ints_attribute(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return {a.ints().begin(), a.ints().end()};
+  return {};
+}
+
+std::int64_t int_attribute(const onnx::NodeProto& node, const std::string& name, std::int64_t fallback) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name && a.type() == onnx::AttributeProto::INT) return a.i();
+  return fallback;
+}
+
+// Whether a Loop body's condition output stays true in every iteration: the condition input passed
+// on (itself, or through Identity nodes), a constant true, or an outer value folded to true.
+bool condition_stays_true(const onnx::GraphProto& body, const std::unordered_map<std::string, std::vector<double>>& outer) {
+  if (body.input_size() < 2 || body.output_size() < 1) return false;
+  const std::string& cond_in = body.input(1).name();
+  const auto inner = folded_values(body, {});
+  std::string v = body.output(0).name();
+  for (int hops = 0; hops <= body.node_size(); ++hops) {
+    if (v == cond_in) return true;
+    for (const auto* values : {&inner, &outer})
+      if (auto it = values->find(v); it != values->end()) return it->second.size() == 1 && it->second[0] != 0.0 && !std::isnan(it->second[0]);
+    const onnx::NodeProto* producer = nullptr;
+    for (const auto& n : body.node())
+      if (std::find(n.output().begin(), n.output().end(), v) != n.output().end()) producer = &n;
+    if (!producer || producer->op_type() != "Identity" || producer->input_size() != 1) return false;
+    v = producer->input(0);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
+                                 const std::map<std::string, onnx::TypeProto>& types) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  NameTable names, nodes;
+  collect_names(g, names, nodes);
+  const std::int64_t opset = default_opset(model);
+  std::uint64_t total = 0;  // nodes of the model, subgraphs included: the unrolled model stays under kMaxNodes
+  for_each_node(g.node(), [&](const onnx::NodeProto&) { ++total; });
+
+  auto scalar = [&](const std::string& base, int type, double value) {
+    onnx::TensorProto* t = g.add_initializer();
+    t->set_name(names.fresh(base));
+    t->set_data_type(type);
+    if (type == onnx::TensorProto::BOOL) t->add_int32_data(value != 0.0);
+    else t->add_int64_data(static_cast<std::int64_t>(value));
+    return t->name();
+  };
+  auto add_node = [&](google::protobuf::RepeatedPtrField<onnx::NodeProto>& out, const std::string& op, const std::string& name,
+                      std::vector<std::string> inputs, const std::string& output) {
+    onnx::NodeProto* n = out.Add();
+    n->set_op_type(op);
+    n->set_name(nodes.fresh(name));
+    for (auto& v : inputs) n->add_input(std::move(v));
+    n->add_output(output);
+    return n;
+  };
+
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
+  std::size_t unrolled = 0;
+  for (auto& node : *g.mutable_node()) {
+    const bool standard = normalized_domain(node.domain()).empty();
+    const bool is_loop = standard && node.op_type() == "Loop", is_scan = standard && node.op_type() == "Scan" && opset >= 9;
+    const onnx::GraphProto* body = is_loop || is_scan ? body_of(node) : nullptr;
+    if (!body) {
+      *out.Add() = std::move(node);
+      continue;
+    }
+    std::string prefix = node.name();
+    for (int j = 0; prefix.empty() && j < node.output_size(); ++j) prefix = node.output(j);
+    if (prefix.empty()) prefix = nodes.fresh(node.op_type());
+    const std::string label = node.op_type() + " '" + prefix + "'";
+
+    // The iterations, when known before the model runs; the node stays otherwise (the import names it).
+    std::int64_t trips = 0, state = 0, scans = 0;  // loop-carried values, scan inputs
+    std::vector<std::int64_t> scan_axes, scan_reversed;
+    if (is_loop) {
+      if (node.input_size() < 2 || node.input(0).empty()) {
+        *out.Add() = std::move(node);
+        continue;
+      }
+      const auto m = values.find(node.input(0));
+      const auto c = node.input(1).empty() ? values.end() : values.find(node.input(1));
+      const bool cond_given = !node.input(1).empty();
+      if (m == values.end() || m->second.size() != 1 || !std::isfinite(m->second[0]) || (cond_given && (c == values.end() || c->second.size() != 1)) ||
+          !condition_stays_true(*body, values)) {
+        *out.Add() = std::move(node);
+        continue;
+      }
+      if (m->second[0] < 0 || m->second[0] != std::floor(m->second[0]))
+        throw Error(label + ": its trip count '" + node.input(0) + "' is " + fmt::format("{:g}", m->second[0]) + ", not a count");
+      trips = cond_given && c->second[0] == 0.0 ? 0 : static_cast<std::int64_t>(m->second[0]);
+      state = node.input_size() - 2;
+      if (body->input_size() != 2 + state || body->output_size() < 1 + state || node.output_size() > body->output_size() - 1)
+        throw Error(label + ": " + std::to_string(state) + " loop-carried value(s), its body takes " + std::to_string(body->input_size()) +
+                    " input(s) and gives " + std::to_string(body->output_size()) + " output(s) (ONNX: 2 + N inputs, 1 + N + K outputs)");
+    } else {
+      scans = int_attribute(node, "num_scan_inputs", 0);
+      state = node.input_size() - scans;
+      if (scans < 1 || state < 0 || body->input_size() != node.input_size() || node.output_size() > body->output_size() ||
+          body->output_size() < state)
+        throw Error(label + ": " + std::to_string(node.input_size()) + " input(s) of which " + std::to_string(scans) +
+                    " scanned, its body takes " + std::to_string(body->input_size()) + " and gives " + std::to_string(body->output_size()));
+      scan_axes = ints_attribute(node, "scan_input_axes");
+      scan_reversed = ints_attribute(node, "scan_input_directions");
+      bool known = true;
+      for (std::int64_t k = 0; k < scans && known; ++k) {
+        const auto t = types.find(node.input(static_cast<int>(state + k)));
+        known = t != types.end() && t->second.has_tensor_type() && t->second.tensor_type().has_shape();
+        if (!known) break;
+        const auto& shape = t->second.tensor_type().shape();
+        std::int64_t axis = k < static_cast<std::int64_t>(scan_axes.size()) ? scan_axes[static_cast<std::size_t>(k)] : 0;
+        if (axis < 0) axis += shape.dim_size();
+        if (axis < 0 || axis >= shape.dim_size()) throw Error(label + ": scan input '" + node.input(static_cast<int>(state + k)) + "' has no axis " + std::to_string(axis));
+        if (k < static_cast<std::int64_t>(scan_axes.size())) scan_axes[static_cast<std::size_t>(k)] = axis;
+        else scan_axes.push_back(axis);
+        known = shape.dim(static_cast<int>(axis)).has_dim_value();
+        if (!known) break;
+        const std::int64_t length = shape.dim(static_cast<int>(axis)).dim_value();
+        if (k > 0 && length != trips)
+          throw Error(label + ": its scan inputs are " + std::to_string(trips) + " and " + std::to_string(length) + " long on their scan axes");
+        trips = length;
+      }
+      if (!known) {
+        *out.Add() = std::move(node);
+        continue;
+      }
+    }
+    if (body->sparse_initializer_size() > 0) throw Error(label + ": its body holds sparse initializers, which placer does not read");
+    const std::int64_t scan_outputs = body->output_size() - (is_loop ? 1 : 0) - state;
+    std::uint64_t body_nodes = 0;
+    for_each_node(body->node(), [&](const onnx::NodeProto&) { ++body_nodes; });
+    if (total + static_cast<std::uint64_t>(trips) * (body_nodes + 2) > kMaxNodes)
+      throw Error(label + " runs " + std::to_string(trips) + " iterations of " + std::to_string(body_nodes) + " nodes: unrolled, the model would hold more than " +
+                  std::to_string(kMaxNodes) + " nodes");
+    total += static_cast<std::uint64_t>(trips) * (body_nodes + 2);
+    if (trips == 0)
+      for (std::int64_t k = 0; k < scan_outputs; ++k)
+        if (const int j = static_cast<int>(state + k); j < node.output_size() && !node.output(j).empty())
+          throw Error(label + " runs no iteration: its scan output '" + node.output(j) + "' would be empty (placer places tensors that hold elements)");
+    ++unrolled;
+
+    // Every name the body reads, to add the iteration number and condition only where read.
+    std::unordered_set<std::string> read;
+    for_each_node(body->node(), [&](const onnx::NodeProto& n) {
+      for (const auto& v : n.input()) read.insert(v);
+    });
+    for (const auto& o : body->output()) read.insert(o.name());
+    // The body's initializers: one copy for every iteration (a weight stays one weight).
+    std::unordered_map<std::string, std::string> shared;
+    for (const auto& t : body->initializer()) {
+      if (trips == 0) break;
+      onnx::TensorProto* moved = g.add_initializer();
+      *moved = t;
+      moved->set_name(shared[t.name()] = names.fresh(joined(prefix, t.name())));
+    }
+    std::vector<std::string> carried(static_cast<std::size_t>(state));  // the loop-carried values, as the model names them now
+    for (std::int64_t j = 0; j < state; ++j) carried[static_cast<std::size_t>(j)] = node.input(static_cast<int>((is_loop ? 2 : 0) + j));
+    std::vector<std::vector<std::string>> scanned(static_cast<std::size_t>(scan_outputs));  // per scan output, per iteration
+    const int first_state_input = is_loop ? 2 : 0;
+    for (std::int64_t i = 0; i < trips; ++i) {
+      const std::string at = prefix + "/" + std::to_string(i);
+      std::unordered_map<std::string, std::string> rename = shared;
+      if (is_loop) {
+        if (read.count(body->input(0).name())) rename[body->input(0).name()] = scalar(at + "/" + body->input(0).name(), onnx::TensorProto::INT64, static_cast<double>(i));
+        if (read.count(body->input(1).name())) rename[body->input(1).name()] = scalar(at + "/" + body->input(1).name(), onnx::TensorProto::BOOL, 1.0);
+      }
+      for (std::int64_t j = 0; j < state; ++j) rename[body->input(static_cast<int>(first_state_input + j)).name()] = carried[static_cast<std::size_t>(j)];
+      for (std::int64_t k = 0; k < scans; ++k) {
+        // The iteration's slice of scan input k: Gather at one index drops the axis, as Scan's body reads it.
+        const bool reversed = k < static_cast<std::int64_t>(scan_reversed.size()) && scan_reversed[static_cast<std::size_t>(k)] != 0;
+        const std::string& whole = node.input(static_cast<int>(state + k));
+        const std::string& slot = body->input(static_cast<int>(state + k)).name();
+        const std::string index = scalar(at + "/" + slot + "/index", onnx::TensorProto::INT64, static_cast<double>(reversed ? trips - 1 - i : i));
+        const std::string slice = names.fresh(at + "/" + slot);
+        onnx::NodeProto* gather = add_node(out, "Gather", at + "/" + slot + "/Gather", {whole, index}, slice);
+        auto* axis = gather->add_attribute();
+        axis->set_name("axis"), axis->set_type(onnx::AttributeProto::INT), axis->set_i(scan_axes[static_cast<std::size_t>(k)]);
+        rename[slot] = slice;
+      }
+      for (const auto& n : body->node())
+        for (const auto& v : n.output())
+          if (!v.empty()) rename[v] = names.fresh(joined(at, v));
+      copy_renamed(body->node(), rename, at, nodes, out);
+      auto model_name = [&](const std::string& v) {
+        auto it = rename.find(v);
+        return it == rename.end() ? v : it->second;  // a value of the outer graph
+      };
+      const int first_output = is_loop ? 1 : 0;
+      for (std::int64_t j = 0; j < state; ++j) carried[static_cast<std::size_t>(j)] = model_name(body->output(static_cast<int>(first_output + j)).name());
+      for (std::int64_t k = 0; k < scan_outputs; ++k)
+        scanned[static_cast<std::size_t>(k)].push_back(model_name(body->output(static_cast<int>(first_output + state + k)).name()));
+    }
+    // The node's outputs: the last loop-carried values, and each scan output's values stacked on its axis.
+    for (std::int64_t j = 0; j < state && j < node.output_size(); ++j)
+      if (!node.output(static_cast<int>(j)).empty())
+        add_node(out, "Identity", prefix + "/" + node.output(static_cast<int>(j)), {carried[static_cast<std::size_t>(j)]}, node.output(static_cast<int>(j)));
+    const std::vector<std::int64_t> out_axes = ints_attribute(node, "scan_output_axes"), out_reversed = ints_attribute(node, "scan_output_directions");
+    for (std::int64_t k = 0; k < scan_outputs && state + k < node.output_size(); ++k) {
+      const std::string& result = node.output(static_cast<int>(state + k));
+      if (result.empty()) continue;
+      const std::int64_t axis = k < static_cast<std::int64_t>(out_axes.size()) ? out_axes[static_cast<std::size_t>(k)] : 0;
+      auto& parts = scanned[static_cast<std::size_t>(k)];
+      if (k < static_cast<std::int64_t>(out_reversed.size()) && out_reversed[static_cast<std::size_t>(k)] != 0) std::reverse(parts.begin(), parts.end());
+      std::vector<std::string> stacked;
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        const std::string base = prefix + "/" + std::to_string(i) + "/" + result;
+        const std::string one = names.fresh(base + "/unsqueezed");
+        onnx::NodeProto* unsqueeze = add_node(out, "Unsqueeze", base + "/Unsqueeze", {parts[i]}, one);
+        if (opset >= 13) {
+          onnx::TensorProto* axes = g.add_initializer();
+          axes->set_name(names.fresh(base + "/axes"));
+          axes->set_data_type(onnx::TensorProto::INT64);
+          axes->add_dims(1);
+          axes->add_int64_data(axis);
+          unsqueeze->add_input(axes->name());
+        } else {
+          auto* a = unsqueeze->add_attribute();
+          a->set_name("axes"), a->set_type(onnx::AttributeProto::INTS), a->add_ints(axis);
+        }
+        stacked.push_back(one);
+      }
+      onnx::NodeProto* concat = add_node(out, "Concat", prefix + "/" + result + "/Concat", std::move(stacked), result);
+      auto* a = concat->add_attribute();
+      a->set_name("axis"), a->set_type(onnx::AttributeProto::INT), a->set_i(axis);
+    }
+  }
+  *g.mutable_node() = std::move(out);
+  return unrolled;
 }
 
 void check_function_recursion(const onnx::ModelProto& model) {

@@ -21,13 +21,20 @@
 // inline_ifs_decided_by_shapes (onnx_file.hpp) finds such conditions and inline_decided_ifs
 // replaces each If by the branch it takes, so that its ops are placed and run like the others (an
 // If stays an op placer cannot price or run).
+//
+// Loops and Scans whose iterations are known before the model runs (a trip count that is a constant
+// or computed from shapes, as PyTorch's scripted `for i in range(x.size(0))` and tf2onnx's RNNs
+// write them) are unrolled the same way (unroll_counted_loops): each iteration's nodes are placed
+// and run like the others.
 #pragma once
 
 #include <onnx/onnx_pb.h>
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace placer {
 
@@ -47,6 +54,27 @@ std::size_t inline_local_functions(onnx::ModelProto& model);
 // the graph's, and an output the branch takes from outside it passes through an Identity. Returns
 // the number of Ifs replaced. An If whose branch does not give as many outputs as it has is left.
 std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map<std::string, bool>& conditions);
+
+// Unrolls every Loop and Scan of the main graph whose iterations are known before the model runs:
+// - a Loop whose trip count M `values` gives (the folding's values by name, folded_values), whose
+//   condition input is absent or `values` gives it, and whose body's condition output stays true
+//   (the body's condition input passed on, through Identity nodes or not, or a constant true): no
+//   early exit that depends on the step's data. A condition given false runs no iteration.
+// - a Scan (opset 9 on) whose scan inputs' lengths on their scan axes `types` gives.
+// Iteration i's nodes are the body's, named "<node>/<i>/<name>" (so each iteration is a module of
+// the placement file, "<node>.<i>"), values likewise; the iteration number and condition a Loop's
+// body reads are constants; a loop-carried value is the previous iteration's (the node's input
+// first); a Scan's body reads its slice of each scan input through a Gather at index i (from the
+// end when its direction is 1). The body's initializers are copied once and shared by every
+// iteration (a weight stays one weight). The node's outputs: the last loop-carried values through
+// an Identity, and each scan output's values stacked on its axis by Unsqueeze and Concat (in
+// reverse when its direction is 1). Loops and Scans in a body are unrolled with it, as nodes of
+// the main graph, at the next call. Other Loops and Scans are left as they are. Returns how many
+// were unrolled. Throws Error for a trip count that is negative or not an integer, an unrolled model
+// of more than 1,048,576 nodes, scan inputs of different lengths, a scan axis out of range, a body
+// whose inputs or outputs do not match its node's, and a scan output of no iteration (empty).
+std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
+                                 const std::map<std::string, onnx::TypeProto>& types);
 
 // Throws Error when a model-local function calls itself, directly or through others (ONNX's
 // shape inference expands function bodies without a depth limit: the stack overflowed).

@@ -1,5 +1,6 @@
 #include "placer/io/onnx_uses.hpp"
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace placer {
@@ -39,6 +40,16 @@ Use slot_use(const std::string& type, std::size_t slot) {
   return Use::none;
 }
 
+namespace {
+
+// Whether `name` is an initializer of `graph` holding one value (a scalar index).
+bool scalar_initializer(const onnx::GraphProto& graph, const std::string& name) {
+  return std::any_of(graph.initializer().begin(), graph.initializer().end(),
+                     [&](const onnx::TensorProto& t) { return t.name() == name && t.dims_size() == 0; });
+}
+
+}  // namespace
+
 SourceUses source_uses(const onnx::GraphProto& graph, const Consumers& consumers, const std::string& name) {
   SourceUses uses;
   std::vector<std::string> frontier{name};
@@ -53,8 +64,11 @@ SourceUses source_uses(const onnx::GraphProto& graph, const Consumers& consumers
       // A quantized weight reaches its op through a DequantizeLinear (QDQ models).
       const bool dequantize = node.op_type() == "DequantizeLinear" && s == 0;
       uses.quantized |= dequantize;
+      // A Gather at one constant index selects a slice (an unrolled loop's step x[i], onnx_inline.hpp),
+      // which the tensor flows through; at indices it looks up rows of a table (an embedding's weight).
+      const bool selects = node.op_type() == "Gather" && s == 0 && node.input_size() > 1 && scalar_initializer(graph, node.input(1));
       // Reshape's and Expand's second input is a shape, Slice's others are indices: not the tensor flowing through.
-      if ((is_transparent(node.op_type()) || dequantize) && s == 0) {
+      if ((is_transparent(node.op_type()) || dequantize || selects) && s == 0) {
         for (const auto& out : node.output())
           if (seen.insert(out).second) frontier.push_back(out);
         continue;
