@@ -25,6 +25,7 @@ using test::Sketch;
 using test::switch_gpus;
 using ::testing::DoubleNear;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Options = std::map<std::string, std::string>;
 
 // Eight ops with uneven work and tensors: a fans out to b, c, d and g; b's output is large.
@@ -395,6 +396,33 @@ TEST(Random, DrawsForTheSamplesOrTheSecondsGiven) {
   // Both: whichever ends first (the samples would take hours).
   EXPECT_LT(run_placer("random", pr.problem(), {.samples = std::size_t{1} << 40, .seconds = 0.05, .threads = 1}, 1).samples,
             std::size_t{1} << 40);
+}
+
+// One device leaves one placement: random draws it once (it drew it for all of --seconds), the
+// partitioners say nothing of a grouping too coarse (they said "at least 4 needed"), and a
+// temperature that would rise is refused (QA passes).
+TEST(Random, OnOneDeviceDrawsOnce) {
+  Priced pr = uneven_graph(1);
+  EXPECT_EQ(run_placer("random", pr.problem(), {.seconds = 5.0, .threads = 1}, 1).samples, 1u);
+  EXPECT_EQ(run_placer("random", pr.problem(), {.samples = 50, .threads = 1}, 1).samples, 1u);
+}
+
+TEST(SearchGrouping, OneDeviceNeedsNoFinerGroups) {
+  Sketch s;
+  TensorId prev = s.tensor("x", 10, TensorKind::data);
+  for (int i = 0; i < 6; ++i) {
+    const std::string n = std::to_string(i);
+    TensorId w = s.tensor("w" + n, 100, TensorKind::parameter), out = s.tensor("t" + n, 10);
+    s.op(std::string("layer").append(n), {prev, w}, {out}, 1.0);
+    prev = out;
+  }
+  Priced pr(std::move(s), switch_gpus(1));
+  for (const char* algo : {"metis", "scotch"}) {
+    const PlacementResult r = run_placer(algo, pr.problem(), {.threads = 1}, 1);
+    EXPECT_THAT(r.note, Not(HasSubstr("too coarse"))) << algo << ": " << r.note;
+  }
+  EXPECT_THAT([&] { run_placer("local-search", pr.problem(), {.samples = 10, .threads = 1}, 1, {{"t-start", "0.001"}, {"t-end", "1"}}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("t-end (1) is above t-start (0.001)")));
 }
 
 // When nothing fits, random keeps the draw closest to fitting, as every search does (it kept the

@@ -37,7 +37,7 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   EXPECT_THAT(fit.out, HasSubstr("per-op overhead"));
   // Each model's whole step with the fit, against the step its profile gives (a QA pass found a
   // fit 35% under the model it was fitted on, with nothing printed to say so).
-  EXPECT_THAT(fit.out, HasSubstr("cifarnet.onnx on cpu:0: step "));
+  EXPECT_THAT(fit.out, HasSubstr("cifarnet.onnx on cpu:0: training step "));
   EXPECT_THAT(fit.out, HasSubstr(" with the fit, "));
   EXPECT_THAT(fit.out, HasSubstr(" with its profile ("));
   nlohmann::json j = nlohmann::json::parse(std::ifstream(cluster));
@@ -73,6 +73,24 @@ TEST(FitCli, WritesAClusterWhoseDevicesCarryTheFittedCostModel) {
   const double replayed = nlohmann::json::parse(replay.out)["step_time_s"].get<double>();
   EXPECT_NEAR(step["profiled_step_s"].get<double>(), replayed, 1e-6 * replayed);
   EXPECT_NEAR(step["error"].get<double>(), step["fitted_step_s"].get<double>() / step["profiled_step_s"].get<double>() - 1.0, 1e-12);
+  EXPECT_EQ(step["mode"], "training");
+  {
+    // An inference profile is compared on the forward pass it timed (it was compared on a training
+    // step whose gradients it never timed, "+58%" for a step nothing measured: a QA pass).
+    const std::string forward_profile = test::temp_path("fit_cli.inference.profile.json");
+    auto fprof = placer({"profile", "--model", model, "--cluster", "local", "--mode", "inference", "-o", forward_profile, "--repeats", "1",
+                         "--steps", "1", "--warmup", "0"});
+    ASSERT_EQ(fprof.exit_code, 0) << fprof.err;
+    auto ffit = placer({"fit", "--cluster", "local", "--models", model, "--profiles", forward_profile, "--json"});
+    ASSERT_EQ(ffit.exit_code, 0) << ffit.err;
+    const nlohmann::json fstep = nlohmann::json::parse(ffit.out)["steps"].at(0);
+    EXPECT_EQ(fstep["mode"], "inference");
+    auto freplay = placer({"simulate", "--model", model, "--cluster", "local", "--mode", "inference", "--on", "cpu:0", "--profile",
+                           forward_profile, "--json"});
+    ASSERT_EQ(freplay.exit_code, 0) << freplay.err;
+    const double freplayed = nlohmann::json::parse(freplay.out)["step_time_s"].get<double>();
+    EXPECT_NEAR(fstep["profiled_step_s"].get<double>(), freplayed, 1e-6 * freplayed);
+  }
   // --types: each type's own efficiency, written into the devices, from its op times (cifarnet has
   // two MaxPools and their gradients), and those ops left out of the class fits; a type the profile
   // does not time gets none. On a cluster whose CPU has no types of its own (`local` measures some).

@@ -57,6 +57,12 @@ TEST(ValidateCli, SetsTheSimulatedPeakBesideTheMeasuredOne) {
   auto text = placer({"validate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--steps", "1", "--warmup", "0"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("; simulated peak "));
+  EXPECT_THAT(text.err, Not(HasSubstr("this machine's CPU"))) << text.err;  // local describes this machine
+  // A preset's CPU is another machine's: the comparison is one of two machines, and said (a QA pass).
+  auto other = placer({"validate", "--model", model, "--cluster", "k80x4", "--on", "cpu:0", "--steps", "1", "--warmup", "0"});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("cluster 'k80x4' describes cpu:0 as 'Intel Xeon E5-2699 v3"));
+  EXPECT_THAT(other.err, HasSubstr("this machine's CPU, which runs the steps, is '"));
 }
 
 // `run --trace`: one more step recorded as a Chrome trace: every forward op that runs once on its

@@ -308,6 +308,13 @@ TEST(SimulateCli, AProfileOfAnotherModelIsWarnedAbout) {
   auto run = placer({"simulate", "--model", cifarnet, "--cluster", "k80x4", "--on", "gpu:0", "--profile", other});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.err, HasSubstr("placer: warning: the profile '" + other + "' times none of the forward or backward ops of '" + cifarnet + "'"));
+  EXPECT_THAT(run.err, Not(HasSubstr("update ops")));
+  // Its times of update ops apply all the same: said (the warning read as if nothing of it did: a QA pass).
+  const std::string updates = write("updates.profile.json", profile("update/conv1.weight"));
+  run = placer({"simulate", "--model", cifarnet, "--cluster", "k80x4", "--on", "gpu:0", "--profile", updates});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("times none of the forward or backward ops"));
+  EXPECT_THAT(run.err, HasSubstr("(the profile's times of update ops, whose signatures are parameters' shapes, apply)"));
   const std::string own = write("own.profile.json", profile("/conv1/Conv"));
   run = placer({"simulate", "--model", cifarnet, "--cluster", "k80x4", "--on", "gpu:0", "--profile", own});
   ASSERT_EQ(run.exit_code, 0) << run.err;

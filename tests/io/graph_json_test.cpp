@@ -157,6 +157,19 @@ TEST(GraphJsonBadInput, ANegativeDimensionIsNamed) {
   expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [-32, 4], "kind": "data"}, {"name": "y", "shape": [4]}],
     "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "flops": 1}], "outputs": ["y"]})",
                "'x': dimension 0 of its shape is -32, not positive");
+  // A zero, before any op's shape rule reads it (a MatMul said "gives [4,8], not [4,0]": a QA pass).
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4, 8], "kind": "data"},
+    {"name": "w", "shape": [8, 8], "kind": "parameter"}, {"name": "h", "shape": [4, 0]}],
+    "ops": [{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"]}], "outputs": ["h"]})",
+               "'h': dimension 1 of its shape is 0, not positive (an empty tensor: nothing to place)");
+}
+
+// A graph of no op: nothing to place (simulate printed an empty table, compare "0.0 us" for some
+// placers and an error for others: a QA pass).
+TEST(GraphJsonBadInput, AGraphOfNoOpIsRefused) {
+  const std::string path = test::temp_path("no_ops.json");
+  std::ofstream(path) << R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [2], "kind": "data"}], "ops": [], "outputs": ["x"]})";
+  EXPECT_THAT([&] { load_model(path, ModelOptions{}); }, ThrowsMessage<Error>(HasSubstr("holds no op: there is nothing to place")));
 }
 
 TEST(GraphJson, UpdateOpsSayHowMuchOptimizerStateTheyKeep) {

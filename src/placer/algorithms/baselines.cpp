@@ -71,7 +71,8 @@ class RandomPlacer final : public Placer {
     // --samples draws, or as many as --seconds allows (both: whichever ends first); one without either.
     const Deadline deadline = Deadline::after(budget.seconds);
     const bool timed = budget.seconds > 0;
-    const std::size_t samples = budget.samples > 0 ? budget.samples : timed ? std::numeric_limits<std::size_t>::max() : 1;
+    // One device: every draw is the same placement (a one-device cluster spent all of --seconds on it: a QA pass).
+    const std::size_t samples = devices.size() == 1 ? 1 : budget.samples > 0 ? budget.samples : timed ? std::numeric_limits<std::size_t>::max() : 1;
     std::vector<DeviceId> fwd(p.graph.num_forward_ops()), best;
     double best_time = 0.0;
     bool best_fits = false;

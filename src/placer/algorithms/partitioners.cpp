@@ -269,7 +269,9 @@ class PartitionPlacer final : public Placer {
     // Co-location folds a chain (VGG, an MLP) into a handful of groups that no partition can
     // balance: below 4 groups per device, partition the ops themselves, coarsened as asked.
     std::string note;
-    const Grouping grouping = make_grouping_at_least(p, groups_, static_cast<std::size_t>(max_groups_), 4 * targets.size(), note);
+    // (One target takes every group: no count is too few.)
+    const Grouping grouping =
+        make_grouping_at_least(p, groups_, static_cast<std::size_t>(max_groups_), targets.size() > 1 ? 4 * targets.size() : 1, note);
     const GroupGraph gg = group_graph(p, grouping);
     // Fewer groups than devices (max-groups below the device count): as many parts as groups, on
     // the fastest devices (METIS cannot split a graph into more parts than vertices).

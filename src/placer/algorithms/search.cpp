@@ -300,6 +300,10 @@ class LocalSearchPlacer final : public Placer {
     if (chains_ < 1 || chains_ > 4096) throw Error("local-search: option 'chains' must be from 1 to 4096");
     if (max_groups_ < 0) throw Error("local-search: option 'max-groups' must be >= 0");
     if (!(settings_.t_start > 0.0 && settings_.t_end > 0.0)) throw Error("local-search: temperatures must be positive");
+    // The schedule cools: a t-end above t-start heated the search as it went (accepted without a word: a QA pass).
+    if (settings_.t_end > settings_.t_start)
+      throw Error(fmt::format("local-search: t-end ({:g}) is above t-start ({:g}): the temperature cools from t-start to t-end", settings_.t_end,
+                              settings_.t_start));
     if (!(settings_.swap_share >= 0.0 && settings_.swap_share <= 1.0)) throw Error("local-search: option 'swap' must be in [0, 1]");
     if (!(settings_.pull_share >= 0.0 && settings_.pull_share <= 1.0)) throw Error("local-search: option 'pull' must be in [0, 1]");
     if (init_ == "local-search") throw Error("local-search: option 'init' cannot be local-search itself");

@@ -118,14 +118,18 @@ void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTa
                             const std::string& model) {
   if (profile.size() == 0) return;
   // Update ops do not count (as in `placer fit`): their signatures are parameter shapes that models share.
+  bool updates = false;  // some update op is timed: its times apply (said, so that "priced by the cost model" is not read as all ops)
   for (OpId o = 0; o < g.num_ops(); ++o)
-    if (g.op_role(o) != OpRole::update)
-      for (DeviceId d = 0; d < costs.num_devices(); ++d)
-        if (costs.source(o, d) == CostSource::measured) return;
+    for (DeviceId d = 0; d < costs.num_devices(); ++d)
+      if (costs.source(o, d) == CostSource::measured) {
+        if (g.op_role(o) != OpRole::update) return;
+        updates = true;
+      }
   fmt::print(stderr,
              "placer: warning: the profile '{}' times none of the forward or backward ops of '{}' (measured on another model, or in the other "
-             "mode?): they are priced by {}\n",
-             path, model, profile.model() ? "the profile's fitted cost model" : "the cost model");
+             "mode?): they are priced by {}{}\n",
+             path, model, profile.model() ? "the profile's fitted cost model" : "the cost model",
+             updates ? " (the profile's times of update ops, whose signatures are parameters' shapes, apply)" : "");
 }
 
 void warn_other_machine(const Profile& profile, const Cluster& cluster, const std::string& path) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -190,19 +191,35 @@ void run_fit(const FitArgs& args) {
   }
   // What the fit gives each model's whole step, against the step its profile gives (the profile
   // replays its measured step, docs/execution.md): every op on the first device of each kind the
-  // profile timed. The fit weighs each op by its relative error, so a model whose time sits in a
-  // few ops far from the roofline (a CPU max pooling's gradient) can come out well under.
+  // profile timed, in the profile's mode (an inference profile times no gradient: compared on the
+  // forward pass, whose ops it timed all, not on a training step whose gradients it never saw).
+  // The fit weighs each op by its relative error, so a model whose time sits in a few ops far from
+  // the roofline (a CPU max pooling's gradient) can come out well under.
   nlohmann::json steps_report = nlohmann::json::array();
   for (std::size_t i = 0; i < steps.size(); ++i)
     for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
       const auto ids = cluster.device_ids(kind);
       if (ids.empty()) continue;
       if (!times_an_op(steps[i], profiles[i], kind)) continue;
-      const std::vector<DeviceId> on(steps[i].num_ops(), ids.front());
-      const CostTable profiled_costs(steps[i], cluster, CostModel::defaults(), &profiles[i]), fitted_costs(steps[i], fitted, CostModel::defaults());
-      const double profiled = Simulator(steps[i], cluster, profiled_costs).simulate(on).step_time_s;
-      const double predicted = Simulator(steps[i], fitted, fitted_costs).simulate(on).step_time_s;
+      std::optional<Graph> forward;
+      if (!times_a_gradient(steps[i], profiles[i], kind)) {
+        ModelOptions inference = options;
+        inference.mode = Mode::inference;
+        inference.onnx.warn = nullptr;  // read and warned about above
+        try {
+          forward = load_model(args.models[i], inference);
+        } catch (const Error&) {
+          // A graph JSON that holds a training step has no forward graph of its own: its step, then.
+        }
+      }
+      const bool training = !forward.has_value();
+      const Graph& g = training ? steps[i] : *forward;
+      const std::vector<DeviceId> on(g.num_ops(), ids.front());
+      const CostTable profiled_costs(g, cluster, CostModel::defaults(), &profiles[i]), fitted_costs(g, fitted, CostModel::defaults());
+      const double profiled = Simulator(g, cluster, profiled_costs).simulate(on).step_time_s;
+      const double predicted = Simulator(g, fitted, fitted_costs).simulate(on).step_time_s;
       steps_report.push_back({{"model", args.models[i]},
+                              {"mode", training ? "training" : "inference"},
                               {"device", cluster.device(ids.front()).name},
                               {"profiled_step_s", profiled},
                               {"fitted_step_s", predicted},
@@ -239,8 +256,8 @@ void run_fit(const FitArgs& args) {
       fmt::print("  convolutions are priced by the conv fit: the devices' conv_efficiency_by_kernel was dropped\n");
   }
   for (const auto& st : steps_report)
-    fmt::print("{} on {}: step {} with the fit, {} with its profile ({:+.0f}%)\n", st["model"].get<std::string>(),
-               st["device"].get<std::string>(), human_seconds(st["fitted_step_s"].get<double>()),
+    fmt::print("{} on {}: {} step {} with the fit, {} with its profile ({:+.0f}%)\n", st["model"].get<std::string>(),
+               st["device"].get<std::string>(), st["mode"].get<std::string>(), human_seconds(st["fitted_step_s"].get<double>()),
                human_seconds(st["profiled_step_s"].get<double>()), 100 * st["error"].get<double>());
   if (!args.output.empty()) fmt::print("wrote {}\n", args.output);
 }

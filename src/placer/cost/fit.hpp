@@ -52,6 +52,10 @@ struct FitResult {
 FitResult fit_roofline(std::span<const FitSample> samples, DeviceKind kind, CostModel& model, double initial_overhead_s,
                        double initial_backward_overhead_s = -1);
 
+// Whether `profile` times a gradient (a backward op) of `step` on `kind`: a training step's
+// profile; an inference profile times none.
+bool times_a_gradient(const Graph& step, const Profile& profile, DeviceKind kind);
+
 // The samples of `step` that `profile` has a positive time for, by op name, on `device`'s kind;
 // alias ops and ops of a type the device has an efficiency of its own for (efficiency_by_type),
 // or listed in `fitted_apart` (`placer fit --types`), are skipped. Ops are priced (priced_work,

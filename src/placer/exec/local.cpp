@@ -19,6 +19,7 @@
 #include "placer/exec/exec.hpp"
 #include "placer/graph/op_work.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/host.hpp"
 
 namespace placer::exec {
 namespace {
@@ -373,21 +374,6 @@ Device measured_device(std::string name, DeviceKind kind, std::string model, con
   return d;
 }
 
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string name = line.substr(colon + 1);
-        name.erase(0, name.find_first_not_of(" \t"));
-        return name;
-      }
-    }
-  return "unknown CPU";
-}
-
 std::uint64_t memory_total_bytes() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -436,7 +422,7 @@ Cluster build_local() {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const Measured cpu = measure_device(torch::kCPU);
   devices.push_back(measured_device("cpu:0", DeviceKind::cpu,
-                                    cpu_model_name() + " (" + std::to_string(cores) + " hardware threads, " +
+                                    host_cpu_model() + " (" + std::to_string(cores) + " hardware threads, " +
                                         std::to_string(torch::get_num_threads()) + " used by libtorch)",
                                     cpu, memory_total_bytes()));
   std::vector<std::string> switches;

@@ -265,7 +265,9 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     // Fields read with `where` name it in their errors; the checks after them are prefixed here.
     auto shape = field_as<std::vector<std::int64_t>>(t, "shape", where);
     for (std::size_t k = 0; k < shape.size(); ++k)
-      if (shape[k] < 0) throw Error(where + ": dimension " + std::to_string(k) + " of its shape is " + std::to_string(shape[k]) + ", not positive");
+      if (shape[k] <= 0)  // before any op's shape rule reads it (a MatMul's "gives [4,8], not [4,0]" said less: a QA pass)
+        throw Error(where + ": dimension " + std::to_string(k) + " of its shape is " + std::to_string(shape[k]) + ", not positive" +
+                    (shape[k] == 0 ? " (an empty tensor: nothing to place)" : ""));
     const std::string dtype_name = optional_as<std::string>(t, "dtype", "float32", where);
     const std::string kind_name = optional_as<std::string>(t, "kind", "activation", where);
     try {

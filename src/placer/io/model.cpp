@@ -49,6 +49,9 @@ void check_saved_step_optimizer(const Graph& step, const std::string& path, cons
 
 Graph load_model(const std::string& path, const ModelOptions& options) {
   Graph forward = load_forward_graph(path, options);
+  // Nothing to place: every command would answer about nothing (simulate printed an empty table,
+  // compare "0.0 us" for some placers and an error for others: a QA pass).
+  if (forward.num_forward_ops() == 0) throw Error("'" + path + "' holds no op: there is nothing to place, simulate or run");
   // A graph JSON may already hold a training step: placed as it is in training mode, never taken
   // for a forward pass.
   const bool step = forward.num_forward_ops() != forward.num_ops();

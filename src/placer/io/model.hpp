@@ -31,7 +31,7 @@ void check_saved_step_optimizer(const Graph& step, const std::string& path, cons
 
 // The graph placer places: the forward graph in inference mode, the training step otherwise. A
 // graph JSON that already holds a training step is that step in training mode (with its own update
-// ops) and an Error in inference mode.
+// ops) and an Error in inference mode. A model of no op is an Error (nothing to place).
 Graph load_model(const std::string& path, const ModelOptions& options);
 
 }  // namespace placer
