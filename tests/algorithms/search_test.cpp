@@ -367,9 +367,8 @@ TEST(LocalSearch, ChainsShareTheTimeBudgetBesideASampleBudget) {
   EXPECT_THROW(make_placer("local-search", PlacerOptions(Options{{"init", ""}})), Error);
 }
 
-// Co-location folds a chain into one group: the search moves ops instead (and says so), as the
-// partitioners do; otherwise local search and the optimum had one group to place.
-TEST(SearchGrouping, AChainFoldedIntoOneGroupIsSearchedOpByOp) {
+// Six layers in a chain, each with its weight: co-location folds them into one group.
+Priced six_layer_chain(Cluster cluster) {
   Sketch s;
   TensorId prev = s.tensor("x", 10, TensorKind::data);
   for (int i = 0; i < 6; ++i) {
@@ -378,7 +377,13 @@ TEST(SearchGrouping, AChainFoldedIntoOneGroupIsSearchedOpByOp) {
     s.op(std::string("layer").append(n), {prev, w}, {out}, 1.0);
     prev = out;
   }
-  Priced pr(std::move(s), switch_gpus(2));
+  return Priced(std::move(s), std::move(cluster));
+}
+
+// Co-location folds a chain into one group: the search moves ops instead (and says so), as the
+// partitioners do; otherwise local search and the optimum had one group to place.
+TEST(SearchGrouping, AChainFoldedIntoOneGroupIsSearchedOpByOp) {
+  Priced pr = six_layer_chain(switch_gpus(2));
   ASSERT_EQ(make_grouping(pr.problem(), "colocation", 0).num_groups, 1u);
   for (const char* algo : {"local-search", "optimal"}) {
     const PlacementResult r = run_placer(algo, pr.problem(), {.samples = 200, .threads = 1}, 1);
@@ -408,15 +413,7 @@ TEST(Random, OnOneDeviceDrawsOnce) {
 }
 
 TEST(SearchGrouping, OneDeviceNeedsNoFinerGroups) {
-  Sketch s;
-  TensorId prev = s.tensor("x", 10, TensorKind::data);
-  for (int i = 0; i < 6; ++i) {
-    const std::string n = std::to_string(i);
-    TensorId w = s.tensor("w" + n, 100, TensorKind::parameter), out = s.tensor("t" + n, 10);
-    s.op(std::string("layer").append(n), {prev, w}, {out}, 1.0);
-    prev = out;
-  }
-  Priced pr(std::move(s), switch_gpus(1));
+  Priced pr = six_layer_chain(switch_gpus(1));
   for (const char* algo : {"metis", "scotch"}) {
     const PlacementResult r = run_placer(algo, pr.problem(), {.threads = 1}, 1);
     EXPECT_THAT(r.note, Not(HasSubstr("too coarse"))) << algo << ": " << r.note;
