@@ -1,6 +1,6 @@
 #include "placer/io/onnx_uses.hpp"
 
-#include <algorithm>
+#include <optional>
 #include <unordered_set>
 
 namespace placer {
@@ -40,18 +40,18 @@ Use slot_use(const std::string& type, std::size_t slot) {
   return Use::none;
 }
 
-namespace {
-
-// Whether `name` is an initializer of `graph` holding one value (a scalar index).
-bool scalar_initializer(const onnx::GraphProto& graph, const std::string& name) {
-  return std::any_of(graph.initializer().begin(), graph.initializer().end(),
-                     [&](const onnx::TensorProto& t) { return t.name() == name && t.dims_size() == 0; });
-}
-
-}  // namespace
-
 SourceUses source_uses(const onnx::GraphProto& graph, const Consumers& consumers, const std::string& name) {
   SourceUses uses;
+  // The graph's initializers of one value (scalar indices), gathered when a Gather is first met.
+  std::optional<std::unordered_set<std::string>> scalars;
+  auto scalar_initializer = [&](const std::string& index) {
+    if (!scalars) {
+      scalars.emplace();
+      for (const auto& t : graph.initializer())
+        if (t.dims_size() == 0) scalars->insert(t.name());
+    }
+    return scalars->count(index) > 0;
+  };
   std::vector<std::string> frontier{name};
   std::unordered_set<std::string> seen{name};
   while (!frontier.empty()) {
@@ -66,7 +66,7 @@ SourceUses source_uses(const onnx::GraphProto& graph, const Consumers& consumers
       uses.quantized |= dequantize;
       // A Gather at one constant index selects a slice (an unrolled loop's step x[i], onnx_inline.hpp),
       // which the tensor flows through; at indices it looks up rows of a table (an embedding's weight).
-      const bool selects = node.op_type() == "Gather" && s == 0 && node.input_size() > 1 && scalar_initializer(graph, node.input(1));
+      const bool selects = node.op_type() == "Gather" && s == 0 && node.input_size() > 1 && scalar_initializer(node.input(1));
       // Reshape's and Expand's second input is a shape, Slice's others are indices: not the tensor flowing through.
       if ((is_transparent(node.op_type()) || dequantize || selects) && s == 0) {
         for (const auto& out : node.output())
