@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -854,6 +855,15 @@ TEST(OnnxExports, ALoopOfAConstantTripCountOrConditionFalseIsUnrolled) {
   const Graph none = load_onnx(off.save("loop_off_state.onnx"), {});
   EXPECT_EQ(none.find_op("/Loop_h/0/cell/MatMul_hm"), kNoId);
   EXPECT_EQ(loops::dims(none, none.find_tensor("h")), (std::vector<std::int64_t>{4, 16}));
+  // Given false, the condition the body computes from the data does not matter: no iteration runs.
+  Model off_early = loops::recurrent_loop(3, "three", /*data_cond=*/true);
+  loops::int_scalar(off_early, "three", 3);
+  *off_early.m.mutable_graph()->add_initializer() = *f;
+  off_early.m.mutable_graph()->mutable_node(0)->set_input(1, "off");
+  off_early.m.mutable_graph()->mutable_node(0)->set_output(1, "");
+  off_early.m.mutable_graph()->mutable_output()->RemoveLast();
+  const Graph skipped = load_onnx(off_early.save("loop_off_early.onnx"), {});
+  EXPECT_EQ(skipped.find_op("/Loop_h/0/cell/MatMul_hm"), kNoId);
 }
 
 TEST(OnnxExports, LoopsInsideALoopAreUnrolledWithIt) {
@@ -902,23 +912,74 @@ TEST(OnnxExports, ALoopWhoseIterationsDependOnDataIsRefusedSayingSo) {
   Model data_trip = loops::recurrent_loop(3, "n");
   data_trip.input("n", {}, onnx::TensorProto::INT64);
   EXPECT_THAT([&] { load_onnx(data_trip.save("loop_data_trip.onnx"), {}); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("Loop"), HasSubstr("depend on the step's data"))));
+              ThrowsMessage<Error>(AllOf(HasSubstr("Loop"), HasSubstr("iterations are not known before the step"))));
   // An early exit computed from the state: unrolling 3 times would be a silent wrong answer.
   Model early = loops::recurrent_loop(3, "three", /*data_cond=*/true);
   loops::int_scalar(early, "three", 3);
   EXPECT_THAT([&] { load_onnx(early.save("loop_early_exit.onnx"), {}); },
-              ThrowsMessage<Error>(HasSubstr("depend on the step's data")));
-  // A negative trip count, and one that unrolls past the node limit.
+              ThrowsMessage<Error>(HasSubstr("iterations are not known before the step")));
+  // A negative trip count runs no iteration (ONNX's rule): its scan output would be empty.
   Model negative = loops::recurrent_loop(3, "minus");
   loops::int_scalar(negative, "minus", -2);
   EXPECT_THAT([&] { load_onnx(negative.save("loop_negative.onnx"), {}); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("Loop '/Loop_h'"), HasSubstr("trip count 'minus' is -2"))));
-  Model huge = loops::recurrent_loop(3, "many");
-  loops::int_scalar(huge, "many", 1'000'000);
-  huge.m.mutable_graph()->mutable_node(0)->set_output(1, "");
-  huge.m.mutable_graph()->mutable_output()->RemoveLast();
-  EXPECT_THAT([&] { load_onnx(huge.save("loop_huge.onnx"), {}); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("1000000 iterations"), HasSubstr("more than 1048576 nodes"))));
+              ThrowsMessage<Error>(AllOf(HasSubstr("Loop '/Loop_h'"), HasSubstr("runs no iteration"))));
+  // Trip counts that unroll past the node limit, 2^62 and 2^63 - 1 among them (the first wrapped
+  // the limit's product and unrolled for ever, the second became no iteration: a review).
+  for (const std::int64_t count : {std::int64_t{1'000'000}, std::int64_t{1} << 62, std::numeric_limits<std::int64_t>::max()}) {
+    Model huge = loops::recurrent_loop(3, "many");
+    loops::int_scalar(huge, "many", count);
+    huge.m.mutable_graph()->mutable_node(0)->set_output(1, "");
+    huge.m.mutable_graph()->mutable_output()->RemoveLast();
+    EXPECT_THAT([&] { load_onnx(huge.save("loop_huge.onnx"), {}); },
+                ThrowsMessage<Error>(AllOf(HasSubstr(" iterations"), HasSubstr("more than 1048576 nodes"))))
+        << count;
+  }
+}
+
+// A weight held by a Constant node in the body is one weight, trained (it was copied into every
+// iteration and never trained), and a body whose If gives the iteration number as it is reads it
+// (the number was not made: a dangling input). Both found by a review.
+TEST(OnnxExports, ABodysConstantsAndItsSubgraphsReadsAreTheLoops) {
+  Model m = loops::recurrent_loop(3, "three");
+  loops::int_scalar(m, "three", 3);
+  auto* graph = m.m.mutable_graph();
+  for (int i = 0; i < graph->initializer_size(); ++i)
+    if (graph->initializer(i).name() == "W") graph->mutable_initializer()->DeleteSubrange(i, 1);
+  onnx::GraphProto& body = *graph->mutable_node(0)->mutable_attribute(0)->mutable_g();
+  auto* w = body.add_node();
+  w->set_op_type("Constant"), w->set_name("/cell/W"), w->add_output("W");
+  auto* value = w->add_attribute();
+  value->set_name("value"), value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT), value->mutable_t()->add_dims(16), value->mutable_t()->add_dims(16);
+  for (int k = 0; k < 256; ++k) value->mutable_t()->add_float_data(0.01f * static_cast<float>(k % 7));
+  body.mutable_node()->SwapElements(0, body.node_size() - 1);  // the Constant first
+  // x_t = Gather(x, k), k the output of an If whose branches give i as it is.
+  auto* yes = body.add_initializer();
+  yes->set_name("yes"), yes->set_data_type(onnx::TensorProto::BOOL), yes->add_int32_data(1);
+  auto* branch = body.add_node();
+  branch->set_op_type("If"), branch->set_name("/cell/If"), branch->add_input("yes"), branch->add_output("k");
+  for (const char* name : {"then_branch", "else_branch"}) {
+    auto* a = branch->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(name);
+    a->mutable_g()->add_output()->set_name("i");
+  }
+  for (auto& n : *body.mutable_node())
+    if (n.op_type() == "Gather") n.set_input(1, "k");
+  // The If before the Gather that reads it.
+  auto* nodes = body.mutable_node();
+  for (int i = nodes->size() - 1; i > 1; --i) nodes->SwapElements(i, i - 1);
+  OnnxImportOptions o;
+  o.data_inputs = {"x", "h0"};  // (x read through the If's output, not a constant index, would pass for a table)
+  const Graph g = load_onnx(m.save("loop_body_constant.onnx"), o);
+  EXPECT_EQ(parameters(g), 256u);
+  int products = 0;
+  for (OpId o = 0; o < g.num_ops(); ++o) products += g.op_type(o) == "MatMul";
+  EXPECT_EQ(products, 3);
+  const Graph step = derive_training_step(g, Optimizer::sgd);
+  std::map<std::string, int> types;
+  for (OpId o = 0; o < step.num_ops(); ++o) ++types[step.op_type(o)];
+  EXPECT_EQ(types["SGDUpdate"], 1);
 }
 
 TEST(OnnxExports, AScanOfKnownLengthIsUnrolled) {

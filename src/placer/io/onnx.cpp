@@ -415,7 +415,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
       return Error("tensor '" + name + "'" + (producer ? " (output of op '" + producer_name + "', " + producer->op_type() + ")" : "") +
                    ": " + kind + " value, not a tensor: placer places ops on tensors (sequence, optional and map values are not supported)");
     if (producer && (producer->op_type() == "Loop" || producer->op_type() == "Scan"))
-      why = " (a " + producer->op_type() + " whose iterations depend on the step's data, which placer does not unroll)";
+      why = " (a " + producer->op_type() + " whose iterations are not known before the step, which placer does not unroll)";
     else if (producer && !(producer->domain().empty() || producer->domain() == "ai.onnx"))
       why = " (ONNX knows no shape rule for domain '" + producer->domain() + "': declare the output's shape in the model's value_info)";
     else if (producer)
@@ -564,9 +564,9 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     if ((node.op_type() == "Loop" || node.op_type() == "Scan") && (node.domain().empty() || node.domain() == "ai.onnx") &&
         !options.unknown_op_default)
       throw Error("op '" + spec.name + "': a " + node.op_type() + " placer does not unroll: placer unrolls a Loop whose trip count is " +
-                  "known before the step (a constant, or computed from shapes) and whose condition stays true, and a Scan whose inputs' " +
-                  "lengths are known; this one's iterations depend on the step's data (export the model traced, with its loops unrolled; " +
-                  "--unknown-ops CLASS prices it as one op for the simulator)");
+                  "known before the step (a constant, or computed from shapes) and whose condition stays true, and a Scan (opset 9 on) whose " +
+                  "inputs' lengths are known; this one's iterations are not known before the step (export the model traced, with its loops " +
+                  "unrolled; --unknown-ops CLASS prices it as one op for the simulator)");
     spec.type = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "::" + node.op_type();
     spec.attrs = convert_attributes(node);
     // Dropout's training_mode input (opset 12) decides whether it is a kernel or a pass-through:

@@ -64,6 +64,9 @@ void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::m
     const std::size_t ifs = conditions.empty() ? 0 : inline_decided_ifs(model, conditions);
     const std::size_t loops = unroll_counted_loops(model, values, types);
     if (ifs + loops == 0) return;
+    // A branch's or body's Constant nodes that hold weights are the main graph's now: parameters,
+    // as read_onnx_file makes the file's (a body's were never trained: a review).
+    constant_weights_to_initializers(model);
   }
   throw Error("Ifs and Loops are still being decided after " + std::to_string(kIfRounds) +
               " rounds (each one's condition or trip count reads the shape of the one before; placer decides one such link per round)");

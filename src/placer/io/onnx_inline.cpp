@@ -119,6 +119,23 @@ void copy_renamed(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nod
   }
 }
 
+// The names `g`'s nodes read, and those its nodes' subgraphs read or give as outputs (which may be
+// names of `g`'s scope), into `read`.
+void names_read(const onnx::GraphProto& g, std::unordered_set<std::string>& read) {
+  for (const auto& n : g.node()) {
+    for (const auto& v : n.input()) read.insert(v);
+    for (const auto& a : n.attribute()) {
+      auto sub = [&](const onnx::GraphProto& inner) {
+        for (const auto& o : inner.output()) read.insert(o.name());
+        names_read(inner, read);
+      };
+      if (a.has_g()) sub(a.g());
+      for (const auto& inner : a.graphs()) sub(inner);
+    }
+  }
+  for (const auto& o : g.output()) read.insert(o.name());
+}
+
 // IR 9's FunctionProto.attribute_proto (field 11: the defaults of the function's attributes) is not
 // in libonnx 1.12's schema; protobuf keeps it among the unknown fields, each an AttributeProto.
 std::unordered_map<std::string, onnx::AttributeProto> attribute_defaults(const onnx::FunctionProto& f) {
@@ -526,14 +543,23 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
       const auto m = values.find(node.input(0));
       const auto c = node.input(1).empty() ? values.end() : values.find(node.input(1));
       const bool cond_given = !node.input(1).empty();
+      // (A condition given false runs no iteration, whatever the body would compute.)
+      const bool never = cond_given && c != values.end() && c->second.size() == 1 && c->second[0] == 0.0;
       if (m == values.end() || m->second.size() != 1 || !std::isfinite(m->second[0]) || (cond_given && (c == values.end() || c->second.size() != 1)) ||
-          !condition_stays_true(*body, values)) {
+          (!never && !condition_stays_true(*body, values))) {
         *out.Add() = std::move(node);
         continue;
       }
-      if (m->second[0] < 0 || m->second[0] != std::floor(m->second[0]))
-        throw Error(label + ": its trip count '" + node.input(0) + "' is " + fmt::format("{:g}", m->second[0]) + ", not a count");
-      trips = cond_given && c->second[0] == 0.0 ? 0 : static_cast<std::int64_t>(m->second[0]);
+      const double count = m->second[0];
+      if (count != std::floor(count))
+        throw Error(label + ": its trip count '" + node.input(0) + "' is " + fmt::format("{:g}", count) + ", not an integer");
+      // Bounded before it becomes an integer (2^63 converted to int64 is undefined, and a count of
+      // 2^62 times the body's nodes wrapped past the node limit below: a review). ONNX runs no
+      // iteration for a count of 0 or less.
+      if (count > static_cast<double>(kMaxNodes))
+        throw Error(label + " runs " + fmt::format("{:g}", count) + " iterations: unrolled, the model would hold more than " +
+                    std::to_string(kMaxNodes) + " nodes");
+      trips = never || count <= 0 ? 0 : static_cast<std::int64_t>(count);
       state = node.input_size() - 2;
       if (body->input_size() != 2 + state || body->output_size() < 1 + state || node.output_size() > body->output_size() - 1)
         throw Error(label + ": " + std::to_string(state) + " loop-carried value(s), its body takes " + std::to_string(body->input_size()) +
@@ -574,29 +600,47 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
     const std::int64_t scan_outputs = body->output_size() - (is_loop ? 1 : 0) - state;
     std::uint64_t body_nodes = 0;
     for_each_node(body->node(), [&](const onnx::NodeProto&) { ++body_nodes; });
-    if (total + static_cast<std::uint64_t>(trips) * (body_nodes + 2) > kMaxNodes)
-      throw Error(label + " runs " + std::to_string(trips) + " iterations of " + std::to_string(body_nodes) + " nodes: unrolled, the model would hold more than " +
-                  std::to_string(kMaxNodes) + " nodes");
-    total += static_cast<std::uint64_t>(trips) * (body_nodes + 2);
+    // Each iteration gives the body's nodes, a Gather per scan input and an Unsqueeze per scan
+    // output; the node an Identity per loop-carried value and a Concat per scan output. Compared by
+    // division: a product could wrap.
+    const std::uint64_t per_iteration = body_nodes + static_cast<std::uint64_t>(scans + scan_outputs);
+    const std::uint64_t room = kMaxNodes - std::min(total, kMaxNodes), once = static_cast<std::uint64_t>(state + scan_outputs);
+    if (once > room || (per_iteration > 0 && static_cast<std::uint64_t>(trips) > (room - once) / per_iteration))
+      throw Error(label + " runs " + std::to_string(trips) + " iterations of " + std::to_string(per_iteration) +
+                  " nodes: unrolled, the model would hold more than " + std::to_string(kMaxNodes) + " nodes");
+    total += static_cast<std::uint64_t>(trips) * per_iteration + once;
     if (trips == 0)
       for (std::int64_t k = 0; k < scan_outputs; ++k)
         if (const int j = static_cast<int>(state + k); j < node.output_size() && !node.output(j).empty())
           throw Error(label + " runs no iteration: its scan output '" + node.output(j) + "' would be empty (placer places tensors that hold elements)");
     ++unrolled;
 
-    // Every name the body reads, to add the iteration number and condition only where read.
+    // Every name the body reads (its subgraphs' outputs too: an If's branch may give the
+    // iteration number as it is), to add the iteration number and condition only where read.
     std::unordered_set<std::string> read;
-    for_each_node(body->node(), [&](const onnx::NodeProto& n) {
-      for (const auto& v : n.input()) read.insert(v);
-    });
-    for (const auto& o : body->output()) read.insert(o.name());
-    // The body's initializers: one copy for every iteration (a weight stays one weight).
+    names_read(*body, read);
+    // The body's initializers and Constant nodes: one copy for every iteration (a weight stays one
+    // weight; a Constant's becomes an initializer as the main graph's do, read_onnx_file).
     std::unordered_map<std::string, std::string> shared;
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> iteration_nodes;  // the others
     for (const auto& t : body->initializer()) {
       if (trips == 0) break;
       onnx::TensorProto* moved = g.add_initializer();
       *moved = t;
       moved->set_name(shared[t.name()] = names.fresh(joined(prefix, t.name())));
+    }
+    for (const auto& n : body->node()) {
+      const bool constant = n.op_type() == "Constant" && normalized_domain(n.domain()).empty() && n.input_size() == 0;
+      if (!constant) {
+        *iteration_nodes.Add() = n;
+        continue;
+      }
+      if (trips == 0) continue;
+      onnx::NodeProto* hoisted = out.Add();
+      *hoisted = n;
+      hoisted->set_name(nodes.fresh(joined(prefix, n.name().empty() ? n.op_type() : n.name())));
+      for (auto& v : *hoisted->mutable_output())
+        if (!v.empty()) v = shared[v] = names.fresh(joined(prefix, v));
     }
     std::vector<std::string> carried(static_cast<std::size_t>(state));  // the loop-carried values, as the model names them now
     for (std::int64_t j = 0; j < state; ++j) carried[static_cast<std::size_t>(j)] = node.input(static_cast<int>((is_loop ? 2 : 0) + j));
@@ -622,10 +666,10 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
         axis->set_name("axis"), axis->set_type(onnx::AttributeProto::INT), axis->set_i(scan_axes[static_cast<std::size_t>(k)]);
         rename[slot] = slice;
       }
-      for (const auto& n : body->node())
+      for (const auto& n : iteration_nodes)
         for (const auto& v : n.output())
           if (!v.empty()) rename[v] = names.fresh(joined(at, v));
-      copy_renamed(body->node(), rename, at, nodes, out);
+      copy_renamed(iteration_nodes, rename, at, nodes, out);
       auto model_name = [&](const std::string& v) {
         auto it = rename.find(v);
         return it == rename.end() ? v : it->second;  // a value of the outer graph
@@ -644,10 +688,11 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
       const std::string& result = node.output(static_cast<int>(state + k));
       if (result.empty()) continue;
       const std::int64_t axis = k < static_cast<std::int64_t>(out_axes.size()) ? out_axes[static_cast<std::size_t>(k)] : 0;
-      auto& parts = scanned[static_cast<std::size_t>(k)];
-      if (k < static_cast<std::int64_t>(out_reversed.size()) && out_reversed[static_cast<std::size_t>(k)] != 0) std::reverse(parts.begin(), parts.end());
+      const auto& parts = scanned[static_cast<std::size_t>(k)];
+      const bool reversed = k < static_cast<std::int64_t>(out_reversed.size()) && out_reversed[static_cast<std::size_t>(k)] != 0;
       std::vector<std::string> stacked;
-      for (std::size_t i = 0; i < parts.size(); ++i) {
+      for (std::size_t j = 0; j < parts.size(); ++j) {
+        const std::size_t i = reversed ? parts.size() - 1 - j : j;  // the iteration whose value goes j-th (its module's)
         const std::string base = prefix + "/" + std::to_string(i) + "/" + result;
         const std::string one = names.fresh(base + "/unsqueezed");
         onnx::NodeProto* unsqueeze = add_node(out, "Unsqueeze", base + "/Unsqueeze", {parts[i]}, one);

@@ -59,20 +59,22 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
 // - a Loop whose trip count M `values` gives (the folding's values by name, folded_values), whose
 //   condition input is absent or `values` gives it, and whose body's condition output stays true
 //   (the body's condition input passed on, through Identity nodes or not, or a constant true): no
-//   early exit that depends on the step's data. A condition given false runs no iteration.
+//   early exit that depends on the step's data. A condition given false, or an M of 0 or less,
+//   runs no iteration (ONNX's rules).
 // - a Scan (opset 9 on) whose scan inputs' lengths on their scan axes `types` gives.
 // Iteration i's nodes are the body's, named "<node>/<i>/<name>" (so each iteration is a module of
 // the placement file, "<node>.<i>"), values likewise; the iteration number and condition a Loop's
-// body reads are constants; a loop-carried value is the previous iteration's (the node's input
-// first); a Scan's body reads its slice of each scan input through a Gather at index i (from the
-// end when its direction is 1). The body's initializers are copied once and shared by every
-// iteration (a weight stays one weight). The node's outputs: the last loop-carried values through
-// an Identity, and each scan output's values stacked on its axis by Unsqueeze and Concat (in
-// reverse when its direction is 1). Loops and Scans in a body are unrolled with it, as nodes of
-// the main graph, at the next call. Other Loops and Scans are left as they are. Returns how many
-// were unrolled. Throws Error for a trip count that is negative or not an integer, an unrolled model
-// of more than 1,048,576 nodes, scan inputs of different lengths, a scan axis out of range, a body
-// whose inputs or outputs do not match its node's, and a scan output of no iteration (empty).
+// body reads (its subgraphs too) are constants; a loop-carried value is the previous iteration's
+// (the node's input first); a Scan's body reads its slice of each scan input through a Gather at
+// index i (from the end when its direction is 1). The body's initializers and Constant nodes are
+// copied once and shared by every iteration (a weight stays one weight). The node's outputs: the
+// last loop-carried values through an Identity, and each scan output's values stacked on its axis
+// by Unsqueeze and Concat (in reverse when its direction is 1). Loops and Scans in a body are
+// unrolled with it, as nodes of the main graph, at the next call. Other Loops and Scans are left
+// as they are. Returns how many were unrolled. Throws Error for a trip count that is not an
+// integer, an unrolled model of more than 1,048,576 nodes (counted before anything is unrolled),
+// scan inputs of different lengths, a scan axis out of range, a body whose inputs or outputs do
+// not match its node's, and a scan output of no iteration (empty).
 std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
                                  const std::map<std::string, onnx::TypeProto>& types);
 
