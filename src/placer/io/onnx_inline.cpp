@@ -650,8 +650,8 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
       const std::string at = prefix + "/" + std::to_string(i);
       std::unordered_map<std::string, std::string> rename = shared;
       if (is_loop) {
-        if (read.count(body->input(0).name())) rename[body->input(0).name()] = scalar(at + "/" + body->input(0).name(), onnx::TensorProto::INT64, static_cast<double>(i));
-        if (read.count(body->input(1).name())) rename[body->input(1).name()] = scalar(at + "/" + body->input(1).name(), onnx::TensorProto::BOOL, 1.0);
+        if (read.count(body->input(0).name())) rename[body->input(0).name()] = scalar(joined(at, body->input(0).name()), onnx::TensorProto::INT64, static_cast<double>(i));
+        if (read.count(body->input(1).name())) rename[body->input(1).name()] = scalar(joined(at, body->input(1).name()), onnx::TensorProto::BOOL, 1.0);
       }
       for (std::int64_t j = 0; j < state; ++j) rename[body->input(static_cast<int>(first_state_input + j)).name()] = carried[static_cast<std::size_t>(j)];
       for (std::int64_t k = 0; k < scans; ++k) {
@@ -659,9 +659,9 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
         const bool reversed = k < static_cast<std::int64_t>(scan_reversed.size()) && scan_reversed[static_cast<std::size_t>(k)] != 0;
         const std::string& whole = node.input(static_cast<int>(state + k));
         const std::string& slot = body->input(static_cast<int>(state + k)).name();
-        const std::string index = scalar(at + "/" + slot + "/index", onnx::TensorProto::INT64, static_cast<double>(reversed ? trips - 1 - i : i));
-        const std::string slice = names.fresh(at + "/" + slot);
-        onnx::NodeProto* gather = add_node(out, "Gather", at + "/" + slot + "/Gather", {whole, index}, slice);
+        const std::string index = scalar(joined(at, slot) + "/index", onnx::TensorProto::INT64, static_cast<double>(reversed ? trips - 1 - i : i));
+        const std::string slice = names.fresh(joined(at, slot));
+        onnx::NodeProto* gather = add_node(out, "Gather", joined(at, slot) + "/Gather", {whole, index}, slice);
         auto* axis = gather->add_attribute();
         axis->set_name("axis"), axis->set_type(onnx::AttributeProto::INT), axis->set_i(scan_axes[static_cast<std::size_t>(k)]);
         rename[slot] = slice;
@@ -682,7 +682,7 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
     // The node's outputs: the last loop-carried values, and each scan output's values stacked on its axis.
     for (std::int64_t j = 0; j < state && j < node.output_size(); ++j)
       if (!node.output(static_cast<int>(j)).empty())
-        add_node(out, "Identity", prefix + "/" + node.output(static_cast<int>(j)), {carried[static_cast<std::size_t>(j)]}, node.output(static_cast<int>(j)));
+        add_node(out, "Identity", joined(prefix, node.output(static_cast<int>(j))), {carried[static_cast<std::size_t>(j)]}, node.output(static_cast<int>(j)));
     const std::vector<std::int64_t> out_axes = ints_attribute(node, "scan_output_axes"), out_reversed = ints_attribute(node, "scan_output_directions");
     for (std::int64_t k = 0; k < scan_outputs && state + k < node.output_size(); ++k) {
       const std::string& result = node.output(static_cast<int>(state + k));
@@ -693,7 +693,7 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
       std::vector<std::string> stacked;
       for (std::size_t j = 0; j < parts.size(); ++j) {
         const std::size_t i = reversed ? parts.size() - 1 - j : j;  // the iteration whose value goes j-th (its module's)
-        const std::string base = prefix + "/" + std::to_string(i) + "/" + result;
+        const std::string base = joined(prefix + "/" + std::to_string(i), result);
         const std::string one = names.fresh(base + "/unsqueezed");
         onnx::NodeProto* unsqueeze = add_node(out, "Unsqueeze", base + "/Unsqueeze", {parts[i]}, one);
         if (opset >= 13) {
@@ -709,7 +709,7 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
         }
         stacked.push_back(one);
       }
-      onnx::NodeProto* concat = add_node(out, "Concat", prefix + "/" + result + "/Concat", std::move(stacked), result);
+      onnx::NodeProto* concat = add_node(out, "Concat", joined(prefix, result) + "/Concat", std::move(stacked), result);
       auto* a = concat->add_attribute();
       a->set_name("axis"), a->set_type(onnx::AttributeProto::INT), a->set_i(axis);
     }
