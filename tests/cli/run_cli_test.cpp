@@ -210,5 +210,30 @@ TEST(RunCli, ABernoullisProbabilitiesAreDrawnInRange) {
   }
 }
 
+// Found by a QA sweep of ONNX's test models through the training step: a loss's class weights,
+// given as a tensor that is not data, were trained, which libtorch cannot do ("not differentiable
+// with respect to argument 'weight'"): they are a buffer now; a 4-D loss over log-probabilities
+// out of row-major order failed in libtorch's backward ("grad_input must be contiguous"); and a
+// graph input that decides shapes (a Slice's starts) was drawn at random, so that `run` failed or
+// gave other shapes by seed: refused, naming it.
+TEST(RunCli, TrainingStepsOfLossesAndShapeDecidingInputs) {
+  const std::filesystem::path data = "/usr/share/libonnx-testdata/data/node";
+  if (!std::filesystem::exists(data / "test_nllloss_NCd1_weight")) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/install-deps.sh installs it)";
+  for (const auto& [test, inputs] : {std::pair{"test_nllloss_NCd1_weight", "input,target"}, std::pair{"test_sce_mean_weight", "y,x"},
+                                     std::pair{"test_sce_mean_no_weight_ii_4d_expanded", "y"}}) {
+    const std::string model = (data / test / "model.onnx").string();
+    const auto run = placer({"run", "--model", model, "--on", "cpu:0", "--mode", "training", "--steps", "1", "--warmup", "0", "--data-inputs", inputs});
+    EXPECT_EQ(run.exit_code, 0) << test << ": " << run.err;
+  }
+  const auto inspect = placer({"inspect", (data / "test_nllloss_NCd1_weight" / "model.onnx").string(), "--data-inputs", "input,target"});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  EXPECT_THAT(inspect.out, HasSubstr("parameters  0 (0 B), buffers 20 B"));  // the class weights
+  for (const std::string seed : {"1", "2"}) {
+    const auto slice = placer({"run", "--model", (data / "test_slice" / "model.onnx").string(), "--on", "cpu:0", "--steps", "1", "--warmup", "0", "--seed", seed});
+    EXPECT_EQ(slice.exit_code, 1) << slice.err;
+    EXPECT_THAT(slice.err, HasSubstr("graph input 'starts' is input 1 of op 'Slice_0' (Slice), whose values decide shapes"));
+  }
+}
+
 }  // namespace
 }  // namespace placer

@@ -841,8 +841,11 @@ torch::Tensor nll(const OpCall& c, const torch::Tensor& log_prob) {
   if (reduction == "none") options.reduction(torch::kNone);
   else if (reduction == "sum") options.reduction(torch::kSum);
   else options.reduction(torch::kMean);
-  if (c.has(2)) options.weight(c.in[2]);
-  return F::nll_loss(log_prob, c.in[1].to(torch::kLong), options);
+  // Class weights take no gradient (libtorch's nll_loss has none for them: the IR gives none,
+  // op_work's input_takes_gradient); the log-probabilities in row-major order (its 2-D backward
+  // wants its gradient so, and an input of another layout gave one of that layout: a QA sweep).
+  if (c.has(2)) options.weight(c.in[2].detach());
+  return F::nll_loss(log_prob.contiguous(), c.in[1].to(torch::kLong), options);
 }
 Tensors op_negative_log_likelihood_loss(const OpCall& c) { return {nll(c, c.in[0])}; }
 Tensors op_softmax_cross_entropy_loss(const OpCall& c) {
@@ -2273,6 +2276,27 @@ void Engine::fold_constants() {
   }
 }
 
+namespace {
+
+// Whether input `slot` of an op of type `type` decides the shapes of its outputs by its values (a
+// Slice's starts, a Reshape's shape, a TopK's K, ...): drawn at random, it gives other shapes than
+// the model declares, or none at all (docs/execution.md#sources).
+bool decides_shapes(std::string_view type, std::size_t slot) {
+  if (type == "Range") return true;
+  if (slot == 0) return type == "ConstantOfShape";
+  static const std::unordered_map<std::string_view, std::uint32_t> kSlots = {
+      {"Slice", 0b11110},   {"Tile", 0b10},      {"Expand", 0b10},      {"Reshape", 0b10},   {"TopK", 0b10},
+      {"Squeeze", 0b10},    {"Unsqueeze", 0b10}, {"Split", 0b10},       {"Compress", 0b10},  {"OneHot", 0b10},
+      {"Pad", 0b1010},      {"Resize", 0b1100},  {"Upsample", 0b10},    {"STFT", 0b1010},    {"DFT", 0b110},
+      {"CenterCropPad", 0b110}, {"ReduceSum", 0b10}, {"ReduceMean", 0b10}, {"ReduceMax", 0b10}, {"ReduceMin", 0b10},
+      {"ReduceProd", 0b10}, {"ReduceL1", 0b10}, {"ReduceL2", 0b10}, {"ReduceLogSum", 0b10}, {"ReduceLogSumExp", 0b10},
+      {"ReduceSumSquare", 0b10}};
+  const auto it = kSlots.find(type);
+  return it != kSlots.end() && slot < 32 && (it->second >> slot & 1u);
+}
+
+}  // namespace
+
 void Engine::create_sources() {
   // Drawn on the CPU in tensor-id order from one seed, then moved to the home device, so that every
   // placement starts from the same values.
@@ -2289,14 +2313,23 @@ void Engine::create_sources() {
     std::vector<std::int64_t> dims(shape.begin(), shape.end());
     const torch::ScalarType st = scalar_type(graph_.tensor_dtype(t));
     torch::Tensor v;
+    // Data that decides shapes cannot be drawn: said at the first step unless given (set_source_value).
+    if (kind == TensorKind::data)
+      for (OpId c : graph_.consumers(t)) {
+        const auto ins = graph_.op_inputs(c);
+        for (std::size_t i = 0; i < ins.size(); ++i)
+          if (ins[i] == t && decides_shapes(graph_.op_type(c), i)) drawn_settings_.push_back({t, c, i});
+      }
     if (!is_floating(graph_.tensor_dtype(t))) {
-      // Indices: below the smallest table they index (2 when nothing says); a divisor (of Div or
-      // Mod) is 1 or 2, not 0.
+      // Indices: below the smallest table they index (2 when nothing says; a RoiAlign's batch
+      // indices below its input's batch); a divisor (of Div or Mod) is 1 or 2, not 0.
       std::int64_t bound = std::numeric_limits<std::int64_t>::max();
       bool divisor = false;
       for (OpId c : graph_.consumers(t)) {
         const auto ins = graph_.op_inputs(c);
         if ((graph_.op_type(c) == "Div" || graph_.op_type(c) == "Mod") && ins.size() > 1 && ins[1] == t) divisor = true;
+        if (graph_.op_type(c) == "RoiAlign" && ins.size() > 2 && ins[2] == t && ins[0] != kNoId && !graph_.tensor_shape(ins[0]).empty())
+          bound = std::min(bound, graph_.tensor_shape(ins[0])[0]);
         if (graph_.op_type(c) != "Gather" || graph_.op_inputs(c).size() < 2 || graph_.op_inputs(c)[1] != t) continue;
         auto table = graph_.tensor_shape(graph_.op_inputs(c)[0]);
         std::int64_t axis = graph_.op_attrs(c).get_int("axis", 0);
@@ -2310,16 +2343,23 @@ void Engine::create_sources() {
       v = torch::randint(low, high, dims, torch::TensorOptions().dtype(st));
     } else if (kind == TensorKind::data) {
       // Normal, except probabilities (a Bernoulli's input: libtorch refuses one outside [0, 1],
-      // and `run` on ONNX's test_bernoulli failed so), which are uniform in [0, 1).
+      // and `run` on ONNX's test_bernoulli failed so; a Dropout's ratio), which are uniform in [0, 1).
       bool probabilities = false;
-      for (OpId c : graph_.consumers(t))
-        if (graph_.op_type(c) == "Bernoulli" && !graph_.op_inputs(c).empty() && graph_.op_inputs(c)[0] == t) probabilities = true;
+      for (OpId c : graph_.consumers(t)) {
+        const auto ins = graph_.op_inputs(c);
+        if (graph_.op_type(c) == "Bernoulli" && !ins.empty() && ins[0] == t) probabilities = true;
+        if (graph_.op_type(c) == "Dropout" && ins.size() > 1 && ins[1] == t) probabilities = true;
+      }
       v = probabilities ? torch::rand(dims, torch::TensorOptions().dtype(st)) : torch::randn(dims, torch::TensorOptions().dtype(st));
     } else if (kind == TensorKind::buffer) {
       // Running variance (BatchNormalization slot 4) starts at 1, everything else at 0.
-      bool variance = false;
-      for (OpId c : graph_.consumers(t))
-        if (graph_.op_type(c) == "BatchNormalization" && graph_.op_inputs(c).size() > 4 && graph_.op_inputs(c)[4] == t) variance = true;
+      bool variance = false;  // or a loss's class weights (their input 2)
+      for (OpId c : graph_.consumers(t)) {
+        const auto ins = graph_.op_inputs(c);
+        if (graph_.op_type(c) == "BatchNormalization" && ins.size() > 4 && ins[4] == t) variance = true;
+        if ((graph_.op_type(c) == "NegativeLogLikelihoodLoss" || graph_.op_type(c) == "SoftmaxCrossEntropyLoss") && ins.size() > 2 && ins[2] == t)
+          variance = true;
+      }
       v = variance ? torch::ones(dims, torch::TensorOptions().dtype(st)) : torch::zeros(dims, torch::TensorOptions().dtype(st));
     } else if (dims.size() >= 2) {
       // PyTorch's default for Linear and Conv: uniform in +-1/sqrt(fan in). Fan in is every dim but
@@ -2609,6 +2649,13 @@ void Engine::forward_recording() {
 }
 
 void Engine::step(bool keep_values) {
+  if (!drawn_settings_.empty()) {
+    const auto& [t, op, slot] = drawn_settings_.front();
+    throw Error("graph input '" + graph_.tensor_name(t) + "' is input " + std::to_string(slot) + " of op '" + graph_.op_name(op) + "' (" +
+                graph_.op_type(op) + "), whose values decide shapes: the model declares the shapes of the values it was made with, and " +
+                "the executor draws its data at random (other shapes, or a failure, by seed); store those values in the model (an " +
+                "initializer or a Constant node)");
+  }
   if (!training()) {
     forward_only(keep_values);
     return;
@@ -2774,6 +2821,7 @@ void Engine::set_source_value(TensorId t, const torch::Tensor& v) {
     throw Error("tensor '" + graph_.tensor_name(t) + "': the value given has another shape or element type than the tensor's " +
                 dims_text(shape) + " " + std::string(dtype_name(graph_.tensor_dtype(t))));
   torch::NoGradGuard no_grad;
+  std::erase_if(drawn_settings_, [t](const auto& d) { return std::get<0>(d) == t; });  // given: its shapes are the model's
   const OpId layer = gate_reader_[t];
   sources_[t].copy_(layer == kNoId ? v : reorder_gates(v, cell_of(graph_.op_type(layer)), is_layer_bias(graph_, layer, t), true));
 }

@@ -856,6 +856,10 @@ std::string unknown_ops_priced_note(const std::map<std::string, std::size_t>& gu
 
 bool is_known_op_type(std::string_view op_type) { return find_rule(op_type) != nullptr; }
 
+bool input_takes_gradient(std::string_view op_type, std::size_t slot) {
+  return !(slot == 2 && (op_type == "NegativeLogLikelihoodLoss" || op_type == "SoftmaxCrossEntropyLoss"));
+}
+
 BackwardRule backward_rule(std::string_view op_type, const Attributes& attrs) {
   const Rule* r = op_type == "Dropout" && attrs.get_int("training_mode", 0) != 0 ? &kTrainingDropout : find_rule(op_type);
   if (!r) return {true, true, false};

@@ -120,6 +120,11 @@ struct BackwardRule {
   // statistics and LayerNorm's Mean/InvStdDev never receive one.
   std::uint32_t grad_outputs = 0;
 };
+// Whether input `slot` of an op of type `op_type` takes a gradient when it carries one: every input
+// of a differentiable op but a loss's class weights (NegativeLogLikelihoodLoss's and
+// SoftmaxCrossEntropyLoss's input 2: constants of the loss, which PyTorch cannot differentiate).
+bool input_takes_gradient(std::string_view op_type, std::size_t slot);
+
 // `saves_inputs` is coarse: some ops keep only some inputs (Gather its indices, Conv and MatMul the
 // operand the other gradient needs); docs/op-rules.md lists them. An unknown op type gets the
 // conservative {differentiable, saves_inputs}, the rule it is priced by when given a default class.

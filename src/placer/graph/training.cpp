@@ -125,7 +125,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     const BackwardRule rule = backward_rule(fwd.op_type(o), fwd.op_attrs(o));
     if (!rule.differentiable) continue;
     bool any = false;
-    for (TensorId t : fwd.op_inputs(o)) any = any || (t != kNoId && requires_grad[t]);
+    const auto ins = fwd.op_inputs(o);
+    for (std::size_t i = 0; i < ins.size(); ++i) any = any || (ins[i] != kNoId && requires_grad[ins[i]] && input_takes_gradient(fwd.op_type(o), i));
     if (!any) continue;
     const auto outs = fwd.op_outputs(o);
     for (std::size_t i = 0; i < outs.size(); ++i)
@@ -298,7 +299,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     std::vector<bool> needs(ins.size(), false);
     bool any_needed = false, any_incoming = false;
     for (std::size_t i = 0; i < ins.size(); ++i) {
-      needs[i] = ins[i] != kNoId && requires_grad[ins[i]];
+      needs[i] = ins[i] != kNoId && requires_grad[ins[i]] && input_takes_gradient(fwd.op_type(o), i);
       any_needed = any_needed || needs[i];
     }
     for (TensorId t : outs) any_incoming = any_incoming || !partials[t].empty();

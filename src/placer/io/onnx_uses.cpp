@@ -29,6 +29,9 @@ Use slot_use(const std::string& type, std::size_t slot) {
   if (type == "GRU" || type == "RNN") return slot == 0 ? Use::data : slot <= 3 ? Use::weight : slot == 4 ? Use::setting : Use::none;
   if (type == "Gather" || type == "GatherElements" || type == "GatherND") return slot == 0 ? Use::weight : Use::data;
   if (type == "Embedding") return slot == 0 ? Use::weight : Use::data;
+  // A loss's class weights: a constant of the loss, never trained (PyTorch's CrossEntropyLoss keeps
+  // them as a buffer).
+  if ((type == "NegativeLogLikelihoodLoss" || type == "SoftmaxCrossEntropyLoss") && slot == 2) return Use::buffer;
   // Axes, sizes, bounds and shapes given as inputs (opset 13 on for ReduceSum, Squeeze, Unsqueeze
   // and Split, 18 for the other reductions).
   static const std::unordered_set<std::string> kSettingsAfterSlot0 = {
