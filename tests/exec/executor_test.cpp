@@ -433,6 +433,69 @@ TEST(Executor, RunsALoopOfAKnownTripCountUnrolled) {
   expect_close(ex.output_values().at(0), reference.output_values().at(0), 1e-6, "y");
 }
 
+// A Scan read from the end, its scan output stacked in reverse (scan_input_directions and
+// scan_output_directions 1): s = s + x_t over x = [[1, 2], [3, 4], [5, 6]] from s0 = 0 takes x[2],
+// x[1], x[0], giving s = [5, 6], [8, 10], [9, 12]; stacked in reverse, [[9, 12], [8, 10], [5, 6]].
+TEST(Executor, RunsAScanReadAndStackedInReverse) {
+  TinyModel t;
+  t.input("s0", {2});
+  t.input("x", {3, 2});
+  auto* scan = t.node("Scan", "/Scan", {"s0", "x"}, {"s", "all"});
+  set_int(scan, "num_scan_inputs", 1);
+  for (const char* name : {"scan_input_directions", "scan_output_directions"}) {
+    auto* a = scan->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::INTS), a->add_ints(1);
+  }
+  auto* a = scan->add_attribute();
+  a->set_name("body"), a->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto& body = *a->mutable_g();
+  body.set_name("body");
+  for (const char* name : {"s_in", "x_t"}) {
+    auto* vi = body.add_input();
+    vi->set_name(name), vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  }
+  auto* add = body.add_node();
+  add->set_op_type("Add"), add->set_name("/body/Add"), add->add_input("s_in"), add->add_input("x_t"), add->add_output("s_out");
+  auto* copy = body.add_node();
+  copy->set_op_type("Identity"), copy->set_name("/body/Identity"), copy->add_input("s_out"), copy->add_output("scanned");
+  body.add_output()->set_name("s_out");
+  body.add_output()->set_name("scanned");
+  t.output("s", {2});
+  t.output("all", {3, 2});
+  Executor ex = forward_on_cpu(t.save("placer_exec_scan.onnx"), ExecOptions{}.seed, {"s0", "x"});
+  ex.set_input("s0", float_tensor_file("s0.pb", {2}, {0.0f, 0.0f}));
+  ex.set_input("x", float_tensor_file("x.pb", {3, 2}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}));
+  ex.step();
+  const auto out = ex.output_values();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], (std::vector<float>{9.0f, 12.0f}));
+  EXPECT_EQ(out[1], (std::vector<float>{9.0f, 12.0f, 8.0f, 10.0f, 5.0f, 6.0f}));
+}
+
+// Data that decides shapes through an op that computes from it (a Cast into a Reshape's shape) is
+// refused at the first step, naming it; given (set_input), the step runs.
+TEST(Executor, DataThatDecidesShapesIsRefusedUnlessGiven) {
+  TinyModel t;
+  t.input("x", {2, 3});
+  t.input("shape", {2}, onnx::TensorProto::INT32);
+  set_int(t.node("Cast", "/Cast", {"shape"}, {"shape64"}), "to", onnx::TensorProto::INT64);
+  t.node("Reshape", "/Reshape", {"x", "shape64"}, {"y"});
+  t.output("y", {3, 2});
+  Executor ex = forward_on_cpu(t.save("placer_exec_drawn_shape.onnx"), ExecOptions{}.seed, {"x", "shape"});
+  EXPECT_THAT([&] { ex.step(); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                                      "graph input 'shape' gives ('shape64') input 1 of op '/Reshape' (Reshape), whose values decide shapes")));
+  onnx::TensorProto given;
+  given.set_data_type(onnx::TensorProto::INT32), given.add_dims(2), given.add_int32_data(3), given.add_int32_data(2);
+  const std::string file = test::temp_path("shape.pb");
+  {
+    std::ofstream out(file, std::ios::binary);
+    given.SerializeToOstream(&out);
+  }
+  ex.set_input("shape", file);
+  EXPECT_NO_THROW(ex.step());
+}
+
 // Found by fuzzing: `run` ran a training step of a model `inspect` and `simulate` refuse one for.
 TEST(Executor, RefusesATrainingStepTheIRRefuses) {
   // The parameter w reaches y only through Size, which carries no gradient.

@@ -196,13 +196,16 @@ void run_fit(const FitArgs& args) {
   // The fit weighs each op by its relative error, so a model whose time sits in a few ops far from
   // the roofline (a CPU max pooling's gradient) can come out well under.
   nlohmann::json steps_report = nlohmann::json::array();
-  for (std::size_t i = 0; i < steps.size(); ++i)
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    std::optional<Graph> forward;  // read once, for the first kind whose profile is an inference one
+    bool forward_read = false;
     for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
       const auto ids = cluster.device_ids(kind);
       if (ids.empty()) continue;
       if (!times_an_op(steps[i], profiles[i], kind)) continue;
-      std::optional<Graph> forward;
-      if (!times_a_gradient(steps[i], profiles[i], kind)) {
+      const bool inference_profile = !times_a_gradient(steps[i], profiles[i], kind);
+      if (inference_profile && !forward_read) {
+        forward_read = true;
         ModelOptions inference = options;
         inference.mode = Mode::inference;
         inference.onnx.warn = nullptr;  // read and warned about above
@@ -212,7 +215,7 @@ void run_fit(const FitArgs& args) {
           // A graph JSON that holds a training step has no forward graph of its own: its step, then.
         }
       }
-      const bool training = !forward.has_value();
+      const bool training = !inference_profile || !forward.has_value();
       const Graph& g = training ? steps[i] : *forward;
       const std::vector<DeviceId> on(g.num_ops(), ids.front());
       const CostTable profiled_costs(g, cluster, CostModel::defaults(), &profiles[i]), fitted_costs(g, fitted, CostModel::defaults());
@@ -225,6 +228,7 @@ void run_fit(const FitArgs& args) {
                               {"fitted_step_s", predicted},
                               {"error", profiled > 0 ? predicted / profiled - 1.0 : 0.0}});
     }
+  }
   if (!args.output.empty()) {
     write_json_file(args.output, cluster_to_json(fitted), "cluster");
   }

@@ -130,9 +130,10 @@ class Engine {
   std::vector<torch::Tensor> folded_;   // per tensor: CPU value of folded tensors
   std::vector<std::vector<torch::Tensor>> folded_on_;  // per tensor: folded value per device (filled at setup)
   std::vector<torch::Tensor> sources_;  // per tensor: parameters, buffers, data on their home device
-  // Data drawn at random that decides shapes (decides_shapes): (tensor, op, input slot), the first
-  // found; step() refuses to run while one is not given (set_source_value).
-  std::vector<std::tuple<TensorId, OpId, std::size_t>> drawn_settings_;
+  // Data drawn at random that decides shapes (decides_shapes): (tensor, op, input slot, the tensor
+  // at that slot: itself or what passes its values on); step() refuses to run while one is not
+  // given (set_source_value).
+  std::vector<std::tuple<TensorId, OpId, std::size_t, TensorId>> drawn_settings_;
   std::vector<DeviceId> source_device_;
   std::vector<TensorId> param_ids_;
   // Recurrent layers run as PyTorch's (recurrent_as_pytorch_layer) whose W, R and B are parameters

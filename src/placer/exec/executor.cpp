@@ -10,6 +10,7 @@
 #include <mutex>
 #include <numeric>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <ATen/record_function.h>
 
@@ -2283,12 +2284,12 @@ namespace {
 // the model declares, or none at all (docs/execution.md#sources).
 bool decides_shapes(std::string_view type, std::size_t slot) {
   if (type == "Range") return true;
-  if (slot == 0) return type == "ConstantOfShape";
+  if (slot == 0) return type == "ConstantOfShape" || type == "HannWindow" || type == "HammingWindow" || type == "BlackmanWindow";
   static const std::unordered_map<std::string_view, std::uint32_t> kSlots = {
       {"Slice", 0b11110},   {"Tile", 0b10},      {"Expand", 0b10},      {"Reshape", 0b10},   {"TopK", 0b10},
       {"Squeeze", 0b10},    {"Unsqueeze", 0b10}, {"Split", 0b10},       {"Compress", 0b10},  {"OneHot", 0b10},
       {"Pad", 0b1010},      {"Resize", 0b1100},  {"Upsample", 0b10},    {"STFT", 0b1010},    {"DFT", 0b110},
-      {"CenterCropPad", 0b110}, {"ReduceSum", 0b10}, {"ReduceMean", 0b10}, {"ReduceMax", 0b10}, {"ReduceMin", 0b10},
+      {"CenterCropPad", 0b10}, {"MaxUnpool", 0b100}, {"Col2Im", 0b110}, {"AffineGrid", 0b10}, {"ReduceSum", 0b10}, {"ReduceMean", 0b10}, {"ReduceMax", 0b10}, {"ReduceMin", 0b10},
       {"ReduceProd", 0b10}, {"ReduceL1", 0b10}, {"ReduceL2", 0b10}, {"ReduceLogSum", 0b10}, {"ReduceLogSumExp", 0b10},
       {"ReduceSumSquare", 0b10}};
   const auto it = kSlots.find(type);
@@ -2314,12 +2315,29 @@ void Engine::create_sources() {
     const torch::ScalarType st = scalar_type(graph_.tensor_dtype(t));
     torch::Tensor v;
     // Data that decides shapes cannot be drawn: said at the first step unless given (set_source_value).
-    if (kind == TensorKind::data)
-      for (OpId c : graph_.consumers(t)) {
-        const auto ins = graph_.op_inputs(c);
-        for (std::size_t i = 0; i < ins.size(); ++i)
-          if (ins[i] == t && decides_shapes(graph_.op_type(c), i)) drawn_settings_.push_back({t, c, i});
+    // Also through the ops that pass its values on as they are (a Cast, a Concat of it into a
+    // shape: an _expanded window's size); not through arithmetic, whose result the model may not
+    // let decide anything (x * 0 + k, as tests write a value of the step).
+    static const std::unordered_set<std::string_view> kPassesValues = {"Cast",      "CastLike", "Identity", "Concat",  "Reshape",
+                                                                         "Squeeze",   "Unsqueeze", "Flatten", "Transpose", "Expand",
+                                                                         "Slice",     "Gather",   "Split"};
+    if (kind == TensorKind::data) {
+      std::vector<TensorId> reached{t};
+      std::vector<char> seen(graph_.num_tensors(), 0);
+      seen[t] = 1;
+      while (!reached.empty()) {
+        const TensorId x = reached.back();
+        reached.pop_back();
+        for (OpId c : graph_.consumers(x)) {
+          const auto ins = graph_.op_inputs(c);
+          for (std::size_t i = 0; i < ins.size(); ++i)
+            if (ins[i] == x && decides_shapes(graph_.op_type(c), i)) drawn_settings_.push_back({t, c, i, x});
+          if (!kPassesValues.contains(graph_.op_type(c))) continue;
+          for (TensorId y : graph_.op_outputs(c))
+            if (y != kNoId && !seen[y]) seen[y] = 1, reached.push_back(y);
+        }
       }
+    }
     if (!is_floating(graph_.tensor_dtype(t))) {
       // Indices: below the smallest table they index (2 when nothing says; a RoiAlign's batch
       // indices below its input's batch); a divisor (of Div or Mod) is 1 or 2, not 0.
@@ -2650,8 +2668,9 @@ void Engine::forward_recording() {
 
 void Engine::step(bool keep_values) {
   if (!drawn_settings_.empty()) {
-    const auto& [t, op, slot] = drawn_settings_.front();
-    throw Error("graph input '" + graph_.tensor_name(t) + "' is input " + std::to_string(slot) + " of op '" + graph_.op_name(op) + "' (" +
+    const auto& [t, op, slot, through] = drawn_settings_.front();
+    throw Error("graph input '" + graph_.tensor_name(t) + "' " + (through == t ? "is" : "gives ('" + graph_.tensor_name(through) + "')") +
+                " input " + std::to_string(slot) + " of op '" + graph_.op_name(op) + "' (" +
                 graph_.op_type(op) + "), whose values decide shapes: the model declares the shapes of the values it was made with, and " +
                 "the executor draws its data at random (other shapes, or a failure, by seed); store those values in the model (an " +
                 "initializer or a Constant node)");

@@ -208,7 +208,7 @@ void check_utf8(const onnx::GraphProto& graph, const std::string& path) {
 }
 
 ModelFile read_model(const std::string& path, const std::map<std::string, std::int64_t>& dim_values,
-                     const std::function<void(const std::string&)>& warn) {
+                     const std::function<void(const std::string&)>& warn, bool keep_refused_loops) {
   bool sorted = false;
   onnx::ModelProto model = read_onnx_file(path, &sorted);
   if (sorted && warn)
@@ -255,7 +255,7 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
   try {
     if (std::any_of(model.graph().node().begin(), model.graph().node().end(),
                     [](const onnx::NodeProto& n) { return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan"; })) {
-      inline_control_flow_decided_by_shapes(model, dim_values);
+      inline_control_flow_decided_by_shapes(model, dim_values, keep_refused_loops);
       compatible = library_compatible_copy(model);
     }
   } catch (const Error& e) {
@@ -331,7 +331,7 @@ ModulePath parse_module_path(const std::string& node_name, const std::unordered_
 }
 
 Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
-  ModelFile file = read_model(path, options.dim_values, options.warn);
+  ModelFile file = read_model(path, options.dim_values, options.warn, options.unknown_op_default.has_value());
   if (const std::string newer = newer_than_placer(file.model); !newer.empty() && options.warn) options.warn("'" + path + "': " + newer);
   onnx::ModelProto& model = file.model;
   onnx::GraphProto* graph = model.mutable_graph();

@@ -34,7 +34,8 @@ bool is_control_flow(const onnx::NodeProto& n) { return n.op_type() == "If" || n
 
 }  // namespace
 
-void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values) {
+void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
+                                           bool keep_refused) {
   for (int round = 0; round < kIfRounds; ++round) {
     const auto& nodes = model.graph().node();
     if (std::none_of(nodes.begin(), nodes.end(), is_control_flow)) return;
@@ -62,7 +63,7 @@ void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::m
           conditions[node.input(0)] = it->second[0] != 0.0;
         }
     const std::size_t ifs = conditions.empty() ? 0 : inline_decided_ifs(model, conditions);
-    const std::size_t loops = unroll_counted_loops(model, values, types);
+    const std::size_t loops = unroll_counted_loops(model, values, types, keep_refused);
     if (ifs + loops == 0) return;
     // A branch's or body's Constant nodes that hold weights are the main graph's now: parameters,
     // as read_onnx_file makes the file's (a body's were never trained: a review).

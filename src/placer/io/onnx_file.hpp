@@ -47,7 +47,9 @@ bool sort_nodes_topologically(onnx::ModelProto& model);
 // next). `dim_values` binds symbolic sizes of graph inputs (--dim). An inference that fails leaves
 // the rest as they are (the import names what is wrong). Throws Error after 256 rounds that each
 // decided something, and where unroll_counted_loops does.
-void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values);
+// `keep_refused`: a Loop or Scan unroll_counted_loops would refuse is left (--unknown-ops).
+void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
+                                           bool keep_refused = false);
 
 // Reads into `model` the data of its small tensors stored in external files (initializers and
 // Constant values of at most 4,096 elements of a fixed-size type; `dir` is the model file's

@@ -491,7 +491,7 @@ bool condition_stays_true(const onnx::GraphProto& body, const std::unordered_map
 }  // namespace
 
 std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
-                                 const std::map<std::string, onnx::TypeProto>& types) {
+                                 const std::map<std::string, onnx::TypeProto>& types, bool keep_refused) {
   onnx::GraphProto& g = *model.mutable_graph();
   NameTable names, nodes;
   collect_names(g, names, nodes);
@@ -532,87 +532,98 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
     if (prefix.empty()) prefix = nodes.fresh(node.op_type());
     const std::string label = node.op_type() + " '" + prefix + "'";
 
-    // The iterations, when known before the model runs; the node stays otherwise (the import names it).
-    std::int64_t trips = 0, state = 0, scans = 0;  // loop-carried values, scan inputs
+    // The iterations, when known before the model runs; the node stays otherwise (the import names it,
+    // or prices it as one op under --unknown-ops: `keep_refused`).
+    std::int64_t trips = 0, state = 0, scans = 0, scan_outputs = 0;  // loop-carried values, scan inputs and outputs
     std::vector<std::int64_t> scan_axes, scan_reversed;
-    if (is_loop) {
-      if (node.input_size() < 2 || node.input(0).empty()) {
-        *out.Add() = std::move(node);
-        continue;
+    auto plan = [&]() -> bool {
+      if (is_loop) {
+        if (node.input_size() < 2 || node.input(0).empty()) {
+          return false;
+        }
+        const auto m = values.find(node.input(0));
+        const auto c = node.input(1).empty() ? values.end() : values.find(node.input(1));
+        const bool cond_given = !node.input(1).empty();
+        // (A condition given false runs no iteration, whatever the body would compute.)
+        const bool never = cond_given && c != values.end() && c->second.size() == 1 && c->second[0] == 0.0;
+        if (m == values.end() || m->second.size() != 1 || !std::isfinite(m->second[0]) || (cond_given && (c == values.end() || c->second.size() != 1)) ||
+            (!never && !condition_stays_true(*body, values))) {
+          return false;
+        }
+        const double count = m->second[0];
+        if (count != std::floor(count))
+          throw Error(label + ": its trip count '" + node.input(0) + "' is " + fmt::format("{:g}", count) + ", not an integer");
+        // Bounded before it becomes an integer (2^63 converted to int64 is undefined, and a count of
+        // 2^62 times the body's nodes wrapped past the node limit below: a review). ONNX runs no
+        // iteration for a count of 0 or less.
+        if (!never && count > static_cast<double>(kMaxNodes))
+          throw Error(label + " runs " + fmt::format("{:g}", count) + " iterations: unrolled, the model would hold more than " +
+                      std::to_string(kMaxNodes) + " nodes");
+        trips = never || count <= 0 ? 0 : static_cast<std::int64_t>(count);
+        state = node.input_size() - 2;
+        if (body->input_size() != 2 + state || body->output_size() < 1 + state || node.output_size() > body->output_size() - 1)
+          throw Error(label + ": " + std::to_string(state) + " loop-carried value(s), its body takes " + std::to_string(body->input_size()) +
+                      " input(s) and gives " + std::to_string(body->output_size()) + " output(s) (ONNX: 2 + N inputs, 1 + N + K outputs)");
+      } else {
+        scans = int_attribute(node, "num_scan_inputs", 0);
+        state = node.input_size() - scans;
+        if (scans < 1 || state < 0 || body->input_size() != node.input_size() || node.output_size() > body->output_size() ||
+            body->output_size() < state)
+          throw Error(label + ": " + std::to_string(node.input_size()) + " input(s) of which " + std::to_string(scans) +
+                      " scanned, its body takes " + std::to_string(body->input_size()) + " and gives " + std::to_string(body->output_size()));
+        scan_axes = ints_attribute(node, "scan_input_axes");
+        scan_reversed = ints_attribute(node, "scan_input_directions");
+        bool known = true;
+        for (std::int64_t k = 0; k < scans && known; ++k) {
+          const auto t = types.find(node.input(static_cast<int>(state + k)));
+          known = t != types.end() && t->second.has_tensor_type() && t->second.tensor_type().has_shape();
+          if (!known) break;
+          const auto& shape = t->second.tensor_type().shape();
+          std::int64_t axis = k < static_cast<std::int64_t>(scan_axes.size()) ? scan_axes[static_cast<std::size_t>(k)] : 0;
+          if (axis < 0) axis += shape.dim_size();
+          if (axis < 0 || axis >= shape.dim_size()) throw Error(label + ": scan input '" + node.input(static_cast<int>(state + k)) + "' has no axis " + std::to_string(axis));
+          if (k < static_cast<std::int64_t>(scan_axes.size())) scan_axes[static_cast<std::size_t>(k)] = axis;
+          else scan_axes.push_back(axis);
+          known = shape.dim(static_cast<int>(axis)).has_dim_value();
+          if (!known) break;
+          const std::int64_t length = shape.dim(static_cast<int>(axis)).dim_value();
+          if (k > 0 && length != trips)
+            throw Error(label + ": its scan inputs are " + std::to_string(trips) + " and " + std::to_string(length) + " long on their scan axes");
+          trips = length;
+        }
+        if (!known) {
+          return false;
+        }
       }
-      const auto m = values.find(node.input(0));
-      const auto c = node.input(1).empty() ? values.end() : values.find(node.input(1));
-      const bool cond_given = !node.input(1).empty();
-      // (A condition given false runs no iteration, whatever the body would compute.)
-      const bool never = cond_given && c != values.end() && c->second.size() == 1 && c->second[0] == 0.0;
-      if (m == values.end() || m->second.size() != 1 || !std::isfinite(m->second[0]) || (cond_given && (c == values.end() || c->second.size() != 1)) ||
-          (!never && !condition_stays_true(*body, values))) {
-        *out.Add() = std::move(node);
-        continue;
-      }
-      const double count = m->second[0];
-      if (count != std::floor(count))
-        throw Error(label + ": its trip count '" + node.input(0) + "' is " + fmt::format("{:g}", count) + ", not an integer");
-      // Bounded before it becomes an integer (2^63 converted to int64 is undefined, and a count of
-      // 2^62 times the body's nodes wrapped past the node limit below: a review). ONNX runs no
-      // iteration for a count of 0 or less.
-      if (count > static_cast<double>(kMaxNodes))
-        throw Error(label + " runs " + fmt::format("{:g}", count) + " iterations: unrolled, the model would hold more than " +
-                    std::to_string(kMaxNodes) + " nodes");
-      trips = never || count <= 0 ? 0 : static_cast<std::int64_t>(count);
-      state = node.input_size() - 2;
-      if (body->input_size() != 2 + state || body->output_size() < 1 + state || node.output_size() > body->output_size() - 1)
-        throw Error(label + ": " + std::to_string(state) + " loop-carried value(s), its body takes " + std::to_string(body->input_size()) +
-                    " input(s) and gives " + std::to_string(body->output_size()) + " output(s) (ONNX: 2 + N inputs, 1 + N + K outputs)");
-    } else {
-      scans = int_attribute(node, "num_scan_inputs", 0);
-      state = node.input_size() - scans;
-      if (scans < 1 || state < 0 || body->input_size() != node.input_size() || node.output_size() > body->output_size() ||
-          body->output_size() < state)
-        throw Error(label + ": " + std::to_string(node.input_size()) + " input(s) of which " + std::to_string(scans) +
-                    " scanned, its body takes " + std::to_string(body->input_size()) + " and gives " + std::to_string(body->output_size()));
-      scan_axes = ints_attribute(node, "scan_input_axes");
-      scan_reversed = ints_attribute(node, "scan_input_directions");
-      bool known = true;
-      for (std::int64_t k = 0; k < scans && known; ++k) {
-        const auto t = types.find(node.input(static_cast<int>(state + k)));
-        known = t != types.end() && t->second.has_tensor_type() && t->second.tensor_type().has_shape();
-        if (!known) break;
-        const auto& shape = t->second.tensor_type().shape();
-        std::int64_t axis = k < static_cast<std::int64_t>(scan_axes.size()) ? scan_axes[static_cast<std::size_t>(k)] : 0;
-        if (axis < 0) axis += shape.dim_size();
-        if (axis < 0 || axis >= shape.dim_size()) throw Error(label + ": scan input '" + node.input(static_cast<int>(state + k)) + "' has no axis " + std::to_string(axis));
-        if (k < static_cast<std::int64_t>(scan_axes.size())) scan_axes[static_cast<std::size_t>(k)] = axis;
-        else scan_axes.push_back(axis);
-        known = shape.dim(static_cast<int>(axis)).has_dim_value();
-        if (!known) break;
-        const std::int64_t length = shape.dim(static_cast<int>(axis)).dim_value();
-        if (k > 0 && length != trips)
-          throw Error(label + ": its scan inputs are " + std::to_string(trips) + " and " + std::to_string(length) + " long on their scan axes");
-        trips = length;
-      }
-      if (!known) {
-        *out.Add() = std::move(node);
-        continue;
-      }
+      if (body->sparse_initializer_size() > 0) throw Error(label + ": its body holds sparse initializers, which placer does not read");
+      scan_outputs = body->output_size() - (is_loop ? 1 : 0) - state;
+      std::uint64_t body_nodes = 0;
+      for_each_node(body->node(), [&](const onnx::NodeProto&) { ++body_nodes; });
+      // Each iteration gives the body's nodes, a Gather per scan input and an Unsqueeze per scan
+      // output; the node an Identity per loop-carried value and a Concat per scan output. Compared by
+      // division: a product could wrap.
+      const std::uint64_t per_iteration = body_nodes + static_cast<std::uint64_t>(scans + scan_outputs);
+      const std::uint64_t room = kMaxNodes - std::min(total, kMaxNodes), once = static_cast<std::uint64_t>(state + scan_outputs);
+      if (once > room || (per_iteration > 0 && static_cast<std::uint64_t>(trips) > (room - once) / per_iteration))
+        throw Error(label + " runs " + std::to_string(trips) + " iterations of " + std::to_string(per_iteration) +
+                    " nodes: unrolled, the model would hold more than " + std::to_string(kMaxNodes) + " nodes");
+      if (trips == 0)
+        for (std::int64_t k = 0; k < scan_outputs; ++k)
+          if (const int j = static_cast<int>(state + k); j < node.output_size() && !node.output(j).empty())
+            throw Error(label + " runs no iteration: its scan output '" + node.output(j) + "' would be empty (placer places tensors that hold elements)");
+      total += static_cast<std::uint64_t>(trips) * per_iteration + once;
+      return true;
+    };
+    bool unroll = false;
+    try {
+      unroll = plan();
+    } catch (const Error&) {
+      if (!keep_refused) throw;
     }
-    if (body->sparse_initializer_size() > 0) throw Error(label + ": its body holds sparse initializers, which placer does not read");
-    const std::int64_t scan_outputs = body->output_size() - (is_loop ? 1 : 0) - state;
-    std::uint64_t body_nodes = 0;
-    for_each_node(body->node(), [&](const onnx::NodeProto&) { ++body_nodes; });
-    // Each iteration gives the body's nodes, a Gather per scan input and an Unsqueeze per scan
-    // output; the node an Identity per loop-carried value and a Concat per scan output. Compared by
-    // division: a product could wrap.
-    const std::uint64_t per_iteration = body_nodes + static_cast<std::uint64_t>(scans + scan_outputs);
-    const std::uint64_t room = kMaxNodes - std::min(total, kMaxNodes), once = static_cast<std::uint64_t>(state + scan_outputs);
-    if (once > room || (per_iteration > 0 && static_cast<std::uint64_t>(trips) > (room - once) / per_iteration))
-      throw Error(label + " runs " + std::to_string(trips) + " iterations of " + std::to_string(per_iteration) +
-                  " nodes: unrolled, the model would hold more than " + std::to_string(kMaxNodes) + " nodes");
-    total += static_cast<std::uint64_t>(trips) * per_iteration + once;
-    if (trips == 0)
-      for (std::int64_t k = 0; k < scan_outputs; ++k)
-        if (const int j = static_cast<int>(state + k); j < node.output_size() && !node.output(j).empty())
-          throw Error(label + " runs no iteration: its scan output '" + node.output(j) + "' would be empty (placer places tensors that hold elements)");
+    if (!unroll) {
+      *out.Add() = std::move(node);
+      continue;
+    }
     ++unrolled;
 
     // Every name the body reads (its subgraphs' outputs too: an If's branch may give the
@@ -642,6 +653,47 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
       for (auto& v : *hoisted->mutable_output())
         if (!v.empty()) v = shared[v] = names.fresh(joined(prefix, v));
     }
+    // Likewise those of the subgraphs in the body (an inner Loop's body, an If's branches): copied
+    // with every iteration, each copy's weight became a weight of its own (T parameters for one: a
+    // review). They read nothing, so they move to the main graph as they are, and the subgraphs read
+    // them there (rename_refs). A name two sibling subgraphs both define stays in each.
+    std::function<void(onnx::GraphProto&)> hoist = [&](onnx::GraphProto& sub) {
+      google::protobuf::RepeatedPtrField<onnx::TensorProto> kept_initializers;
+      for (auto& t : *sub.mutable_initializer()) {
+        if (shared.count(t.name()) || trips == 0) {
+          *kept_initializers.Add() = std::move(t);
+          continue;
+        }
+        onnx::TensorProto* moved = g.add_initializer();
+        *moved = std::move(t);
+        moved->set_name(shared[moved->name()] = names.fresh(joined(prefix, moved->name())));
+      }
+      *sub.mutable_initializer() = std::move(kept_initializers);
+      google::protobuf::RepeatedPtrField<onnx::NodeProto> kept_nodes;
+      for (auto& n : *sub.mutable_node()) {
+        const bool constant = n.op_type() == "Constant" && normalized_domain(n.domain()).empty() && n.input_size() == 0 &&
+                              std::none_of(n.output().begin(), n.output().end(), [&](const std::string& v) { return shared.count(v) > 0; });
+        if (!constant || trips == 0) {
+          for (auto& a : *n.mutable_attribute()) {
+            if (a.has_g()) hoist(*a.mutable_g());
+            for (auto& inner : *a.mutable_graphs()) hoist(inner);
+          }
+          *kept_nodes.Add() = std::move(n);
+          continue;
+        }
+        onnx::NodeProto* hoisted = out.Add();
+        *hoisted = std::move(n);
+        hoisted->set_name(nodes.fresh(joined(prefix, hoisted->name().empty() ? hoisted->op_type() : hoisted->name())));
+        for (auto& v : *hoisted->mutable_output())
+          if (!v.empty()) v = shared[v] = names.fresh(joined(prefix, v));
+      }
+      *sub.mutable_node() = std::move(kept_nodes);
+    };
+    for (auto& n : iteration_nodes)
+      for (auto& a : *n.mutable_attribute()) {
+        if (a.has_g()) hoist(*a.mutable_g());
+        for (auto& inner : *a.mutable_graphs()) hoist(inner);
+      }
     std::vector<std::string> carried(static_cast<std::size_t>(state));  // the loop-carried values, as the model names them now
     for (std::int64_t j = 0; j < state; ++j) carried[static_cast<std::size_t>(j)] = node.input(static_cast<int>((is_loop ? 2 : 0) + j));
     std::vector<std::vector<std::string>> scanned(static_cast<std::size_t>(scan_outputs));  // per scan output, per iteration

@@ -18,7 +18,7 @@
 //
 // Ifs decided before the model runs: onnxscript's aten functions branch on `IsScalar(x)` and the
 // like, which shape inference and folding decide once x's shape is known.
-// inline_ifs_decided_by_shapes (onnx_file.hpp) finds such conditions and inline_decided_ifs
+// inline_control_flow_decided_by_shapes (onnx_file.hpp) finds such conditions and inline_decided_ifs
 // replaces each If by the branch it takes, so that its ops are placed and run like the others (an
 // If stays an op placer cannot price or run).
 //
@@ -67,7 +67,8 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
 // body reads (its subgraphs too) are constants; a loop-carried value is the previous iteration's
 // (the node's input first); a Scan's body reads its slice of each scan input through a Gather at
 // index i (from the end when its direction is 1). The body's initializers and Constant nodes are
-// copied once and shared by every iteration (a weight stays one weight). The node's outputs: the
+// copied once and shared by every iteration (a weight stays one weight), and so are those of the
+// body's subgraphs (an inner Loop's body, an If's branches). The node's outputs: the
 // last loop-carried values through an Identity, and each scan output's values stacked on its axis
 // by Unsqueeze and Concat (in reverse when its direction is 1). Loops and Scans in a body are
 // unrolled with it, as nodes of the main graph, at the next call. Other Loops and Scans are left
@@ -75,8 +76,10 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
 // integer, an unrolled model of more than 1,048,576 nodes (counted before anything is unrolled),
 // scan inputs of different lengths, a scan axis out of range, a body whose inputs or outputs do
 // not match its node's, and a scan output of no iteration (empty).
+// With `keep_refused`, a Loop or Scan it would refuse is left as it is instead (--unknown-ops
+// prices it as one op).
 std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
-                                 const std::map<std::string, onnx::TypeProto>& types);
+                                 const std::map<std::string, onnx::TypeProto>& types, bool keep_refused = false);
 
 // Throws Error when a model-local function calls itself, directly or through others (ONNX's
 // shape inference expands function bodies without a depth limit: the stack overflowed).

@@ -1,5 +1,6 @@
 #include "placer/io/onnx_uses.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <unordered_set>
 
@@ -45,13 +46,22 @@ Use slot_use(const std::string& type, std::size_t slot) {
 
 SourceUses source_uses(const onnx::GraphProto& graph, const Consumers& consumers, const std::string& name) {
   SourceUses uses;
-  // The graph's initializers of one value (scalar indices), gathered when a Gather is first met.
+  // The graph's constants of one value (initializers and Constant nodes: an index x[0], an unrolled
+  // loop's step), gathered when a Gather is first met.
   std::optional<std::unordered_set<std::string>> scalars;
+  auto one_value = [](const onnx::TensorProto& t) {
+    return std::all_of(t.dims().begin(), t.dims().end(), [](std::int64_t d) { return d == 1; });
+  };
   auto scalar_initializer = [&](const std::string& index) {
     if (!scalars) {
       scalars.emplace();
       for (const auto& t : graph.initializer())
-        if (t.dims_size() == 0) scalars->insert(t.name());
+        if (one_value(t)) scalars->insert(t.name());
+      for (const auto& n : graph.node()) {
+        if (n.op_type() != "Constant" || n.output_size() != 1) continue;
+        for (const auto& a : n.attribute())
+          if ((a.name() == "value" && a.has_t() && one_value(a.t())) || a.name() == "value_int") scalars->insert(n.output(0));
+      }
     }
     return scalars->count(index) > 0;
   };
@@ -67,7 +77,7 @@ SourceUses source_uses(const onnx::GraphProto& graph, const Consumers& consumers
       // A quantized weight reaches its op through a DequantizeLinear (QDQ models).
       const bool dequantize = node.op_type() == "DequantizeLinear" && s == 0;
       uses.quantized |= dequantize;
-      // A Gather at one constant index selects a slice (an unrolled loop's step x[i], onnx_inline.hpp),
+      // A Gather at one constant index selects a slice (x[0], an unrolled loop's step x[i], onnx_inline.hpp),
       // which the tensor flows through; at indices it looks up rows of a table (an embedding's weight).
       const bool selects = node.op_type() == "Gather" && s == 0 && node.input_size() > 1 && scalar_initializer(node.input(1));
       // Reshape's and Expand's second input is a shape, Slice's others are indices: not the tensor flowing through.
