@@ -2370,15 +2370,15 @@ void Engine::create_sources() {
       }
       v = probabilities ? torch::rand(dims, torch::TensorOptions().dtype(st)) : torch::randn(dims, torch::TensorOptions().dtype(st));
     } else if (kind == TensorKind::buffer) {
-      // Running variance (BatchNormalization slot 4) starts at 1, everything else at 0.
-      bool variance = false;  // or a loss's class weights (their input 2)
+      // Running variance (BatchNormalization slot 4) and a loss's class weights start at 1, everything else at 0.
+      bool ones = false;  // a running variance, or a loss's class weights (their input 2)
       for (OpId c : graph_.consumers(t)) {
         const auto ins = graph_.op_inputs(c);
-        if (graph_.op_type(c) == "BatchNormalization" && ins.size() > 4 && ins[4] == t) variance = true;
+        if (graph_.op_type(c) == "BatchNormalization" && ins.size() > 4 && ins[4] == t) ones = true;
         if ((graph_.op_type(c) == "NegativeLogLikelihoodLoss" || graph_.op_type(c) == "SoftmaxCrossEntropyLoss") && ins.size() > 2 && ins[2] == t)
-          variance = true;
+          ones = true;
       }
-      v = variance ? torch::ones(dims, torch::TensorOptions().dtype(st)) : torch::zeros(dims, torch::TensorOptions().dtype(st));
+      v = ones ? torch::ones(dims, torch::TensorOptions().dtype(st)) : torch::zeros(dims, torch::TensorOptions().dtype(st));
     } else if (dims.size() >= 2) {
       // PyTorch's default for Linear and Conv: uniform in +-1/sqrt(fan in). Fan in is every dim but
       // the first for Conv ([out, in, k...]) and Gemm with transB ([out, in]); a weight MatMul or

@@ -253,11 +253,7 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
                 "), which placer does not read: store them dense");
   // Checked with its Ifs (both branches, decided or not); then the decided ones give way to their branch.
   try {
-    if (std::any_of(model.graph().node().begin(), model.graph().node().end(),
-                    [](const onnx::NodeProto& n) { return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan"; })) {
-      inline_control_flow_decided_by_shapes(model, dim_values, keep_refused_loops);
-      compatible = library_compatible_copy(model);
-    }
+    if (inline_control_flow_decided_by_shapes(model, dim_values, keep_refused_loops)) compatible = library_compatible_copy(model);
   } catch (const Error& e) {
     throw Error("model file '" + path + "': " + e.what());
   }

@@ -34,11 +34,12 @@ bool is_control_flow(const onnx::NodeProto& n) { return n.op_type() == "If" || n
 
 }  // namespace
 
-void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
+bool inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
                                            bool keep_refused) {
+  bool changed = false;
   for (int round = 0; round < kIfRounds; ++round) {
     const auto& nodes = model.graph().node();
-    if (std::none_of(nodes.begin(), nodes.end(), is_control_flow)) return;
+    if (std::none_of(nodes.begin(), nodes.end(), is_control_flow)) return changed;
     onnx::ModelProto copy = library_compatible_copy(model).value_or(model);
     bind_symbolic_dims(*copy.mutable_graph(), dim_values);
     // ONNX's pass infers each If's outputs from its branches (with a copy of the scope around each:
@@ -48,7 +49,7 @@ void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::m
     try {
       types = infer_all_shapes(copy, nullptr, default_opset(model));
     } catch (const Error&) {
-      return;
+      return changed;
     }
     const auto values = folded_values(copy.graph(), types);
     std::unordered_map<std::string, bool> conditions;
@@ -64,7 +65,8 @@ void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::m
         }
     const std::size_t ifs = conditions.empty() ? 0 : inline_decided_ifs(model, conditions);
     const std::size_t loops = unroll_counted_loops(model, values, types, keep_refused);
-    if (ifs + loops == 0) return;
+    if (ifs + loops == 0) return changed;
+    changed = true;
     // A branch's or body's Constant nodes that hold weights are the main graph's now: parameters,
     // as read_onnx_file makes the file's (a body's were never trained: a review).
     constant_weights_to_initializers(model);

@@ -48,7 +48,8 @@ bool sort_nodes_topologically(onnx::ModelProto& model);
 // the rest as they are (the import names what is wrong). Throws Error after 256 rounds that each
 // decided something, and where unroll_counted_loops does.
 // `keep_refused`: a Loop or Scan unroll_counted_loops would refuse is left (--unknown-ops).
-void inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
+// Returns whether anything was inlined or unrolled.
+bool inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
                                            bool keep_refused = false);
 
 // Reads into `model` the data of its small tensors stored in external files (initializers and

@@ -630,37 +630,17 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
     // iteration number as it is), to add the iteration number and condition only where read.
     std::unordered_set<std::string> read;
     names_read(*body, read);
-    // The body's initializers and Constant nodes: one copy for every iteration (a weight stays one
-    // weight; a Constant's becomes an initializer as the main graph's do, read_onnx_file).
+    // The body's initializers and Constant nodes, and those of its subgraphs (an inner Loop's body,
+    // an If's branches): one copy for every iteration (a weight stays one weight; a Constant's
+    // becomes an initializer as the main graph's do, read_onnx_file). Copied with every iteration,
+    // a subgraph's weight became a weight of each copy (T parameters for one: a review). They read
+    // nothing, so they move to the main graph as they are, and the body and its subgraphs read them
+    // there (copy_renamed, rename_refs). A name two sibling subgraphs both define stays in each.
     std::unordered_map<std::string, std::string> shared;
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> iteration_nodes;  // the others
-    for (const auto& t : body->initializer()) {
-      if (trips == 0) break;
-      onnx::TensorProto* moved = g.add_initializer();
-      *moved = t;
-      moved->set_name(shared[t.name()] = names.fresh(joined(prefix, t.name())));
-    }
-    for (const auto& n : body->node()) {
-      const bool constant = n.op_type() == "Constant" && normalized_domain(n.domain()).empty() && n.input_size() == 0;
-      if (!constant) {
-        *iteration_nodes.Add() = n;
-        continue;
-      }
-      if (trips == 0) continue;
-      onnx::NodeProto* hoisted = out.Add();
-      *hoisted = n;
-      hoisted->set_name(nodes.fresh(joined(prefix, n.name().empty() ? n.op_type() : n.name())));
-      for (auto& v : *hoisted->mutable_output())
-        if (!v.empty()) v = shared[v] = names.fresh(joined(prefix, v));
-    }
-    // Likewise those of the subgraphs in the body (an inner Loop's body, an If's branches): copied
-    // with every iteration, each copy's weight became a weight of its own (T parameters for one: a
-    // review). They read nothing, so they move to the main graph as they are, and the subgraphs read
-    // them there (rename_refs). A name two sibling subgraphs both define stays in each.
     std::function<void(onnx::GraphProto&)> hoist = [&](onnx::GraphProto& sub) {
       google::protobuf::RepeatedPtrField<onnx::TensorProto> kept_initializers;
       for (auto& t : *sub.mutable_initializer()) {
-        if (shared.count(t.name()) || trips == 0) {
+        if (shared.count(t.name())) {
           *kept_initializers.Add() = std::move(t);
           continue;
         }
@@ -673,7 +653,7 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
       for (auto& n : *sub.mutable_node()) {
         const bool constant = n.op_type() == "Constant" && normalized_domain(n.domain()).empty() && n.input_size() == 0 &&
                               std::none_of(n.output().begin(), n.output().end(), [&](const std::string& v) { return shared.count(v) > 0; });
-        if (!constant || trips == 0) {
+        if (!constant) {
           for (auto& a : *n.mutable_attribute()) {
             if (a.has_g()) hoist(*a.mutable_g());
             for (auto& inner : *a.mutable_graphs()) hoist(inner);
@@ -689,11 +669,9 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
       }
       *sub.mutable_node() = std::move(kept_nodes);
     };
-    for (auto& n : iteration_nodes)
-      for (auto& a : *n.mutable_attribute()) {
-        if (a.has_g()) hoist(*a.mutable_g());
-        for (auto& inner : *a.mutable_graphs()) hoist(inner);
-      }
+    onnx::GraphProto own = *body;  // what every iteration copies: the body, its weights hoisted
+    if (trips > 0) hoist(own);
+    const auto& iteration_nodes = own.node();
     std::vector<std::string> carried(static_cast<std::size_t>(state));  // the loop-carried values, as the model names them now
     for (std::int64_t j = 0; j < state; ++j) carried[static_cast<std::size_t>(j)] = node.input(static_cast<int>((is_loop ? 2 : 0) + j));
     std::vector<std::vector<std::string>> scanned(static_cast<std::size_t>(scan_outputs));  // per scan output, per iteration
