@@ -797,6 +797,28 @@ TEST(LocalCluster, DetectingItKeepsTheRequestedThreads) {
   EXPECT_EQ(at::get_num_threads(), two);
 }
 
+// `placer run` names devices only: the layout of `local` is the measured preset's, devices and
+// links, without its benchmarks (about 2 s of every run); its figures say they were not measured.
+TEST(LocalCluster, TheLayoutHasTheMeasuredPresetsDevicesAndLinks) {
+  const Cluster measured = detect_local_cluster();
+  const Cluster layout = exec::local_cluster_layout();
+  EXPECT_EQ(layout.name(), measured.name());
+  ASSERT_EQ(layout.num_devices(), measured.num_devices());
+  for (DeviceId d = 0; d < layout.num_devices(); ++d) {
+    const Device& a = layout.device(d);
+    const Device& b = measured.device(d);
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.model, b.model);
+    EXPECT_EQ(a.memory_bytes, b.memory_bytes);
+    EXPECT_EQ(a.peak_flops, 1.0);
+    EXPECT_EQ(a.memory_bandwidth_bytes_per_s, 1.0);
+    EXPECT_EQ(a.op_overhead_s, 0.0);
+    EXPECT_GT(b.peak_flops, 1e6);
+  }
+  EXPECT_EQ(layout.num_channels(), measured.num_channels());
+}
+
 // More threads than the machine has are refused (under a memory limit, OpenBLAS's buffers for 64
 // threads were retried forever).
 TEST(LocalCluster, MoreThreadsThanTheMachineHasAreRefused) {

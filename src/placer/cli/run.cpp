@@ -126,7 +126,8 @@ void run_run(const RunArgs& args) {
   forward_options.mode = Mode::inference;
   const Graph forward = load_forward_graph(args.model, forward_options);
   warn_without_data_inputs(forward, args.model, options.mode);  // its rules read the forward graph's tensors
-  const Cluster cluster = resolve_cluster(args.cluster);
+  // A run names devices and reads no figure of theirs: the `local` preset's benchmarks are skipped.
+  const Cluster cluster = args.cluster == "local" ? exec::local_cluster_layout() : resolve_cluster(args.cluster);
   const PlacementSpec spec = args.on.empty() ? load_placement_file(args.placement) : PlacementSpec{.default_device = args.on};
   const std::string label = args.on.empty() ? args.placement : "all on " + args.on;
   const std::vector<DeviceId> devices =

@@ -177,6 +177,10 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
 // bandwidth and per-op overhead measured once per process by short libtorch benchmarks) and
 // "gpu:N" for every CUDA device this libtorch sees, joined by a measured host link.
 Cluster detect_local_cluster();
+// The same devices (names, kinds, models, memory) and links without the benchmarks (about 2 s of
+// a command): every measured figure 1 (FLOP/s, bytes/s), overheads and latencies 0. For commands
+// that only name devices (`placer run`); never price or simulate with it.
+Cluster local_cluster_layout();
 // Registers the `local` preset with the cluster layer (call once; the CLI does it when it loads its
 // libtorch module, cli/torch_module.cpp).
 void register_exec_presets();

@@ -414,13 +414,16 @@ std::string gpu_name(int index) {
   return result;
 }
 
-Cluster build_local() {
+// `measure`: false gives the layout alone (local_cluster_layout): every measured figure 1 (FLOP/s,
+// bytes/s), overheads and latencies 0.
+Cluster build_local(bool measure) {
   // The threads a command asked for (--threads) stay: detecting the machine once reset them to the
   // default, so `run --threads 2 --cluster local` ran on one thread while reporting two.
   if (!g_threads_configured) configure_threads(0);
   std::vector<Device> devices;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const Measured cpu = measure_device(torch::kCPU);
+  const Measured unmeasured{.peak_flops = 1, .bandwidth = 1};
+  const Measured cpu = measure ? measure_device(torch::kCPU) : unmeasured;
   devices.push_back(measured_device("cpu:0", DeviceKind::cpu,
                                     host_cpu_model() + " (" + std::to_string(cores) + " hardware threads, " +
                                         std::to_string(torch::get_num_threads()) + " used by libtorch)",
@@ -433,11 +436,15 @@ Cluster build_local() {
     links.push_back(Link{"cpu:0<->host", "cpu:0", "host", cpu.bandwidth, cpu.bandwidth, 0});
     for (int g = 0; g < count; ++g) {
       const torch::Device dev(torch::kCUDA, static_cast<c10::DeviceIndex>(g));
-      const Measured m = measure_device(dev);
+      const Measured m = measure ? measure_device(dev) : unmeasured;
       const std::string name = "gpu:" + std::to_string(g);
       const std::string own = gpu_name(g);
       devices.push_back(measured_device(name, DeviceKind::gpu, (own.empty() ? "" : own + ", ") + "CUDA device " + std::to_string(g), m,
                                         gpu_memory_bytes(g)));
+      if (!measure) {
+        links.push_back(Link{name + "<->host", name, "host", 1, 1, 0});
+        continue;
+      }
       // Host link: pageable 64 MiB copies each way for bandwidth, a 4-byte copy for latency.
       torch::Tensor host = torch::ones({16ll << 20}), small = torch::ones({1});
       torch::Tensor on_gpu = host.to(dev);
@@ -510,9 +517,11 @@ int configure_threads(int requested) {
 Cluster detect_local_cluster() {
   static std::once_flag once;
   static std::optional<Cluster> local;
-  std::call_once(once, [] { local = build_local(); });
+  std::call_once(once, [] { local = build_local(true); });
   return *local;
 }
+
+Cluster local_cluster_layout() { return build_local(false); }
 
 void register_exec_presets() { register_cluster_preset("local", [] { return detect_local_cluster(); }); }
 
