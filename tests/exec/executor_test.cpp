@@ -473,6 +473,61 @@ TEST(Executor, RunsAScanReadAndStackedInReverse) {
   EXPECT_EQ(out[1], (std::vector<float>{9.0f, 12.0f, 8.0f, 10.0f, 5.0f, 6.0f}));
 }
 
+// A scripted list, its tensors known before the step: xs = x.unbind(0), s += xs[i] for i in
+// range(len(xs)), each sum inserted at the front of a list (position 0), stacked and read at 0.
+// Over x = [[1, 2], [3, 4], [5, 6]]: sums [1, 2], [4, 6], [9, 12]; stacked in reverse.
+TEST(Executor, RunsAScriptedListOfKnownTensors) {
+  TinyModel t;
+  t.input("s0", {2});
+  t.input("x", {3, 2});
+  t.constant("zero", {0});
+  auto* unbind = t.node("SplitToSequence", "/unbind", {"x"}, {"xs"});
+  set_int(unbind, "axis", 0), set_int(unbind, "keepdims", 0);
+  t.node("SequenceLength", "/len", {"xs"}, {"T"});
+  set_int(t.node("SequenceEmpty", "/list", {}, {"empty"}), "dtype", onnx::TensorProto::FLOAT);
+  auto* loop = t.node("Loop", "/Loop", {"T", "", "s0", "empty"}, {"s", "sums"});
+  auto* a = loop->add_attribute();
+  a->set_name("body"), a->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto& body = *a->mutable_g();
+  body.set_name("body");
+  auto input = [&](const std::string& name, int type, bool vector, bool sequence) {
+    auto* vi = body.add_input();
+    vi->set_name(name);
+    onnx::TypeProto_Tensor* tensor = sequence ? vi->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()
+                                              : vi->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(type);
+    if (vector) tensor->mutable_shape()->add_dim()->set_dim_value(2);
+    else tensor->mutable_shape();
+  };
+  input("i", onnx::TensorProto::INT64, false, false);
+  input("cond_in", onnx::TensorProto::BOOL, false, false);
+  input("s_in", onnx::TensorProto::FLOAT, true, false);
+  input("seq_in", onnx::TensorProto::FLOAT, true, true);
+  auto body_node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    auto* n = body.add_node();
+    n->set_op_type(op), n->set_name("/body/" + op), n->add_output(out);
+    for (auto& x : in) n->add_input(x);
+  };
+  body_node("SequenceAt", {"xs", "i"}, "x_t");
+  body_node("Add", {"s_in", "x_t"}, "s_out");
+  body_node("SequenceInsert", {"seq_in", "s_out", "zero"}, "seq_out");
+  body_node("Identity", {"cond_in"}, "cond_out");
+  for (const char* name : {"cond_out", "s_out", "seq_out"}) body.add_output()->set_name(name);
+  auto* stack = t.node("ConcatFromSequence", "/stack", {"sums"}, {"all"});
+  set_int(stack, "axis", 0), set_int(stack, "new_axis", 1);
+  t.node("SequenceAt", "/first", {"sums", "zero"}, {"first"});
+  t.output("all", {3, 2});
+  t.output("first", {2});
+  Executor ex = forward_on_cpu(t.save("placer_exec_list.onnx"), ExecOptions{}.seed, {"s0", "x"});
+  ex.set_input("s0", float_tensor_file("s0.pb", {2}, {0.0f, 0.0f}));
+  ex.set_input("x", float_tensor_file("x.pb", {3, 2}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}));
+  ex.step();
+  const auto out = ex.output_values();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], (std::vector<float>{9.0f, 12.0f, 4.0f, 6.0f, 1.0f, 2.0f}));
+  EXPECT_EQ(out[1], (std::vector<float>{9.0f, 12.0f}));
+}
+
 // Data that decides shapes through an op that computes from it (a Cast into a Reshape's shape) is
 // refused at the first step, naming it; given (set_input), the step runs.
 TEST(Executor, DataThatDecidesShapesIsRefusedUnlessGiven) {

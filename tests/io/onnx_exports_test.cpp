@@ -1059,6 +1059,96 @@ TEST(OnnxExports, ABodysConstantsAndItsSubgraphsReadsAreTheLoops) {
   EXPECT_EQ(types["SGDUpdate"], 1);
 }
 
+namespace lists {
+
+void sequence_of_floats(onnx::ValueInfoProto* vi, const std::string& name, std::vector<Dim> dims) {
+  vi->set_name(name);
+  onnx::ValueInfoProto elem;
+  Model::type(&elem, std::move(dims));
+  *vi->mutable_type()->mutable_sequence_type()->mutable_elem_type() = elem.type();
+}
+
+// A scripted RNN as PyTorch writes lists: xs = x.unbind(0); hs = []; for i in range(len(xs)):
+// h = tanh(h @ W + xs[i]); hs.append(h). Then y = torch.stack(hs), last = hs[-1], and
+// z = torch.cat(hs[:-1]) (SequenceErase of the last). x [5, 4, 16], h0 [4, 16], W [16, 16].
+Model scripted_rnn() {
+  Model m(13);
+  m.input("x", {std::int64_t{5}, std::int64_t{4}, std::int64_t{16}});
+  m.input("h0", {std::int64_t{4}, std::int64_t{16}});
+  m.initializer("W", {16, 16});
+  loops::int_scalar(m, "minus_one", -1);
+  auto* unbind = m.node("SplitToSequence", {"x"}, {"xs"});
+  Model::attr(unbind, "axis", 0), Model::attr(unbind, "keepdims", 0);
+  m.node("SequenceLength", {"xs"}, {"T"});
+  Model::attr(m.node("SequenceEmpty", {}, {"empty"}), "dtype", onnx::TensorProto::FLOAT);
+  onnx::GraphProto body;
+  body.set_name("cell");
+  loops::value(body.add_input(), "i", {}, onnx::TensorProto::INT64);
+  loops::value(body.add_input(), "cond_in", {}, onnx::TensorProto::BOOL);
+  loops::value(body.add_input(), "h_in", {std::int64_t{4}, std::int64_t{16}});
+  sequence_of_floats(body.add_input(), "hs_in", {std::int64_t{4}, std::int64_t{16}});
+  loops::body_node(body, "SequenceAt", {"xs", "i"}, "x_t");
+  loops::body_node(body, "MatMul", {"h_in", "W"}, "hm");
+  loops::body_node(body, "Add", {"hm", "x_t"}, "ha");
+  loops::body_node(body, "Tanh", {"ha"}, "h_out");
+  loops::body_node(body, "SequenceInsert", {"hs_in", "h_out"}, "hs_out");
+  loops::body_node(body, "Identity", {"cond_in"}, "cond_out");
+  loops::value(body.add_output(), "cond_out", {}, onnx::TensorProto::BOOL);
+  loops::value(body.add_output(), "h_out", {std::int64_t{4}, std::int64_t{16}});
+  sequence_of_floats(body.add_output(), "hs_out", {std::int64_t{4}, std::int64_t{16}});
+  loops::graph_attr(m.node("Loop", {"T", "", "h0", "empty"}, {"h", "hs"}), "body", body);
+  auto* stack = m.node("ConcatFromSequence", {"hs"}, {"y"});
+  Model::attr(stack, "axis", 0), Model::attr(stack, "new_axis", 1);
+  m.node("SequenceAt", {"hs", "minus_one"}, {"last"});
+  m.node("SequenceErase", {"hs"}, {"first_four"});
+  Model::attr(m.node("ConcatFromSequence", {"first_four"}, {"z"}), "axis", 0);
+  m.output("y", 3);
+  m.output("last", 2);
+  m.output("z", 2);
+  return m;
+}
+
+}  // namespace lists
+
+// Lists whose tensors are known before the step (a scripted model's, once its loop is unrolled)
+// become the tensors they hold: no sequence op is left to place.
+TEST(OnnxExports, ScriptedListsOfKnownTensorsAreResolved) {
+  const Graph g = load_onnx(lists::scripted_rnn().save("scripted_lists.onnx"), {});
+  std::map<std::string, int> types;
+  for (OpId o = 0; o < g.num_ops(); ++o) ++types[g.op_type(o)];
+  for (const auto& [type, count] : types) EXPECT_EQ(type.find("Sequence"), std::string::npos) << type << " x" << count;
+  EXPECT_EQ(types["MatMul"], 5);
+  EXPECT_EQ(types["Split"], 1);  // x.unbind(0): one Split, its parts squeezed
+  EXPECT_EQ(loops::dims(g, g.find_tensor("y")), (std::vector<std::int64_t>{5, 4, 16}));
+  EXPECT_EQ(loops::dims(g, g.find_tensor("last")), (std::vector<std::int64_t>{4, 16}));
+  EXPECT_EQ(loops::dims(g, g.find_tensor("z")), (std::vector<std::int64_t>{16, 16}));
+  // hs[-1] is the last iteration's state; iteration 2 reads x's third part.
+  const OpId last = g.producer(g.find_tensor("last"));
+  EXPECT_EQ(g.tensor_name(g.op_inputs(last)[0]), "/Loop_h/4/h_out");
+  const OpId add = g.find_op("/Loop_h/2/cell/Add_ha");
+  ASSERT_NE(add, kNoId);
+  const OpId part = g.producer(g.op_inputs(add)[1]);
+  ASSERT_NE(part, kNoId);
+  EXPECT_EQ(g.op_type(part), "Identity");
+  EXPECT_EQ(g.op_type(g.producer(g.op_inputs(part)[0])), "Squeeze");
+  EXPECT_EQ(derive_training_step(g, Optimizer::sgd).num_ops() > g.num_ops(), true);
+
+  // A position past the end is refused, naming the node.
+  Model past = lists::scripted_rnn();
+  loops::int_scalar(past, "seven", 7);
+  for (auto& n : *past.m.mutable_graph()->mutable_node())
+    if (n.op_type() == "SequenceAt") n.set_input(1, "seven");
+  EXPECT_THAT([&] { load_onnx(past.save("scripted_lists_past.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("SequenceAt"), HasSubstr("position 7 is outside [-5, 4]"))));
+  // A list whose length depends on the data (a loop run for a count given with the data) is still
+  // refused: its sequence values are not tensors.
+  Model data = lists::scripted_rnn();
+  data.input("n", {}, onnx::TensorProto::INT64);
+  data.m.mutable_graph()->mutable_node(3)->set_input(0, "n");
+  ASSERT_EQ(data.m.graph().node(3).op_type(), "Loop");
+  EXPECT_THAT([&] { load_onnx(data.save("scripted_lists_data.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("sequence")));
+}
+
 TEST(OnnxExports, AScanOfKnownLengthIsUnrolled) {
   // h = Tanh(h_in @ W + x_t) over x [4, 5, 16] on axis 1, read from the end; the states stacked on
   // axis 0 in reverse.

@@ -409,7 +409,11 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
                                                         : nullptr;
     if (kind)
       return Error("tensor '" + name + "'" + (producer ? " (output of op '" + producer_name + "', " + producer->op_type() + ")" : "") +
-                   ": " + kind + " value, not a tensor: placer places ops on tensors (sequence, optional and map values are not supported)");
+                   ": " + kind + " value, not a tensor: placer places ops on tensors" +
+                   (!it->second.has_sequence_type() ? " (optional and map values are not supported)"
+                    : producer ? " (a sequence becomes the tensors it holds only where they are known before the step: made by loops "
+                                 "whose iterations are known, read at positions that are)"
+                               : " (a sequence given with the data: give its tensors as graph inputs of their own)"));
     if (producer && (producer->op_type() == "Loop" || producer->op_type() == "Scan"))
       why = " (a " + producer->op_type() + " whose iterations are not known before the step, which placer does not unroll)";
     else if (producer && !(producer->domain().empty() || producer->domain() == "ai.onnx"))

@@ -30,7 +30,10 @@ namespace {
 
 constexpr int kIfRounds = 256;  // rounds of inference and folding that decide Ifs and unroll Loops
 
-bool is_control_flow(const onnx::NodeProto& n) { return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan"; }
+bool is_control_flow(const onnx::NodeProto& n) {
+  return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan" || n.op_type().starts_with("Sequence") ||
+         n.op_type() == "ConcatFromSequence" || n.op_type() == "SplitToSequence";
+}
 
 }  // namespace
 
@@ -65,7 +68,9 @@ bool inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::m
         }
     const std::size_t ifs = conditions.empty() ? 0 : inline_decided_ifs(model, conditions);
     const std::size_t loops = unroll_counted_loops(model, values, types, keep_refused);
-    if (ifs + loops == 0) return changed;
+    // Sequences of the nodes unrolled this round are resolved in the next (their positions fold then).
+    const std::size_t sequences = resolve_known_sequences(model, values, types);
+    if (ifs + loops + sequences == 0) return changed;
     changed = true;
     // A branch's or body's Constant nodes that hold weights are the main graph's now: parameters,
     // as read_onnx_file makes the file's (a body's were never trained: a review).

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -746,6 +747,241 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
   }
   *g.mutable_node() = std::move(out);
   return unrolled;
+}
+
+bool is_sequence_op(const onnx::NodeProto& n) {
+  static const std::unordered_set<std::string> ops = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
+                                                      "SequenceAt",    "SequenceLength",    "ConcatFromSequence", "SplitToSequence"};
+  return normalized_domain(n.domain()).empty() && ops.count(n.op_type()) > 0;
+}
+
+std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
+                                    const std::map<std::string, onnx::TypeProto>& types) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  if (std::none_of(g.node().begin(), g.node().end(), is_sequence_op)) return 0;
+  NameTable names, node_names;
+  collect_names(g, names, node_names);
+  const std::int64_t opset = default_opset(model);
+  std::unordered_map<std::string, std::vector<std::string>> known;  // sequence -> the tensors it holds, in order
+  std::unordered_set<std::string> made;                             // outputs of nodes that only make sequences
+  std::size_t resolved = 0;
+  // How many nodes (or outputs) read each name: a sequence read once is taken over by the node that
+  // reads it rather than copied (a list appended to in each of T unrolled iterations: O(T), not T^2).
+  std::unordered_map<std::string, int> readers;
+  for (const auto& o : g.output()) ++readers[o.name()];
+  for (const auto& n : g.node()) {
+    std::unordered_set<std::string> read(n.input().begin(), n.input().end());
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) names_read(a.g(), read);
+      for (const auto& sub : a.graphs()) names_read(sub, read);
+    }
+    for (const auto& v : read) ++readers[v];
+  }
+  auto elements_of = [&](std::unordered_map<std::string, std::vector<std::string>>::iterator seq) {
+    return readers[seq->first] == 1 ? std::move(seq->second) : seq->second;
+  };
+
+  auto label = [](const onnx::NodeProto& n) { return n.op_type() + " '" + (n.name().empty() ? n.output(0) : n.name()) + "'"; };
+  // A position input folded to one integer; nullopt when absent or not known before the step.
+  auto position = [&](const onnx::NodeProto& n, int slot) -> std::optional<std::int64_t> {
+    if (n.input_size() <= slot || n.input(slot).empty()) return std::nullopt;
+    const auto it = values.find(n.input(slot));
+    if (it == values.end() || it->second.size() != 1 || !std::isfinite(it->second[0]) || it->second[0] != std::floor(it->second[0]))
+      return std::nullopt;
+    return static_cast<std::int64_t>(it->second[0]);
+  };
+  auto has_position = [](const onnx::NodeProto& n, int slot) { return n.input_size() > slot && !n.input(slot).empty(); };
+  auto int_attr = [](onnx::NodeProto* n, const std::string& name, std::int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name), a->set_type(onnx::AttributeProto::INT), a->set_i(v);
+  };
+  // Axes given as an attribute before opset 13 (Unsqueeze, Squeeze, Split's sizes), as an input from 13.
+  auto axes_operand = [&](onnx::NodeProto* n, const std::string& attribute, const std::string& base, const std::vector<std::int64_t>& v) {
+    if (opset >= 13) {
+      onnx::TensorProto* t = g.add_initializer();
+      t->set_name(names.fresh(base));
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_dims(static_cast<std::int64_t>(v.size()));
+      for (std::int64_t x : v) t->add_int64_data(x);
+      n->add_input(t->name());
+    } else {
+      auto* a = n->add_attribute();
+      a->set_name(attribute), a->set_type(onnx::AttributeProto::INTS);
+      for (std::int64_t x : v) a->add_ints(x);
+    }
+  };
+
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
+  auto add = [&](const std::string& op, const std::string& name, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+    onnx::NodeProto* n = out.Add();
+    n->set_op_type(op);
+    n->set_name(node_names.fresh(name));
+    for (auto& v : inputs) n->add_input(std::move(v));
+    for (auto& v : outputs) n->add_output(std::move(v));
+    return n;
+  };
+  for (auto& node : *g.mutable_node()) {
+    const std::string& op = node.op_type();
+    const bool standard = normalized_domain(node.domain()).empty();
+    const auto seq = standard && node.input_size() > 0 ? known.find(node.input(0)) : known.end();
+    const bool on_known = seq != known.end();
+    const std::string name = node.name().empty() ? (node.output_size() > 0 ? node.output(0) : op) : node.name();
+    auto keep = [&] { *out.Add() = node; };
+    if (!standard || node.output_size() < 1 || node.output(0).empty()) {
+      keep();
+      continue;
+    }
+    const std::string& result = node.output(0);
+    // Nodes that make a sequence from known ones stay until their readers are known to be gone (below).
+    auto makes = [&](std::vector<std::string> elements) {
+      known[result] = std::move(elements);
+      made.insert(result);
+      keep();
+    };
+    if (op == "SequenceEmpty") {
+      makes({});
+    } else if (op == "SequenceConstruct") {
+      makes({node.input().begin(), node.input().end()});
+    } else if (op == "Identity" && on_known) {
+      makes(elements_of(seq));
+    } else if (op == "SequenceInsert" && on_known && node.input_size() >= 2 && (!has_position(node, 2) || position(node, 2))) {
+      std::vector<std::string> elements = elements_of(seq);
+      const auto n = static_cast<std::int64_t>(elements.size());
+      std::int64_t at = has_position(node, 2) ? *position(node, 2) : n;
+      if (at < -n || at > n)
+        throw Error(label(node) + ": position " + std::to_string(at) + " is outside [" + std::to_string(-n) + ", " + std::to_string(n) +
+                    "] (the sequence holds " + std::to_string(n) + " tensors)");
+      if (at < 0) at += n;
+      elements.insert(elements.begin() + at, node.input(1));
+      makes(std::move(elements));
+    } else if (op == "SequenceErase" && on_known && (!has_position(node, 1) || position(node, 1))) {
+      std::vector<std::string> elements = elements_of(seq);
+      const auto n = static_cast<std::int64_t>(elements.size());
+      std::int64_t at = has_position(node, 1) ? *position(node, 1) : n - 1;
+      if (at < -n || at >= n)
+        throw Error(label(node) + ": position " + std::to_string(at) + " is outside [" + std::to_string(-n) + ", " + std::to_string(n - 1) +
+                    "] (the sequence holds " + std::to_string(n) + " tensors)");
+      if (at < 0) at += n;
+      elements.erase(elements.begin() + at);
+      makes(std::move(elements));
+    } else if (op == "SequenceAt" && on_known && position(node, 1)) {
+      const auto n = static_cast<std::int64_t>(seq->second.size());
+      std::int64_t at = *position(node, 1);
+      if (at < -n || at >= n)
+        throw Error(label(node) + ": position " + std::to_string(at) + " is outside [" + std::to_string(-n) + ", " + std::to_string(n - 1) +
+                    "] (the sequence holds " + std::to_string(n) + " tensors)");
+      if (at < 0) at += n;
+      add("Identity", name, {seq->second[static_cast<std::size_t>(at)]}, {result});
+      ++resolved;
+    } else if (op == "SequenceLength" && on_known) {
+      onnx::TensorProto* t = g.add_initializer();
+      t->set_name(result);
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_int64_data(static_cast<std::int64_t>(seq->second.size()));
+      ++resolved;
+    } else if (op == "ConcatFromSequence" && on_known) {
+      const std::vector<std::string>& parts = seq->second;
+      if (parts.empty()) throw Error(label(node) + ": its sequence '" + node.input(0) + "' holds no tensor (nothing to concatenate)");
+      const std::int64_t axis = int_attribute(node, "axis", 0);
+      std::vector<std::string> inputs;
+      if (int_attribute(node, "new_axis", 0) != 0) {
+        // Stacked: each part gains the axis (in the result's rank, as ConcatFromSequence counts it).
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+          const std::string base = joined(name, std::to_string(i));
+          onnx::NodeProto* u = add("Unsqueeze", base + "/Unsqueeze", {parts[i]}, {names.fresh(base + "/unsqueezed")});
+          axes_operand(u, "axes", base + "/axes", {axis});
+          inputs.push_back(u->output(0));
+        }
+      } else {
+        inputs = parts;
+      }
+      int_attr(add("Concat", name, std::move(inputs), {result}), "axis", axis);
+      ++resolved;
+    } else if (op == "SplitToSequence" && node.input_size() >= 1) {
+      // The parts' sizes: given (one size for every part but a smaller last, or one per part), or
+      // parts of one along the axis, which they lose unless keepdims.
+      const auto type = types.find(node.input(0));
+      const bool shaped = type != types.end() && type->second.has_tensor_type() && type->second.tensor_type().has_shape();
+      const int rank = shaped ? type->second.tensor_type().shape().dim_size() : 0;
+      std::int64_t axis = int_attribute(node, "axis", 0);
+      if (shaped && axis < 0) axis += rank;
+      const bool axis_known = shaped && axis >= 0 && axis < rank && type->second.tensor_type().shape().dim(static_cast<int>(axis)).has_dim_value();
+      const auto split = has_position(node, 1) ? values.find(node.input(1)) : values.end();
+      if (!axis_known || (has_position(node, 1) && split == values.end())) {
+        keep();
+        continue;
+      }
+      const std::int64_t length = type->second.tensor_type().shape().dim(static_cast<int>(axis)).dim_value();
+      // A part per element at most, each a node or two (the same bound as inlining's).
+      if (length > static_cast<std::int64_t>(kMaxNodes / 2))
+        throw Error(label(node) + ": its input is " + std::to_string(length) + " long on axis " + std::to_string(axis) +
+                    ": split, the model would hold more than " + std::to_string(kMaxNodes) + " nodes");
+      std::vector<std::int64_t> sizes;
+      const bool squeeze = !has_position(node, 1) && int_attribute(node, "keepdims", 1) == 0;
+      if (!has_position(node, 1)) {
+        sizes.assign(static_cast<std::size_t>(length), 1);
+      } else if (split->second.size() == 1 && (types.count(node.input(1)) == 0 || !types.at(node.input(1)).tensor_type().has_shape() ||
+                                               types.at(node.input(1)).tensor_type().shape().dim_size() == 0)) {
+        const double size = split->second[0];
+        if (!(size >= 1) || size != std::floor(size))
+          throw Error(label(node) + ": its split '" + node.input(1) + "' is " + fmt::format("{:g}", size) + ", not a positive integer");
+        for (std::int64_t left = length; left > 0; left -= static_cast<std::int64_t>(size))
+          sizes.push_back(std::min(left, static_cast<std::int64_t>(size)));
+      } else {
+        std::int64_t sum = 0;
+        for (double v : split->second) {
+          if (!(v >= 0) || v != std::floor(v))
+            throw Error(label(node) + ": its split '" + node.input(1) + "' holds " + fmt::format("{:g}", v) + ", not a size");
+          sizes.push_back(static_cast<std::int64_t>(v));
+          sum += sizes.back();
+        }
+        if (sum != length)
+          throw Error(label(node) + ": its split '" + node.input(1) + "' adds up to " + std::to_string(sum) + ", its input is " +
+                      std::to_string(length) + " long on axis " + std::to_string(axis));
+      }
+      if (sizes.empty() || std::find(sizes.begin(), sizes.end(), 0) != sizes.end())
+        throw Error(label(node) + ": it would hold an empty tensor (placer places tensors that hold elements)");
+      std::vector<std::string> parts;
+      for (std::size_t i = 0; i < sizes.size(); ++i) parts.push_back(names.fresh(joined(name, std::to_string(i))));
+      onnx::NodeProto* split_node = add("Split", name + "/Split", {node.input(0)}, parts);
+      int_attr(split_node, "axis", axis);
+      axes_operand(split_node, "split", name + "/split", sizes);
+      if (squeeze)
+        for (auto& part : parts) {
+          onnx::NodeProto* sq = add("Squeeze", part + "/Squeeze", {part}, {names.fresh(part + "/squeezed")});
+          axes_operand(sq, "axes", part + "/axes", {axis});
+          part = sq->output(0);
+        }
+      // The sequence itself, for a reader left as it is (it goes with the others otherwise).
+      add("SequenceConstruct", name, parts, {result})->set_name(node.name());  // its name: the node it stands for is gone
+      made.insert(result);
+      known[result] = std::move(parts);
+      ++resolved;
+    } else {
+      keep();
+    }
+  }
+  // A node that only made a sequence goes once nothing reads what it made (its readers were
+  // resolved): walked backwards, so that a chain of inserts goes whole.
+  std::unordered_set<std::string> read;
+  for (const auto& o : g.output()) read.insert(o.name());
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (int i = out.size() - 1; i >= 0; --i) {
+    onnx::NodeProto& n = *out.Mutable(i);
+    if (n.output_size() == 1 && made.count(n.output(0)) && !read.count(n.output(0))) {
+      ++resolved;
+      continue;
+    }
+    for (const auto& v : n.input()) read.insert(v);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) names_read(a.g(), read);
+      for (const auto& sub : a.graphs()) names_read(sub, read);
+    }
+    *kept.Add() = std::move(n);
+  }
+  std::reverse(kept.begin(), kept.end());
+  *g.mutable_node() = std::move(kept);
+  return resolved;
 }
 
 void check_function_recursion(const onnx::ModelProto& model) {

@@ -81,6 +81,23 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
 std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
                                  const std::map<std::string, onnx::TypeProto>& types, bool keep_refused = false);
 
+// Resolves the sequences of the main graph whose tensors are known before the model runs: PyTorch's
+// scripted lists (`xs = []`, `xs.append(h)` in a loop, `torch.stack(xs)`: SequenceEmpty, a
+// SequenceInsert per iteration once unroll_counted_loops has unrolled the loop, ConcatFromSequence;
+// `x.unbind(0)`: SplitToSequence; `len(xs)`, `xs[i]`). A sequence is known when it comes from
+// SequenceEmpty, SequenceConstruct, an Identity of a known one, a SequenceInsert or SequenceErase of
+// a known one at a position `values` gives (or the default), or a SplitToSequence whose input's
+// length on its axis `types` gives and whose split is absent or in `values`. Its readers become
+// tensor ops: SequenceAt at a known position an Identity of the tensor, SequenceLength an int64
+// initializer, ConcatFromSequence a Concat (new_axis: of the tensors each Unsqueezed), and
+// SplitToSequence a Split (then Squeezes when keepdims is 0 and no split is given). The nodes that
+// only made sequences go once nothing reads them; a sequence something else reads (a Loop left as
+// it is, an output) stays as it was made. Returns how many nodes were rewritten or removed. Throws
+// Error for a position out of range, a ConcatFromSequence of an empty sequence, and a split that
+// does not add up to its input's length or would give an empty tensor.
+std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
+                                    const std::map<std::string, onnx::TypeProto>& types);
+
 // Throws Error when a model-local function calls itself, directly or through others (ONNX's
 // shape inference expands function bodies without a depth limit: the stack overflowed).
 void check_function_recursion(const onnx::ModelProto& model);
