@@ -15,6 +15,7 @@ namespace placer {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 Cluster cpu_and_two_gpus() {
@@ -90,6 +91,16 @@ TEST(PlacementFile, KeyMatchingNothingIsAnError) {
   // The empty key, which inspect's "(top level)" row seems to offer, says how top-level ops are placed.
   EXPECT_THAT([&] { resolve(R"({"default": "gpu:0", "devices": {"": "gpu:1"}})", modular_graph()); },
               ::testing::ThrowsMessage<Error>(HasSubstr("are placed by their op names, or by 'default'")));
+}
+
+// Without a 'default', the ops no key covers are counted and the first named with their modules
+// (the first alone was an exporter's Identity of a weight in Inception-V3: a QA pass).
+TEST(PlacementFile, OpsNoKeyCoversAreNamedWithTheirModules) {
+  EXPECT_THAT([&] { resolve(R"({"devices": {"cells": "gpu:1"}})", modular_graph()); },
+              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("2 forward ops are covered by no key and there is no 'default'"),
+                                                    HasSubstr("'/layer4/layer4.0/conv/Gemm' (module layer4.0.conv), '/fc/Gemm' (module fc)"))));
+  EXPECT_THAT([&] { resolve(R"({"devices": {"cells": "gpu:1", "layer4": "gpu:0"}})", modular_graph()); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("1 forward op is covered by no key")));
 }
 
 // Keys place forward ops: a key naming a module that holds only backward or update ops placed

@@ -106,12 +106,26 @@ std::vector<DeviceId> resolve_forward_placement(const PlacementSpec& spec, const
   const DeviceId fallback =
       spec.default_device.empty() ? kUnset : device_of(spec.default_device, spec.devices.empty() && source == "--on" ? "" : "'default'");
   std::vector<DeviceId> out(n);
+  std::vector<OpId> uncovered;
   for (OpId o = 0; o < n; ++o) {
     DeviceId d = by_op[o];
     for (ModuleId m = g.op_module(o); d == kUnset && m != 0; m = g.module_parent(m)) d = by_module[m];
     if (d == kUnset) d = fallback;
-    if (d == kUnset) throw Error(source + ": op '" + g.op_name(o) + "' is covered by no key and there is no 'default'");
+    if (d == kUnset) uncovered.push_back(o);
     out[o] = d;
+  }
+  if (!uncovered.empty()) {
+    // Named with their modules, a few of them: the first alone may be an op the user never wrote
+    // (an exporter's Identity of a weight), the module says which key would cover it.
+    std::string named;
+    for (std::size_t i = 0; i < uncovered.size() && i < 3; ++i) {
+      const OpId o = uncovered[i];
+      const ModuleId m = g.op_module(o);
+      named += (i ? ", '" : "'") + g.op_name(o) + "'" + (m != 0 ? " (module " + g.module_name(m) + ")" : std::string(" (top level)"));
+    }
+    throw Error(source + ": " + std::to_string(uncovered.size()) + (uncovered.size() == 1 ? " forward op is" : " forward ops are") +
+                " covered by no key and there is no 'default': " + named + (uncovered.size() > 3 ? ", ..." : "") +
+                "; add keys for them (op or module names: `placer inspect --depth N` lists modules) or a 'default'");
   }
   return out;
 }
