@@ -387,6 +387,56 @@ TEST(InspectText, SaysWhichInputsItTookAsData) {
   EXPECT_TRUE(run.err.empty()) << run.err;
 }
 
+// A Loop unrolled on import shows as modules Loop_s.0, Loop_s.1, ...: inspect says why.
+TEST(InspectText, SaysWhatTheImportDecidedBeforeTheStep) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("loop");
+  auto typed = [](onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::int64_t> dims, int type = onnx::TensorProto::FLOAT) {
+    vi->set_name(name);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+    auto* shape = vi->mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (auto d : dims) shape->add_dim()->set_dim_value(d);
+  };
+  typed(g->add_input(), "x", {3, 4});
+  typed(g->add_output(), "s", {3, 4});
+  auto* three = g->add_initializer();
+  three->set_name("three"), three->set_data_type(onnx::TensorProto::INT64), three->add_int64_data(3);
+  auto* loop = g->add_node();
+  loop->set_op_type("Loop"), loop->set_name("/Loop_s"), loop->add_input("three"), loop->add_input(""), loop->add_input("x");
+  loop->add_output("s");
+  auto* a = loop->add_attribute();
+  a->set_name("body"), a->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto& body = *a->mutable_g();
+  body.set_name("body");
+  typed(body.add_input(), "i", {}, onnx::TensorProto::INT64);
+  typed(body.add_input(), "cond_in", {}, onnx::TensorProto::BOOL);
+  typed(body.add_input(), "s_in", {3, 4});
+  auto* add = body.add_node();
+  add->set_op_type("Add"), add->set_name("/body/Add"), add->add_input("s_in"), add->add_input("x"), add->add_output("s_out");
+  auto* cond = body.add_node();
+  cond->set_op_type("Identity"), cond->set_name("/body/cond"), cond->add_input("cond_in"), cond->add_output("cond_out");
+  typed(body.add_output(), "cond_out", {}, onnx::TensorProto::BOOL);
+  typed(body.add_output(), "s_out", {3, 4});
+  const std::string model = temp_path("loop.onnx");
+  {
+    std::ofstream out(model, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&out));
+  }
+  Outcome text = placer({"inspect", model, "--mode", "inference"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("decided     before the step: 1 Loop/Scan unrolled (3 iterations, each a module <node>.<i>)\n"));
+  EXPECT_THAT(text.out, HasSubstr("Loop_s"));
+  const nlohmann::json report = parse_json(placer({"inspect", model, "--mode", "inference", "--json"}));
+  EXPECT_EQ(report.value("decided_before_step", nlohmann::json()),
+            (nlohmann::json{{"ifs", 0}, {"loops", 1}, {"iterations", 3}, {"sequence_ops", 0}}));
+  // Nothing decided, nothing said.
+  EXPECT_THAT(placer({"inspect", test::example("inception_v3.onnx")}).out, Not(HasSubstr("decided")));
+  EXPECT_FALSE(parse_json(placer({"inspect", test::example("inception_v3.onnx"), "--json"})).contains("decided_before_step"));
+}
+
 // ---- --data-inputs ------------------------------------------------------------------------------
 
 TEST(DataInputs, NmtTakesBothTokenInputsAsDataByDefault) {

@@ -972,6 +972,38 @@ TEST(OnnxExports, AWeightInTheBranchTakenIsAParameter) {
   for (OpId o = 0; o < g.num_ops(); ++o) EXPECT_NE(g.op_type(o), "Constant") << g.op_name(o);
 }
 
+// A body whose condition output is a constant false stops after its first iteration (ONNX checks
+// the condition before each): one iteration, with or without a trip count; none for a count of 0.
+TEST(OnnxExports, ALoopWhoseBodySaysStopRunsOnce) {
+  auto do_once = [](const std::string& trip) {
+    Model m = loops::recurrent_loop(1, trip);
+    auto* body = m.m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g();
+    for (auto& n : *body->mutable_node())
+      if (n.op_type() == "Identity") {
+        n.set_op_type("Constant"), n.clear_input();
+        auto* a = n.add_attribute();
+        a->set_name("value"), a->set_type(onnx::AttributeProto::TENSOR);
+        a->mutable_t()->set_data_type(onnx::TensorProto::BOOL), a->mutable_t()->add_int32_data(0);
+      }
+    return m;
+  };
+  for (const std::string trip : {"", "five"}) {
+    Model m = do_once(trip);
+    if (!trip.empty()) loops::int_scalar(m, "five", 5);
+    const Graph g = load_onnx(m.save("loop_once.onnx"), {});
+    EXPECT_NE(g.find_op("/Loop_h/0/cell/MatMul_hm"), kNoId) << trip;
+    EXPECT_EQ(g.find_op("/Loop_h/1/cell/MatMul_hm"), kNoId) << trip;
+    EXPECT_EQ(loops::dims(g, g.find_tensor("states")), (std::vector<std::int64_t>{1, 4, 16})) << trip;
+  }
+  Model none = do_once("zero");
+  loops::int_scalar(none, "zero", 0);
+  EXPECT_THAT([&] { load_onnx(none.save("loop_once_none.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("runs no iteration")));
+  // A trip count given with the data may be 0: not known before the step.
+  Model data = do_once("n");
+  data.input("n", {}, onnx::TensorProto::INT64);
+  EXPECT_THAT([&] { load_onnx(data.save("loop_once_data.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("Loop")));
+}
+
 TEST(OnnxExports, ALoopWhoseIterationsDependOnDataIsRefusedSayingSo) {
   // A trip count given with the data.
   Model data_trip = loops::recurrent_loop(3, "n");
@@ -1140,6 +1172,13 @@ TEST(OnnxExports, ScriptedListsOfKnownTensorsAreResolved) {
     if (n.op_type() == "SequenceAt") n.set_input(1, "seven");
   EXPECT_THAT([&] { load_onnx(past.save("scripted_lists_past.onnx"), {}); },
               ThrowsMessage<Error>(AllOf(HasSubstr("SequenceAt"), HasSubstr("position 7 is outside [-5, 4]"))));
+  // A tensor of another type than the list's is refused naming the insert (not the Concat made of it).
+  Model ints = lists::scripted_rnn();
+  for (auto& n : *ints.m.mutable_graph()->mutable_node())
+    if (n.op_type() == "SequenceEmpty") n.mutable_attribute(0)->set_i(onnx::TensorProto::INT64);
+  EXPECT_THAT([&] { load_onnx(ints.save("scripted_lists_ints.onnx"), {}); },
+              ThrowsMessage<Error>(HasSubstr("SequenceInsert '/Loop_h/0/cell/SequenceInsert_hs_out': inserts '/Loop_h/0/h_out' (FLOAT) into a "
+                                             "sequence of INT64 tensors")));
   // A list whose length depends on the data (a loop run for a count given with the data) is still
   // refused: its sequence values are not tensors.
   Model data = lists::scripted_rnn();
@@ -1147,6 +1186,48 @@ TEST(OnnxExports, ScriptedListsOfKnownTensorsAreResolved) {
   data.m.mutable_graph()->mutable_node(3)->set_input(0, "n");
   ASSERT_EQ(data.m.graph().node(3).op_type(), "Loop");
   EXPECT_THAT([&] { load_onnx(data.save("scripted_lists_data.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("sequence")));
+}
+
+// The parts of a split no one reads are not placed (`len(x.unbind(0))`), and the parts a split
+// would make count against the model's bound on nodes before any is made.
+TEST(OnnxExports, AListsUnreadPartsAreDroppedAndItsLengthBounded) {
+  auto unbind_len = [](std::int64_t n) {
+    Model m(13);
+    m.input("x", {n, std::int64_t{2}});
+    auto* unbind = m.node("SplitToSequence", {"x"}, {"xs"});
+    Model::attr(unbind, "axis", 0), Model::attr(unbind, "keepdims", 0);
+    m.node("SequenceLength", {"xs"}, {"n"});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y", 2);
+    m.output("n", 0, onnx::TensorProto::INT64);
+    return m;
+  };
+  const Graph g = load_onnx(unbind_len(6).save("unbind_len.onnx"), {});
+  EXPECT_EQ(g.num_ops(), 1u);
+  EXPECT_EQ(g.op_type(0), "Relu");
+  EXPECT_THAT([&] { load_onnx(unbind_len(600000).save("unbind_long.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("SplitToSequence"), HasSubstr("would add 1200001 nodes"))));
+}
+
+// A position read from a list (`xs[xs[0]]`, and so on down a chain) is known in the round that
+// reads the list: a chain of 301 such reads decides in one round (one link a round, 256 rounds
+// refused it).
+TEST(OnnxExports, PositionsReadFromAListAreKnownInTheSameRound) {
+  Model m(13);
+  m.input("x", {std::int64_t{3}});
+  loops::int_scalar(m, "one", 1);
+  loops::int_scalar(m, "zero", 0);
+  m.node("SequenceConstruct", {"one", "zero"}, {"positions"});  // positions[1] = 0, positions[0] = 1
+  std::string at = "one";
+  for (int k = 0; k < 301; ++k) {
+    const std::string next = "p" + std::to_string(k);
+    m.node("SequenceAt", {"positions", at}, {next});
+    at = next;
+  }
+  m.node("Unsqueeze", {"x", at}, {"y"});
+  m.output("y", 2);
+  const Graph g = load_onnx(m.save("chain.onnx"), {});
+  EXPECT_EQ(loops::dims(g, g.find_tensor("y")), (std::vector<std::int64_t>{1, 3}));
 }
 
 TEST(OnnxExports, AScanOfKnownLengthIsUnrolled) {

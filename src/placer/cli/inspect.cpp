@@ -34,6 +34,8 @@ struct ModuleRow {
 void run_inspect(const InspectArgs& args) {
   check_not_an_input(args.save_graph, "--save-graph", {{"--model", args.model}});
   ModelOptions options = args.model_args.resolve();
+  DecidedBeforeStep decided;  // Ifs, Loops and lists the import decided (their ops show as modules: say why)
+  options.onnx.decided = [&decided](const DecidedBeforeStep& d) { decided = d; };
   Graph forward = load_forward_graph(args.model, options);
   // In training mode, the step: derived from the forward graph, or the file's own (a graph JSON that
   // holds a step, as load_model reads it).
@@ -119,6 +121,9 @@ void run_inspect(const InspectArgs& args) {
                         {"activation_bytes", totals.activation_bytes},
                         {"data_inputs", data_inputs},
                         {"op_types", by_type}};
+    if (decided.any())
+      j["decided_before_step"] = {{"ifs", decided.ifs}, {"loops", decided.loops}, {"iterations", decided.iterations},
+                                  {"sequence_ops", decided.sequence_ops}};
     nlohmann::json mods = nlohmann::json::array();
     for (const auto& [name, row] : modules)
       mods.push_back({{"module", name}, {"ops", row.ops}, {"params", row.params}, {"flops", row.flops},
@@ -150,6 +155,16 @@ void run_inspect(const InspectArgs& args) {
   if (forward.num_folded_ops() > 0)
     fmt::print("folded      {} ops: values known before the step (constants, shapes), no time, no device\n",
                forward.num_folded_ops());
+  if (decided.any()) {
+    std::vector<std::string> parts;
+    if (decided.ifs) parts.push_back(fmt::format("{} If{} replaced by the branch taken", decided.ifs, decided.ifs == 1 ? "" : "s"));
+    if (decided.loops)
+      parts.push_back(fmt::format("{} Loop{}/Scan{} unrolled ({} iterations, each a module <node>.<i>)", decided.loops,
+                                  decided.loops == 1 ? "" : "s", decided.loops == 1 ? "" : "s", decided.iterations));
+    if (decided.sequence_ops)
+      parts.push_back(fmt::format("{} sequence op{} read as the tensors they hold", decided.sequence_ops, decided.sequence_ops == 1 ? "" : "s"));
+    fmt::print("decided     before the step: {}\n", fmt::join(parts, "; "));
+  }
   fmt::print("parameters  {} ({}), buffers {}\n", human_count(static_cast<double>(totals.trainable_params)),
              human_bytes(static_cast<double>(totals.param_bytes)), human_bytes(static_cast<double>(totals.buffer_bytes)));
   if (step)

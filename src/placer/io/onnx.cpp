@@ -208,7 +208,8 @@ void check_utf8(const onnx::GraphProto& graph, const std::string& path) {
 }
 
 ModelFile read_model(const std::string& path, const std::map<std::string, std::int64_t>& dim_values,
-                     const std::function<void(const std::string&)>& warn, bool keep_refused_loops) {
+                     const std::function<void(const std::string&)>& warn, bool keep_refused_loops,
+                     const std::function<void(const DecidedBeforeStep&)>& decided) {
   bool sorted = false;
   onnx::ModelProto model = read_onnx_file(path, &sorted);
   if (sorted && warn)
@@ -253,7 +254,10 @@ ModelFile read_model(const std::string& path, const std::map<std::string, std::i
                 "), which placer does not read: store them dense");
   // Checked with its Ifs (both branches, decided or not); then the decided ones give way to their branch.
   try {
-    if (inline_control_flow_decided_by_shapes(model, dim_values, keep_refused_loops)) compatible = library_compatible_copy(model);
+    if (const DecidedBeforeStep d = inline_control_flow_decided_by_shapes(model, dim_values, keep_refused_loops); d.any()) {
+      compatible = library_compatible_copy(model);
+      if (decided) decided(d);
+    }
   } catch (const Error& e) {
     throw Error("model file '" + path + "': " + e.what());
   }
@@ -327,7 +331,7 @@ ModulePath parse_module_path(const std::string& node_name, const std::unordered_
 }
 
 Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
-  ModelFile file = read_model(path, options.dim_values, options.warn, options.unknown_op_default.has_value());
+  ModelFile file = read_model(path, options.dim_values, options.warn, options.unknown_op_default.has_value(), options.decided);
   if (const std::string newer = newer_than_placer(file.model); !newer.empty() && options.warn) options.warn("'" + path + "': " + newer);
   onnx::ModelProto& model = file.model;
   onnx::GraphProto* graph = model.mutable_graph();
@@ -402,7 +406,12 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   auto unknown_shape = [&types](const std::string& name, const onnx::NodeProto* producer, const std::string& producer_name) {
     std::string why;
     auto it = types.find(name);
-    const char* kind = it == types.end() ? nullptr
+    // (A sequence op's output is a sequence whatever inference kept of it: a graph output it gives
+    // was named an unknown shape.)
+    const bool sequence_op = producer && (producer->op_type().starts_with("Sequence") || producer->op_type() == "SplitToSequence") &&
+                             producer->op_type() != "SequenceAt" && producer->op_type() != "SequenceLength";
+    const char* kind = sequence_op                      ? "a sequence"
+                       : it == types.end()              ? nullptr
                        : it->second.has_sequence_type() ? "a sequence"
                        : it->second.has_optional_type() ? "an optional"
                        : it->second.has_map_type()      ? "a map"
@@ -410,7 +419,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     if (kind)
       return Error("tensor '" + name + "'" + (producer ? " (output of op '" + producer_name + "', " + producer->op_type() + ")" : "") +
                    ": " + kind + " value, not a tensor: placer places ops on tensors" +
-                   (!it->second.has_sequence_type() ? " (optional and map values are not supported)"
+                   (!sequence_op && !it->second.has_sequence_type() ? " (optional and map values are not supported)"
                     : producer ? " (a sequence becomes the tensors it holds only where they are known before the step: made by loops "
                                  "whose iterations are known, read at positions that are)"
                                : " (a sequence given with the data: give its tensors as graph inputs of their own)"));

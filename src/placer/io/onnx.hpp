@@ -17,6 +17,16 @@
 
 namespace placer {
 
+// What the import decided before the step (docs/training-step.md#loops-and-scans): Ifs replaced by
+// the branch they take, Loops and Scans unrolled, sequence ops read as the tensors they hold.
+struct DecidedBeforeStep {
+  std::size_t ifs = 0;
+  std::size_t loops = 0;           // Loops and Scans unrolled
+  std::uint64_t iterations = 0;    // their iterations, in all (nested ones counted in each copy)
+  std::size_t sequence_ops = 0;    // sequence ops rewritten into tensor ops or removed
+  bool any() const { return ifs + loops + sequence_ops > 0; }
+};
+
 struct OnnxImportOptions {
   // When not empty: exactly these graph inputs are data; every other input is a parameter or buffer.
   std::vector<std::string> data_inputs;
@@ -30,6 +40,8 @@ struct OnnxImportOptions {
   // Told what the user should know about an import that goes on (a model newer than placer knows);
   // none: nothing said.
   std::function<void(const std::string&)> warn;
+  // Told what was decided before the step, when anything was (`placer inspect` prints it).
+  std::function<void(const DecidedBeforeStep&)> decided;
 };
 
 // Throws Error with one clear line for a missing, empty, truncated or corrupt file, a model the

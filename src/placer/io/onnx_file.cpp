@@ -37,9 +37,9 @@ bool is_control_flow(const onnx::NodeProto& n) {
 
 }  // namespace
 
-bool inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
-                                           bool keep_refused) {
-  bool changed = false;
+DecidedBeforeStep inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
+                                                        bool keep_refused) {
+  DecidedBeforeStep changed;
   for (int round = 0; round < kIfRounds; ++round) {
     const auto& nodes = model.graph().node();
     if (std::none_of(nodes.begin(), nodes.end(), is_control_flow)) return changed;
@@ -67,17 +67,18 @@ bool inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::m
           conditions[node.input(0)] = it->second[0] != 0.0;
         }
     const std::size_t ifs = conditions.empty() ? 0 : inline_decided_ifs(model, conditions);
-    const std::size_t loops = unroll_counted_loops(model, values, types, keep_refused);
+    const std::size_t loops = unroll_counted_loops(model, values, types, keep_refused, &changed.iterations);
     // Sequences of the nodes unrolled this round are resolved in the next (their positions fold then).
     const std::size_t sequences = resolve_known_sequences(model, values, types);
     if (ifs + loops + sequences == 0) return changed;
-    changed = true;
+    changed.ifs += ifs, changed.loops += loops, changed.sequence_ops += sequences;
     // A branch's or body's Constant nodes that hold weights are the main graph's now: parameters,
     // as read_onnx_file makes the file's (a body's were never trained: a review).
     constant_weights_to_initializers(model);
   }
-  throw Error("Ifs and Loops are still being decided after " + std::to_string(kIfRounds) +
-              " rounds (each one's condition or trip count reads the shape of the one before; placer decides one such link per round)");
+  throw Error("Ifs, Loops and sequences are still being decided after " + std::to_string(kIfRounds) +
+              " rounds (each one's condition, trip count or position reads what the one before gives; placer decides one such link per "
+              "round)");
 }
 
 void read_small_external_data(onnx::ModelProto& model, const std::filesystem::path& dir) {

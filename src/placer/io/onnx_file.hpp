@@ -17,6 +17,8 @@
 #include <map>
 #include <string>
 
+#include "placer/io/onnx.hpp"
+
 namespace placer {
 
 // Throws Error naming the file when it cannot be opened, is a directory, is empty, is not an ONNX
@@ -48,9 +50,10 @@ bool sort_nodes_topologically(onnx::ModelProto& model);
 // the rest as they are (the import names what is wrong). Throws Error after 256 rounds that each
 // decided something, and where unroll_counted_loops does.
 // `keep_refused`: a Loop or Scan unroll_counted_loops would refuse is left (--unknown-ops).
-// Returns whether anything was inlined or unrolled.
-bool inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
-                                           bool keep_refused = false);
+// Also reads the sequences whose tensors are then known as those tensors (resolve_known_sequences).
+// Returns what was decided (DecidedBeforeStep::any: whether the model changed).
+DecidedBeforeStep inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
+                                                        bool keep_refused = false);
 
 // Reads into `model` the data of its small tensors stored in external files (initializers and
 // Constant values of at most 4,096 elements of a fixed-size type; `dir` is the model file's

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -469,30 +470,35 @@ std::int64_t int_attribute(const onnx::NodeProto& node, const std::string& name,
   return fallback;
 }
 
-// Whether a Loop body's condition output stays true in every iteration: the condition input passed
-// on (itself, or through Identity nodes), a constant true, or an outer value folded to true.
-bool condition_stays_true(const onnx::GraphProto& body, const std::unordered_map<std::string, std::vector<double>>& outer) {
-  if (body.input_size() < 2 || body.output_size() < 1) return false;
+// What a Loop body's condition output is in every iteration: true when it stays true (the condition
+// input passed on, itself or through Identity nodes, a constant true, or an outer value folded to
+// true), false when it is a constant false (or folds to it: the loop stops after its first
+// iteration), nullopt when the step's data decide it.
+std::optional<bool> body_condition(const onnx::GraphProto& body, const std::unordered_map<std::string, std::vector<double>>& outer) {
+  if (body.input_size() < 2 || body.output_size() < 1) return std::nullopt;
   const std::string& cond_in = body.input(1).name();
   const auto inner = folded_values(body, {});
   std::string v = body.output(0).name();
   for (int hops = 0; hops <= body.node_size(); ++hops) {
     if (v == cond_in) return true;
     for (const auto* values : {&inner, &outer})
-      if (auto it = values->find(v); it != values->end()) return it->second.size() == 1 && it->second[0] != 0.0 && !std::isnan(it->second[0]);
+      if (auto it = values->find(v); it != values->end()) {
+        if (it->second.size() != 1 || std::isnan(it->second[0])) return std::nullopt;
+        return it->second[0] != 0.0;
+      }
     const onnx::NodeProto* producer = nullptr;
     for (const auto& n : body.node())
       if (std::find(n.output().begin(), n.output().end(), v) != n.output().end()) producer = &n;
-    if (!producer || producer->op_type() != "Identity" || producer->input_size() != 1) return false;
+    if (!producer || producer->op_type() != "Identity" || producer->input_size() != 1) return std::nullopt;
     v = producer->input(0);
   }
-  return false;
+  return std::nullopt;
 }
 
 }  // namespace
 
 std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
-                                 const std::map<std::string, onnx::TypeProto>& types, bool keep_refused) {
+                                 const std::map<std::string, onnx::TypeProto>& types, bool keep_refused, std::uint64_t* iterations) {
   onnx::GraphProto& g = *model.mutable_graph();
   NameTable names, nodes;
   collect_names(g, names, nodes);
@@ -539,21 +545,23 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
     std::vector<std::int64_t> scan_axes, scan_reversed;
     auto plan = [&]() -> bool {
       if (is_loop) {
-        if (node.input_size() < 2 || node.input(0).empty()) {
-          return false;
-        }
-        const auto m = values.find(node.input(0));
-        const auto c = node.input(1).empty() ? values.end() : values.find(node.input(1));
-        const bool cond_given = !node.input(1).empty();
+        if (node.input_size() < 2) return false;
+        const bool count_given = !node.input(0).empty(), cond_given = !node.input(1).empty();
+        const auto m = count_given ? values.find(node.input(0)) : values.end();
+        const auto c = cond_given ? values.find(node.input(1)) : values.end();
         // (A condition given false runs no iteration, whatever the body would compute.)
         const bool never = cond_given && c != values.end() && c->second.size() == 1 && c->second[0] == 0.0;
-        if (m == values.end() || m->second.size() != 1 || !std::isfinite(m->second[0]) || (cond_given && (c == values.end() || c->second.size() != 1)) ||
-            (!never && !condition_stays_true(*body, values))) {
-          return false;
-        }
-        const double count = m->second[0];
-        if (count != std::floor(count))
-          throw Error(label + ": its trip count '" + node.input(0) + "' is " + fmt::format("{:g}", count) + ", not an integer");
+        const std::optional<bool> stays = never ? std::optional<bool>(true) : body_condition(*body, values);
+        if (!stays || (cond_given && (c == values.end() || c->second.size() != 1))) return false;
+        // A body whose condition is a constant false stops after its first iteration (a do-once
+        // loop, which needs no trip count); otherwise the trip count must be known.
+        const bool once = !*stays;
+        if (!once && (!count_given || m == values.end() || m->second.size() != 1 || !std::isfinite(m->second[0]))) return false;
+        if (once && count_given && (m == values.end() || m->second.size() != 1 || !std::isfinite(m->second[0]))) return false;
+        const double given = count_given ? m->second[0] : 1.0;
+        if (given != std::floor(given))
+          throw Error(label + ": its trip count '" + node.input(0) + "' is " + fmt::format("{:g}", given) + ", not an integer");
+        const double count = once ? std::min(given, 1.0) : given;
         // Bounded before it becomes an integer (2^63 converted to int64 is undefined, and a count of
         // 2^62 times the body's nodes wrapped past the node limit below: a review). ONNX runs no
         // iteration for a count of 0 or less.
@@ -626,6 +634,7 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
       continue;
     }
     ++unrolled;
+    if (iterations) *iterations += static_cast<std::uint64_t>(trips);
 
     // Every name the body reads (its subgraphs' outputs too: an If's branch may give the
     // iteration number as it is), to add the iteration number and condition only where read.
@@ -755,6 +764,22 @@ bool is_sequence_op(const onnx::NodeProto& n) {
   return normalized_domain(n.domain()).empty() && ops.count(n.op_type()) > 0;
 }
 
+namespace {
+
+// A known sequence: the first `size` names of `items`. Appending to a sequence that ends where its
+// items do extends them in place, shared with the sequence before (whose size stays), and erasing the
+// last shortens the size alone: a list appended to in each of T unrolled iterations and read there
+// (`hs[-1]`) takes O(T), not T^2 (a review: 2 GB for T = 8000).
+struct KnownSequence {
+  std::shared_ptr<std::vector<std::string>> items = std::make_shared<std::vector<std::string>>();
+  std::size_t size = 0;
+  int elem = 0;  // the tensors' element type (onnx::TensorProto::DataType), 0 when not known
+  const std::string& at(std::size_t i) const { return (*items)[i]; }
+  std::vector<std::string> names() const { return {items->begin(), items->begin() + static_cast<std::ptrdiff_t>(size)}; }
+};
+
+}  // namespace
+
 std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
                                     const std::map<std::string, onnx::TypeProto>& types) {
   onnx::GraphProto& g = *model.mutable_graph();
@@ -762,41 +787,52 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
   NameTable names, node_names;
   collect_names(g, names, node_names);
   const std::int64_t opset = default_opset(model);
-  std::unordered_map<std::string, std::vector<std::string>> known;  // sequence -> the tensors it holds, in order
-  std::unordered_set<std::string> made;                             // outputs of nodes that only make sequences
+  // Nodes this pass may add (Unsqueezes, Squeezes, Splits), over the whole model: the bound of inlining.
+  std::uint64_t total = 0;
+  for_each_node(g.node(), [&](const onnx::NodeProto&) { ++total; });
+  std::uint64_t budget = kMaxNodes - std::min<std::uint64_t>(total, kMaxNodes);
+  std::unordered_map<std::string, KnownSequence> known;
+  std::unordered_set<std::string> removable;  // outputs of nodes that go when nothing reads them
   std::size_t resolved = 0;
-  // How many nodes (or outputs) read each name: a sequence read once is taken over by the node that
-  // reads it rather than copied (a list appended to in each of T unrolled iterations: O(T), not T^2).
-  std::unordered_map<std::string, int> readers;
-  for (const auto& o : g.output()) ++readers[o.name()];
-  for (const auto& n : g.node()) {
-    std::unordered_set<std::string> read(n.input().begin(), n.input().end());
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) names_read(a.g(), read);
-      for (const auto& sub : a.graphs()) names_read(sub, read);
-    }
-    for (const auto& v : read) ++readers[v];
-  }
-  auto elements_of = [&](std::unordered_map<std::string, std::vector<std::string>>::iterator seq) {
-    return readers[seq->first] == 1 ? std::move(seq->second) : seq->second;
-  };
 
   auto label = [](const onnx::NodeProto& n) { return n.op_type() + " '" + (n.name().empty() ? n.output(0) : n.name()) + "'"; };
-  // A position input folded to one integer; nullopt when absent or not known before the step.
-  auto position = [&](const onnx::NodeProto& n, int slot) -> std::optional<std::int64_t> {
-    if (n.input_size() <= slot || n.input(slot).empty()) return std::nullopt;
-    const auto it = values.find(n.input(slot));
-    if (it == values.end() || it->second.size() != 1 || !std::isfinite(it->second[0]) || it->second[0] != std::floor(it->second[0]))
-      return std::nullopt;
-    return static_cast<std::int64_t>(it->second[0]);
+  auto has_input = [](const onnx::NodeProto& n, int slot) { return n.input_size() > slot && !n.input(slot).empty(); };
+  // Values of the tensors an Identity in place of a SequenceAt now gives, where the tensor's are
+  // known: a position read from a list is then known in this round, not the next.
+  std::unordered_map<std::string, std::vector<double>> picked;
+  auto value_of = [&](const std::string& name) -> const std::vector<double>* {
+    if (auto it = values.find(name); it != values.end()) return &it->second;
+    if (auto it = picked.find(name); it != picked.end()) return &it->second;
+    return nullptr;
   };
-  auto has_position = [](const onnx::NodeProto& n, int slot) { return n.input_size() > slot && !n.input(slot).empty(); };
+  // A position input folded to one integer; nullopt when absent or not known before the step.
+  auto position = [&](const onnx::NodeProto& n, int slot) -> std::optional<double> {
+    if (!has_input(n, slot)) return std::nullopt;
+    const std::vector<double>* v = value_of(n.input(slot));
+    if (!v || v->size() != 1 || !std::isfinite((*v)[0]) || (*v)[0] != std::floor((*v)[0])) return std::nullopt;
+    return (*v)[0];
+  };
+  // A position in [-n, n - 1] (n too where `end` allows it), counted from the end when negative.
+  auto index = [&](const onnx::NodeProto& n, double at, std::size_t length, bool end) {
+    const double len = static_cast<double>(length);
+    if (length == 0 && !end) throw Error(label(n) + ": its sequence '" + n.input(0) + "' is empty (no tensor at any position)");
+    if (at < -len || at > (end ? len : len - 1))
+      throw Error(label(n) + ": position " + fmt::format("{:g}", at) + " is outside [" + fmt::format("{:g}", -len) + ", " +
+                  fmt::format("{:g}", end ? len : len - 1) + "] (the sequence holds " + std::to_string(length) + " tensors)");
+    return static_cast<std::size_t>(at < 0 ? at + len : at);
+  };
+  auto spend = [&](const onnx::NodeProto& n, std::uint64_t nodes) {
+    if (nodes > budget)
+      throw Error(label(n) + " would add " + std::to_string(nodes) + " nodes: the model would hold more than " + std::to_string(kMaxNodes) +
+                  " nodes");
+    budget -= nodes;
+  };
   auto int_attr = [](onnx::NodeProto* n, const std::string& name, std::int64_t v) {
     auto* a = n->add_attribute();
     a->set_name(name), a->set_type(onnx::AttributeProto::INT), a->set_i(v);
   };
-  // Axes given as an attribute before opset 13 (Unsqueeze, Squeeze, Split's sizes), as an input from 13.
-  auto axes_operand = [&](onnx::NodeProto* n, const std::string& attribute, const std::string& base, const std::vector<std::int64_t>& v) {
+  // Axes (Unsqueeze, Squeeze) and Split's sizes: an attribute before opset 13, an input from 13.
+  auto ints_operand = [&](onnx::NodeProto* n, const std::string& attribute, const std::string& base, const std::vector<std::int64_t>& v) {
     if (opset >= 13) {
       onnx::TensorProto* t = g.add_initializer();
       t->set_name(names.fresh(base));
@@ -810,12 +846,20 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
       for (std::int64_t x : v) a->add_ints(x);
     }
   };
+  auto elem_type = [&](const std::string& name, bool sequence) {
+    const auto it = types.find(name);
+    if (it == types.end()) return 0;
+    const onnx::TypeProto& t = sequence && it->second.has_sequence_type() ? it->second.sequence_type().elem_type() : it->second;
+    return t.has_tensor_type() ? t.tensor_type().elem_type() : 0;
+  };
 
   google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
-  auto add = [&](const std::string& op, const std::string& name, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+  // `name`: the name of the node it stands for (which goes), or a new one under it.
+  auto add = [&](const std::string& op, const std::string& name, bool fresh, std::vector<std::string> inputs,
+                 std::vector<std::string> outputs) {
     onnx::NodeProto* n = out.Add();
     n->set_op_type(op);
-    n->set_name(node_names.fresh(name));
+    n->set_name(fresh ? node_names.fresh(name) : name);
     for (auto& v : inputs) n->add_input(std::move(v));
     for (auto& v : outputs) n->add_output(std::move(v));
     return n;
@@ -823,79 +867,98 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
   for (auto& node : *g.mutable_node()) {
     const std::string& op = node.op_type();
     const bool standard = normalized_domain(node.domain()).empty();
-    const auto seq = standard && node.input_size() > 0 ? known.find(node.input(0)) : known.end();
-    const bool on_known = seq != known.end();
-    const std::string name = node.name().empty() ? (node.output_size() > 0 ? node.output(0) : op) : node.name();
-    auto keep = [&] { *out.Add() = node; };
     if (!standard || node.output_size() < 1 || node.output(0).empty()) {
-      keep();
+      *out.Add() = node;
       continue;
     }
+    const auto seq = node.input_size() > 0 ? known.find(node.input(0)) : known.end();
+    const bool on_known = seq != known.end();
+    // The node's own name for what takes its place (an op placement files may name), else a new one.
+    const bool unnamed = node.name().empty();
+    const std::string name = unnamed ? node_names.fresh(node.output(0)) : node.name();
     const std::string& result = node.output(0);
     // Nodes that make a sequence from known ones stay until their readers are known to be gone (below).
-    auto makes = [&](std::vector<std::string> elements) {
-      known[result] = std::move(elements);
-      made.insert(result);
-      keep();
+    auto makes = [&](KnownSequence s) {
+      known[result] = std::move(s);
+      removable.insert(result);
+      *out.Add() = node;
     };
     if (op == "SequenceEmpty") {
-      makes({});
+      KnownSequence s;
+      s.elem = static_cast<int>(int_attribute(node, "dtype", onnx::TensorProto::FLOAT));
+      makes(std::move(s));
     } else if (op == "SequenceConstruct") {
-      makes({node.input().begin(), node.input().end()});
+      KnownSequence s;
+      s.items->assign(node.input().begin(), node.input().end());
+      s.size = s.items->size();
+      s.elem = node.input_size() > 0 ? elem_type(node.input(0), false) : 0;
+      makes(std::move(s));
     } else if (op == "Identity" && on_known) {
-      makes(elements_of(seq));
-    } else if (op == "SequenceInsert" && on_known && node.input_size() >= 2 && (!has_position(node, 2) || position(node, 2))) {
-      std::vector<std::string> elements = elements_of(seq);
-      const auto n = static_cast<std::int64_t>(elements.size());
-      std::int64_t at = has_position(node, 2) ? *position(node, 2) : n;
-      if (at < -n || at > n)
-        throw Error(label(node) + ": position " + std::to_string(at) + " is outside [" + std::to_string(-n) + ", " + std::to_string(n) +
-                    "] (the sequence holds " + std::to_string(n) + " tensors)");
-      if (at < 0) at += n;
-      elements.insert(elements.begin() + at, node.input(1));
-      makes(std::move(elements));
-    } else if (op == "SequenceErase" && on_known && (!has_position(node, 1) || position(node, 1))) {
-      std::vector<std::string> elements = elements_of(seq);
-      const auto n = static_cast<std::int64_t>(elements.size());
-      std::int64_t at = has_position(node, 1) ? *position(node, 1) : n - 1;
-      if (at < -n || at >= n)
-        throw Error(label(node) + ": position " + std::to_string(at) + " is outside [" + std::to_string(-n) + ", " + std::to_string(n - 1) +
-                    "] (the sequence holds " + std::to_string(n) + " tensors)");
-      if (at < 0) at += n;
-      elements.erase(elements.begin() + at);
-      makes(std::move(elements));
+      makes(seq->second);
+    } else if (op == "SequenceInsert" && on_known && node.input_size() >= 2 && (!has_input(node, 2) || position(node, 2)) &&
+               elem_type(node.input(1), false) != 0) {
+      // (Resolved once the tensor's type is known, in the round after the loop that makes it was
+      // unrolled: a tensor of another type than the list's is refused here.)
+      const KnownSequence& from = seq->second;
+      const int want = from.elem, got = elem_type(node.input(1), false);
+      if (want != 0 && want != got)
+        throw Error(label(node) + ": inserts '" + node.input(1) + "' (" + onnx::TensorProto_DataType_Name(got) + ") into a sequence of " +
+                    onnx::TensorProto_DataType_Name(want) + " tensors");
+      const std::size_t at = has_input(node, 2) ? index(node, *position(node, 2), from.size, true) : from.size;
+      KnownSequence to;
+      if (at == from.size && from.items->size() == from.size) {
+        to.items = from.items;  // appended in place, shared with `from` (which keeps its size)
+        to.items->push_back(node.input(1));
+      } else {
+        *to.items = from.names();
+        to.items->insert(to.items->begin() + static_cast<std::ptrdiff_t>(at), node.input(1));
+      }
+      to.size = from.size + 1;
+      to.elem = got;
+      makes(std::move(to));
+    } else if (op == "SequenceErase" && on_known && (!has_input(node, 1) || position(node, 1))) {
+      const KnownSequence& from = seq->second;
+      if (from.size == 0) throw Error(label(node) + ": its sequence '" + node.input(0) + "' is empty (nothing to erase)");
+      const std::size_t at = has_input(node, 1) ? index(node, *position(node, 1), from.size, false) : from.size - 1;
+      KnownSequence to;
+      if (at == from.size - 1) {
+        to = {from.items, from.size - 1, from.elem};  // the last erased: a shorter view of the same items
+      } else {
+        to.elem = from.elem;
+        *to.items = from.names();
+        to.items->erase(to.items->begin() + static_cast<std::ptrdiff_t>(at));
+        to.size = to.items->size();
+      }
+      makes(std::move(to));
     } else if (op == "SequenceAt" && on_known && position(node, 1)) {
-      const auto n = static_cast<std::int64_t>(seq->second.size());
-      std::int64_t at = *position(node, 1);
-      if (at < -n || at >= n)
-        throw Error(label(node) + ": position " + std::to_string(at) + " is outside [" + std::to_string(-n) + ", " + std::to_string(n - 1) +
-                    "] (the sequence holds " + std::to_string(n) + " tensors)");
-      if (at < 0) at += n;
-      add("Identity", name, {seq->second[static_cast<std::size_t>(at)]}, {result});
+      const std::string& element = seq->second.at(index(node, *position(node, 1), seq->second.size, false));
+      if (const std::vector<double>* v = value_of(element)) picked[result] = *v;
+      add("Identity", name, unnamed, {element}, {result});
       ++resolved;
     } else if (op == "SequenceLength" && on_known) {
       onnx::TensorProto* t = g.add_initializer();
       t->set_name(result);
       t->set_data_type(onnx::TensorProto::INT64);
-      t->add_int64_data(static_cast<std::int64_t>(seq->second.size()));
+      t->add_int64_data(static_cast<std::int64_t>(seq->second.size));
       ++resolved;
     } else if (op == "ConcatFromSequence" && on_known) {
-      const std::vector<std::string>& parts = seq->second;
-      if (parts.empty()) throw Error(label(node) + ": its sequence '" + node.input(0) + "' holds no tensor (nothing to concatenate)");
+      const KnownSequence& parts = seq->second;
+      if (parts.size == 0) throw Error(label(node) + ": its sequence '" + node.input(0) + "' holds no tensor (nothing to concatenate)");
       const std::int64_t axis = int_attribute(node, "axis", 0);
       std::vector<std::string> inputs;
       if (int_attribute(node, "new_axis", 0) != 0) {
         // Stacked: each part gains the axis (in the result's rank, as ConcatFromSequence counts it).
-        for (std::size_t i = 0; i < parts.size(); ++i) {
+        spend(node, parts.size);
+        for (std::size_t i = 0; i < parts.size; ++i) {
           const std::string base = joined(name, std::to_string(i));
-          onnx::NodeProto* u = add("Unsqueeze", base + "/Unsqueeze", {parts[i]}, {names.fresh(base + "/unsqueezed")});
-          axes_operand(u, "axes", base + "/axes", {axis});
+          onnx::NodeProto* u = add("Unsqueeze", base + "/Unsqueeze", true, {parts.at(i)}, {names.fresh(base + "/unsqueezed")});
+          ints_operand(u, "axes", base + "/axes", {axis});
           inputs.push_back(u->output(0));
         }
       } else {
-        inputs = parts;
+        inputs = parts.names();
       }
-      int_attr(add("Concat", name, std::move(inputs), {result}), "axis", axis);
+      int_attr(add("Concat", name, unnamed, std::move(inputs), {result}), "axis", axis);
       ++resolved;
     } else if (op == "SplitToSequence" && node.input_size() >= 1) {
       // The parts' sizes: given (one size for every part but a smaller last, or one per part), or
@@ -906,31 +969,34 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
       std::int64_t axis = int_attribute(node, "axis", 0);
       if (shaped && axis < 0) axis += rank;
       const bool axis_known = shaped && axis >= 0 && axis < rank && type->second.tensor_type().shape().dim(static_cast<int>(axis)).has_dim_value();
-      const auto split = has_position(node, 1) ? values.find(node.input(1)) : values.end();
-      if (!axis_known || (has_position(node, 1) && split == values.end())) {
-        keep();
+      const std::vector<double>* split = has_input(node, 1) ? value_of(node.input(1)) : nullptr;
+      if (!axis_known || (has_input(node, 1) && !split)) {
+        *out.Add() = node;
         continue;
       }
-      const std::int64_t length = type->second.tensor_type().shape().dim(static_cast<int>(axis)).dim_value();
-      // A part per element at most, each a node or two (the same bound as inlining's).
-      if (length > static_cast<std::int64_t>(kMaxNodes / 2))
-        throw Error(label(node) + ": its input is " + std::to_string(length) + " long on axis " + std::to_string(axis) +
-                    ": split, the model would hold more than " + std::to_string(kMaxNodes) + " nodes");
+      const std::int64_t length = std::max<std::int64_t>(0, type->second.tensor_type().shape().dim(static_cast<int>(axis)).dim_value());
       std::vector<std::int64_t> sizes;
-      const bool squeeze = !has_position(node, 1) && int_attribute(node, "keepdims", 1) == 0;
-      if (!has_position(node, 1)) {
+      const bool squeeze = !has_input(node, 1) && int_attribute(node, "keepdims", 1) == 0;
+      const bool scalar_split = has_input(node, 1) && split->size() == 1 &&
+                                (types.count(node.input(1)) == 0 || !types.at(node.input(1)).tensor_type().has_shape() ||
+                                 types.at(node.input(1)).tensor_type().shape().dim_size() == 0);
+      // Its parts are counted as nodes (each a tensor, and a Squeeze more without keepdims) before
+      // any is made: one SplitToSequence of a long input, or several, stay under the model's bound.
+      if (!has_input(node, 1)) {
+        spend(node, static_cast<std::uint64_t>(length) * (squeeze ? 2 : 1) + 1);
         sizes.assign(static_cast<std::size_t>(length), 1);
-      } else if (split->second.size() == 1 && (types.count(node.input(1)) == 0 || !types.at(node.input(1)).tensor_type().has_shape() ||
-                                               types.at(node.input(1)).tensor_type().shape().dim_size() == 0)) {
-        const double size = split->second[0];
+      } else if (scalar_split) {
+        const double size = (*split)[0];
         if (!(size >= 1) || size != std::floor(size))
           throw Error(label(node) + ": its split '" + node.input(1) + "' is " + fmt::format("{:g}", size) + ", not a positive integer");
-        for (std::int64_t left = length; left > 0; left -= static_cast<std::int64_t>(size))
-          sizes.push_back(std::min(left, static_cast<std::int64_t>(size)));
+        const auto step = static_cast<std::int64_t>(std::min(size, 0x1p62));
+        spend(node, static_cast<std::uint64_t>(length / step) + 2);
+        for (std::int64_t left = length; left > 0; left -= step) sizes.push_back(std::min(left, step));
       } else {
+        spend(node, split->size() + 1);
         std::int64_t sum = 0;
-        for (double v : split->second) {
-          if (!(v >= 0) || v != std::floor(v))
+        for (double v : *split) {
+          if (!(v >= 0) || v != std::floor(v) || v > 0x1p62)
             throw Error(label(node) + ": its split '" + node.input(1) + "' holds " + fmt::format("{:g}", v) + ", not a size");
           sizes.push_back(static_cast<std::int64_t>(v));
           sum += sizes.back();
@@ -941,34 +1007,39 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
       }
       if (sizes.empty() || std::find(sizes.begin(), sizes.end(), 0) != sizes.end())
         throw Error(label(node) + ": it would hold an empty tensor (placer places tensors that hold elements)");
-      std::vector<std::string> parts;
-      for (std::size_t i = 0; i < sizes.size(); ++i) parts.push_back(names.fresh(joined(name, std::to_string(i))));
-      onnx::NodeProto* split_node = add("Split", name + "/Split", {node.input(0)}, parts);
+      KnownSequence parts;
+      for (std::size_t i = 0; i < sizes.size(); ++i) parts.items->push_back(names.fresh(joined(name, std::to_string(i))));
+      onnx::NodeProto* split_node = add("Split", name, unnamed, {node.input(0)}, *parts.items);
       int_attr(split_node, "axis", axis);
-      axes_operand(split_node, "split", name + "/split", sizes);
+      ints_operand(split_node, "split", name + "/split", sizes);
+      removable.insert(parts.items->begin(), parts.items->end());
       if (squeeze)
-        for (auto& part : parts) {
-          onnx::NodeProto* sq = add("Squeeze", part + "/Squeeze", {part}, {names.fresh(part + "/squeezed")});
-          axes_operand(sq, "axes", part + "/axes", {axis});
+        for (auto& part : *parts.items) {
+          onnx::NodeProto* sq = add("Squeeze", part + "/Squeeze", true, {part}, {names.fresh(part + "/squeezed")});
+          ints_operand(sq, "axes", part + "/axes", {axis});
           part = sq->output(0);
+          removable.insert(part);
         }
+      parts.size = parts.items->size();
+      parts.elem = elem_type(node.input(0), false);
       // The sequence itself, for a reader left as it is (it goes with the others otherwise).
-      add("SequenceConstruct", name, parts, {result})->set_name(node.name());  // its name: the node it stands for is gone
-      made.insert(result);
+      add("SequenceConstruct", name + "/sequence", true, *parts.items, {result});
+      removable.insert(result);
       known[result] = std::move(parts);
       ++resolved;
     } else {
-      keep();
+      *out.Add() = node;
     }
   }
-  // A node that only made a sequence goes once nothing reads what it made (its readers were
-  // resolved): walked backwards, so that a chain of inserts goes whole.
+  // A node that only made a sequence, or that this pass added and nothing reads (the parts of a
+  // split no one reads: `len(x.unbind(0))`), goes: walked backwards, so that a chain goes whole.
   std::unordered_set<std::string> read;
   for (const auto& o : g.output()) read.insert(o.name());
   google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
   for (int i = out.size() - 1; i >= 0; --i) {
     onnx::NodeProto& n = *out.Mutable(i);
-    if (n.output_size() == 1 && made.count(n.output(0)) && !read.count(n.output(0))) {
+    const bool unread = std::all_of(n.output().begin(), n.output().end(), [&](const std::string& v) { return removable.count(v) && !read.count(v); });
+    if (n.output_size() > 0 && unread) {
       ++resolved;
       continue;
     }

@@ -60,7 +60,8 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
 //   condition input is absent or `values` gives it, and whose body's condition output stays true
 //   (the body's condition input passed on, through Identity nodes or not, or a constant true): no
 //   early exit that depends on the step's data. A condition given false, or an M of 0 or less,
-//   runs no iteration (ONNX's rules).
+//   runs no iteration (ONNX's rules); a body whose condition output is a constant false runs once
+//   (a do-once loop: M, when given, must be known, and caps it).
 // - a Scan (opset 9 on) whose scan inputs' lengths on their scan axes `types` gives.
 // Iteration i's nodes are the body's, named "<node>/<i>/<name>" (so each iteration is a module of
 // the placement file, "<node>.<i>"), values likewise; the iteration number and condition a Loop's
@@ -78,8 +79,10 @@ std::size_t inline_decided_ifs(onnx::ModelProto& model, const std::unordered_map
 // not match its node's, and a scan output of no iteration (empty).
 // With `keep_refused`, a Loop or Scan it would refuse is left as it is instead (--unknown-ops
 // prices it as one op).
+// `iterations`, when given, gains the iterations unrolled.
 std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
-                                 const std::map<std::string, onnx::TypeProto>& types, bool keep_refused = false);
+                                 const std::map<std::string, onnx::TypeProto>& types, bool keep_refused = false,
+                                 std::uint64_t* iterations = nullptr);
 
 // Resolves the sequences of the main graph whose tensors are known before the model runs: PyTorch's
 // scripted lists (`xs = []`, `xs.append(h)` in a loop, `torch.stack(xs)`: SequenceEmpty, a
@@ -92,9 +95,12 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
 // initializer, ConcatFromSequence a Concat (new_axis: of the tensors each Unsqueezed), and
 // SplitToSequence a Split (then Squeezes when keepdims is 0 and no split is given). The nodes that
 // only made sequences go once nothing reads them; a sequence something else reads (a Loop left as
-// it is, an output) stays as it was made. Returns how many nodes were rewritten or removed. Throws
-// Error for a position out of range, a ConcatFromSequence of an empty sequence, and a split that
-// does not add up to its input's length or would give an empty tensor.
+// it is, an output) stays as it was made, and the parts of a split nothing reads go. An insert waits
+// for its tensor's type (a round) and is refused for a type other than the list's. Returns how many
+// nodes were rewritten or removed. Throws Error for a position out of range (or into an empty
+// list), a tensor of another type, a ConcatFromSequence of an empty sequence, a split that does not
+// add up to its input's length or would give an empty tensor, and nodes that would take the model
+// past 1,048,576 (counted before they are made).
 std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
                                     const std::map<std::string, onnx::TypeProto>& types);
 
