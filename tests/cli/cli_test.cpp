@@ -427,7 +427,7 @@ TEST(InspectText, SaysWhatTheImportDecidedBeforeTheStep) {
   }
   Outcome text = placer({"inspect", model, "--mode", "inference"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_THAT(text.out, HasSubstr("decided     before the step: 1 Loop/Scan unrolled (3 iterations, each a module <node>.<i>)\n"));
+  EXPECT_THAT(text.out, HasSubstr("decided     before the step: 1 Loop/Scan unrolled (3 iterations in all, each a module <node>.<i>)\n"));
   EXPECT_THAT(text.out, HasSubstr("Loop_s"));
   const nlohmann::json report = parse_json(placer({"inspect", model, "--mode", "inference", "--json"}));
   EXPECT_EQ(report.value("decided_before_step", nlohmann::json()),

@@ -210,6 +210,17 @@ TEST(RunCli, ABernoullisProbabilitiesAreDrawnInRange) {
   }
 }
 
+// libtorch's warnings come as placer's, not through glog; its notice that scatter_reduce is in beta
+// (about its API, not the model) is not printed.
+TEST(RunCli, LibtorchsBetaNoticesAreNotPrinted) {
+  const std::filesystem::path model = "/usr/share/libonnx-testdata/data/node/test_scatter_elements_with_duplicate_indices/model.onnx";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/install-deps.sh installs it)";
+  const auto run = placer({"run", "--model", model.string(), "--on", "cpu:0", "--mode", "inference", "--steps", "1", "--warmup", "0"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("InitGoogleLogging")));
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("beta")));
+}
+
 // Found by a QA sweep of ONNX's test models through the training step: a loss's class weights,
 // given as a tensor that is not data, were trained, which libtorch cannot do ("not differentiable
 // with respect to argument 'weight'"): they are a buffer now; a 4-D loss over log-probabilities

@@ -874,6 +874,16 @@ TEST(LocalCluster, TheLayoutHasTheMeasuredPresetsDevicesAndLinks) {
   EXPECT_EQ(layout.num_channels(), measured.num_channels());
 }
 
+// Warnings libtorch raises (TORCH_WARN) are printed as placer's, on one line; beta notices dropped.
+TEST(LocalCluster, LibtorchWarningsArePrintedAsPlacers) {
+  exec::route_libtorch_warnings();
+  ::testing::internal::CaptureStderr();
+  TORCH_WARN("something\nto say");
+  TORCH_WARN("scatter_reduce() is in beta and the API may change at any time.");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "placer: warning: libtorch: something to say\n");
+}
+
 // More threads than the machine has are refused (under a memory limit, OpenBLAS's buffers for 64
 // threads were retried forever).
 TEST(LocalCluster, MoreThreadsThanTheMachineHasAreRefused) {

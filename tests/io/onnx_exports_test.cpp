@@ -1145,7 +1145,14 @@ Model scripted_rnn() {
 // Lists whose tensors are known before the step (a scripted model's, once its loop is unrolled)
 // become the tensors they hold: no sequence op is left to place.
 TEST(OnnxExports, ScriptedListsOfKnownTensorsAreResolved) {
-  const Graph g = load_onnx(lists::scripted_rnn().save("scripted_lists.onnx"), {});
+  OnnxImportOptions told;
+  DecidedBeforeStep decided;
+  told.decided = [&](const DecidedBeforeStep& d) { decided = d; };
+  const Graph g = load_onnx(lists::scripted_rnn().save("scripted_lists.onnx"), told);
+  // unbind, len, [], 5 x (xs[i], append), stack, hs[-1], erase, cat: 17 sequence ops.
+  EXPECT_EQ(decided.loops, 1u);
+  EXPECT_EQ(decided.iterations, 5u);
+  EXPECT_EQ(decided.sequence_ops, 17u);
   std::map<std::string, int> types;
   for (OpId o = 0; o < g.num_ops(); ++o) ++types[g.op_type(o)];
   for (const auto& [type, count] : types) EXPECT_EQ(type.find("Sequence"), std::string::npos) << type << " x" << count;
@@ -1164,6 +1171,17 @@ TEST(OnnxExports, ScriptedListsOfKnownTensorsAreResolved) {
   EXPECT_EQ(g.op_type(part), "Identity");
   EXPECT_EQ(g.op_type(g.producer(g.op_inputs(part)[0])), "Squeeze");
   EXPECT_EQ(derive_training_step(g, Optimizer::sgd).num_ops() > g.num_ops(), true);
+
+  // A loop over the first 3 of the 5 parts: the 2 parts no one reads are not placed (their Squeezes
+  // were made in the round before the loop's reads were known).
+  Model three = lists::scripted_rnn();
+  loops::int_scalar(three, "three", 3);
+  three.m.mutable_graph()->mutable_node(3)->set_input(0, "three");
+  const Graph g3 = load_onnx(three.save("scripted_lists_three.onnx"), {});
+  std::map<std::string, int> types3;
+  for (OpId o = 0; o < g3.num_ops(); ++o) ++types3[g3.op_type(o)];
+  EXPECT_EQ(types3["Squeeze"], 3);
+  EXPECT_EQ(types3["MatMul"], 3);
 
   // A position past the end is refused, naming the node.
   Model past = lists::scripted_rnn();
@@ -1206,7 +1224,12 @@ TEST(OnnxExports, AListsUnreadPartsAreDroppedAndItsLengthBounded) {
   EXPECT_EQ(g.num_ops(), 1u);
   EXPECT_EQ(g.op_type(0), "Relu");
   EXPECT_THAT([&] { load_onnx(unbind_len(600000).save("unbind_long.onnx"), {}); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("SplitToSequence"), HasSubstr("would add 1200001 nodes"))));
+              ThrowsMessage<Error>(AllOf(HasSubstr("SplitToSequence"), HasSubstr("would add 1200001 nodes or concatenated inputs, past the model's bound of 1048576"))));
+  // A split of one size 0: libonnx's shape rule divided by it (SIGFPE, found by OnnxMutation).
+  Model zero = unbind_len(6);
+  loops::int_scalar(zero, "zero", 0);
+  zero.m.mutable_graph()->mutable_node(0)->add_input("zero");
+  EXPECT_THAT([&] { load_onnx(zero.save("split_zero.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("its split is 0, not a positive size")));
 }
 
 // A position read from a list (`xs[xs[0]]`, and so on down a chain) is known in the round that

@@ -159,8 +159,9 @@ void run_inspect(const InspectArgs& args) {
     std::vector<std::string> parts;
     if (decided.ifs) parts.push_back(fmt::format("{} If{} replaced by the branch taken", decided.ifs, decided.ifs == 1 ? "" : "s"));
     if (decided.loops)
-      parts.push_back(fmt::format("{} Loop{}/Scan{} unrolled ({} iterations, each a module <node>.<i>)", decided.loops,
-                                  decided.loops == 1 ? "" : "s", decided.loops == 1 ? "" : "s", decided.iterations));
+      parts.push_back(fmt::format("{} Loop{}/Scan{} unrolled ({} iteration{} in all, each a module <node>.<i>)", decided.loops,
+                                  decided.loops == 1 ? "" : "s", decided.loops == 1 ? "" : "s", decided.iterations,
+                                  decided.iterations == 1 ? "" : "s"));
     if (decided.sequence_ops)
       parts.push_back(fmt::format("{} sequence op{} read as the tensors they hold", decided.sequence_ops, decided.sequence_ops == 1 ? "" : "s"));
     fmt::print("decided     before the step: {}\n", fmt::join(parts, "; "));

@@ -13,6 +13,7 @@
 extern "C" [[gnu::visibility("default")]] void placer_torch_register_placers() {
   placer::register_learned_placers();
   placer::exec::register_exec_presets();  // the `local` cluster preset
+  placer::exec::route_libtorch_warnings();
 }
 
 extern "C" [[gnu::visibility("default")]] void placer_torch_register_commands(CLI::App& app) {

@@ -184,5 +184,9 @@ Cluster local_cluster_layout();
 // Registers the `local` preset with the cluster layer (call once; the CLI does it when it loads its
 // libtorch module, cli/torch_module.cpp).
 void register_exec_presets();
+// Routes libtorch's warnings (TORCH_WARN) to stderr as placer's, one line each, instead of glog's
+// "Logging before InitGoogleLogging" lines; its notices that an API is in beta (scatter_reduce,
+// index_reduce: about libtorch's own API, not the user's model) are dropped. Call once at start-up.
+void route_libtorch_warnings();
 
 }  // namespace placer::exec

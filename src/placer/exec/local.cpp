@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -20,6 +21,7 @@
 #include "placer/graph/op_work.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/host.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer::exec {
 namespace {
@@ -524,5 +526,20 @@ Cluster detect_local_cluster() {
 Cluster local_cluster_layout() { return build_local(false); }
 
 void register_exec_presets() { register_cluster_preset("local", [] { return detect_local_cluster(); }); }
+
+namespace {
+class PlacerWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::SourceLocation&, const std::string& msg, bool) override {
+    if (msg.find("is in beta and the API may change") != std::string::npos) return;
+    std::fprintf(stderr, "placer: warning: libtorch: %s\n", one_line(msg).c_str());
+  }
+};
+}  // namespace
+
+void route_libtorch_warnings() {
+  static PlacerWarnings handler;  // lives as long as the process: libtorch keeps the pointer
+  c10::Warning::set_warning_handler(&handler);
+}
 
 }  // namespace placer::exec

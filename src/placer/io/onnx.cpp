@@ -421,7 +421,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
                    ": " + kind + " value, not a tensor: placer places ops on tensors" +
                    (!sequence_op && !it->second.has_sequence_type() ? " (optional and map values are not supported)"
                     : producer ? " (a sequence becomes the tensors it holds only where they are known before the step: made by loops "
-                                 "whose iterations are known, read at positions that are)"
+                                 "whose iterations are known, of tensors whose element types are known, read at positions that are)"
                                : " (a sequence given with the data: give its tensors as graph inputs of their own)"));
     if (producer && (producer->op_type() == "Loop" || producer->op_type() == "Scan"))
       why = " (a " + producer->op_type() + " whose iterations are not known before the step, which placer does not unroll)";
@@ -573,7 +573,7 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
     if ((node.op_type() == "Loop" || node.op_type() == "Scan") && (node.domain().empty() || node.domain() == "ai.onnx") &&
         !options.unknown_op_default)
       throw Error("op '" + spec.name + "': a " + node.op_type() + " placer does not unroll: placer unrolls a Loop whose trip count is " +
-                  "known before the step (a constant, or computed from shapes) and whose condition stays true, and a Scan (opset 9 on) whose " +
+                  "known before the step (a constant, or computed from shapes) and whose condition stays true (or is a constant false: run once), and a Scan (opset 9 on) whose " +
                   "inputs' lengths are known; this one's iterations are not known before the step (export the model traced, with its loops " +
                   "unrolled; --unknown-ops CLASS prices it as one op for the simulator)");
     spec.type = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "::" + node.op_type();

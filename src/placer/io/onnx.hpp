@@ -21,8 +21,8 @@ namespace placer {
 // the branch they take, Loops and Scans unrolled, sequence ops read as the tensors they hold.
 struct DecidedBeforeStep {
   std::size_t ifs = 0;
-  std::size_t loops = 0;           // Loops and Scans unrolled
-  std::uint64_t iterations = 0;    // their iterations, in all (nested ones counted in each copy)
+  std::size_t loops = 0;           // Loops and Scans unrolled (a nested one once per copy of its outer one)
+  std::uint64_t iterations = 0;    // their iterations, in all
   std::size_t sequence_ops = 0;    // sequence ops rewritten into tensor ops or removed
   bool any() const { return ifs + loops + sequence_ops > 0; }
 };

@@ -40,6 +40,7 @@ bool is_control_flow(const onnx::NodeProto& n) {
 DecidedBeforeStep inline_control_flow_decided_by_shapes(onnx::ModelProto& model, const std::map<std::string, std::int64_t>& dim_values,
                                                         bool keep_refused) {
   DecidedBeforeStep changed;
+  SequencePass sequence_pass;
   for (int round = 0; round < kIfRounds; ++round) {
     const auto& nodes = model.graph().node();
     if (std::none_of(nodes.begin(), nodes.end(), is_control_flow)) return changed;
@@ -69,9 +70,10 @@ DecidedBeforeStep inline_control_flow_decided_by_shapes(onnx::ModelProto& model,
     const std::size_t ifs = conditions.empty() ? 0 : inline_decided_ifs(model, conditions);
     const std::size_t loops = unroll_counted_loops(model, values, types, keep_refused, &changed.iterations);
     // Sequences of the nodes unrolled this round are resolved in the next (their positions fold then).
-    const std::size_t sequences = resolve_known_sequences(model, values, types);
+    const std::size_t sequences = resolve_known_sequences(model, values, types, sequence_pass);
+    changed.sequence_ops = sequence_pass.sequence_ops;
     if (ifs + loops + sequences == 0) return changed;
-    changed.ifs += ifs, changed.loops += loops, changed.sequence_ops += sequences;
+    changed.ifs += ifs, changed.loops += loops;
     // A branch's or body's Constant nodes that hold weights are the main graph's now: parameters,
     // as read_onnx_file makes the file's (a body's were never trained: a review).
     constant_weights_to_initializers(model);

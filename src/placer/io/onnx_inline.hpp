@@ -34,6 +34,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace placer {
@@ -101,8 +102,15 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
 // list), a tensor of another type, a ConcatFromSequence of an empty sequence, a split that does not
 // add up to its input's length or would give an empty tensor, and nodes that would take the model
 // past 1,048,576 (counted before they are made).
+// `pass` carries what one import's rounds share: the outputs of the nodes the pass made (which go,
+// in a later round too, once nothing reads them) and the count of the model's sequence ops read as
+// tensors (`placer inspect` reports it).
+struct SequencePass {
+  std::unordered_set<std::string> made;
+  std::size_t sequence_ops = 0;
+};
 std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
-                                    const std::map<std::string, onnx::TypeProto>& types);
+                                    const std::map<std::string, onnx::TypeProto>& types, SequencePass& pass);
 
 // Throws Error when a model-local function calls itself, directly or through others (ONNX's
 // shape inference expands function bodies without a depth limit: the stack overflowed).

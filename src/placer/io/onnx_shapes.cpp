@@ -1,6 +1,7 @@
 #include "placer/io/onnx_shapes.hpp"
 
 #include <onnx/defs/schema.h>
+#include <onnx/defs/tensor_proto_util.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <fmt/format.h>
@@ -1192,7 +1193,7 @@ void harden_onnx_rules() {
   static std::once_flag once;
   std::call_once(once, [] {
     for (const char* op : {"Conv", "ConvInteger", "ConvTranspose", "QLinearConv", "STFT", "DepthToSpace", "SpaceToDepth", "GatherND",
-                           "LayerNormalization", "EyeLike"}) {
+                           "LayerNormalization", "EyeLike", "SplitToSequence"}) {
       std::vector<int> versions;
       for (int v = 1000; v >= 1;) {  // every version, from the latest down
         const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(op, v, onnx::ONNX_DOMAIN);
@@ -1213,6 +1214,16 @@ void harden_onnx_rules() {
           // EyeLike with a dtype copies its input's shape without looking whether it has a type
           // (these are ONNX's own types: none is none).
           if (reason.empty() && name == "EyeLike" && !(type(0) && type(0)->has_tensor_type())) reason = "its input has no type";
+          // SplitToSequence divides its input's length by a split given as one size (SIGFPE at 0:
+          // found by OnnxMutation): a size of 0 or less is refused first.
+          if (const onnx::TensorProto* split = name == "SplitToSequence" && ctx.getNumInputs() > 1 ? ctx.getInputData(1) : nullptr;
+              reason.empty() && split && split->dims_size() == 0 &&
+              (split->data_type() == onnx::TensorProto::INT64 || split->data_type() == onnx::TensorProto::INT32)) {
+            const std::vector<std::int64_t> v = split->data_type() == onnx::TensorProto::INT64
+                                                    ? onnx::ParseData<std::int64_t>(split)
+                                                    : [&] { auto w = onnx::ParseData<std::int32_t>(split); return std::vector<std::int64_t>(w.begin(), w.end()); }();
+            if (v.size() == 1 && v[0] <= 0) reason = "its split is " + std::to_string(v[0]) + ", not a positive size";
+          }
           if (!reason.empty()) throw Error("a " + name + " node: " + reason);
           original(ctx);
         });
