@@ -1253,6 +1253,52 @@ TEST(OnnxExports, PositionsReadFromAListAreKnownInTheSameRound) {
   EXPECT_EQ(loops::dims(g, g.find_tensor("y")), (std::vector<std::int64_t>{1, 3}));
 }
 
+// Optionals known before the step (a scripted model's `if bias is not None`): OptionalHasElement
+// becomes a constant, so the If it decides is replaced by its branch, and OptionalGetElement the
+// tensor held; getting from an empty one is refused.
+TEST(OnnxExports, OptionalsKnownBeforeTheStepDecideTheirIfs) {
+  auto model = [](bool given) {
+    Model m(18);
+    m.input("x", {std::int64_t{4}, std::int64_t{16}});
+    auto* opt = m.node("Optional", given ? std::vector<std::string>{"x"} : std::vector<std::string>{}, {"maybe"});
+    if (!given) {
+      auto* a = opt->add_attribute();
+      a->set_name("type"), a->set_type(onnx::AttributeProto::TYPE_PROTO);
+      onnx::ValueInfoProto vi;
+      Model::type(&vi, {std::int64_t{4}, std::int64_t{16}});
+      *a->mutable_tp() = vi.type();
+    }
+    m.node("OptionalHasElement", {"maybe"}, {"has"});
+    add_relu_or_tanh_if(m, "has", "y");
+    m.output("y", 2);
+    return m;
+  };
+  OnnxImportOptions told;
+  DecidedBeforeStep decided;
+  told.decided = [&](const DecidedBeforeStep& d) { decided = d; };
+  const Graph some = load_onnx(model(true).save("optional_some.onnx"), told);
+  EXPECT_EQ(some.op_type(some.producer(some.find_tensor("y"))), "Relu");
+  EXPECT_EQ(decided.ifs, 1u);
+  EXPECT_EQ(decided.sequence_ops, 2u);  // Optional, OptionalHasElement
+  const Graph none = load_onnx(model(false).save("optional_none.onnx"), {});
+  EXPECT_EQ(none.op_type(none.producer(none.find_tensor("y"))), "Tanh");
+
+  Model get = model(true);
+  get.node("OptionalGetElement", {"maybe"}, {"held"});
+  get.node("Sigmoid", {"held"}, {"z"});
+  get.output("z", 2);
+  const Graph held = load_onnx(get.save("optional_get.onnx"), {});
+  const OpId sigmoid = held.producer(held.find_tensor("z"));
+  EXPECT_EQ(held.op_type(held.producer(held.op_inputs(sigmoid)[0])), "Identity");
+  EXPECT_EQ(held.tensor_name(held.op_inputs(held.producer(held.op_inputs(sigmoid)[0]))[0]), "x");
+  Model empty = model(false);
+  empty.node("OptionalGetElement", {"maybe"}, {"held"});
+  empty.node("Sigmoid", {"held"}, {"z"});
+  empty.output("z", 2);
+  EXPECT_THAT([&] { load_onnx(empty.save("optional_get_none.onnx"), {}); },
+              ThrowsMessage<Error>(HasSubstr("OptionalGetElement '/OptionalGetElement_held': its optional 'maybe' holds nothing")));
+}
+
 TEST(OnnxExports, AScanOfKnownLengthIsUnrolled) {
   // h = Tanh(h_in @ W + x_t) over x [4, 5, 16] on axis 1, read from the end; the states stacked on
   // axis 0 in reverse.

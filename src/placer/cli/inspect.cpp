@@ -163,7 +163,8 @@ void run_inspect(const InspectArgs& args) {
                                   decided.loops == 1 ? "" : "s", decided.loops == 1 ? "" : "s", decided.iterations,
                                   decided.iterations == 1 ? "" : "s"));
     if (decided.sequence_ops)
-      parts.push_back(fmt::format("{} sequence op{} read as the tensors they hold", decided.sequence_ops, decided.sequence_ops == 1 ? "" : "s"));
+      parts.push_back(fmt::format("{} sequence/optional op{} read as the tensors they hold", decided.sequence_ops,
+                                  decided.sequence_ops == 1 ? "" : "s"));
     fmt::print("decided     before the step: {}\n", fmt::join(parts, "; "));
   }
   fmt::print("parameters  {} ({}), buffers {}\n", human_count(static_cast<double>(totals.trainable_params)),

@@ -416,13 +416,21 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
                        : it->second.has_optional_type() ? "an optional"
                        : it->second.has_map_type()      ? "a map"
                                                         : nullptr;
-    if (kind)
+    if (kind) {
+      std::string hint;
+      const std::string_view k = kind;
+      if (k == "a map") hint = " (map values are not supported)";
+      else if (k == "an optional" && producer)
+        hint = " (an optional becomes what it holds only where that is known before the step: made by Optional, read by "
+               "OptionalHasElement and OptionalGetElement)";
+      else if (k == "an optional") hint = " (an optional given with the data: give its tensor as a graph input of its own, or none)";
+      else if (producer)
+        hint = " (a sequence becomes the tensors it holds only where they are known before the step: made by loops whose iterations "
+               "are known, of tensors whose element types are known, read at positions that are)";
+      else hint = " (a sequence given with the data: give its tensors as graph inputs of their own)";
       return Error("tensor '" + name + "'" + (producer ? " (output of op '" + producer_name + "', " + producer->op_type() + ")" : "") +
-                   ": " + kind + " value, not a tensor: placer places ops on tensors" +
-                   (!sequence_op && !it->second.has_sequence_type() ? " (optional and map values are not supported)"
-                    : producer ? " (a sequence becomes the tensors it holds only where they are known before the step: made by loops "
-                                 "whose iterations are known, of tensors whose element types are known, read at positions that are)"
-                               : " (a sequence given with the data: give its tensors as graph inputs of their own)"));
+                   ": " + kind + " value, not a tensor: placer places ops on tensors" + hint);
+    }
     if (producer && (producer->op_type() == "Loop" || producer->op_type() == "Scan"))
       why = " (a " + producer->op_type() + " whose iterations are not known before the step, which placer does not unroll)";
     else if (producer && !(producer->domain().empty() || producer->domain() == "ai.onnx"))

@@ -23,7 +23,7 @@ struct DecidedBeforeStep {
   std::size_t ifs = 0;
   std::size_t loops = 0;           // Loops and Scans unrolled (a nested one once per copy of its outer one)
   std::uint64_t iterations = 0;    // their iterations, in all
-  std::size_t sequence_ops = 0;    // sequence ops rewritten into tensor ops or removed
+  std::size_t sequence_ops = 0;    // sequence and optional ops rewritten into tensor ops or removed
   bool any() const { return ifs + loops + sequence_ops > 0; }
 };
 

@@ -32,7 +32,7 @@ constexpr int kIfRounds = 256;  // rounds of inference and folding that decide I
 
 bool is_control_flow(const onnx::NodeProto& n) {
   return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan" || n.op_type().starts_with("Sequence") ||
-         n.op_type() == "ConcatFromSequence" || n.op_type() == "SplitToSequence";
+         n.op_type() == "ConcatFromSequence" || n.op_type() == "SplitToSequence" || n.op_type().starts_with("Optional");
 }
 
 }  // namespace

@@ -759,8 +759,9 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
 }
 
 bool is_sequence_op(const onnx::NodeProto& n) {
-  static const std::unordered_set<std::string> ops = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
-                                                      "SequenceAt",    "SequenceLength",    "ConcatFromSequence", "SplitToSequence"};
+  static const std::unordered_set<std::string> ops = {"SequenceEmpty",      "SequenceConstruct", "SequenceInsert",     "SequenceErase",
+                                                      "SequenceAt",         "SequenceLength",    "ConcatFromSequence", "SplitToSequence",
+                                                      "Optional",           "OptionalHasElement", "OptionalGetElement"};
   return normalized_domain(n.domain()).empty() && ops.count(n.op_type()) > 0;
 }
 
@@ -792,6 +793,8 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
   for_each_node(g.node(), [&](const onnx::NodeProto&) { ++total; });
   std::uint64_t budget = kMaxNodes - std::min<std::uint64_t>(total, kMaxNodes);
   std::unordered_map<std::string, KnownSequence> known;
+  // Known optionals: what each holds (a tensor's or a sequence's name), or nothing (empty).
+  std::unordered_map<std::string, std::optional<std::string>> optionals;
   // Outputs of nodes that go when nothing reads them: those that made sequences this round, and what
   // the pass made in any round (pass.made: a split's parts read by a loop unrolled in a later round).
   std::unordered_set<std::string>& made = pass.made;
@@ -887,7 +890,31 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
       removable.insert(result);
       *out.Add() = node;
     };
-    if (op == "SequenceEmpty") {
+    const auto opt = has_input(node, 0) ? optionals.find(node.input(0)) : optionals.end();
+    const bool on_optional = opt != optionals.end();
+    // A plain tensor where an optional is read (opset 18 lets OptionalHasElement and
+    // OptionalGetElement take one): it holds itself.
+    const bool on_tensor = has_input(node, 0) && !on_optional && types.count(node.input(0)) > 0 && types.at(node.input(0)).has_tensor_type();
+    if (op == "Optional") {
+      optionals[result] = has_input(node, 0) ? std::optional<std::string>(node.input(0)) : std::nullopt;
+      removable.insert(result);
+      *out.Add() = node;
+    } else if (op == "Identity" && on_optional) {
+      optionals[result] = opt->second;
+      removable.insert(result);
+      *out.Add() = node;
+    } else if (op == "OptionalHasElement" && (on_optional || on_tensor || !has_input(node, 0))) {
+      onnx::TensorProto* t = g.add_initializer();
+      t->set_name(result);
+      t->set_data_type(onnx::TensorProto::BOOL);
+      t->add_int32_data(on_optional ? opt->second.has_value() : on_tensor);
+      ++resolved, ++pass.sequence_ops;
+    } else if (op == "OptionalGetElement" && (on_optional || on_tensor)) {
+      if (on_optional && !opt->second)
+        throw Error(label(node) + ": its optional '" + node.input(0) + "' holds nothing (an Optional given no input)");
+      add("Identity", name, unnamed, {on_optional ? *opt->second : node.input(0)}, {result});
+      ++resolved, ++pass.sequence_ops;
+    } else if (op == "SequenceEmpty") {
       KnownSequence s;
       s.elem = static_cast<int>(int_attribute(node, "dtype", onnx::TensorProto::FLOAT));
       makes(std::move(s));
