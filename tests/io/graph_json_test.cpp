@@ -316,7 +316,10 @@ TEST(GraphJsonBadInput, FieldsOfTheWrongTypeAreRefusedNotConverted) {
   expect_error(graph(R"("version": 99, "version": 1)", x, relu), "key 'version' appears twice in one object");
   expect_error(graph(v1, x, R"({"name": "a", "name": "b", "type": "Relu", "inputs": ["x"], "outputs": ["y"]})"), "key 'name' appears twice");
   // The same keys in different objects are no duplicates.
-  EXPECT_EQ(load_graph_json(write("fine.json", graph(v1 + R"(, "optimizer_state_copies": 2)", x, relu))).num_ops(), 1u);
+  EXPECT_EQ(load_graph_json(write("fine.json", graph(v1 + R"(, "optimizer_state_copies": 0)", x, relu))).num_ops(), 1u);
+  // A forward graph keeps no optimizer state: a count given there was ignored without a word.
+  expect_error(graph(v1 + R"(, "optimizer_state_copies": 2)", x, relu),
+               "field 'optimizer_state_copies' is 2, but the graph holds forward ops only");
 }
 
 TEST(GraphJsonBadInput, ForwardOpsMustComeFirst) {

@@ -415,7 +415,8 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
   // Without 'forward_ops', the ops with role "forward" (they come first: the builder checks it).
   std::size_t forward = 0;
   for (const json& op : ops) forward += optional_as<std::string>(op, "role", "forward", source) == "forward";
-  b.set_num_forward_ops(optional_as<std::size_t>(j, "forward_ops", forward, source));
+  const auto forward_ops = optional_as<std::size_t>(j, "forward_ops", forward, source);
+  b.set_num_forward_ops(forward_ops);
   // SGD keeps none, momentum one, Adam two; a handful more for optimizers to come.
   auto state_copies = optional_as<std::uint32_t>(j, "optimizer_state_copies", 0, source);
   if (state_copies > 16) throw Error(source + ": field 'optimizer_state_copies' must be at most 16, got " + std::to_string(state_copies));
@@ -438,6 +439,12 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
                   "', which keeps " + std::to_string(implied));
     state_copies = implied;
   }
+  // A forward graph keeps no optimizer state: the step derived from it takes --optimizer's, so a
+  // count given here would be ignored without a word.
+  if (state_copies != 0 && forward_ops == ops.size())
+    throw Error(source + ": field 'optimizer_state_copies' is " + std::to_string(state_copies) +
+                ", but the graph holds forward ops only (no update op keeps state): a training step derived from it keeps what "
+                "--optimizer says; leave the field out");
   b.set_optimizer_state_copies(state_copies);
   Graph g;
   try {
