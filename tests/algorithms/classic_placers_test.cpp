@@ -752,6 +752,23 @@ TEST(MemoryMapsRealModels, MaxMemoryFractionHoldsForTheSimulatedPeaks) {
   }
 }
 
+// The partitioners' repair under a twentieth of k80x4's memory (NMT, training) and VGG-16's forward
+// pass under 3%: one group went back and forth between two GPUs for every round while the CPU had
+// gigabytes free, and the last round's placement was kept, over its limit (a QA pass). A group now
+// never goes back to a device it has been on, and the least overflowing placement is kept.
+TEST(PartitionersRealModels, TheRepairReachesTheCpuInsteadOfGoingBackAndForth) {
+  REQUIRE_SHARED_MODELS();
+  const Cluster c = cluster_preset("k80x4");
+  const Graph nmt = load_model(test::shared_model("nmt"), ModelOptions{});
+  const CostTable nmt_costs(nmt, c, CostModel::defaults());
+  const PlacementResult m = run("metis", Problem{nmt, c, nmt_costs, SimOptions{.memory_fraction = 0.05}});
+  EXPECT_TRUE(m.sim.fits) << m.note;
+  const Graph vgg = load_model(test::shared_model("vgg16"), ModelOptions{.mode = Mode::inference});
+  const CostTable vgg_costs(vgg, c, CostModel::defaults());
+  const PlacementResult s = run("scotch", Problem{vgg, c, vgg_costs, SimOptions{.memory_fraction = 0.03}});
+  EXPECT_TRUE(s.sim.fits) << s.note;
+}
+
 TEST(ExpertRealModels, RnnlmGetsOneLayerPerGpu) {
   REQUIRE_SHARED_MODELS();
   const Graph g = load_model(test::shared_model("rnnlm"), ModelOptions{});

@@ -513,6 +513,24 @@ TEST(LocalSearch, SwapsStayOnTheDevicesTheSearchMayUse) {
   EXPECT_GT(on_cpu, 0u);
 }
 
+// A start that does not fit on the GPUs lets the CPU take part (unless 'devices' is given): with a
+// twentieth of k80x4's memory, Inception-V3 from the expert split never fit on the GPUs alone.
+TEST(LocalSearch, AStartThatDoesNotFitOnTheGpusLetsTheCpuIn) {
+  const Graph graph = load_model(test::example("inception_v3.onnx"), ModelOptions{});
+  const Cluster cluster = cluster_preset("k80x4");
+  const CostTable costs(graph, cluster, CostModel::defaults());
+  Problem p{graph, cluster, costs, {}};
+  p.sim.memory_fraction = 0.05;
+  ASSERT_FALSE(run_placer("expert", p).sim.fits);
+  const PlacementResult r = run_placer("local-search", p, {.samples = 3000, .threads = 1}, 1, {{"init", "expert"}});
+  EXPECT_TRUE(r.sim.fits) << r.note;
+  EXPECT_THAT(r.note, HasSubstr("on every device (the start does not fit on the GPUs)"));
+  const PlacementResult kept =
+      run_placer("local-search", p, {.samples = 300, .threads = 1}, 1, {{"init", "expert"}, {"devices", "gpus"}});
+  EXPECT_THAT(kept.note, Not(HasSubstr("on every device")));
+  for (DeviceId d : kept.forward_devices) EXPECT_NE(cluster.device(d).kind, DeviceKind::cpu);
+}
+
 // init=best (the default) starts from the fastest of the constructive placers, ties to the one
 // tried first; one that cannot place the problem is passed over.
 TEST(LocalSearch, StartsFromTheBestConstructivePlacer) {

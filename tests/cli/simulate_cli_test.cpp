@@ -727,6 +727,7 @@ TEST(PlaceCli, JsonOfAPlacementThatDoesNotFitGivesItsShortfall) {
     const test::Outcome text = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", algo, "--memory-fraction", "0.01"});
     EXPECT_EQ(text.exit_code, 3) << algo << ": " << text.err;
     EXPECT_THAT(text.out, HasSubstr("(DOES NOT FIT)")) << algo;
+    EXPECT_THAT(text.out, HasSubstr("  over by ")) << algo;  // on the device's line, as simulate prints it
     EXPECT_THAT(text.err, HasSubstr(std::string(algo) + "'s placement does not fit in memory")) << algo;
   }
   const nlohmann::json j = nlohmann::json::parse(o.out);

@@ -286,7 +286,7 @@ class LocalSearchPlacer final : public Placer {
  public:
   explicit LocalSearchPlacer(const PlacerOptions& o)
       : init_(o.get("init", "best")), max_groups_(o.get_int("max-groups", 0)), devices_(o.get_one_of("devices", "gpus", {"gpus", "all"})),
-        chains_(o.get_int("chains", 8)) {
+        devices_given_(o.all().count("devices") > 0), chains_(o.get_int("chains", 8)) {
     // Levels: groupings separated by commas, searched in turn.
     const std::string groups = o.get("groups", kDefaultLevels);
     levels_ = split_commas(groups);
@@ -322,7 +322,7 @@ class LocalSearchPlacer final : public Placer {
   PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t seed) override {
     if (p.graph.num_forward_ops() == 0) throw Error("local-search: the graph has no forward op to place");
     const Clock::time_point start = Clock::now();
-    const std::vector<DeviceId> candidates = devices_of(p.cluster, devices_, "local-search");
+    std::vector<DeviceId> candidates = devices_of(p.cluster, devices_, "local-search");
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
     // The start: another algorithm's placement, or (best) the best of the constructive placers.
@@ -402,6 +402,13 @@ class LocalSearchPlacer final : public Placer {
     const std::size_t levels = levels_.size();
     std::string note = "from " + from + " (" + fmt::format("{:.2f} ms", best.step_time_s * 1e3) +
                        (best.fits ? "" : ", does not fit") + ")";
+    // A start that does not fit on the GPUs: the CPUs take part (as the list schedulers do when the
+    // GPUs cannot hold the model), unless 'devices' was given. With a twentieth of k80x4's memory,
+    // Inception-V3 never fit on the GPUs alone; with every device it did, and faster (a QA pass).
+    if (!best.fits && !devices_given_ && candidates.size() < p.cluster.num_devices()) {
+      candidates = devices_of(p.cluster, "all", "local-search");
+      note += ", on every device (the start does not fit on the GPUs)";
+    }
     bool too_few_samples = false, searched = false;
     if (observer.stop_requested()) stop = true;
     for (std::size_t level = 0; level < levels && !out_of_samples && !out_of_time && !stop.load(); ++level) {
@@ -477,6 +484,7 @@ class LocalSearchPlacer final : public Placer {
   std::vector<std::string> levels_;
   std::int64_t max_groups_;
   std::string devices_;
+  bool devices_given_;  // 'devices' given: kept even when the start does not fit
   std::int64_t chains_;
   AnnealingSettings settings_;
 };
@@ -931,7 +939,9 @@ void register_search(std::vector<PlacerInfo>& r) {
                  "what moves together: colocation, module[:DEPTH], module-call[:DEPTH] or op; several, separated by commas, are "
                  "searched in turn, in the order given, each from the best placement so far with an equal share of the budget"},
                 {"max-groups", "0", "coarsen the groups to at most this many (0: no limit)"},
-                {"devices", "gpus", "devices groups move to: 'gpus' (every device when there are fewer than two) or 'all'"},
+                {"devices", "gpus",
+                 "devices groups move to: 'gpus' (every device when there are fewer than two, or when the start does not fit "
+                 "on the GPUs) or 'all'"},
                 {"chains", "8",
                  "independent annealing chains (1 to 4096) sharing the samples and the seconds (with a sample budget alone, "
                  "results depend on chains, not on threads)"},

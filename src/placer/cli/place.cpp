@@ -235,9 +235,13 @@ void run_place(const PlaceArgs& args) {
              r.sim.fits ? "" : " (DOES NOT FIT)", r.samples, r.samples == 1 ? "" : "s", row.wall_s, r.note.empty() ? "" : " — " + r.note);
   for (DeviceId d = 0; d < r.sim.devices.size(); ++d)
     if (r.sim.devices[d].ops > 0)
-      fmt::print("  {:<8} {:>6} ops  busy {:>10}  peak {:>10} of {}\n", p.cluster.device(d).name, r.sim.devices[d].ops,
+      fmt::print("  {:<8} {:>6} ops  busy {:>10}  peak {:>10} of {}{}\n", p.cluster.device(d).name, r.sim.devices[d].ops,
                  human_seconds(r.sim.devices[d].busy_s), human_bytes(static_cast<double>(r.sim.devices[d].peak_memory_bytes)),
-                 human_bytes(static_cast<double>(r.sim.devices[d].capacity_bytes)));
+                 human_bytes(static_cast<double>(r.sim.devices[d].capacity_bytes)),
+                 // (Rounded, "3.1 GiB of 3.1 GiB" hid an overflow: as simulate prints it.)
+                 r.sim.devices[d].peak_memory_bytes > r.sim.devices[d].capacity_bytes
+                     ? "  over by " + human_bytes(static_cast<double>(r.sim.devices[d].peak_memory_bytes - r.sim.devices[d].capacity_bytes))
+                     : std::string());
   if (!args.output.empty())
     fmt::print("wrote {} (default {}{})\n", args.output, spec.default_device.empty() ? "none" : spec.default_device,
                spec.devices.empty() ? "" : fmt::format(", {} other key{}", spec.devices.size(), spec.devices.size() == 1 ? "" : "s"));
