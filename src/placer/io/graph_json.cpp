@@ -440,8 +440,11 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     state_copies = implied;
   }
   // A forward graph keeps no optimizer state: the step derived from it takes --optimizer's, so a
-  // count given here would be ignored without a word.
-  if (state_copies != 0 && forward_ops == ops.size())
+  // count given here would be ignored without a word. (A step of a model with no parameter has no
+  // update op and is all forward ops, and its count, which prices nothing, is placer's own: kept.)
+  bool has_parameters = false;
+  for (const json& t : tensors) has_parameters = has_parameters || optional_as<std::string>(t, "kind", "activation", source) == "parameter";
+  if (state_copies != 0 && forward_ops == ops.size() && has_parameters)
     throw Error(source + ": field 'optimizer_state_copies' is " + std::to_string(state_copies) +
                 ", but the graph holds forward ops only (no update op keeps state): a training step derived from it keeps what "
                 "--optimizer says; leave the field out");

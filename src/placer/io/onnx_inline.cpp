@@ -892,8 +892,8 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
     };
     const auto opt = has_input(node, 0) ? optionals.find(node.input(0)) : optionals.end();
     const bool on_optional = opt != optionals.end();
-    // A plain tensor where an optional is read (opset 18 lets OptionalHasElement and
-    // OptionalGetElement take one): it holds itself.
+    // A plain tensor where an optional is read (opset 18 lets OptionalHasElement take one; the
+    // ONNX library placer links, 1.12, refuses one given to OptionalGetElement first): it holds itself.
     const bool on_tensor = has_input(node, 0) && !on_optional && types.count(node.input(0)) > 0 && types.at(node.input(0)).has_tensor_type();
     if (op == "Optional") {
       optionals[result] = has_input(node, 0) ? std::optional<std::string>(node.input(0)) : std::nullopt;
