@@ -260,6 +260,7 @@ TEST(CompareCli, APlacementThatDoesNotFitHasNoRatios) {
   auto text = placer(args);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, ::testing::ContainsRegex("round-robin +[0-9.]+ ms +- +- +NO")) << text.out;
+  EXPECT_THAT(text.out, ::testing::ContainsRegex("gpu:0 [0-9.]+ GiB \\(over by [0-9.]+ [MG]iB\\)")) << text.out;  // where, by how much
 }
 
 // METIS prints with printf when it cannot bisect a part (Inception-V3's op groups into 64 parts);

@@ -356,8 +356,12 @@ void run_compare(const PlaceArgs& args) {
     std::string peaks;
     for (DeviceId d = 0; d < r.devices.size(); ++d)
       if (r.devices[d].peak_memory_bytes > r.devices[d].static_memory_bytes || r.devices[d].ops > 0)
-        peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", p.cluster.device(d).name,
-                             human_bytes(static_cast<double>(r.devices[d].peak_memory_bytes)));
+        peaks += fmt::format("{}{} {}{}", peaks.empty() ? "" : ", ", p.cluster.device(d).name,
+                             human_bytes(static_cast<double>(r.devices[d].peak_memory_bytes)),
+                             // A row that does not fit says where and by how much (only stderr and --json did).
+                             r.devices[d].peak_memory_bytes > r.devices[d].capacity_bytes
+                                 ? " (over by " + human_bytes(static_cast<double>(r.devices[d].peak_memory_bytes - r.devices[d].capacity_bytes)) + ")"
+                                 : std::string());
     const std::optional<double> speedup = speedup_of(r), gap = gap_of(r);
     fmt::print("{:<14} {:>11} {:>8} {:>9} {:>5} {:>8.2f}s  {}{}\n", row.algo, human_seconds(r.step_time_s),
                speedup ? ratio_text(*speedup) : "-", gap ? ratio_text(*gap + 1.0) : "-",
