@@ -31,8 +31,7 @@ namespace {
 constexpr int kIfRounds = 256;  // rounds of inference and folding that decide Ifs and unroll Loops
 
 bool is_control_flow(const onnx::NodeProto& n) {
-  return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan" || n.op_type().starts_with("Sequence") ||
-         n.op_type() == "ConcatFromSequence" || n.op_type() == "SplitToSequence" || n.op_type().starts_with("Optional");
+  return n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan" || is_sequence_or_optional_op(n);
 }
 
 }  // namespace

@@ -758,7 +758,7 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
   return unrolled;
 }
 
-bool is_sequence_op(const onnx::NodeProto& n) {
+bool is_sequence_or_optional_op(const onnx::NodeProto& n) {
   static const std::unordered_set<std::string> ops = {"SequenceEmpty",      "SequenceConstruct", "SequenceInsert",     "SequenceErase",
                                                       "SequenceAt",         "SequenceLength",    "ConcatFromSequence", "SplitToSequence",
                                                       "Optional",           "OptionalHasElement", "OptionalGetElement"};
@@ -784,7 +784,7 @@ struct KnownSequence {
 std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordered_map<std::string, std::vector<double>>& values,
                                     const std::map<std::string, onnx::TypeProto>& types, SequencePass& pass) {
   onnx::GraphProto& g = *model.mutable_graph();
-  if (std::none_of(g.node().begin(), g.node().end(), is_sequence_op)) return 0;
+  if (std::none_of(g.node().begin(), g.node().end(), is_sequence_or_optional_op)) return 0;
   NameTable names, node_names;
   collect_names(g, names, node_names);
   const std::int64_t opset = default_opset(model);
@@ -1076,7 +1076,7 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
     if (n.output_size() > 0 && unread) {
       ++resolved;
       // A sequence op of the model's (not one the pass made in its place) is one more read as tensors.
-      if (is_sequence_op(n) && !made.count(n.output(0))) ++pass.sequence_ops;
+      if (is_sequence_or_optional_op(n) && !made.count(n.output(0))) ++pass.sequence_ops;
       continue;
     }
     for (const auto& v : n.input()) read.insert(v);

@@ -102,6 +102,10 @@ std::size_t unroll_counted_loops(onnx::ModelProto& model, const std::unordered_m
 // list), a tensor of another type, a ConcatFromSequence of an empty sequence, a split that does not
 // add up to its input's length or would give an empty tensor, and nodes that would take the model
 // past 1,048,576 (counted before they are made).
+// The ops resolve_known_sequences reads (Sequence*, ConcatFromSequence, SplitToSequence, Optional*),
+// of the default domain.
+bool is_sequence_or_optional_op(const onnx::NodeProto& n);
+
 // `pass` carries what one import's rounds share: the outputs of the nodes the pass made (which go,
 // in a later round too, once nothing reads them) and the count of the model's sequence ops read as
 // tensors (`placer inspect` reports it).
