@@ -10,8 +10,8 @@
 // free memory (any device once the targets are full) until the moved groups' resident bytes (static
 // + activations of their families) cover the overflow; then the placement is simulated again. A
 // group never goes back to a device it has been on, and the least overflowing placement is kept.
-// Deterministic under the seed (METIS_OPTION_SEED; SCOTCH_randomSeed + SCOTCH_randomReset, under a
-// lock since Scotch's generator is global).
+// Deterministic under the seed (METIS_OPTION_SEED; Scotch through a context of its own with
+// SCOTCH_OPTIONNUMDETERMINISTIC and a seeded random generator, under a lock all the same).
 #include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -166,14 +166,26 @@ std::vector<std::uint32_t> partition_scotch(const WeightedGraph& w, std::uint64_
   std::vector<SCOTCH_Num> archw = scaled<SCOTCH_Num>(w.part_share, 1000), parttab(n, 0);
   SCOTCH_Num dummy = 0;
   std::lock_guard<std::mutex> lock(scotch_lock());
-  SCOTCH_Graph graph;
+  SCOTCH_Graph graph, bound;
   SCOTCH_Arch arch;
   SCOTCH_Strat strat;
+  SCOTCH_Context context;
   if (SCOTCH_graphInit(&graph) != 0) throw Error("scotch: SCOTCH_graphInit failed");
+  if (SCOTCH_contextInit(&context) != 0) {
+    SCOTCH_graphExit(&graph);
+    throw Error("scotch: SCOTCH_contextInit failed");
+  }
   SCOTCH_archInit(&arch);
   SCOTCH_stratInit(&strat);
+  bool is_bound = false;
   std::string failed;
-  if (SCOTCH_graphBuild(&graph, 0, static_cast<SCOTCH_Num>(n), verttab.data(), nullptr, velotab.data(), nullptr,
+  // A context of its own: deterministic (Scotch 7 otherwise may run multi-threaded algorithms whose
+  // result depends on the threads' timing) and its own random generator, seeded.
+  if (SCOTCH_contextOptionSetNum(&context, SCOTCH_OPTIONNUMDETERMINISTIC, 1) != 0)
+    failed = "SCOTCH_contextOptionSetNum";
+  else if (SCOTCH_contextRandomClone(&context) != 0)
+    failed = "SCOTCH_contextRandomClone";
+  else if (SCOTCH_graphBuild(&graph, 0, static_cast<SCOTCH_Num>(n), verttab.data(), nullptr, velotab.data(), nullptr,
                         static_cast<SCOTCH_Num>(edgetab.size()), edgetab.empty() ? &dummy : edgetab.data(),
                         edlotab.empty() ? &dummy : edlotab.data()) != 0)
     failed = "SCOTCH_graphBuild";
@@ -183,14 +195,19 @@ std::vector<std::uint32_t> partition_scotch(const WeightedGraph& w, std::uint64_
     failed = "SCOTCH_archCmpltw";
   else if (SCOTCH_stratGraphMapBuild(&strat, SCOTCH_STRATQUALITY, static_cast<SCOTCH_Num>(k), imbalance - 1.0) != 0)
     failed = "SCOTCH_stratGraphMapBuild";
+  else if (SCOTCH_contextBindGraph(&context, &graph, &bound) != 0)
+    failed = "SCOTCH_contextBindGraph";
   else {
-    SCOTCH_randomSeed(static_cast<SCOTCH_Num>(seed % 2147483647u));
-    SCOTCH_randomReset();
-    if (SCOTCH_graphMap(&graph, &arch, &strat, parttab.data()) != 0) failed = "SCOTCH_graphMap";
+    is_bound = true;
+    SCOTCH_contextRandomSeed(&context, static_cast<SCOTCH_Num>(seed % 2147483647u));
+    SCOTCH_contextRandomReset(&context);
+    if (SCOTCH_graphMap(&bound, &arch, &strat, parttab.data()) != 0) failed = "SCOTCH_graphMap";
   }
+  if (is_bound) SCOTCH_graphExit(&bound);
   SCOTCH_stratExit(&strat);
   SCOTCH_archExit(&arch);
   SCOTCH_graphExit(&graph);
+  SCOTCH_contextExit(&context);
   if (!failed.empty())
     throw Error("scotch: " + failed + " failed on " + std::to_string(n) + " groups into " + std::to_string(k) + " parts");
   std::vector<std::uint32_t> out(n);
