@@ -280,6 +280,29 @@ TEST(MemoryMaps, FillAGpuAsFarAsTheSimulatorAllows) {
   }
 }
 
+// Their simulations (the first fill, the growth steps, the repair rounds) stay within --samples:
+// `sequential` with --samples 1 simulated six maps at 2% of k80x4's memory (a QA pass).
+TEST(MemoryMaps, SimulateWithinTheSampleBudget) {
+  NullObserver quiet;
+  // Growth steps: the first fill of four 300 B modules fits one GPU's estimate share, then grows.
+  // Repair rounds: four 600 B modules over GPUs of 1000 B.
+  for (const std::uint64_t module_bytes : {300u, 600u}) {
+    Priced p(module_chain(4, module_bytes), cpu_and_gpus(2, 1000));
+    for (const char* algo : {"sequential", "balanced"}) {
+      SCOPED_TRACE(std::string(algo) + " " + std::to_string(module_bytes));
+      const std::size_t unbounded = run(algo, p.problem()).samples;
+      for (std::size_t budget = 1; budget < unbounded; ++budget) {
+        const PlacementResult r = make_placer(algo, PlacerOptions{})->place(p.problem(), Budget{.samples = budget}, quiet, 1);
+        EXPECT_EQ(r.samples, budget);
+        if (!r.sim.fits) EXPECT_THAT(r.note, ::testing::HasSubstr("cut short by --samples"));
+      }
+      if (std::string(algo) == "sequential") EXPECT_GT(unbounded, 2u) << "a case that simulates several maps";
+    }
+    // Nothing simulated but the result: repair-rounds=0 reports that one simulation (it said 0).
+    EXPECT_EQ(run("sequential", p.problem(), {{"repair-rounds", "0"}}).samples, 1u);
+  }
+}
+
 // optimal searches the GPUs by default and says when devices are left out; its hint to add them
 // (devices=all) led to an error on a cluster of more than 8 devices, which it cannot take.
 TEST(Optimal, SaysHowToUseTheDevicesItLeftOut) {

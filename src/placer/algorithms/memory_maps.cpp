@@ -189,7 +189,7 @@ class MemoryMapPlacer final : public Placer {
     if (rounds_ < 0) throw Error("option 'repair-rounds' must be >= 0");
   }
 
-  PlacementResult place(const Problem& p, const Budget&, Observer& observer, std::uint64_t) override {
+  PlacementResult place(const Problem& p, const Budget& given, Observer& observer, std::uint64_t) override {
     const ModuleTree tree = build_tree(p);
     const ModuleMap map(p, tree);
     const std::vector<DeviceId> devices = fill_order(p.cluster);
@@ -226,10 +226,13 @@ class MemoryMapPlacer final : public Placer {
       return true;
     };
     Evaluator eval(p);
+    // The simulations (repair rounds and growth steps) stay within --samples.
+    const auto spent = [&] { return given.samples > 0 && eval.evaluations() >= given.samples; };
     std::vector<std::uint64_t> budget = budgets(1.0);
     std::vector<DeviceId> placement = map.fill(devices, budget, cap);
     std::vector<std::uint32_t> overflowed(budget.size(), 0);  // rounds in which each device overflowed
-    for (std::int64_t round = 0; round < rounds_ && !observer.stop_requested(); ++round) {
+    std::int64_t round = 0;
+    for (; round < rounds_ && !observer.stop_requested() && !spent(); ++round) {
       const SimResult& r = eval.evaluate(placement);
       observer.on_progress({.samples = eval.evaluations(), .best_step_time_s = r.fits ? r.step_time_s : 0.0});
       if (within(r)) {
@@ -238,7 +241,7 @@ class MemoryMapPlacer final : public Placer {
         // estimate, a GPU ends half full and the rest overflows to the next device and the CPU.
         // When the first fill fits, the budgets grow (up to 4x, by bisection) for as long as the
         // simulated map still fits, so that each device is filled as the simulator sees it.
-        if (round == 0) placement = grown(map, devices, budgets, cap, within, eval, std::move(placement), observer);
+        if (round == 0) placement = grown(map, devices, budgets, cap, within, eval, std::move(placement), observer, spent);
         return finish(p, std::move(placement), eval.evaluations());
       }
       // Our estimate was short: shrink those budgets and fill again. A device's first overflow
@@ -267,24 +270,25 @@ class MemoryMapPlacer final : public Placer {
     }
     // The last refill was not simulated in the loop: say it overflows only if it does.
     PlacementResult result = finish(p, std::move(placement), eval.evaluations());
+    const std::string after = rounds_ == 0 ? " (repair-rounds=0: not repaired)"
+                              : " after " + std::to_string(round) + " round" + (round == 1 ? "" : "s") + " of budget repair" +
+                                    (round < rounds_ ? " (cut short by --samples or an interrupt)" : "");
     if (!result.sim.fits)
-      result.note = rounds_ > 0 ? "the map still overflows after " + std::to_string(rounds_) + " rounds of budget repair"
-                                : std::string("the map overflows (repair-rounds=0: not repaired)");
+      result.note = "the map still overflows" + after;
     else if (!within(result.sim))
-      result.note = "the map fits but uses more than max-memory-fraction of a device's memory" +
-                    (rounds_ > 0 ? " after " + std::to_string(rounds_) + " rounds of budget repair" : std::string(" (not repaired)"));
+      result.note = "the map fits but uses more than max-memory-fraction of a device's memory" + after;
     return result;
   }
 
  private:
   // The map filled with budgets grown by the largest factor in [1, 4] (six bisection steps) whose
   // simulated map stays `within` the limits; `placement` is the map at factor 1, which does.
-  template <typename Budgets, typename Within>
+  template <typename Budgets, typename Within, typename Spent>
   std::vector<DeviceId> grown(const ModuleMap& map, const std::vector<DeviceId>& devices, Budgets budgets,
                               const std::vector<std::uint64_t>& cap, Within within, Evaluator& eval, std::vector<DeviceId> placement,
-                              Observer& observer) const {
+                              Observer& observer, Spent spent) const {
     double lo = 1.0, hi = 4.0;
-    for (int step = 0; step < 6 && !observer.stop_requested(); ++step) {
+    for (int step = 0; step < 6 && !observer.stop_requested() && !spent(); ++step) {
       const double mid = std::sqrt(lo * hi);
       std::vector<DeviceId> candidate;
       try {

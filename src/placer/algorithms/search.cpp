@@ -284,6 +284,7 @@ Candidate anneal(const Problem& p, const std::vector<std::vector<OpId>>& members
 // earlier); those not registered are skipped.
 constexpr const char* kBestStarts[] = {"m-sct", "heft", "m-etf", "critical-path", "scotch", "metis", "expert", "single"};
 constexpr const char* kDefaultLevels = "module,colocation,op";
+constexpr std::size_t kDefaultSamples = 8000;  // local-search's budget when none is given
 
 class LocalSearchPlacer final : public Placer {
  public:
@@ -322,8 +323,12 @@ class LocalSearchPlacer final : public Placer {
     for (const std::string& level : levels_) check_grouping(level);
   }
 
-  PlacementResult place(const Problem& p, const Budget& budget, Observer& observer, std::uint64_t seed) override {
+  PlacementResult place(const Problem& p, const Budget& given, Observer& observer, std::uint64_t seed) override {
     if (p.graph.num_forward_ops() == 0) throw Error("local-search: the graph has no forward op to place");
+    // No budget: 8000 samples in all, the start's included, exactly as --samples 8000 (the start's
+    // were counted on top: 8012 reported, a QA pass).
+    Budget budget = given;
+    if (budget.samples == 0 && !(budget.seconds > 0.0)) budget.samples = kDefaultSamples;
     const Clock::time_point start = Clock::now();
     std::vector<DeviceId> candidates = devices_of(p.cluster, devices_, "local-search");
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -394,10 +399,10 @@ class LocalSearchPlacer final : public Placer {
     }
 
     // The levels: each grouping in turn anneals from the best placement so far, with an equal
-    // share of what the start left of the budget (samples: 8000 by default, none when only
-    // seconds bound it).
+    // share of what the start left of the budget (samples: kDefaultSamples in all by default,
+    // none when only seconds bound it).
     const bool out_of_samples = budget.samples > 0 && start_samples >= budget.samples;
-    const std::size_t total = budget.samples > 0 ? (out_of_samples ? 0 : budget.samples - start_samples) : budget.seconds > 0.0 ? 0 : 8000;
+    const std::size_t total = budget.samples > 0 ? (out_of_samples ? 0 : budget.samples - start_samples) : 0;
     const bool out_of_time = budget.seconds > 0.0 && elapsed() >= budget.seconds;
     std::atomic<std::size_t> samples{start_samples};  // progress counts the start's too
     std::atomic<bool> stop{false};
@@ -623,9 +628,8 @@ class OptimalPlacer final : public Placer {
     const std::uint64_t total = rest * first_choices.size();
     constexpr std::uint64_t kBlock = 1024;
     // A sample budget takes the first placements in order (the same ones whatever the threads); a
-    // time budget stops between blocks.
+    // time budget stops within a block, checking the clock every 64 placements.
     const std::uint64_t limit = budget.samples > 0 ? std::min<std::uint64_t>(total, budget.samples) : total;
-    const std::uint64_t blocks = (limit + kBlock - 1) / kBlock;
 
     struct Best {
       bool found = false;
@@ -633,12 +637,39 @@ class OptimalPlacer final : public Placer {
       std::uint64_t index = 0;
       std::vector<DeviceId> devices;
     };
-    const unsigned threads = static_cast<unsigned>(std::min<std::uint64_t>(thread_count(budget), blocks));
+    // The one-device placements come first, whatever their numbers: a budget that stops the
+    // enumeration early then still compares with them (the all-GPU one of Inception-V3 on h100-box
+    // is the last number; cut at 300 placements, the result was 28 times slower than it: a QA pass).
+    // The enumeration then skips their numbers.
+    std::vector<std::uint64_t> one_device;  // ascending, as first_choices
+    for (std::size_t j = 0; j < first_choices.size(); ++j)
+      one_device.push_back(j * rest + (nd > 1 ? first_choices[j] * ((rest - 1) / (nd - 1)) : 0));
+    Best first;
+    std::size_t first_samples = 0;
+    {
+      Evaluator eval(p);
+      std::vector<DeviceId> fwd(p.graph.num_forward_ops());
+      for (std::size_t j = 0; j < one_device.size() && first_samples < limit && !observer.stop_requested(); ++j) {
+        std::fill(fwd.begin(), fwd.end(), candidates[first_choices[j]]);
+        const SimResult& r = eval.evaluate(fwd);
+        ++first_samples;
+        if (r.fits && (!first.found || r.step_time_s < first.time)) first = {true, r.step_time_s, one_device[j], fwd};
+      }
+    }
+    // The numbers enumerated: the first `limit - first_samples` that are not one-device placements.
+    std::uint64_t end = limit - first_samples;
+    for (std::uint64_t n : one_device)
+      if (n < end) ++end;
+    end = std::min(end, total);
+    const std::uint64_t blocks = (end + kBlock - 1) / kBlock;
+
+    const unsigned threads = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(thread_count(budget), blocks)));
     std::vector<Best> best(threads);
     std::atomic<std::uint64_t> next_block{0};
-    std::atomic<std::size_t> samples{0};
-    std::atomic<bool> stop{false};
-    std::atomic<double> best_time{kInf};
+    std::atomic<std::size_t> samples{first_samples};
+    std::atomic<bool> stop{observer.stop_requested()};
+    std::atomic<double> best_time{first.found ? first.time : kInf};
+    const bool timed = budget.seconds > 0.0;
     run_workers(
         threads,
         [&](unsigned t) {
@@ -646,18 +677,26 @@ class OptimalPlacer final : public Placer {
           std::vector<std::size_t> digit(ng);
           std::vector<DeviceId> fwd(p.graph.num_forward_ops());
           for (std::uint64_t b = next_block++; b < blocks && !stop.load(); b = next_block++) {
-            const std::uint64_t lo = b * kBlock, hi = std::min(limit, lo + kBlock);
+            const std::uint64_t lo = b * kBlock, hi = std::min(end, lo + kBlock);
             // Decode `lo`, then count up.
             std::uint64_t x = lo % rest;
             digit[0] = first_choices[lo / rest];
             for (std::size_t g = 1; g < ng; ++g) digit[g] = x % nd, x /= nd;
             for (std::size_t g = 0; g < ng; ++g)
               for (OpId o : members[g]) fwd[o] = candidates[digit[g]];
+            std::size_t done = 0;
             for (std::uint64_t i = lo; i < hi; ++i) {
-              const SimResult& r = eval.evaluate(fwd);
-              if (r.fits && (!best[t].found || r.step_time_s < best[t].time)) {
-                best[t] = {true, r.step_time_s, i, fwd};
-                atomic_min(best_time, r.step_time_s);
+              if (timed && (done & 63) == 63 && std::chrono::duration<double>(Clock::now() - start).count() >= budget.seconds) {
+                stop = true;
+                break;
+              }
+              if (!std::binary_search(one_device.begin(), one_device.end(), i)) {
+                ++done;
+                const SimResult& r = eval.evaluate(fwd);
+                if (r.fits && (!best[t].found || r.step_time_s < best[t].time)) {
+                  best[t] = {true, r.step_time_s, i, fwd};
+                  atomic_min(best_time, r.step_time_s);
+                }
               }
               // Next number: groups 1.. as an odometer, then group 0's next choice.
               std::size_t g = 1;
@@ -671,12 +710,12 @@ class OptimalPlacer final : public Placer {
                 for (OpId o : members[0]) fwd[o] = candidates[digit[0]];
               }
             }
-            samples += hi - lo;
-            if (budget.seconds > 0.0 && std::chrono::duration<double>(Clock::now() - start).count() >= budget.seconds) stop = true;
+            samples += done;
+            if (timed && std::chrono::duration<double>(Clock::now() - start).count() >= budget.seconds) stop = true;
           }
         },
         observer, stop, samples, limit, best_time, start);
-    const Best* winner = nullptr;
+    const Best* winner = first.found ? &first : nullptr;
     for (const Best& b : best)
       if (b.found && (!winner || b.time < winner->time || (b.time == winner->time && b.index < winner->index))) winner = &b;
     if (!winner && samples.load() < total)
@@ -736,7 +775,11 @@ class OptimalPlacer final : public Placer {
     std::uint64_t closest_shortfall = std::numeric_limits<std::uint64_t>::max();
     std::string status;
     bool timed_out = false;  // a round ended at the time limit without any solution
-    for (int round = 0; round < 8; ++round) {
+    // The simulations stay within --samples (at least one is made): the program's solutions and
+    // the one-device placements are simulated best first until it is spent.
+    bool cut = false;
+    const auto out_of_samples = [&] { return budget.samples > 0 && eval.evaluations() >= budget.samples; };
+    for (int round = 0; round < 8 && !cut; ++round) {
       const double left = time_limit - std::chrono::duration<double>(Clock::now() - began).count();
       if (left <= 0.0) {
         timed_out = true;
@@ -761,7 +804,13 @@ class OptimalPlacer final : public Placer {
       Candidate best;
       std::string picked;
       std::vector<DeviceId> group_devices(ng);
+      std::size_t simulated = 0;
       for (std::size_t i = 0; i < solutions.size() + nd; ++i) {
+        if (!best.devices.empty() && out_of_samples()) {
+          cut = true;
+          break;
+        }
+        ++simulated;
         for (std::size_t g = 0; g < ng; ++g) group_devices[g] = candidates[i < solutions.size() ? solutions[i][g] : i - solutions.size()];
         const std::vector<DeviceId> fwd = expand_groups(grouping, group_devices);
         const SimResult& r = eval.evaluate(fwd);
@@ -775,8 +824,14 @@ class OptimalPlacer final : public Placer {
         return finish(p, std::move(best.devices), eval.evaluations(),
                       "integer program (CBC) over " + std::to_string(ng) + " groups, " + status +
                           " for the load + communication model; of its " + std::to_string(solutions.size()) + " solution(s) and the " +
-                          std::to_string(nd) + " one-device placements the simulator kept " + picked);
+                          std::to_string(nd) + " one-device placements" +
+                          (cut ? " (cut short by --samples: the first " + std::to_string(simulated) + " simulated)" : std::string()) +
+                          " the simulator kept " + picked);
       if (best.shortfall_bytes < closest_shortfall) closest = best.devices, closest_shortfall = best.shortfall_bytes;
+      if (cut || out_of_samples()) {
+        cut = true;
+        break;
+      }
       for (std::size_t g = 0; g < ng; ++g) group_devices[g] = candidates[solutions[0][g]];
       const SimResult& first = eval.evaluate(expand_groups(grouping, group_devices));
       for (const auto& [d, short_bytes] : first.shortfalls)
@@ -791,6 +846,7 @@ class OptimalPlacer final : public Placer {
       Candidate best;
       std::string on;
       for (DeviceId d : candidates) {
+        if (!best.devices.empty() && out_of_samples()) break;
         const std::vector<DeviceId> fwd(p.graph.num_forward_ops(), d);
         const SimResult& r = eval.evaluate(fwd);
         if (r.fits && best.beaten_by(r)) best.take(fwd, r), on = p.cluster.device(d).name;
@@ -806,7 +862,8 @@ class OptimalPlacer final : public Placer {
     }
     if (closest)
       return finish(p, std::move(*closest), eval.evaluations(),
-                    "integer program (CBC): no solution found that fits in memory; the one closest to fitting is shown");
+                    std::string("integer program (CBC): no solution found that fits in memory") +
+                        (cut ? " before --samples was spent" : "") + "; the one closest to fitting is shown");
     throw Error("optimal: no placement of the " + std::to_string(ng) + " groups on the " + std::to_string(nd) +
                 " devices fits in memory (integer program infeasible)" + cpu_hint(p));
   }

@@ -374,9 +374,10 @@ void run_compare(const PlaceArgs& args) {
 void add_run_options(CLI::App* cmd, PlaceArgs& args) {
   add_problem_options(cmd, args.problem);
   cmd->add_option("--samples", args.samples,
-                  "placements an algorithm may evaluate (0: its default when --seconds is 0 too: local-search 8000, random 1, "
-                  "the learned placers 2000; with --seconds, as many as fit; learned placers round up to whole batches; "
-                  "single and the schedulers evaluate the few they need; metis and scotch repair memory within it)")
+                  "placements an algorithm may evaluate (0: its default when --seconds is 0 too: local-search 8000, its start's "
+                  "included, random 1, the learned placers 2000; with --seconds, as many as fit; learned placers round up to whole "
+                  "batches; single, expert and the schedulers evaluate the few they need; metis, scotch, sequential and balanced "
+                  "repair memory within it, optimal simulates its integer program's solutions within it)")
       ->check(kSamples);
   cmd->add_option("--seconds", args.seconds, "wall-clock budget per algorithm (0: none)")->check(kSeconds);
   cmd->add_option("--threads", args.threads, "threads for parallel search (0: every core)")->check(kCount);
