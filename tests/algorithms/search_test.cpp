@@ -502,6 +502,15 @@ TEST(OptimalIp, SimulatesWithinTheSampleBudget) {
     EXPECT_THAT(r.note, HasSubstr("--samples"));
   }
   EXPECT_GT(run_placer("optimal", pr.problem(), {.threads = 1}, 1, {{"groups", "op"}, {"method", "ip"}}).samples, 3u);
+  // Rounds that solve again with budgets cut (nothing fits at 5% of k80x4's memory): the round's
+  // best solution was simulated once more to learn its shortfalls, one past --samples 15 and 25
+  // (a review).
+  const Graph graph = load_model(test::example("inception_v3.onnx"), ModelOptions{});
+  const Cluster cluster = cluster_preset("k80x4");
+  const CostTable costs(graph, cluster, CostModel::defaults());
+  const Problem tight{graph, cluster, costs, SimOptions{.memory_fraction = 0.05}};
+  for (std::size_t budget = 13; budget <= 27; ++budget)
+    EXPECT_LE(run_placer("optimal", tight, {.samples = budget, .threads = 1}, 1, {{"method", "ip"}}).samples, budget) << budget;
 }
 
 // Without a budget, local-search evaluates 8000 placements in all, its start's included, exactly

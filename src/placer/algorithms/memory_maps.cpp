@@ -241,8 +241,13 @@ class MemoryMapPlacer final : public Placer {
         // estimate, a GPU ends half full and the rest overflows to the next device and the CPU.
         // When the first fill fits, the budgets grow (up to 4x, by bisection) for as long as the
         // simulated map still fits, so that each device is filled as the simulator sees it.
-        if (round == 0) placement = grown(map, devices, budgets, cap, within, eval, std::move(placement), observer, spent);
-        return finish(p, std::move(placement), eval.evaluations());
+        std::string note;
+        if (round == 0) {
+          bool cut = false;
+          placement = grown(map, devices, budgets, cap, within, eval, std::move(placement), observer, spent, cut);
+          if (cut) note = "the budgets' growth (as far as the simulated map fits) was cut short by --samples";
+        }
+        return finish(p, std::move(placement), eval.evaluations(), note);
       }
       // Our estimate was short: shrink those budgets and fill again. A device's first overflow
       // shrinks its budget in proportion (limit / simulated peak, less 2%): cut by the whole
@@ -286,9 +291,13 @@ class MemoryMapPlacer final : public Placer {
   template <typename Budgets, typename Within, typename Spent>
   std::vector<DeviceId> grown(const ModuleMap& map, const std::vector<DeviceId>& devices, Budgets budgets,
                               const std::vector<std::uint64_t>& cap, Within within, Evaluator& eval, std::vector<DeviceId> placement,
-                              Observer& observer, Spent spent) const {
+                              Observer& observer, Spent spent, bool& cut) const {
     double lo = 1.0, hi = 4.0;
-    for (int step = 0; step < 6 && !observer.stop_requested() && !spent(); ++step) {
+    for (int step = 0; step < 6 && !observer.stop_requested(); ++step) {
+      if (spent()) {
+        cut = true;
+        break;
+      }
       const double mid = std::sqrt(lo * hi);
       std::vector<DeviceId> candidate;
       try {

@@ -10,8 +10,8 @@
 // free memory (any device once the targets are full) until the moved groups' resident bytes (static
 // + activations of their families) cover the overflow; then the placement is simulated again. A
 // group never goes back to a device it has been on, and the least overflowing placement is kept.
-// Deterministic under the seed (METIS_OPTION_SEED; Scotch through a context of its own with
-// SCOTCH_OPTIONNUMDETERMINISTIC and a seeded random generator, under a lock all the same).
+// Deterministic under the seed (METIS_OPTION_SEED; Scotch through a context of its own, with
+// SCOTCH_OPTIONNUMDETERMINISTIC, one thread and a seeded random generator, under a lock all the same).
 #include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -180,9 +180,13 @@ std::vector<std::uint32_t> partition_scotch(const WeightedGraph& w, std::uint64_
   bool is_bound = false;
   std::string failed;
   // A context of its own: deterministic (Scotch 7 otherwise may run multi-threaded algorithms whose
-  // result depends on the threads' timing) and its own random generator, seeded.
+  // result depends on the threads' timing), one thread (its result also depends on the number of
+  // threads, which by default is the machine's: a review saw another mapping with
+  // SCOTCH_PTHREAD_NUMBER=1 than with 2, 4 or 8), and its own random generator, seeded.
   if (SCOTCH_contextOptionSetNum(&context, SCOTCH_OPTIONNUMDETERMINISTIC, 1) != 0)
     failed = "SCOTCH_contextOptionSetNum";
+  else if (SCOTCH_contextThreadSpawn(&context, 1, nullptr) != 0)
+    failed = "SCOTCH_contextThreadSpawn";
   else if (SCOTCH_contextRandomClone(&context) != 0)
     failed = "SCOTCH_contextRandomClone";
   else if (SCOTCH_graphBuild(&graph, 0, static_cast<SCOTCH_Num>(n), verttab.data(), nullptr, velotab.data(), nullptr,
@@ -199,7 +203,8 @@ std::vector<std::uint32_t> partition_scotch(const WeightedGraph& w, std::uint64_
     failed = "SCOTCH_contextBindGraph";
   else {
     is_bound = true;
-    SCOTCH_contextRandomSeed(&context, static_cast<SCOTCH_Num>(seed % 2147483647u));
+    // Scotch seeds with the value's lowest bit set (seeds 2k and 2k + 1 gave one mapping): odd values.
+    SCOTCH_contextRandomSeed(&context, static_cast<SCOTCH_Num>(seed % 1073741823u * 2 + 1));
     SCOTCH_contextRandomReset(&context);
     if (SCOTCH_graphMap(&bound, &arch, &strat, parttab.data()) != 0) failed = "SCOTCH_graphMap";
   }

@@ -92,7 +92,7 @@ PlacementResult finish(const Problem& problem, std::vector<DeviceId> forward_dev
   PlacementResult r;
   r.sim = eval.evaluate(forward_devices);
   r.forward_devices = std::move(forward_devices);
-  r.samples = std::max<std::size_t>(samples, 1);  // the result was simulated, here, if by nothing else
+  r.samples = std::max<std::size_t>(samples, 1);  // a result was simulated, here if nowhere else
   r.note = std::move(note);
   return r;
 }

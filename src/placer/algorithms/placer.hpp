@@ -165,8 +165,8 @@ class Evaluator {
   std::size_t evaluations_ = 0;
 };
 
-// A result for `forward_devices`, simulated; `samples` (what the algorithm evaluated) is at least 1,
-// the result's own simulation.
+// A result for `forward_devices`, simulated here; `samples` is what the algorithm counted (the
+// placements it evaluated in its search), reported as at least 1: a result was simulated.
 PlacementResult finish(const Problem& problem, std::vector<DeviceId> forward_devices, std::size_t samples, std::string note = {});
 
 // Time of each forward op's whole family (the op, its gradient ops, and the updates of parameters

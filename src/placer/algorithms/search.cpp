@@ -22,6 +22,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <system_error>
@@ -335,8 +336,8 @@ class LocalSearchPlacer final : public Placer {
 
     // The start: another algorithm's placement, or (best) the best of the constructive placers.
     // The start spends from the same budget, at most half of it, so that the chains keep the
-    // rest: a learned start trains for what it is given (2000 samples by default), optimal
-    // enumerates up to it. Random draws once, as without a budget (given one, it would draw until
+    // rest: a learned start trains for what it is given (4000 samples of the default 8000),
+    // optimal enumerates up to it. Random draws once, as without a budget (given one, it would draw until
     // the budget ends). A start that takes no budget (m-etf, ...) evaluates a few placements.
     std::vector<std::string> inits;
     if (init_ == "best") {
@@ -644,20 +645,33 @@ class OptimalPlacer final : public Placer {
     std::vector<std::uint64_t> one_device;  // ascending, as first_choices
     for (std::size_t j = 0; j < first_choices.size(); ++j)
       one_device.push_back(j * rest + (nd > 1 ? first_choices[j] * ((rest - 1) / (nd - 1)) : 0));
+    // Simulated in order of the devices' total op time (the fastest alone first: with --samples 1,
+    // h100-box's CPU came first), ties in number order.
+    std::vector<std::size_t> by_speed(one_device.size());
+    std::iota(by_speed.begin(), by_speed.end(), std::size_t{0});
+    {
+      std::vector<double> alone(one_device.size(), 0.0);
+      for (std::size_t j = 0; j < one_device.size(); ++j)
+        for (OpId o = 0; o < p.graph.num_ops(); ++o) alone[j] += p.costs.time_s(o, candidates[first_choices[j]]);
+      std::stable_sort(by_speed.begin(), by_speed.end(), [&](std::size_t a, std::size_t b) { return alone[a] < alone[b]; });
+    }
     Best first;
     std::size_t first_samples = 0;
     {
       Evaluator eval(p);
       std::vector<DeviceId> fwd(p.graph.num_forward_ops());
-      for (std::size_t j = 0; j < one_device.size() && first_samples < limit && !observer.stop_requested(); ++j) {
+      for (std::size_t j : by_speed) {
+        if (first_samples >= limit || observer.stop_requested()) break;
         std::fill(fwd.begin(), fwd.end(), candidates[first_choices[j]]);
         const SimResult& r = eval.evaluate(fwd);
         ++first_samples;
-        if (r.fits && (!first.found || r.step_time_s < first.time)) first = {true, r.step_time_s, one_device[j], fwd};
+        if (r.fits && (!first.found || r.step_time_s < first.time || (r.step_time_s == first.time && one_device[j] < first.index)))
+          first = {true, r.step_time_s, one_device[j], fwd};
       }
     }
-    // The numbers enumerated: the first `limit - first_samples` that are not one-device placements.
-    std::uint64_t end = limit - first_samples;
+    // The numbers enumerated: the first `limit - first_samples` that are not one-device placements
+    // (none when the one-device placements were cut short).
+    std::uint64_t end = first_samples < one_device.size() ? 0 : limit - first_samples;
     for (std::uint64_t n : one_device)
       if (n < end) ++end;
     end = std::min(end, total);
@@ -684,9 +698,12 @@ class OptimalPlacer final : public Placer {
             for (std::size_t g = 1; g < ng; ++g) digit[g] = x % nd, x /= nd;
             for (std::size_t g = 0; g < ng; ++g)
               for (OpId o : members[g]) fwd[o] = candidates[digit[g]];
-            std::size_t done = 0;
+            std::size_t done = 0;  // simulated in this block
             for (std::uint64_t i = lo; i < hi; ++i) {
-              if (timed && (done & 63) == 63 && std::chrono::duration<double>(Clock::now() - start).count() >= budget.seconds) {
+              // The clock and a stop request are read before every simulation (a clock read costs
+              // little beside one): a block of 1,024 ran past --seconds 0.01 eightfold.
+              if (stop.load(std::memory_order_relaxed) ||
+                  (timed && std::chrono::duration<double>(Clock::now() - start).count() >= budget.seconds)) {
                 stop = true;
                 break;
               }
@@ -805,6 +822,7 @@ class OptimalPlacer final : public Placer {
       std::string picked;
       std::vector<DeviceId> group_devices(ng);
       std::size_t simulated = 0;
+      std::vector<std::pair<DeviceId, std::uint64_t>> first_shortfalls;  // the program's best solution's
       for (std::size_t i = 0; i < solutions.size() + nd; ++i) {
         if (!best.devices.empty() && out_of_samples()) {
           cut = true;
@@ -814,6 +832,7 @@ class OptimalPlacer final : public Placer {
         for (std::size_t g = 0; g < ng; ++g) group_devices[g] = candidates[i < solutions.size() ? solutions[i][g] : i - solutions.size()];
         const std::vector<DeviceId> fwd = expand_groups(grouping, group_devices);
         const SimResult& r = eval.evaluate(fwd);
+        if (i == 0) first_shortfalls = r.shortfalls;
         if (best.beaten_by(r))
           best.take(fwd, r), picked = i == 0 ? "the program's best solution"
                                  : i < solutions.size()
@@ -832,9 +851,7 @@ class OptimalPlacer final : public Placer {
         cut = true;
         break;
       }
-      for (std::size_t g = 0; g < ng; ++g) group_devices[g] = candidates[solutions[0][g]];
-      const SimResult& first = eval.evaluate(expand_groups(grouping, group_devices));
-      for (const auto& [d, short_bytes] : first.shortfalls)
+      for (const auto& [d, short_bytes] : first_shortfalls)
         for (std::size_t k = 0; k < nd; ++k)
           if (candidates[k] == d)
             budget_bytes[k] = std::max(0.0, budget_bytes[k] - static_cast<double>(short_bytes) - 0.02 * static_cast<double>(limits[d]));
@@ -845,8 +862,13 @@ class OptimalPlacer final : public Placer {
     if (timed_out || !closest) {
       Candidate best;
       std::string on;
+      bool tried = false;
       for (DeviceId d : candidates) {
-        if (!best.devices.empty() && out_of_samples()) break;
+        if (tried && out_of_samples()) {
+          cut = true;
+          break;
+        }
+        tried = true;
         const std::vector<DeviceId> fwd(p.graph.num_forward_ops(), d);
         const SimResult& r = eval.evaluate(fwd);
         if (r.fits && best.beaten_by(r)) best.take(fwd, r), on = p.cluster.device(d).name;
@@ -858,7 +880,8 @@ class OptimalPlacer final : public Placer {
                           "; everything on " + on + ", the best one-device placement");
       if (timed_out && !closest)
         throw Error("optimal: the integer program found no solution within its time limit (" + std::to_string(time_limit) +
-                    " s) and no single device holds the model; raise ip-seconds or lower max-groups" + cpu_hint(p));
+                    " s) and " + (cut ? "none of the one-device placements simulated within --samples" : std::string("no single device")) +
+                    " holds the model; raise ip-seconds or lower max-groups" + cpu_hint(p));
     }
     if (closest)
       return finish(p, std::move(*closest), eval.evaluations(),
