@@ -151,6 +151,31 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
         ++waiting_for[o];
       }
     }
+  // Sums of partial gradients: an accumulated partial goes into the nearest input before it in its
+  // reader's list that is not accumulated (its first partial), when both are made during the step,
+  // read by that reader alone and not graph outputs. Until the first partial is there on the
+  // reader's device, a partial that is there is held in its place.
+  std::vector<TensorId> sum_first(nt, kNoId);
+  std::set<TensorId> outputs(g.outputs().begin(), g.outputs().end());
+  auto only_read_by = [&](TensorId t, OpId o) {
+    for (OpId reader : g.consumers(t))
+      if (reader != o) return false;
+    return !is_source(t) && !g.tensor_folded(t) && !outputs.count(t);
+  };
+  for (OpId o = 0; o < n; ++o) {
+    if (g.op_folded(o)) continue;
+    TensorId first = kNoId;
+    for (TensorId t : g.op_inputs(o)) {
+      if (t == kNoId) continue;
+      if (!g.tensor_accumulated(t)) first = t;
+      else if (first != kNoId && sum_first[t] == kNoId && only_read_by(t, o) && only_read_by(first, o)) sum_first[t] = first;
+    }
+  }
+  std::set<TensorId> firsts;
+  for (TensorId t = 0; t < nt; ++t)
+    if (sum_first[t] != kNoId) firsts.insert(sum_first[t]);
+  std::set<TensorId> first_is_there;
+  std::map<TensorId, std::uint64_t> held_in_place_of;
   auto release = [&](std::pair<TensorId, DeviceId> storage) {
     const auto [t, d] = storage;
     if (--holds[storage] > 0) return;
@@ -221,6 +246,28 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     if (!g.op_folded(o) && waiting_for[o] == 0) make_ready(o, 0.0);
   for (DeviceId d = 0; d < nd; ++d) to_start.insert(d);
 
+  // Tensor t is there on device d for a reader there: a first partial takes in what was held in its
+  // place (out of place, the sum is a new buffer written beside both); a partial before its first
+  // is held; any other partial is summed and freed (`bytes`: its own bytes there).
+  // `unheld`: no reader holds it there.
+  auto partial_there = [&](TensorId t, DeviceId d, std::uint64_t bytes, bool unheld) {
+    if (firsts.count(t)) {
+      first_is_there.insert(t);
+      if (held_in_place_of[t] > 0) {
+        if (options.gradient_sums_out_of_place) r.peak_bytes[d] = std::max(r.peak_bytes[d], now_bytes[d] + g.tensor_bytes(t));
+        now_bytes[d] -= held_in_place_of[t];
+        held_in_place_of[t] = 0;
+      }
+    }
+    if (!g.tensor_accumulated(t) || !unheld) return;
+    if (sum_first[t] != kNoId && !first_is_there.count(sum_first[t])) {
+      held_in_place_of[sum_first[t]] += bytes;
+      return;
+    }
+    if (options.gradient_sums_out_of_place) r.peak_bytes[d] = std::max(r.peak_bytes[d], now_bytes[d] + g.tensor_bytes(t));
+    now_bytes[d] -= bytes;
+  };
+
   double now = 0.0;
   auto finish = [&](OpId o, bool took_device) {
     const DeviceId d = dev[o];
@@ -233,11 +280,14 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     for (TensorId t : g.op_outputs(o)) {
       input_here(t, d, now);
       for (DeviceId to : destinations[t]) send(t, to, now);
-      // A partial summed here out of place (its reader is on this device; a view too): the new
-      // sum is written while it and the old sum live.
-      if (options.gradient_sums_out_of_place && g.tensor_accumulated(t) && !readers[t].empty() && dev[readers[t][0]] == d)
-        r.peak_bytes[d] = std::max(r.peak_bytes[d], now_bytes[d] + g.tensor_bytes(t));
-      if (viewed[t] == kNoId && holds[{t, d}] == 0 && !kept.count({t, d})) now_bytes[d] -= g.tensor_bytes(t);  // nobody reads it
+      const bool nobody_reads_it = viewed[t] == kNoId && holds[{t, d}] == 0 && !kept.count({t, d});
+      if (!readers[t].empty() && dev[readers[t][0]] == d && (g.tensor_accumulated(t) || firsts.count(t))) {
+        // Made for its reader here: a partial is summed (a view too: nothing of its own to free)
+        // or held; a first partial takes in what was held in its place.
+        partial_there(t, d, viewed[t] == kNoId ? g.tensor_bytes(t) : 0, holds[{t, d}] == 0 && !kept.count({t, d}));
+        if (g.tensor_accumulated(t)) continue;
+      }
+      if (nobody_reads_it) now_bytes[d] -= g.tensor_bytes(t);
     }
     to_start.insert(d);
   };
@@ -260,10 +310,9 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     } else {  // tensor `id` arrives on device `dest`
       input_here(id, dest, now);
       release(home_storage(id));
-      if (g.tensor_accumulated(id)) {  // summed as it arrives: the copy goes (out of place, after the new sum)
-        if (options.gradient_sums_out_of_place) r.peak_bytes[dest] = std::max(r.peak_bytes[dest], now_bytes[dest] + g.tensor_bytes(id));
-        now_bytes[dest] -= g.tensor_bytes(id);
-      }
+      // Summed as it arrives, the copy goes (out of place, after the new sum), unless held in place
+      // of its sum's first partial; a first partial takes in what was held in its place.
+      partial_there(id, dest, g.tensor_bytes(id), true);
       to_start.insert(dest);
     }
   }

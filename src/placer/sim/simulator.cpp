@@ -116,11 +116,41 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     info.dest_mask = 0;
     info.dev = 0;
     info.source = g.producer(x) == kNoId;
-    info.sum_copy = options_.gradient_sums_out_of_place && g.tensor_accumulated(x);
+    info.sums = options_.gradient_sums_out_of_place && g.tensor_accumulated(x) ? kSumOutOfPlace : 0;
     info.home = info.source ? g.param_home(x) : g.producer(x);
     if (info.source && info.home != kNoId && !g.tensor_folded(x)) source_tensors_.push_back(x);
     if (info.source) static_extra_[x] = g.optimizer_state_bytes(x);
   }
+  // Sums of partial gradients: each accumulated partial with the first partial it goes into (the
+  // nearest input before it in its reader's list that is not accumulated: a derived step lists a
+  // tensor's partials together, the first one first). Both must be made during the step and read
+  // by that reader alone, and neither is a graph output; otherwise the partial is simply freed when
+  // it is there.
+  sum_into_.assign(t, kNone);
+  std::vector<std::uint8_t> is_output(t, 0);
+  for (TensorId y : g.outputs()) is_output[y] = 1;
+  for (OpId o = 0; o < n; ++o) {
+    if (g.op_folded(o)) continue;
+    TensorId first = kNoId;
+    for (TensorId x : g.op_inputs(o)) {
+      if (x == kNoId) continue;
+      if (!g.tensor_accumulated(x)) {
+        first = x;
+        continue;
+      }
+      auto only_here = [&](TensorId y) {
+        const auto readers = g.consumers(y);
+        return g.producer(y) != kNoId && !g.tensor_folded(y) && !is_output[y] &&
+               std::all_of(readers.begin(), readers.end(), [&](OpId r) { return r == o; });
+      };
+      if (first == kNoId || sum_into_[x] != kNone || !only_here(x) || !only_here(first)) continue;
+      sum_into_[x] = first;
+      tensors_[x].sums |= kSumPartial;
+      if (!(tensors_[first].sums & kSumFirst)) tensors_[first].sums |= kSumFirst, sum_firsts_.push_back(first);
+    }
+  }
+  sum_present_.assign(t, 0);
+  sum_held_.assign(t, 0);
   // Views: outputs that share the storage of their op's first input (an alias's, a gradient
   // passed through), in topological order so that a view of a view finds its base set.
   alloc_bytes_.resize(t);
@@ -307,6 +337,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
   }
   uses_dirty_ = true;
   std::fill(mem_now_.begin(), mem_now_.end(), 0u);
+  for (std::uint32_t f : sum_firsts_) sum_present_[f] = 0, sum_held_[f] = 0;
   std::fill(channel_free_.begin(), channel_free_.end(), 0.0);
   std::fill(route_bytes_.begin(), route_bytes_.end(), 0.0);
   for (DeviceId d = 0; d < nd; ++d) {
@@ -438,6 +469,31 @@ void Simulator::run(std::span<const DeviceId> devices) {
     const bool stays = ts.source & (ts.dev == d);
     mem_now[d] -= ts.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(last & !stays));  // no branch
   };
+  // Sums of partial gradients (TensorInfo::sums; rare: a training step's shared tensors). The first
+  // partial f of a sum is there on its reader's device d: the partials held in its place until now
+  // are summed into it and freed (out of place, the sum is a new buffer written while both live).
+  auto first_there = [&](std::uint32_t f, DeviceId d) {
+    sum_present_[f] = 1;
+    if (sum_held_[f] == 0) return;
+    if (options_.gradient_sums_out_of_place) mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tensors[f].bytes);
+    mem_now[d] -= sum_held_[f];
+    sum_held_[f] = 0;
+  };
+  // Tensor x, which takes part in a sum, is there on device d (made there for a reader there, or
+  // its copy arrived), with `bytes` of its own there; `unheld`: no reader holds it. A partial that
+  // comes before its first is held in the first's place (autograd's buffer keeps whichever partial
+  // comes first); otherwise it is summed and freed at once.
+  auto sum_there = [&](std::uint32_t x, DeviceId d, std::uint64_t bytes, bool unheld) {
+    const std::uint8_t sums = tensors[x].sums;
+    if (sums & kSumFirst) first_there(x, d);
+    if (!unheld) return;
+    if ((sums & kSumPartial) && !sum_present_[sum_into_[x]]) {
+      sum_held_[sum_into_[x]] += bytes;
+      return;
+    }
+    if (sums & kSumOutOfPlace) mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tensors[x].bytes);
+    mem_now[d] -= bytes;
+  };
   auto make_ready = [&](std::uint32_t op, double time, std::uint32_t cause) {
     timing[op].cause = cause;
     timing[op].start_s = time;  // ready time until the op starts
@@ -559,11 +615,12 @@ void Simulator::run(std::span<const DeviceId> devices) {
         for (std::uint64_t mask = tx.dest_mask; mask; mask &= mask - 1)
           send(x, d, static_cast<DeviceId>(std::countr_zero(mask)), now);
         // Nobody reads it (a view's storage is freed by its own uses; a graph output's is pinned).
-        if (uses[std::size_t{x} * nd + d] == 0) {
-          // A partial gradient summed here (its one reader is on this device: not sent; no use of
-          // its own, as it is not held) out of place: the new sum is written while this one and
-          // the old sum live.
-          if (tx.sum_copy & (tx.dest_mask == 0)) [[unlikely]] mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tx.bytes);
+        // A partial gradient summed here (its one reader is on this device: not sent; no use of its
+        // own, as it is not held) is summed now, or held until its sum's first partial is here.
+        if (tx.sums) [[unlikely]] {
+          if (tx.dest_mask == 0) sum_there(x, d, alloc_bytes[x], uses[std::size_t{x} * nd + d] == 0);
+          else if (uses[std::size_t{x} * nd + d] == 0) mem_now[d] -= alloc_bytes[x];
+        } else if (uses[std::size_t{x} * nd + d] == 0) {
           mem_now[d] -= alloc_bytes[x];
         }
       }
@@ -584,10 +641,11 @@ void Simulator::run(std::span<const DeviceId> devices) {
       const DeviceId from = tx.dev;
       release(storage[x], from);  // the sender's copy is no longer needed for this send
       // A partial gradient summed on arrival (no reader holds it): its copy is freed at once (out
-      // of place, after the new sum was written beside it).
+      // of place, after the new sum was written beside it), or held until its sum's first partial
+      // is here.
       const bool summed = uses[std::size_t{x} * nd + d] == 0;
-      if (tx.sum_copy & summed) [[unlikely]] mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tx.bytes);
-      mem_now[d] -= tx.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(summed));
+      if (tx.sums) [[unlikely]] sum_there(x, d, tx.bytes, summed);
+      else mem_now[d] -= tx.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(summed));
       if (zero_finished_.empty()) start_ops(d, now);
       else to_start |= std::uint64_t{1} << d;
     }

@@ -139,8 +139,14 @@ class Simulator {
     std::uint32_t home;                // producer op, or home op of a source tensor (kNoId: none)
     std::uint8_t dev;                  // per run: device of its producer or home op
     std::uint8_t source;               // no producer: data, parameter, buffer, constant
-    std::uint8_t sum_copy;             // a partial gradient summed out of place (SimOptions)
+    std::uint8_t sums;                 // its part in a sum of partial gradients: kSum* bits (0: none)
   };
+  // TensorInfo::sums bits. A partial gradient summed as it arrives (Graph::tensor_accumulated) goes
+  // into its reader's first partial: the nearest input before it in the reader's list that is not
+  // accumulated. Until that first partial is there, the partial that came is held in its place.
+  static constexpr std::uint8_t kSumOutOfPlace = 1;  // accumulated, and sums are out of place (SimOptions)
+  static constexpr std::uint8_t kSumPartial = 2;     // accumulated into sum_into_[x]
+  static constexpr std::uint8_t kSumFirst = 4;       // the first partial of a sum
   // A transfer of this run.
   struct Transfer {
     double start_s, end_s;
@@ -165,6 +171,10 @@ class Simulator {
   std::vector<std::uint32_t> source_tensors_;  // tensors with no producer and a home (not set-up values)
   std::vector<std::pair<std::uint32_t, std::uint32_t>> folded_reads_;  // (set-up value, non-folded reader op)
   std::vector<std::uint64_t> static_extra_;    // per source tensor: optimizer state bytes
+  std::vector<std::uint32_t> sum_into_;        // per tensor: the first partial it is summed into (kSumPartial), else kNone
+  std::vector<std::uint32_t> sum_firsts_;      // the tensors with kSumFirst
+  std::vector<std::uint8_t> sum_present_;      // per tensor, per run: a first partial is there, on its reader's device
+  std::vector<std::uint64_t> sum_held_;        // per tensor, per run: bytes of partials held in place of this first one
   // Views (see the header comment): (alias op, its input, its output) in topological order.
   struct View {
     std::uint32_t op, in, out;
