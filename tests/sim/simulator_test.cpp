@@ -454,35 +454,26 @@ TEST(SimulatorMemory, PartialGradientsSummedOnArrivalAreFreedThen) {
 // gradient was counted until the first came (a QA pass). As above, with A (which makes the first
 // partial, g1) on gpu:1 and slower: B's g2 is made on gpu:0 at 1 s, g1 arrives there at 2 s.
 TEST(SimulatorMemory, APartialBeforeItsFirstIsHeldInItsPlace) {
-  Sketch s;
-  TensorId x = s.tensor("x", 1, TensorKind::data), g1 = s.tensor("g1", 1000, TensorKind::gradient);
-  TensorId g2 = s.tensor("g2", 1000, TensorKind::gradient), g3 = s.tensor("g3", 1000, TensorKind::gradient);
-  TensorId sum = s.tensor("sum", 10);
-  s.op("A", {x}, {g1}, 2.0);
-  s.op("B", {x}, {g2}, 1.0);
-  s.op("C", {x}, {g3}, 2.5);
-  s.op("S", {g1, g2, g3}, {sum}, 1.0);
-  s.b.mark_output(sum);
-  s.b.set_tensor_accumulated(g2), s.b.set_tensor_accumulated(g3);
-  Priced r(std::move(s), two_gpus());
+  auto sketch = [] {
+    Sketch s;
+    TensorId x = s.tensor("x", 1, TensorKind::data), g1 = s.tensor("g1", 1000, TensorKind::gradient);
+    TensorId g2 = s.tensor("g2", 1000, TensorKind::gradient), g3 = s.tensor("g3", 1000, TensorKind::gradient);
+    TensorId sum = s.tensor("sum", 10);
+    s.op("A", {x}, {g1}, 2.0);
+    s.op("B", {x}, {g2}, 1.0);
+    s.op("C", {x}, {g3}, 2.5);
+    s.op("S", {g1, g2, g3}, {sum}, 1.0);
+    s.b.mark_output(sum);
+    s.b.set_tensor_accumulated(g2), s.b.set_tensor_accumulated(g3);
+    return s;
+  };
+  Priced r(sketch(), two_gpus());
   // gpu:0 from 2 s until g1's copy arrives: x's copy, g2 (held for g1), g3 (C runs) and g1's copy.
   const SimResult& res = r.on({1, 0, 0, 0});
   EXPECT_EQ(res.devices[0].peak_memory_bytes, 1u + 3000u);
   EXPECT_EQ(res.devices[1].peak_memory_bytes, 1u + 1000u);
   // Out of place: when g1 arrives, g2 + g1 is written beside both (and g3, being made): 4,001.
-  Sketch again;
-  {
-    TensorId x2 = again.tensor("x", 1, TensorKind::data), h1 = again.tensor("g1", 1000, TensorKind::gradient);
-    TensorId h2 = again.tensor("g2", 1000, TensorKind::gradient), h3 = again.tensor("g3", 1000, TensorKind::gradient);
-    TensorId sum2 = again.tensor("sum", 10);
-    again.op("A", {x2}, {h1}, 2.0);
-    again.op("B", {x2}, {h2}, 1.0);
-    again.op("C", {x2}, {h3}, 2.5);
-    again.op("S", {h1, h2, h3}, {sum2}, 1.0);
-    again.b.mark_output(sum2);
-    again.b.set_tensor_accumulated(h2), again.b.set_tensor_accumulated(h3);
-  }
-  Priced copied(std::move(again), two_gpus(), SimOptions{.gradient_sums_out_of_place = true});
+  Priced copied(sketch(), two_gpus(), SimOptions{.gradient_sums_out_of_place = true});
   EXPECT_EQ(copied.on({1, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 4000u);
   // The first partial first (A on gpu:0 too, first in program order): nothing is held, as before.
   EXPECT_EQ(r.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 2000u);
