@@ -175,7 +175,6 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
   for (TensorId t = 0; t < nt; ++t)
     if (sum_first[t] != kNoId) firsts.insert(sum_first[t]);
   std::set<TensorId> first_is_there;
-  std::map<TensorId, std::uint64_t> held_in_place_of;
   auto release = [&](std::pair<TensorId, DeviceId> storage) {
     const auto [t, d] = storage;
     if (--holds[storage] > 0) return;
@@ -246,22 +245,27 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
     if (!g.op_folded(o) && waiting_for[o] == 0) make_ready(o, 0.0);
   for (DeviceId d = 0; d < nd; ++d) to_start.insert(d);
 
-  // Tensor t is there on device d for a reader there: a first partial takes in what was held in its
-  // place (out of place, the sum is a new buffer written beside both); a partial before its first
-  // is held; any other partial is summed and freed (`bytes`: its own bytes there).
-  // `unheld`: no reader holds it there.
-  auto partial_there = [&](TensorId t, DeviceId d, std::uint64_t bytes, bool unheld) {
+  // Tensor t is there on device d for its reader there, in `storage`, with `bytes` of its own;
+  // `unheld`: no reader holds it. Autograd's buffer keeps the first partial to come: a first partial
+  // takes in the one held in its place (out of place, the sum is a new buffer written beside both);
+  // a partial before its first is held when none is, its storage kept (a view's: what it views,
+  // allocated again if its last reader had freed it); any other partial is summed and freed.
+  std::map<TensorId, std::pair<TensorId, DeviceId>> held_for;  // first partial -> storage held in its place
+  auto partial_there = [&](TensorId t, DeviceId d, std::pair<TensorId, DeviceId> storage, std::uint64_t bytes, bool unheld) {
     if (firsts.count(t)) {
       first_is_there.insert(t);
-      if (held_in_place_of[t] > 0) {
+      if (auto it = held_for.find(t); it != held_for.end()) {
         if (options.gradient_sums_out_of_place) r.peak_bytes[d] = std::max(r.peak_bytes[d], now_bytes[d] + g.tensor_bytes(t));
-        now_bytes[d] -= held_in_place_of[t];
-        held_in_place_of[t] = 0;
+        release(it->second);
+        held_for.erase(it);
       }
     }
     if (!g.tensor_accumulated(t) || !unheld) return;
-    if (sum_first[t] != kNoId && !first_is_there.count(sum_first[t])) {
-      held_in_place_of[sum_first[t]] += bytes;
+    const TensorId first = sum_first[t];
+    if (first != kNoId && !first_is_there.count(first) && !held_for.count(first)) {
+      const bool lives_anyway = kept.count(storage) || (is_source(storage.first) && where[storage.first] == storage.second);
+      if (holds[storage]++ == 0 && storage != std::pair{t, d} && !lives_anyway) allocate(d, g.tensor_bytes(storage.first));
+      held_for[first] = storage;
       return;
     }
     if (options.gradient_sums_out_of_place) r.peak_bytes[d] = std::max(r.peak_bytes[d], now_bytes[d] + g.tensor_bytes(t));
@@ -284,7 +288,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
       if (!readers[t].empty() && dev[readers[t][0]] == d && (g.tensor_accumulated(t) || firsts.count(t))) {
         // Made for its reader here: a partial is summed (a view too: nothing of its own to free)
         // or held; a first partial takes in what was held in its place.
-        partial_there(t, d, viewed[t] == kNoId ? g.tensor_bytes(t) : 0, holds[{t, d}] == 0 && !kept.count({t, d}));
+        partial_there(t, d, home_storage(t), viewed[t] == kNoId ? g.tensor_bytes(t) : 0, holds[{t, d}] == 0 && !kept.count({t, d}));
         if (g.tensor_accumulated(t)) continue;
       }
       if (nobody_reads_it) now_bytes[d] -= g.tensor_bytes(t);
@@ -312,7 +316,7 @@ inline RefResult reference_simulate(const Graph& g, const Cluster& c, const Cost
       release(home_storage(id));
       // Summed as it arrives, the copy goes (out of place, after the new sum), unless held in place
       // of its sum's first partial; a first partial takes in what was held in its place.
-      partial_there(id, dest, g.tensor_bytes(id), true);
+      partial_there(id, dest, {id, dest}, g.tensor_bytes(id), true);
       to_start.insert(dest);
     }
   }

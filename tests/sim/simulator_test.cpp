@@ -450,16 +450,16 @@ TEST(SimulatorMemory, PartialGradientsSummedOnArrivalAreFreedThen) {
 }
 
 // A partial that is there before its sum's first partial is held in the first's place (autograd's
-// input buffer keeps whichever partial comes first); it was freed at once, so that nothing of the
-// gradient was counted until the first came (a QA pass). As above, with A (which makes the first
-// partial, g1) on gpu:1 and slower: B's g2 is made on gpu:0 at 1 s, g1 arrives there at 2 s.
+// input buffer keeps the first partial to come, and adds each later one into it); it was freed at
+// once, so that nothing of the gradient counted until the first came (a QA pass). As above, with A
+// (which makes the first partial, g1) on gpu:1 and slower: B's g2 is made on gpu:0 at 1 s.
 TEST(SimulatorMemory, APartialBeforeItsFirstIsHeldInItsPlace) {
-  auto sketch = [] {
+  auto sketch = [](double a_seconds) {
     Sketch s;
     TensorId x = s.tensor("x", 1, TensorKind::data), g1 = s.tensor("g1", 1000, TensorKind::gradient);
     TensorId g2 = s.tensor("g2", 1000, TensorKind::gradient), g3 = s.tensor("g3", 1000, TensorKind::gradient);
     TensorId sum = s.tensor("sum", 10);
-    s.op("A", {x}, {g1}, 2.0);
+    s.op("A", {x}, {g1}, a_seconds);
     s.op("B", {x}, {g2}, 1.0);
     s.op("C", {x}, {g3}, 2.5);
     s.op("S", {g1, g2, g3}, {sum}, 1.0);
@@ -467,15 +467,47 @@ TEST(SimulatorMemory, APartialBeforeItsFirstIsHeldInItsPlace) {
     s.b.set_tensor_accumulated(g2), s.b.set_tensor_accumulated(g3);
     return s;
   };
-  Priced r(sketch(), two_gpus());
-  // gpu:0 from 2 s until g1's copy arrives: x's copy, g2 (held for g1), g3 (C runs) and g1's copy.
+  // g1 arrives at 2 s, while C runs: until then gpu:0 holds x's copy, g2 (held for g1), g3 and,
+  // from 2 s, g1's copy.
+  Priced r(sketch(2.0), two_gpus());
   const SimResult& res = r.on({1, 0, 0, 0});
   EXPECT_EQ(res.devices[0].peak_memory_bytes, 1u + 3000u);
   EXPECT_EQ(res.devices[1].peak_memory_bytes, 1u + 1000u);
   // Out of place: when g1 arrives, g2 + g1 is written beside both (and g3, being made): 4,001.
-  Priced copied(sketch(), two_gpus(), SimOptions{.gradient_sums_out_of_place = true});
+  Priced copied(sketch(2.0), two_gpus(), SimOptions{.gradient_sums_out_of_place = true});
   EXPECT_EQ(copied.on({1, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 4000u);
   // The first partial first (A on gpu:0 too, first in program order): nothing is held, as before.
+  EXPECT_EQ(r.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 2000u);
+  // g1 at 4 s, after g3 (3.5 s): one partial is held, g2; g3 is added into it and freed (both were
+  // held: 3,001, a review). At most x + g2 + g3 while C runs, or x + g2 + g1's copy.
+  Priced later(sketch(4.0), two_gpus());
+  EXPECT_EQ(later.on({1, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 2000u);
+  // Out of place, g3 into g2 and then g1 into that sum are each written beside both (x's copy is
+  // gone by then, C being its last reader there): 3,000.
+  Priced later_copied(sketch(4.0), two_gpus(), SimOptions{.gradient_sums_out_of_place = true});
+  EXPECT_EQ(later_copied.on({1, 0, 0, 0}).devices[0].peak_memory_bytes, 3000u);
+}
+
+// A held partial that is a view keeps what it views (B's t, which P, its last reader, freed when
+// it finished), until the first partial is there: it was counted as nothing (a review).
+TEST(SimulatorMemory, AHeldPartialThatIsAViewKeepsWhatItViews) {
+  Sketch s;
+  TensorId x = s.tensor("x", 1, TensorKind::data), g1 = s.tensor("g1", 1000, TensorKind::gradient), t = s.tensor("t", 1000);
+  TensorId v = s.tensor("v", 1000, TensorKind::gradient), sum = s.tensor("sum", 10);
+  s.op("A", {x}, {g1}, 4.0);
+  s.op("B", {x}, {t}, 1.0);
+  s.profile.set_by_name(DeviceKind::gpu, "P", 1.0);
+  OpSpec pass{.name = "P", .type = "AddGrad", .inputs = {t}, .outputs = {v}, .view_outputs = 1u};
+  pass.work.op_class = OpClass::elementwise;
+  s.b.add_op(std::move(pass));
+  s.op("S", {g1, v}, {sum}, 1.0);
+  s.b.mark_output(sum);
+  s.b.set_tensor_accumulated(v);
+  Priced r(std::move(s), two_gpus());
+  // gpu:0 from 4 s: t (kept by v, held for g1) and g1's copy (x's copy went with B, its last reader
+  // there); only x's copy and t before.
+  EXPECT_EQ(r.on({1, 0, 0, 0}).devices[0].peak_memory_bytes, 2000u);
+  // Made after g1 (all on gpu:0, A first): v is summed at once and t freed: x + g1 + t at most.
   EXPECT_EQ(r.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 2000u);
 }
 

@@ -150,7 +150,7 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
     }
   }
   sum_present_.assign(t, 0);
-  sum_held_.assign(t, 0);
+  sum_held_.assign(t, kNone);
   // Views: outputs that share the storage of their op's first input (an alias's, a gradient
   // passed through), in topological order so that a view of a view finds its base set.
   alloc_bytes_.resize(t);
@@ -337,7 +337,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
   }
   uses_dirty_ = true;
   std::fill(mem_now_.begin(), mem_now_.end(), 0u);
-  for (std::uint32_t f : sum_firsts_) sum_present_[f] = 0, sum_held_[f] = 0;
+  for (std::uint32_t f : sum_firsts_) sum_present_[f] = 0, sum_held_[f] = kNone;
   std::fill(channel_free_.begin(), channel_free_.end(), 0.0);
   std::fill(route_bytes_.begin(), route_bytes_.end(), 0.0);
   for (DeviceId d = 0; d < nd; ++d) {
@@ -469,26 +469,31 @@ void Simulator::run(std::span<const DeviceId> devices) {
     const bool stays = ts.source & (ts.dev == d);
     mem_now[d] -= ts.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(last & !stays));  // no branch
   };
-  // Sums of partial gradients (TensorInfo::sums; rare: a training step's shared tensors). The first
-  // partial f of a sum is there on its reader's device d: the partials held in its place until now
-  // are summed into it and freed (out of place, the sum is a new buffer written while both live).
+  // Sums of partial gradients (TensorInfo::sums; rare: a training step's shared tensors). Autograd's
+  // buffer keeps the first partial to come and adds each later one into it: one partial that comes
+  // before its sum's first is held, in its storage (a view keeps what it views), until the first
+  // f is there on its reader's device d; then it is summed into f and freed (out of place, the sum
+  // is a new buffer written beside both).
   auto first_there = [&](std::uint32_t f, DeviceId d) {
     sum_present_[f] = 1;
-    if (sum_held_[f] == 0) return;
+    if (sum_held_[f] == kNone) return;
     if (options_.gradient_sums_out_of_place) mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tensors[f].bytes);
-    mem_now[d] -= sum_held_[f];
-    sum_held_[f] = 0;
+    release(sum_held_[f], d);
+    sum_held_[f] = kNone;
   };
-  // Tensor x, which takes part in a sum, is there on device d (made there for a reader there, or
-  // its copy arrived), with `bytes` of its own there; `unheld`: no reader holds it. A partial that
-  // comes before its first is held in the first's place (autograd's buffer keeps whichever partial
-  // comes first); otherwise it is summed and freed at once.
-  auto sum_there = [&](std::uint32_t x, DeviceId d, std::uint64_t bytes, bool unheld) {
+  // Tensor x, which takes part in a sum, is there on device d (made there for its reader there, or
+  // its copy arrived): `st`, the storage it occupies there, with `bytes` of its own; `unheld`: no
+  // reader holds it. A first partial takes the partial held in its place; a partial before its
+  // first is held if none is yet, else summed into the held one and freed, as after its first.
+  auto sum_there = [&](std::uint32_t x, DeviceId d, std::uint32_t st, std::uint64_t bytes, bool unheld) {
     const std::uint8_t sums = tensors[x].sums;
     if (sums & kSumFirst) first_there(x, d);
     if (!unheld) return;
-    if ((sums & kSumPartial) && !sum_present_[sum_into_[x]]) {
-      sum_held_[sum_into_[x]] += bytes;
+    if ((sums & kSumPartial) && !sum_present_[sum_into_[x]] && sum_held_[sum_into_[x]] == kNone) {
+      sum_held_[sum_into_[x]] = st;
+      if (st == x) ++uses[std::size_t{x} * nd + d];                                      // its own memory stays
+      else if (uses[std::size_t{st} * nd + d]++ == 0 && !(tensors[st].source && tensors[st].dev == d))
+        allocate(d, tensors[st].bytes);  // what it views stays (back, if its last reader freed it)
       return;
     }
     if (sums & kSumOutOfPlace) mem_peak[d] = std::max(mem_peak[d], mem_now[d] + tensors[x].bytes);
@@ -618,7 +623,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
         // A partial gradient summed here (its one reader is on this device: not sent; no use of its
         // own, as it is not held) is summed now, or held until its sum's first partial is here.
         if (tx.sums) [[unlikely]] {
-          if (tx.dest_mask == 0) sum_there(x, d, alloc_bytes[x], uses[std::size_t{x} * nd + d] == 0);
+          if (tx.dest_mask == 0) sum_there(x, d, storage[x], alloc_bytes[x], uses[std::size_t{x} * nd + d] == 0);
           else if (uses[std::size_t{x} * nd + d] == 0) mem_now[d] -= alloc_bytes[x];
         } else if (uses[std::size_t{x} * nd + d] == 0) {
           mem_now[d] -= alloc_bytes[x];
@@ -644,7 +649,7 @@ void Simulator::run(std::span<const DeviceId> devices) {
       // of place, after the new sum was written beside it), or held until its sum's first partial
       // is here.
       const bool summed = uses[std::size_t{x} * nd + d] == 0;
-      if (tx.sums) [[unlikely]] sum_there(x, d, tx.bytes, summed);
+      if (tx.sums) [[unlikely]] sum_there(x, d, x, tx.bytes, summed);
       else mem_now[d] -= tx.bytes & (std::uint64_t{0} - static_cast<std::uint64_t>(summed));
       if (zero_finished_.empty()) start_ops(d, now);
       else to_start |= std::uint64_t{1} << d;

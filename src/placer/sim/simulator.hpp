@@ -143,7 +143,7 @@ class Simulator {
   };
   // TensorInfo::sums bits. A partial gradient summed as it arrives (Graph::tensor_accumulated) goes
   // into its reader's first partial: the nearest input before it in the reader's list that is not
-  // accumulated. Until that first partial is there, the partial that came is held in its place.
+  // accumulated. Until that first partial is there, the first partial to come is held in its place.
   static constexpr std::uint8_t kSumOutOfPlace = 1;  // accumulated, and sums are out of place (SimOptions)
   static constexpr std::uint8_t kSumPartial = 2;     // accumulated into sum_into_[x]
   static constexpr std::uint8_t kSumFirst = 4;       // the first partial of a sum
@@ -174,7 +174,7 @@ class Simulator {
   std::vector<std::uint32_t> sum_into_;        // per tensor: the first partial it is summed into (kSumPartial), else kNone
   std::vector<std::uint32_t> sum_firsts_;      // the tensors with kSumFirst
   std::vector<std::uint8_t> sum_present_;      // per tensor, per run: a first partial is there, on its reader's device
-  std::vector<std::uint64_t> sum_held_;        // per tensor, per run: bytes of partials held in place of this first one
+  std::vector<std::uint32_t> sum_held_;        // per tensor, per run: the storage of the partial held in place of this first one (kNone: none)
   // Views (see the header comment): (alias op, its input, its output) in topological order.
   struct View {
     std::uint32_t op, in, out;
