@@ -629,7 +629,7 @@ class OptimalPlacer final : public Placer {
     const std::uint64_t total = rest * first_choices.size();
     constexpr std::uint64_t kBlock = 1024;
     // A sample budget takes the first placements in order (the same ones whatever the threads); a
-    // time budget stops within a block, checking the clock every 64 placements.
+    // time budget or a stop request ends the enumeration before the next simulation.
     const std::uint64_t limit = budget.samples > 0 ? std::min<std::uint64_t>(total, budget.samples) : total;
 
     struct Best {
