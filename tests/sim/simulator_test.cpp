@@ -401,23 +401,27 @@ TEST(SimulatorMemory, ATransposeIsAViewOfItsInput) {
   EXPECT_EQ(r.on({0, 1}).devices[1].peak_memory_bytes, 100u + 1000u + 10u);
 }
 
+// Three gradient ops A, B and C each write a 1000-byte partial (g1, g2, g3) of one tensor's
+// gradient; S sums them; g2 and g3 are summed into g1 as they come when `accumulated`.
+Sketch partial_sums(bool accumulated, double a_seconds = 1.0) {
+  Sketch s;
+  TensorId x = s.tensor("x", 1, TensorKind::data), g1 = s.tensor("g1", 1000, TensorKind::gradient);
+  TensorId g2 = s.tensor("g2", 1000, TensorKind::gradient), g3 = s.tensor("g3", 1000, TensorKind::gradient);
+  TensorId sum = s.tensor("sum", 10);
+  s.op("A", {x}, {g1}, a_seconds);
+  s.op("B", {x}, {g2}, 1.0);
+  s.op("C", {x}, {g3}, 2.5);
+  s.op("S", {g1, g2, g3}, {sum}, 1.0);
+  s.b.mark_output(sum);
+  if (accumulated) s.b.set_tensor_accumulated(g2), s.b.set_tensor_accumulated(g3);
+  return s;
+}
+
 // Partial gradients summed as they arrive (Graph::tensor_accumulated, autograd's input buffer):
 // each after the first is freed once it is available to its reader, not when the reader runs.
-// Three gradient ops on gpu:0 each write a 1000-byte partial of one tensor's gradient; S sums them.
+// A, B and C on gpu:0 (C on gpu:1 below: it ends after B).
 TEST(SimulatorMemory, PartialGradientsSummedOnArrivalAreFreedThen) {
-  auto sketch = [](bool accumulated) {
-    Sketch s;
-    TensorId x = s.tensor("x", 1, TensorKind::data), g1 = s.tensor("g1", 1000, TensorKind::gradient);
-    TensorId g2 = s.tensor("g2", 1000, TensorKind::gradient), g3 = s.tensor("g3", 1000, TensorKind::gradient);
-    TensorId sum = s.tensor("sum", 10);
-    s.op("A", {x}, {g1}, 1.0);
-    s.op("B", {x}, {g2}, 1.0);
-    s.op("C", {x}, {g3}, 2.5);  // on gpu:1 below, it ends after B
-    s.op("S", {g1, g2, g3}, {sum}, 1.0);
-    s.b.mark_output(sum);
-    if (accumulated) s.b.set_tensor_accumulated(g2), s.b.set_tensor_accumulated(g3);
-    return s;
-  };
+  auto sketch = [](bool accumulated) { return partial_sums(accumulated); };
   Priced held(sketch(false), two_gpus());
   // Without: all three live while S runs: x + 3 x 1000 + sum.
   EXPECT_EQ(held.on({0, 0, 0, 0}).devices[0].peak_memory_bytes, 1u + 3000u + 10u);
@@ -454,19 +458,7 @@ TEST(SimulatorMemory, PartialGradientsSummedOnArrivalAreFreedThen) {
 // once, so that nothing of the gradient counted until the first came (a QA pass). As above, with A
 // (which makes the first partial, g1) on gpu:1 and slower: B's g2 is made on gpu:0 at 1 s.
 TEST(SimulatorMemory, APartialBeforeItsFirstIsHeldInItsPlace) {
-  auto sketch = [](double a_seconds) {
-    Sketch s;
-    TensorId x = s.tensor("x", 1, TensorKind::data), g1 = s.tensor("g1", 1000, TensorKind::gradient);
-    TensorId g2 = s.tensor("g2", 1000, TensorKind::gradient), g3 = s.tensor("g3", 1000, TensorKind::gradient);
-    TensorId sum = s.tensor("sum", 10);
-    s.op("A", {x}, {g1}, a_seconds);
-    s.op("B", {x}, {g2}, 1.0);
-    s.op("C", {x}, {g3}, 2.5);
-    s.op("S", {g1, g2, g3}, {sum}, 1.0);
-    s.b.mark_output(sum);
-    s.b.set_tensor_accumulated(g2), s.b.set_tensor_accumulated(g3);
-    return s;
-  };
+  auto sketch = [](double a_seconds) { return partial_sums(true, a_seconds); };
   // g1 arrives at 2 s, while C runs: until then gpu:0 holds x's copy, g2 (held for g1), g3 and,
   // from 2 s, g1's copy.
   Priced r(sketch(2.0), two_gpus());

@@ -131,6 +131,11 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
   for (TensorId y : g.outputs()) is_output[y] = 1;
   for (OpId o = 0; o < n; ++o) {
     if (g.op_folded(o)) continue;
+    auto only_here = [&](TensorId y) {  // made during the step, read by o alone, not an output
+      const auto readers = g.consumers(y);
+      return g.producer(y) != kNoId && !g.tensor_folded(y) && !is_output[y] &&
+             std::all_of(readers.begin(), readers.end(), [&](OpId r) { return r == o; });
+    };
     TensorId first = kNoId;
     for (TensorId x : g.op_inputs(o)) {
       if (x == kNoId) continue;
@@ -138,11 +143,6 @@ Simulator::Simulator(const Graph& g, const Cluster& c, const CostTable& costs, S
         first = x;
         continue;
       }
-      auto only_here = [&](TensorId y) {
-        const auto readers = g.consumers(y);
-        return g.producer(y) != kNoId && !g.tensor_folded(y) && !is_output[y] &&
-               std::all_of(readers.begin(), readers.end(), [&](OpId r) { return r == o; });
-      };
       if (first == kNoId || sum_into_[x] != kNone || !only_here(x) || !only_here(first)) continue;
       sum_into_[x] = first;
       tensors_[x].sums |= kSumPartial;
@@ -622,12 +622,10 @@ void Simulator::run(std::span<const DeviceId> devices) {
         // Nobody reads it (a view's storage is freed by its own uses; a graph output's is pinned).
         // A partial gradient summed here (its one reader is on this device: not sent; no use of its
         // own, as it is not held) is summed now, or held until its sum's first partial is here.
-        if (tx.sums) [[unlikely]] {
-          if (tx.dest_mask == 0) sum_there(x, d, storage[x], alloc_bytes[x], uses[std::size_t{x} * nd + d] == 0);
-          else if (uses[std::size_t{x} * nd + d] == 0) mem_now[d] -= alloc_bytes[x];
-        } else if (uses[std::size_t{x} * nd + d] == 0) {
+        if ((tx.sums != 0) & (tx.dest_mask == 0)) [[unlikely]]
+          sum_there(x, d, storage[x], alloc_bytes[x], uses[std::size_t{x} * nd + d] == 0);
+        else if (uses[std::size_t{x} * nd + d] == 0)
           mem_now[d] -= alloc_bytes[x];
-        }
       }
       // An event of the heap that made no op of no time ready starts its device at once (nothing
       // else waits then); otherwise the device waits for those ops, and the loop starts it.
