@@ -21,6 +21,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr double kGB = 1e9;
 constexpr double kUs = 1e-6;
@@ -202,6 +203,12 @@ TEST(ClusterLookups, UnknownDeviceNameListsTheDevices) {
               AllOf(HasSubstr("'gpu:7'"), HasSubstr("two-gpus"), HasSubstr("cpu:0, gpu:0, gpu:1")));
 }
 
+TEST(ClusterLookups, ADeviceNameWithACommaIsRefused) {
+  // --on and --opt devices= take comma-separated names: such a device could not be named (a QA pass).
+  EXPECT_THAT(error_of([] { Cluster::build("c", {cpu("cpu:0"), gpu("gpu,0")}, {}, {link("cpu:0", "gpu,0", 10 * kGB, 0)}); }),
+              AllOf(HasSubstr("'gpu,0'"), HasSubstr("may not contain ','")));
+}
+
 // ---- Presets ------------------------------------------------------------------------------------
 
 TEST(ClusterPresets, NamesAreTheDocumentedOnes) {
@@ -347,6 +354,10 @@ TEST(ClusterJson, DeviceEfficienciesRoundTripAndAreChecked) {
   };
   EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"convolution", {{"compute", 1.0}}}}), "x.json"); }),
               HasSubstr("convolution"));
+  // The classes the message offers are the ones that take an efficiency: not alias (a QA pass).
+  const std::string unknown = error_of([&] { parse_cluster_json(with({{"foo", {{"compute", 1.0}}}}), "x.json"); });
+  EXPECT_THAT(unknown, AllOf(HasSubstr("unknown op class 'foo'"), HasSubstr("elementwise"), HasSubstr("optimizer"),
+                             Not(HasSubstr("alias"))));
   EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"conv", {{"compute", -1.0}}}}), "x.json"); }),
               AllOf(HasSubstr("conv"), HasSubstr("positive")));
   EXPECT_THAT(error_of([&] { parse_cluster_json(with({{"conv", {{"speed", 1.0}}}}), "x.json"); }), HasSubstr("speed"));

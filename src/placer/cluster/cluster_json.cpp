@@ -149,8 +149,11 @@ Device parse_device(const json& j, const std::string& where) {
       OpClass c;
       try {
         c = parse_op_class(class_name);
-      } catch (const Error& e) {
-        throw Error(at + ": " + e.what());
+      } catch (const Error&) {
+        std::string known;  // the classes that take an efficiency: every one but alias
+        for (int k = 0; k < kNumOpClasses; ++k)
+          if (static_cast<OpClass>(k) != OpClass::alias) known += (known.empty() ? "" : ", ") + std::string(op_class_name(static_cast<OpClass>(k)));
+        throw Error(at + ": unknown op class " + in_quotes(class_name) + " (known: " + known + ")");
       }
       if (c == OpClass::alias) throw Error(at + ": class 'alias' takes no efficiency (an alias runs no kernel and costs nothing)");
       const std::string at_class = at + "." + class_name;
