@@ -305,14 +305,16 @@ TEST(GraphJsonBadInput, FieldsOfTheWrongTypeAreRefusedNotConverted) {
   expect_error(graph(v1, R"({"name": "x", "shape": [2, 3.5], "kind": "data"})", relu),
                "tensors[0] 'x': field 'shape' must be a list of integers, got [2,3.5]");
   expect_error(graph(R"("version": 1.5)", x, relu), "field 'version' must be an integer, got 1.5");
-  expect_error(graph(v1 + R"(, "optimizer_state_copies": -1)", x, relu), "field 'optimizer_state_copies' must be a non-negative integer, got -1");
-  expect_error(graph(v1 + R"(, "optimizer_state_copies": false)", x, relu), "must be a non-negative integer, got false");
+  expect_error(graph(v1 + R"(, "optimizer_state_copies": -1)", x, relu), "field 'optimizer_state_copies' must be an integer from 0 to 4294967295, got -1");
+  expect_error(graph(v1 + R"(, "optimizer_state_copies": false)", x, relu), "must be an integer from 0 to 4294967295, got false");
   expect_error(graph(v1 + R"(, "optimizer_state_copies": 4294967295)", x, relu), "must be at most 16");
   expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": {}, "outputs": ["y"]})"), "ops[0] 'a': field 'inputs' must be a list, got {}");
   expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "call": 1.5})"),
-               "field 'call' must be a non-negative integer");
+               "field 'call' must be an integer from 0 to 4294967295");
+  expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "call": 4294967296})"),
+               "field 'call' must be an integer from 0 to 4294967295, got 4294967296");
   expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "flops": 6, "product_min_dim": -1})"),
-               "field 'product_min_dim' must be a non-negative integer");
+               "field 'product_min_dim' must be an integer from 0 to 4294967295");
   expect_error(graph(R"("version": 99, "version": 1)", x, relu), "key 'version' appears twice in one object");
   expect_error(graph(v1, x, R"({"name": "a", "name": "b", "type": "Relu", "inputs": ["x"], "outputs": ["y"]})"), "key 'name' appears twice");
   // The same keys in different objects are no duplicates.

@@ -398,6 +398,12 @@ TEST(Training, ADivergingPolicyIsAnError) {
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("option lr must be positive, at most 1e37")));
   EXPECT_THAT([&] { (void)make_placer("hdp", PlacerOptions(std::map<std::string, std::string>{{"clip", "1e39"}})); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("option clip must be from 0 (none) to 1e37")));
+  // Without clipping too (the norm was taken only to clip or to trace: entropy=1e37 with clip=0
+  // trained on with infinite Adam moments, rc 0, and failed only under PLACER_RL_TRACE; a QA pass).
+  EXPECT_THAT([&] { run("colocrl", pr.problem(), Budget{.samples = 32}, {{"hidden", "16"}, {"entropy", "1e37"}, {"clip", "0"}}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("training diverged at update")));
+  EXPECT_THAT([&] { (void)make_placer("colocrl", PlacerOptions(std::map<std::string, std::string>{{"tanh", "1e38"}})); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("option tanh must be from 0 (none) to 1e37")));
   // The largest values accepted run (into divergence, named as such), never into libtorch's float
   // overflow ("internal error"; lr=1e38 and clip=1e39 did so, found by a review).
   try {

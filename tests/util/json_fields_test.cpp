@@ -109,6 +109,24 @@ TEST(ReadJsonFile, RefusesDeepNestingAndKeepsMessagesShort) {
   EXPECT_EQ(excerpt.size(), 83u);  // 80 characters and "..."
 }
 
+// nlohmann's parser ends its input at a NUL byte: what followed one was ignored (a QA pass).
+TEST(ReadJsonFile, ANulByteIsNotTheEndOfTheFile) {
+  const std::string path = temp_path("nul.json");
+  for (const std::string& text : {std::string("{\"default\": \"gpu:0\"}\0{\"garbage", 30), std::string("{\"a\": 1}\0", 9)}) {
+    {
+      std::ofstream out(path, std::ios::binary);
+      out << text;
+    }
+    EXPECT_THAT([&] { (void)read_json_file(path, "placement"); }, ThrowsMessage<Error>(HasSubstr("a NUL byte after the value")));
+  }
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "{\"a\": 1}\n";
+  }
+  EXPECT_EQ(read_json_file(path, "placement"), nlohmann::json::parse(R"({"a": 1})"));
+  std::filesystem::remove(path);
+}
+
 TEST(InQuotes, CutsALongNameAtACharacterBoundary) {
   EXPECT_EQ(in_quotes("conv1"), "'conv1'");
   EXPECT_EQ(in_quotes(std::string(200, 'a')), "'" + std::string(200, 'a') + "'");

@@ -130,9 +130,11 @@ const json& field(const json& obj, const char* name, const std::string& where) {
 
 // What a field of type T must hold, for errors.
 template <typename T>
-const char* expected_type() {
+std::string expected_type() {
   if constexpr (std::is_same_v<T, std::string>) return "a string";
   else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) return "a list of integers";
+  // A narrower one names its bound: "call": 2^32 was "not a non-negative integer" (a QA pass).
+  else if constexpr (std::is_unsigned_v<T> && sizeof(T) < 8) return "an integer from 0 to " + std::to_string(std::numeric_limits<T>::max());
   else if constexpr (std::is_unsigned_v<T>) return "a non-negative integer";
   else if constexpr (std::is_integral_v<T>) return "an integer";
   else if constexpr (std::is_floating_point_v<T>) return "a number";

@@ -308,8 +308,9 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   try {
     module.load(policy);
     optimizer.load(opt);
-  } catch (const c10::Error& e) {
-    throw Error("checkpoint '" + path + "': its policy does not load: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {  // c10::Error, and the TorchScript errors of a damaged archive's entries (a QA pass)
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    throw Error("checkpoint '" + path + "' is damaged: its policy does not load: " + (c10_error ? c10_error->what_without_backtrace() : e.what()));
   }
   // Written since 2026-11-25; older checkpoints have none to compare.
   c10::IValue checksum;
@@ -378,13 +379,16 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   };
 
   bool stopped = false;
+  double last_update_s = 0.0;  // this run's latest update, sampling to Adam step
   while (total_updates == 0 || s.updates < total_updates) {
     if (observer.stop_requested()) {
       stopped = true;
       break;
     }
-    // A time budget ends the search between updates, after one at least.
-    if (budget.seconds > 0 && since(start) >= budget.seconds && s.updates > first_update) break;
+    // A time budget ends the search between updates, after one at least, before an update that
+    // would end past it if it took as long as the one before (one that ended just short of the
+    // budget let another run: --seconds 5 took 10 s with a large policy; a QA pass).
+    if (budget.seconds > 0 && since(start) + last_update_s >= budget.seconds && s.updates > first_update) break;
     const auto t0 = Clock::now();
     std::vector<std::vector<DeviceId>> placements = agent.sample(o.batch, rng);
     const auto ts = Clock::now();
@@ -410,9 +414,15 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     loss.backward();
     // PLACER_RL_TRACE=1: one line per update on stderr (what docs/learned-placers.md's diagnosis of
     // stalled searches reads): mean entropy per decision, gradient norm before clipping, mean step time.
-    static const bool trace = std::getenv("PLACER_RL_TRACE") != nullptr;
-    const double clip = o.clip_norm > 0 ? o.clip_norm : (trace ? std::numeric_limits<double>::infinity() : 0.0);
-    const double grad_norm = clip > 0 ? torch::nn::utils::clip_grad_norm_(module.parameters(), clip) : 0.0;
+    static const bool trace = [] {
+      const char* v = std::getenv("PLACER_RL_TRACE");
+      return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+    }();
+    // The norm is taken whether or not it clips (an infinite bound scales by exactly 1), so that a
+    // gradient that overflowed is found with clip=0 too, and tracing changes nothing (a QA pass:
+    // entropy=1e37 with clip=0 trained on with infinite Adam moments, and failed only when traced).
+    const double clip = o.clip_norm > 0 ? o.clip_norm : std::numeric_limits<double>::infinity();
+    const double grad_norm = torch::nn::utils::clip_grad_norm_(module.parameters(), clip);
     if (trace)
       std::fprintf(stderr, "update %lld: entropy %.4f, gradient norm %.3g, mean step time %.2f ms\n", static_cast<long long>(s.updates + 1),
                    lp.entropy.item<double>(), grad_norm, mean_time * 1e3);
@@ -435,6 +445,7 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
       }
     s.curve.push_back({static_cast<double>(s.samples), mean_time, s.best_s, elapsed()});
     g_stats.policy_s += std::chrono::duration<double>(t1 - t0).count() + since(t2);
+    last_update_s = since(t0);
     g_stats.simulation_wait_s += std::chrono::duration<double>(t2 - t1).count();
 
     Progress p;
@@ -499,7 +510,7 @@ std::vector<OptionDoc> common_option_docs(const TrainOptions& d) {
       {"baseline-decay", num(d.baseline_decay), "decay of the moving-average reward baseline"},
       {"clip", num(d.clip_norm), "gradient-norm clipping bound (0: none)"},
       {"penalty", num(d.penalty), "step-time factor for placements that do not fit (times 1 + shortfall fraction)"},
-      {"checkpoint-every", std::to_string(d.checkpoint_every), "policy updates between checkpoints (with --checkpoint)"},
+      {"checkpoint-every", std::to_string(d.checkpoint_every), "policy updates between checkpoints (with --checkpoint; 0: only the last, at the end)"},
   };
 }
 
@@ -568,7 +579,7 @@ Seq2SeqOptions read_seq2seq_options(const PlacerOptions& opts, Seq2SeqOptions d)
   d.attention = opts.get_int("attention", d.attention);
   if (d.attention < 1 || d.attention > 2048) throw Error("option attention must be from 1 to 2048");
   d.tanh_constant = opts.get_double("tanh", d.tanh_constant);
-  if (d.tanh_constant < 0) throw Error("option tanh must be >= 0 (0: none)");
+  if (!(d.tanh_constant >= 0) || d.tanh_constant > 1e37) throw Error("option tanh must be from 0 (none) to 1e37");
   d.temperature = opts.get_double("temperature", d.temperature);
   if (d.temperature <= 0) throw Error("option temperature must be positive");
   return d;

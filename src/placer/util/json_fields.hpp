@@ -137,6 +137,9 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
     if (parser.too_deep)
       throw Error(name + ": lists and objects nested deeper than " + std::to_string(kMaxJsonNesting) + " levels (not a placer file)");
     if (!parser.duplicate.empty()) throw Error(name + ": key " + in_quotes(parser.duplicate) + " appears twice in one object");
+    // The parser takes a NUL byte for the end of its input: what came after one was ignored (a QA
+    // pass). A parse that ran to the end leaves the stream at its end; one stopped at a NUL does not.
+    if (!in.eof()) throw Error(name + " is not valid JSON: a NUL byte after the value (JSON text has none)");
     return j;
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(name + " is not valid JSON: " + message(e.what()));
