@@ -168,7 +168,7 @@ def main():
         lines = [f"### {title}", "",
                  f"`{' '.join(['placer'] + cmd[1:]).replace(args.models, '../shared/models')}` — lower bound {fmt_time(j['lower_bound_s'])}, "
                  f"best single device {fmt_time(j['single_device_step_time_s'])}, best placement that fits: **{j['best']}** "
-                 f"(the whole comparison took {wall:.0f} s).", ""]
+                 f"(the whole comparison took {wall:.1f} s).", ""]
         rows = j["rows"]
         for r in rows:
             if r.get("peak_memory_bytes"):
