@@ -268,6 +268,18 @@ TEST_F(InspectInceptionJson, ParameterBytesAreFourPerFloatParameter) {
   EXPECT_EQ(report().value("param_bytes", std::uint64_t{0}), 4u * 23834568u);
 }
 
+// Each module's bytes are whole bytes, as the totals are, and add up to them (they were written as
+// floats: 3539800.0; a QA pass).
+TEST_F(InspectInceptionJson, ModulesActivationBytesAreIntegersThatSumToTheTotal) {
+  ASSERT_TRUE(report().contains("modules"));
+  std::uint64_t sum = 0;
+  for (const auto& m : report()["modules"]) {
+    ASSERT_TRUE(m["activation_bytes"].is_number_unsigned()) << m.dump();
+    sum += m["activation_bytes"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(sum, report().value("activation_bytes", std::uint64_t{0}));
+}
+
 TEST_F(InspectInceptionJson, TakesTheImageAsTheOnlyDataInput) {
   EXPECT_EQ(report().value("data_inputs", nlohmann::json()), nlohmann::json::array({"input.1"}));
 }

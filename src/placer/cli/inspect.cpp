@@ -27,8 +27,8 @@ struct InspectArgs {
 };
 
 struct ModuleRow {
-  std::uint64_t ops = 0, params = 0;
-  double flops = 0.0, activation_bytes = 0.0;
+  std::uint64_t ops = 0, params = 0, activation_bytes = 0;  // bytes as integers, as the totals (a QA pass)
+  double flops = 0.0;
 };
 
 void run_inspect(const InspectArgs& args) {
@@ -82,7 +82,7 @@ void run_inspect(const InspectArgs& args) {
     auto& row = modules[forward.module_name(forward.module_ancestor(forward.op_module(o), args.depth))];
     ++row.ops;
     row.flops += forward.op_work(o).flops;
-    for (TensorId t : made.op_outputs(o)) row.activation_bytes += static_cast<double>(made.tensor_bytes(t));
+    for (TensorId t : made.op_outputs(o)) row.activation_bytes += made.tensor_bytes(t);
   }
   for (TensorId t = 0; t < forward.num_tensors(); ++t)
     if (forward.tensor_kind(t) == TensorKind::parameter && forward.param_home(t) != kNoId)
@@ -182,7 +182,7 @@ void run_inspect(const InspectArgs& args) {
              "FLOPs", "activations");
   for (const auto& [name, row] : modules)
     fmt::print("  {:<40} {:>7} {:>10} {:>11} {:>12}\n", name.empty() ? "(top level)" : name, row.ops,
-               human_count(static_cast<double>(row.params)), human_count(row.flops), human_bytes(row.activation_bytes));
+               human_count(static_cast<double>(row.params)), human_count(row.flops), human_bytes(static_cast<double>(row.activation_bytes)));
 }
 
 }  // namespace
