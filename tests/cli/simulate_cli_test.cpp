@@ -20,6 +20,7 @@
 namespace placer {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -280,6 +281,22 @@ TEST(PlaceCli, MetisMessagesStayOffStdout) {
   const auto j = nlohmann::json::parse(run.out);
   EXPECT_THAT(j["note"].get<std::string>(), HasSubstr("METIS said (a part it could not split stays empty): Cannot bisect"));
   EXPECT_THAT(run.err, Not(HasSubstr("Cannot bisect")));
+}
+
+// A placement slower than the fastest one-device placement says so (m-ETF with devices=all on
+// h100-box put NMT's decoder on the CPU, twice as slow as the GPU alone, and said nothing).
+TEST(PlaceCli, APlacementSlowerThanOneDeviceSaysSo) {
+  auto random = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "random", "--opt", "devices=all", "--seed", "1"});
+  ASSERT_EQ(random.exit_code, 0) << random.err;
+  EXPECT_THAT(random.out, ContainsRegex("every op on gpu:[0-3] alone: step [0-9.]+ [mu]?s, [0-9.]+x as fast as this placement")) << random.out;
+  auto single = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "single"});
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  EXPECT_THAT(single.out, Not(HasSubstr("alone: step"))) << single.out;
+  auto json = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "single", "--json", "--quiet"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["best_one_device"]["step_time_s"].get<double>(), j["step_time_s"].get<double>());
+  EXPECT_THAT(j["best_one_device"]["device"].get<std::string>(), StartsWith("gpu:"));
 }
 
 // When every start of local-search fails, the error says why, once per reason (it said only "every
