@@ -204,7 +204,7 @@ TEST(ClusterLookups, UnknownDeviceNameListsTheDevices) {
 }
 
 TEST(ClusterLookups, ADeviceNameWithACommaIsRefused) {
-  // --on and --opt devices= take comma-separated names: such a device could not be named (a QA pass).
+  // --on takes comma-separated names: such a device could not be named (a QA pass).
   EXPECT_THAT(error_of([] { Cluster::build("c", {cpu("cpu:0"), gpu("gpu,0")}, {}, {link("cpu:0", "gpu,0", 10 * kGB, 0)}); }),
               AllOf(HasSubstr("'gpu,0'"), HasSubstr("may not contain ','")));
 }

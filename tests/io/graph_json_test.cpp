@@ -305,9 +305,9 @@ TEST(GraphJsonBadInput, FieldsOfTheWrongTypeAreRefusedNotConverted) {
   expect_error(graph(v1, R"({"name": "x", "shape": [2, 3.5], "kind": "data"})", relu),
                "tensors[0] 'x': field 'shape' must be a list of integers, got [2,3.5]");
   expect_error(graph(R"("version": 1.5)", x, relu), "field 'version' must be an integer, got 1.5");
-  expect_error(graph(v1 + R"(, "optimizer_state_copies": -1)", x, relu), "field 'optimizer_state_copies' must be an integer from 0 to 4294967295, got -1");
-  expect_error(graph(v1 + R"(, "optimizer_state_copies": false)", x, relu), "must be an integer from 0 to 4294967295, got false");
-  expect_error(graph(v1 + R"(, "optimizer_state_copies": 4294967295)", x, relu), "must be at most 16");
+  expect_error(graph(v1 + R"(, "optimizer_state_copies": -1)", x, relu), "field 'optimizer_state_copies' must be an integer from 0 to 16, got -1");
+  expect_error(graph(v1 + R"(, "optimizer_state_copies": false)", x, relu), "field 'optimizer_state_copies' must be an integer, got false");
+  expect_error(graph(v1 + R"(, "optimizer_state_copies": 4294967295)", x, relu), "must be an integer from 0 to 16, got 4294967295");
   expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": {}, "outputs": ["y"]})"), "ops[0] 'a': field 'inputs' must be a list, got {}");
   expect_error(graph(v1, x, R"({"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "call": 1.5})"),
                "field 'call' must be an integer from 0 to 4294967295");

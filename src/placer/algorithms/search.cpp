@@ -1016,8 +1016,8 @@ void register_search(std::vector<PlacerInfo>& r) {
                "simulated annealing over groups with the simulator, from the best constructive placement, in chains on every core",
                {{"init", "best",
                  "where the search starts: an algorithm's placement, or 'best', the fastest of m-sct, heft, m-etf, critical-path, "
-                 "scotch, metis, expert and single (tried in that order while the start's budget lasts); the start spends at most "
-                 "half of --samples and --seconds (a learned start rounds it up to whole batches), random draws once"},
+                 "scotch, metis, expert and single (tried in that order while the start's budget lasts); the start spends up to "
+                 "half of --samples and --seconds (a learned start rounds its half up to whole batches), random draws once"},
                 {"groups", kDefaultLevels,
                  "what moves together: colocation, module[:DEPTH], module-call[:DEPTH] or op; several, separated by commas, are "
                  "searched in turn, in the order given, each from the best placement so far with an equal share of the budget"},

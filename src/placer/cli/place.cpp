@@ -218,8 +218,9 @@ void run_place(const PlaceArgs& args) {
       if (s1.fits && (!one_device || s1.step_time_s < one_device->second)) one_device = {d, s1.step_time_s};
     }
   }
-  // Worth saying when the result does not fit, or is slower by more than rounding.
-  const bool one_device_better = one_device && (!r.sim.fits || one_device->second < r.sim.step_time_s * (1 - 1e-6));
+  // Worth saying when the result does not fit, or is slower by half a percent or more (less would
+  // print as "1.00x").
+  const bool one_device_better = one_device && (!r.sim.fits || one_device->second * 1.005 <= r.sim.step_time_s);
   // Printed and written all the same (what is over, and by how much, is what to act on), then
   // reported as an error: exit status 0 means a placement that fits.
   const auto fail_unless_fits = [&] {

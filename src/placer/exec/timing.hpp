@@ -17,9 +17,10 @@ struct TimedRuns {
 
 // Calls `body` once untimed, then times it until `repeats` runs (at least 1) were clean, setting
 // aside, at most `max_faulted` times (at least 1), a run that took fresh memory from the kernel:
-// during which the process took more than `fault_limit` minor page faults, or spent more than a
-// quarter of the run (and over 0.5 ms) in the kernel (with transparent huge pages one fault maps
-// 2 MiB). Such a run measured the kernel mapping and zeroing pages as much as the work: an op timed
+// during which the process took more than `fault_limit` minor page faults, or, in a run of a
+// millisecond or more, spent more than a quarter of it (and over 0.5 ms) in the kernel (with
+// transparent huge pages one fault maps 2 MiB; the kernel's system time moves by its ticks, so a
+// run of a few ticks or less may still be set aside by one, which costs a repeat). Such a run measured the kernel mapping and zeroing pages as much as the work: an op timed
 // alone can grow the heap on every call (its large output is not put in the block the call before
 // it freed), where inside a step it reuses memory that the ops before it freed (BERT-base's
 // 94 MB embedding gradient: 4-6 ms in a step, 195-300 ms timed alone).

@@ -420,8 +420,9 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
   const auto forward_ops = optional_as<std::size_t>(j, "forward_ops", forward, source);
   b.set_num_forward_ops(forward_ops);
   // SGD keeps none, momentum one, Adam two; a handful more for optimizers to come.
-  auto state_copies = optional_as<std::uint32_t>(j, "optimizer_state_copies", 0, source);
-  if (state_copies > 16) throw Error(source + ": field 'optimizer_state_copies' must be at most 16, got " + std::to_string(state_copies));
+  const auto copies = optional_as<std::int64_t>(j, "optimizer_state_copies", 0, source);
+  if (copies < 0 || copies > 16) throw Error(source + ": field 'optimizer_state_copies' must be an integer from 0 to 16, got " + std::to_string(copies));
+  auto state_copies = static_cast<std::uint32_t>(copies);
   // placer's own update ops say how much state they keep: a step that leaves the field out, or gives
   // another count, priced its memory without it (found by a review). Other update types: the field.
   std::string implied_by;

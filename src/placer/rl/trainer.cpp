@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "placer/rl/environment.hpp"
@@ -25,6 +26,12 @@
 
 namespace placer::rl {
 namespace {
+
+// A diagnostic switch in the environment: on when set to anything but nothing or "0".
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+}
 
 thread_local TrainStats g_stats;
 thread_local double g_sample_s = 0, g_logp_s = 0, g_update_s = 0;
@@ -308,9 +315,12 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   try {
     module.load(policy);
     optimizer.load(opt);
+  } catch (const std::bad_alloc&) {
+    throw;
   } catch (const std::exception& e) {  // c10::Error, and the TorchScript errors of a damaged archive's entries (a QA pass)
     const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-    throw Error("checkpoint '" + path + "' is damaged: its policy does not load: " + (c10_error ? c10_error->what_without_backtrace() : e.what()));
+    throw Error("checkpoint '" + path + "' is damaged: its policy or optimizer state does not load: " +
+                (c10_error ? c10_error->what_without_backtrace() : e.what()));
   }
   // Written since 2026-11-25; older checkpoints have none to compare.
   c10::IValue checksum;
@@ -414,10 +424,7 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     loss.backward();
     // PLACER_RL_TRACE=1: one line per update on stderr (what docs/learned-placers.md's diagnosis of
     // stalled searches reads): mean entropy per decision, gradient norm before clipping, mean step time.
-    static const bool trace = [] {
-      const char* v = std::getenv("PLACER_RL_TRACE");
-      return v != nullptr && *v != '\0' && std::string_view(v) != "0";
-    }();
+    static const bool trace = env_flag("PLACER_RL_TRACE");
     // The norm is taken whether or not it clips (an infinite bound scales by exactly 1), so that a
     // gradient that overflowed is found with clip=0 too, and tracing changes nothing (a QA pass:
     // entropy=1e37 with clip=0 trained on with infinite Adam moments, and failed only when traced).
@@ -470,7 +477,7 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     throw Error(fmt::format("{}: no sampled placement fits in memory after {} samples{}", o.algo, s.samples, stopped ? " (stopped)" : ""));
   std::string note = fmt::format("{} updates of {} samples; policy {:.1f} s, simulation {:.1f} s on {} threads (waited {:.1f} s)", s.updates, k,
                                  g_stats.policy_s, g_stats.simulation_s, env.threads(), g_stats.simulation_wait_s);
-  if (std::getenv("PLACER_RL_TIMING"))
+  if (env_flag("PLACER_RL_TIMING"))
     std::fprintf(stderr, "timing: sample %.2f s, log-probs %.2f s, update %.2f s\n", g_sample_s, g_logp_s, g_update_s);
   if (samples_before > 0)
     note += fmt::format("; resumed after {} updates ({} samples, {:.1f} s): {} updates and {} samples in this run", updates_before,
