@@ -125,6 +125,18 @@ struct Row {
   std::string error;
 };
 
+// The fastest placement of every forward op on one device that fits (device, step time); none when
+// no single device fits. One simulation per device.
+std::optional<std::pair<DeviceId, double>> best_one_device(const Problem& problem) {
+  Evaluator eval(problem);
+  std::optional<std::pair<DeviceId, double>> best;
+  for (DeviceId d = 0; d < problem.cluster.num_devices(); ++d) {
+    const SimResult& r = eval.evaluate(std::vector<DeviceId>(problem.graph.num_forward_ops(), d));
+    if (r.fits && (!best || r.step_time_s < best->second)) best = {d, r.step_time_s};
+  }
+  return best;
+}
+
 Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerOptions& options, const PlaceArgs& args) {
   Row row{.algo = algo};
   const auto start = std::chrono::steady_clock::now();
@@ -209,15 +221,8 @@ void run_place(const PlaceArgs& args) {
   if (!args.output.empty()) save_placement_file(spec, args.output);
   // The fastest one-device placement that fits, to say when the result loses to it: a scheduler's
   // greedy rule on unlike devices can (m-ETF with devices=all on h100-box: NMT twice as slow as
-  // the GPU alone), and so can a search cut short. One simulation per device.
-  std::optional<std::pair<DeviceId, double>> one_device;
-  {
-    Evaluator eval(problem);
-    for (DeviceId d = 0; d < p.cluster.num_devices(); ++d) {
-      const SimResult& s1 = eval.evaluate(std::vector<DeviceId>(p.graph.num_forward_ops(), d));
-      if (s1.fits && (!one_device || s1.step_time_s < one_device->second)) one_device = {d, s1.step_time_s};
-    }
-  }
+  // the GPU alone), and so can a search cut short.
+  const auto one_device = best_one_device(problem);
   // Worth saying when the result does not fit, or is slower by half a percent or more (less would
   // print as "1.00x").
   const bool one_device_better = one_device && (!r.sim.fits || one_device->second * 1.005 <= r.sim.step_time_s);
@@ -298,12 +303,9 @@ void run_compare(const PlaceArgs& args) {
   const LowerBounds bounds = lower_bounds(p.graph, p.cluster, p.costs);
 
   // The best single device that fits: the reference every row's speedup is measured against.
-  Evaluator eval(problem);
-  std::optional<double> single;  // none when no single device fits (a step may take 0 s: only aliases)
-  for (DeviceId d = 0; d < p.cluster.num_devices(); ++d) {
-    const SimResult& r = eval.evaluate(std::vector<DeviceId>(p.graph.num_forward_ops(), d));
-    if (r.fits && (!single || r.step_time_s < *single)) single = r.step_time_s;
-  }
+  // None when no single device fits (a step may take 0 s: only aliases).
+  std::optional<double> single;
+  if (const auto one = best_one_device(problem)) single = one->second;
   // Ratios only for placements that fit (one that overflows a device is no step time to be sped up
   // to: its 10x would top the table), and none with nothing to compare (no single device fits, a
   // step or a bound of 0 s).

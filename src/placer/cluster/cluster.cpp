@@ -93,10 +93,9 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
   for (std::uint32_t i = 0; i < n; ++i) {
     const Device& d = devices[i];
     if (d.name.empty()) throw Error(where + ": device #" + std::to_string(i) + " has an empty name");
-    // Commands take lists of devices as comma-separated names (simulate's and validate's --on).
-    if (d.name.find(',') != std::string::npos)
-      throw Error(where + ": device " + in_quotes(d.name) + ": a device name may not contain ',' (lists of devices are comma-separated)");
     const std::string dev = where + ": device " + in_quotes(d.name);
+    // Commands take lists of devices as comma-separated names (simulate's and validate's --on).
+    if (d.name.find(',') != std::string::npos) throw Error(dev + ": a device name may not contain ',' (lists of devices are comma-separated)");
     if (!positive_finite(d.peak_flops))
       throw Error(dev + ": peak_flops must be positive and finite, got " + format_number(d.peak_flops));
     if (!positive_finite(d.memory_bandwidth_bytes_per_s))
