@@ -218,6 +218,17 @@ TEST(OnnxExports, SmallConstantsInAnExternalFileAreReadForShapeInference) {
   };
   fails("all.bin", 64 * 32 * 4, 16, "its external data is 16 bytes long, a tensor of 3 element(s) of 8 bytes takes 24");
   fails("all.bin", 64 * 32 * 4 + 8, 24, "external data of 24 bytes at offset 8200 is past the end of");
+  // A weight's (over 4,096 elements: its bytes are never read) are checked against the file too
+  // (a QA pass found them taken on trust).
+  external(target, "all.bin", 64 * 32 * 4, 24);
+  for (const auto& [offset, length, why] : {std::tuple<std::size_t, std::size_t, const char*>{0, 100, "its external data is 100 bytes long"},
+                                            {64 * 32 * 4, 64 * 32 * 4, "external data of 8192 bytes at offset 8192 is past the end of"}}) {
+    external(m.m.mutable_graph()->mutable_initializer(0), "all.bin", offset, length);
+    EXPECT_THAT([&] { load_onnx(m.save("external_shapes.onnx", dir.string()), {}); },
+                ThrowsMessage<Error>(AllOf(HasSubstr("initializer 'w'"), HasSubstr(why))))
+        << offset << " " << length;
+  }
+  external(m.m.mutable_graph()->mutable_initializer(0), "all.bin", 0, 64 * 32 * 4);
   fails("../all.bin", 0, 24, "is not a file inside the model's directory");
   fails("/etc/passwd", 0, 24, "is not a file inside the model's directory");
   // Found by fuzzing: a FIFO hung the import, a link read /etc/passwd as a shape.
@@ -419,7 +430,10 @@ TEST(OnnxExports, EmptySetUpValuesAreLeftOutWithTheirOps) {
   act.node("Slice", {"x", "zero", "zero"}, {"none"});  // [0, 4] of data
   act.node("Relu", {"none"}, {"y"});
   act.output("y", 2);
-  EXPECT_THAT([&] { load_onnx(act.save("empty_activation.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("is 0 (an empty tensor")));
+  // Named with the file, as every import error is (this one was not: a QA pass).
+  EXPECT_THAT([&] { load_onnx(act.save("empty_activation.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("model file '" + test::temp_path("empty_activation.onnx") + "': "),
+                                         HasSubstr("is 0 (an empty tensor"))));
 
   // zeros_like of a scalar, as exporters write it: ConstantOfShape(Shape(s)), the shape empty. An
   // op that reads nothing but empty values would read nothing at all: refused, naming it.
@@ -1504,13 +1518,63 @@ TEST(OnnxExports, NodesOutOfOrderAreReadSorted) {
   const onnx::ModelProto read = read_onnx_file(path, &sorted);
   EXPECT_TRUE(sorted);
   EXPECT_EQ(read.graph().node(0).op_type(), "Relu");
-  // A cycle stays a cycle, named by the checker.
+  // A cycle is named, node by node (the checker said an input "is not output of any previous
+  // nodes", as of a name nothing makes: a QA pass).
   Model c(17, 8);
   c.input("x", {std::int64_t{4}});
   c.node("Add", {"x", "b"}, {"a"});
   c.node("Relu", {"a"}, {"b"});
   c.output("b", 1);
-  EXPECT_THAT([&] { load_onnx(c.save("cycle.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("topologically sorted")));
+  c.m.mutable_graph()->set_name("g");
+  EXPECT_THAT([&] { load_onnx(c.save("cycle.onnx"), {}); },
+              ThrowsMessage<Error>(HasSubstr("graph 'g' has a cycle of 2 node(s): '/Add_a' (Add) -[a]-> '/Relu_b' (Relu) -[b]-> '/Add_a' (Add)")));
+  // A node that reads what it makes.
+  Model self(17, 8);
+  self.input("x", {std::int64_t{4}});
+  self.node("Add", {"x", "a"}, {"a"});
+  self.output("a", 1);
+  EXPECT_THAT([&] { load_onnx(self.save("self_cycle.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("reads 'a', which it makes")));
+  // A name that nothing makes.
+  Model missing(17, 8);
+  missing.input("x", {std::int64_t{4}});
+  missing.node("Add", {"x", "nope"}, {"a"});
+  missing.output("a", 1);
+  EXPECT_THAT([&] { load_onnx(missing.save("missing_name.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("missing_name.onnx"), HasSubstr("'/Add_a' (Add) reads 'nope', which no node makes"))));
+}
+
+// A device is no model file (/dev/zero was read for 2 GB before the refusal: a QA pass).
+TEST(OnnxExports, ADeviceIsNoModelFile) {
+  EXPECT_THAT([&] { load_onnx("/dev/zero", {}); }, ThrowsMessage<Error>(HasSubstr("model file '/dev/zero' is a device, not a file")));
+}
+
+// A Constant's value_ints is data to shape inference as its `value` is (a Reshape to one had no
+// known size: a QA pass); value_int, value_float and value_floats too.
+TEST(OnnxExports, ConstantListValuesAreData) {
+  Model m(17, 8);
+  m.input("x", {std::int64_t{4}, std::int64_t{16}});
+  auto* shape = m.m.mutable_graph()->add_node();
+  shape->set_op_type("Constant"), shape->add_output("shape");
+  auto* a = shape->add_attribute();
+  a->set_name("value_ints"), a->set_type(onnx::AttributeProto::INTS), a->add_ints(8), a->add_ints(8);
+  m.node("Reshape", {"x", "shape"}, {"y"});
+  m.output("y", 2);
+  Graph g = load_onnx(m.save("constant_value_ints.onnx"), {});
+  EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{8, 8}));
+}
+
+// An axis libonnx's rules read as a 32-bit int is refused beyond that range (Concat's axis
+// 2^32 + 1 was read as 1, and the output came out [4,32]: a QA pass).
+TEST(OnnxExports, AnAxisBeyond32BitsIsRefused) {
+  Model m(17, 8);
+  m.input("x", {std::int64_t{4}, std::int64_t{16}});
+  auto* concat = m.m.mutable_graph()->add_node();
+  concat->set_op_type("Concat"), concat->set_name("cat"), concat->add_input("x"), concat->add_input("x"), concat->add_output("y");
+  auto* a = concat->add_attribute();
+  a->set_name("axis"), a->set_type(onnx::AttributeProto::INT), a->set_i((std::int64_t{1} << 32) + 1);
+  m.output("y", 2);
+  EXPECT_THAT([&] { load_onnx(m.save("concat_axis.onnx"), {}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("attribute 'axis'"), HasSubstr("4294967297"), HasSubstr("beyond any value the op takes"))));
 }
 
 // Weights stored as Constant nodes (Paddle2ONNX writes every weight so) are parameters, as

@@ -299,12 +299,12 @@ TEST(OnnxMutation, ShapesThatContradictTheirOpsAreErrorsNamingTheNode) {
 }
 
 // Found by fuzzing: the checker's message was cut at its first line ("... however input 'x' of
-// node:"), without the node; an output listed twice named a tensor of placer's own training step;
+// node:"), without the node (a name nothing makes is now placer's own message, naming the node); an output listed twice named a tensor of placer's own training step;
 // a symbolic dimension with an empty name was advised "--dim =VALUE", which the CLI refuses.
 TEST(OnnxMutation, MessagesNameWhatIsWrong) {
   onnx::ModelProto dangling = bundled_inception();
   node_named(dangling, "/Conv2d_1a_3x3/conv/Conv").set_input(0, "nothing_here");
-  EXPECT_THAT(import_error(dangling), ::testing::AllOf(::testing::HasSubstr("input 'nothing_here' of node: name: /Conv2d_1a_3x3/conv/Conv OpType: Conv"),
+  EXPECT_THAT(import_error(dangling), ::testing::AllOf(::testing::HasSubstr("'/Conv2d_1a_3x3/conv/Conv' (Conv) reads 'nothing_here', which no node makes"),
                                                         ::testing::Not(::testing::HasSubstr("\n"))));
   onnx::ModelProto twice = bundled_inception();
   *twice.mutable_graph()->add_output() = twice.graph().output(0);

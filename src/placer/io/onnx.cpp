@@ -330,7 +330,7 @@ ModulePath parse_module_path(const std::string& node_name, const std::unordered_
   return result;
 }
 
-Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
+static Graph import_onnx(const std::string& path, const OnnxImportOptions& options) {
   ModelFile file = read_model(path, options.dim_values, options.warn, options.unknown_op_default.has_value(), options.decided);
   if (const std::string newer = newer_than_placer(file.model); !newer.empty() && options.warn) options.warn("'" + path + "': " + newer);
   onnx::ModelProto& model = file.model;
@@ -815,6 +815,18 @@ Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
   if (const std::string overflow = work_sum_overflow(g); !overflow.empty())
     throw Error("'" + path + "': " + overflow + ": check the sizes of its tensors");
   return g;
+}
+
+Graph load_onnx(const std::string& path, const OnnxImportOptions& options) {
+  try {
+    return import_onnx(path, options);
+  } catch (const Error& e) {
+    // Every error names the file (docs/formats.md): a node's ("op 'mm': input 'x': dimension 0 is
+    // 0") did not (a QA pass).
+    const std::string what = e.what();
+    if (what.find("'" + printable(path) + "'") != std::string::npos) throw;
+    throw Error("model file '" + path + "': " + what);
+  }
 }
 
 }  // namespace placer

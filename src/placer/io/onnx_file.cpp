@@ -114,14 +114,14 @@ void read_small_external_data(onnx::ModelProto& model, const std::filesystem::pa
       throw Error(where + ": external data location '" + location + "' leads out of the model's directory (a symbolic link)");
 
     const std::uint64_t width = dtype_size(dtype_from_onnx(t.data_type()));
+    // A weight's bytes are never read, but its offset and length are checked against the file as a
+    // constant's are (a weight past the end of its file was accepted: a QA pass).
     std::uint64_t count = 1;
-    for (std::int64_t d : t.dims()) {
-      if (d < 0 || static_cast<std::uint64_t>(d) > kMaxElements) return;
-      count *= static_cast<std::uint64_t>(d);
-      if (count > kMaxElements) return;  // a weight: never read
-    }
-    if (width == 0) return;  // strings, unknown types
-    std::uint64_t offset = 0, length = count * width;
+    for (std::int64_t d : t.dims())
+      if (d < 0 || __builtin_mul_overflow(count, static_cast<std::uint64_t>(d), &count)) return;  // named by the import
+    std::uint64_t bytes_needed = 0;
+    if (width == 0 || __builtin_mul_overflow(count, width, &bytes_needed)) return;  // strings, unknown types; too large
+    std::uint64_t offset = 0, length = bytes_needed;
     for (const auto& entry : t.external_data()) {
       if (entry.key() != "offset" && entry.key() != "length") continue;
       std::uint64_t v = 0;
@@ -130,9 +130,15 @@ void read_small_external_data(onnx::ModelProto& model, const std::filesystem::pa
         throw Error(where + ": external data " + entry.key() + " '" + entry.value() + "' is not a number of bytes");
       (entry.key() == "offset" ? offset : length) = v;
     }
-    if (length != count * width)
+    if (length != bytes_needed)
       throw Error(where + ": its external data is " + std::to_string(length) + " bytes long, a tensor of " + std::to_string(count) +
-                  " element(s) of " + std::to_string(width) + " bytes takes " + std::to_string(count * width));
+                  " element(s) of " + std::to_string(width) + " bytes takes " + std::to_string(bytes_needed));
+    const std::uint64_t file_bytes = std::filesystem::file_size(file, ec);
+    if (ec) throw Error(where + ": the size of external data file '" + file.string() + "' cannot be read: " + ec.message());
+    if (offset > file_bytes || length > file_bytes - offset)
+      throw Error(where + ": external data of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                  " is past the end of '" + file.string() + "' (" + std::to_string(file_bytes) + " bytes)");
+    if (count > kMaxElements) return;  // a weight: never read
     std::ifstream in(file, std::ios::binary);
     if (!in) throw Error(where + ": external data file '" + file.string() + "' cannot be opened");
     std::string bytes(length, '\0');
@@ -193,9 +199,22 @@ void reads_of(const onnx::NodeProto& node, std::vector<std::string>& out) {
   }
 }
 
+// "'name' (Type)", or "node 3 (Type)" for a node without a name.
+std::string node_label(const onnx::NodeProto& node, int index) {
+  const std::string type = node.op_type().substr(0, 60);
+  std::string label;
+  if (node.name().empty()) {
+    label.append("node ").append(std::to_string(index));
+  } else {
+    label.append("'").append(node.name(), 0, 80).append(node.name().size() > 80 ? "...'" : "'");
+  }
+  return label.append(" (").append(type).append(")");
+}
+
 // Sorts `graph`'s nodes (and each subgraph's) so that every node comes after the nodes whose
 // outputs it reads, keeping the file's order where it already is one; true when something moved.
-// A cycle, or a name two nodes produce, leaves the order as it is (the checker names it).
+// A name two nodes produce leaves the order as it is (the checker names it); a cycle is an Error
+// naming its nodes (the checker said a node's input "is not output of any previous nodes").
 bool sort_graph(onnx::GraphProto& graph) {
   bool moved = false;
   for (auto& node : *graph.mutable_node())
@@ -213,6 +232,10 @@ bool sort_graph(onnx::GraphProto& graph) {
   bool in_order = true;
   std::vector<std::string> reads;
   for (int i = 0; i < n; ++i) {
+    for (const auto& in : graph.node(i).input())
+      if (!in.empty() && producer.count(in) && producer.at(in) == i)
+        throw Error((graph.name().empty() ? std::string("a graph") : "graph '" + graph.name().substr(0, 80) + "'") + " has a cycle: " +
+                    node_label(graph.node(i), i) + " reads '" + in.substr(0, 80) + "', which it makes");
     reads.clear();
     reads_of(graph.node(i), reads);
     std::sort(reads.begin(), reads.end());
@@ -238,16 +261,124 @@ bool sort_graph(onnx::GraphProto& graph) {
     for (int r : readers[static_cast<std::size_t>(i)])
       if (--waiting[static_cast<std::size_t>(r)] == 0) ready.push(r);
   }
-  if (order.size() != static_cast<std::size_t>(n)) return moved;  // a cycle
+  if (order.size() != static_cast<std::size_t>(n)) {
+    // A cycle: walk back from a node left waiting along producers left waiting until one repeats.
+    std::vector<std::vector<std::pair<int, std::string>>> feeds(static_cast<std::size_t>(n));  // node -> (producer, name)
+    for (int i = 0; i < n; ++i) {
+      reads.clear();
+      reads_of(graph.node(i), reads);
+      for (const auto& name : reads)
+        if (auto it = producer.find(name); it != producer.end() && it->second != i)
+          feeds[static_cast<std::size_t>(i)].emplace_back(it->second, name);
+    }
+    int at = 0;
+    while (waiting[static_cast<std::size_t>(at)] == 0) ++at;
+    std::vector<int> path{at};
+    std::vector<std::string> via;  // via[k]: what path[k + 1] makes and path[k] reads
+    std::vector<int> seen_at(static_cast<std::size_t>(n), -1);
+    seen_at[static_cast<std::size_t>(at)] = 0;
+    for (;;) {
+      const auto& in = feeds[static_cast<std::size_t>(path.back())];
+      const auto next = std::find_if(in.begin(), in.end(), [&](const auto& f) { return waiting[static_cast<std::size_t>(f.first)] != 0; });
+      via.push_back(next->second);
+      if (seen_at[static_cast<std::size_t>(next->first)] >= 0) {
+        // In the order values flow: path[first] makes via.back() for path.back(), which makes
+        // via[k - 1] for path[k - 1], and so on back to path[first].
+        const auto first = static_cast<std::size_t>(seen_at[static_cast<std::size_t>(next->first)]);
+        const std::size_t length = path.size() - first;
+        std::vector<int> nodes{path[first]};
+        std::vector<std::string> names{via.back()};
+        for (std::size_t k = path.size() - 1; k > first; --k) nodes.push_back(path[k]), names.push_back(via[k - 1]);
+        nodes.push_back(path[first]);
+        std::string text = node_label(graph.node(nodes[0]), nodes[0]);
+        for (std::size_t k = 0; k < length; ++k) {
+          if (length > 8 && k == 4) {  // a long cycle shows its first four steps and its last two
+            text += " -> ...";
+            k = length - 2;
+          }
+          text += " -[" + names[k].substr(0, 80) + "]-> " + node_label(graph.node(nodes[k + 1]), nodes[k + 1]);
+        }
+        throw Error((graph.name().empty() ? std::string("a graph") : "graph '" + graph.name().substr(0, 80) + "'") + " has a cycle of " +
+                    std::to_string(length) + " node(s): " + text);
+      }
+      seen_at[static_cast<std::size_t>(next->first)] = static_cast<int>(path.size());
+      path.push_back(next->first);
+    }
+  }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> sorted;
   for (int i : order) *sorted.Add() = std::move(*graph.mutable_node(i));
   graph.mutable_node()->Swap(&sorted);
   return true;
 }
 
+// Every name a node of `graph` reads is made there (by a node, or as an input or initializer) or,
+// in a subgraph, around it (`outer`: the enclosing graphs' names, innermost last). The checker said
+// of a name nothing makes that it "is not output of any previous nodes", as of a cycle.
+void check_names_made(const onnx::GraphProto& graph, std::vector<const std::unordered_set<std::string>*>& outer) {
+  std::unordered_set<std::string> made;
+  for (const auto& x : graph.input()) made.insert(x.name());
+  for (const auto& t : graph.initializer()) made.insert(t.name());
+  for (const auto& t : graph.sparse_initializer()) made.insert(t.values().name());
+  for (const auto& node : graph.node())
+    for (const auto& y : node.output()) made.insert(y);
+  auto known = [&](const std::string& name) {
+    return made.count(name) || std::any_of(outer.begin(), outer.end(), [&](const auto* names) { return names->count(name) > 0; });
+  };
+  const std::string where = graph.name().empty() ? std::string("a graph") : "graph '" + graph.name().substr(0, 80) + "'";
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    for (const auto& in : node.input())
+      if (!in.empty() && !known(in))
+        throw Error(where + ": " + node_label(node, i) + " reads '" + in.substr(0, 80) + "', which no node makes and which is no input " +
+                    (outer.empty() ? "or initializer of the graph" : "or initializer of its graph or of a graph around it"));
+    outer.push_back(&made);
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) check_names_made(a.g(), outer);
+      for (const auto& g : a.graphs()) check_names_made(g, outer);
+    }
+    outer.pop_back();
+  }
+  for (const auto& y : graph.output())
+    if (!known(y.name()))
+      throw Error(where + ": its output '" + y.name().substr(0, 80) + "' is made by no node and is no input or initializer");
+}
+
+// A Constant's value_int, value_ints, value_float or value_floats becomes the `value` tensor it
+// stands for, in every graph: ONNX's shape inference reads only `value` as data (a Reshape to a
+// Constant(value_ints=[8, 8]) had no known size: a QA pass).
+void constant_values_as_tensors(onnx::GraphProto& graph) {
+  for (auto& node : *graph.mutable_node()) {
+    for (auto& a : *node.mutable_attribute()) {
+      if (a.has_g()) constant_values_as_tensors(*a.mutable_g());
+      for (auto& g : *a.mutable_graphs()) constant_values_as_tensors(g);
+    }
+    if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx") || node.attribute_size() != 1) continue;
+    onnx::AttributeProto& a = *node.mutable_attribute(0);
+    onnx::TensorProto t;
+    if (a.name() == "value_int" && a.type() == onnx::AttributeProto::INT) {
+      t.set_data_type(onnx::TensorProto::INT64), t.add_int64_data(a.i());
+    } else if (a.name() == "value_ints" && a.type() == onnx::AttributeProto::INTS) {
+      t.set_data_type(onnx::TensorProto::INT64), t.add_dims(a.ints_size()), *t.mutable_int64_data() = a.ints();
+    } else if (a.name() == "value_float" && a.type() == onnx::AttributeProto::FLOAT) {
+      t.set_data_type(onnx::TensorProto::FLOAT), t.add_float_data(a.f());
+    } else if (a.name() == "value_floats" && a.type() == onnx::AttributeProto::FLOATS) {
+      t.set_data_type(onnx::TensorProto::FLOAT), t.add_dims(a.floats_size()), *t.mutable_float_data() = a.floats();
+    } else {
+      continue;
+    }
+    a.Clear();
+    a.set_name("value"), a.set_type(onnx::AttributeProto::TENSOR);
+    *a.mutable_t() = std::move(t);
+  }
+}
+
 }  // namespace
 
-bool sort_nodes_topologically(onnx::ModelProto& model) { return sort_graph(*model.mutable_graph()); }
+bool sort_nodes_topologically(onnx::ModelProto& model) {
+  std::vector<const std::unordered_set<std::string>*> outer;
+  check_names_made(model.graph(), outer);
+  return sort_graph(*model.mutable_graph());
+}
 
 std::size_t constant_weights_to_initializers(onnx::ModelProto& model) {
   if (model.ir_version() < 4) return 0;  // before IR 4 every initializer is a graph input too
@@ -304,6 +435,10 @@ std::size_t constant_weights_to_initializers(onnx::ModelProto& model) {
 onnx::ModelProto read_onnx_file(const std::string& path, bool* sorted) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error("model file '" + path + "' is a directory, not a file");
+  // A device (/dev/zero read 2 GB over 15-20 s before the refusal below: a QA pass); a pipe is
+  // read as a file is.
+  if (std::filesystem::is_character_file(path, ec) || std::filesystem::is_block_file(path, ec))
+    throw Error("model file '" + path + "' is a device, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open model file '" + path + "'");
   // Protobuf reads at most 2 GB in one message (larger models keep their weights in external
@@ -357,11 +492,12 @@ onnx::ModelProto read_onnx_file(const std::string& path, bool* sorted) {
   if (model.ir_version() <= 0) throw Error("model file '" + path + "' is not a valid ONNX model (missing or negative IR version)");
   // ONNX requires nodes in topological order; onnxruntime runs files that are not (an fp16 export
   // of ISNet), and so does placer, in that order.
-  const bool moved = sort_nodes_topologically(model);
-  if (sorted) *sorted = moved;
   try {
+    const bool moved = sort_nodes_topologically(model);
+    if (sorted) *sorted = moved;
     // Calls of model-local functions become their bodies: placer places the ops inside.
     inline_local_functions(model);
+    constant_values_as_tensors(*model.mutable_graph());
     constant_weights_to_initializers(model);
     // Small tensors stored apart (shape arithmetic's operands) are read now; weights are not.
     read_small_external_data(model, std::filesystem::path(path).parent_path());

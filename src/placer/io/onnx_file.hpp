@@ -38,8 +38,9 @@ onnx::ModelProto read_onnx_file(const std::string& path, bool* sorted = nullptr)
 std::size_t constant_weights_to_initializers(onnx::ModelProto& model);
 
 // Sorts the nodes of the main graph and of every subgraph so that each comes after the nodes it
-// reads, keeping the file's order where it is one; true when a node moved. A cycle, or a name two
-// nodes produce, leaves that graph as it is.
+// reads, keeping the file's order where it is one; true when a node moved. A name two nodes
+// produce leaves that graph as it is (the checker names it). Throws Error naming the nodes of a
+// cycle, or a node reading a name that nothing in its graph or around it makes.
 bool sort_nodes_topologically(onnx::ModelProto& model);
 
 // Replaces the Ifs of the main graph that shape inference and folding decide (onnxscript's

@@ -801,6 +801,14 @@ void check_inference_inputs(const onnx::GraphProto& graph) {
           throw Error(where() + " must hold positive integers, got [" + values + "]");
         }
       }
+      // Axes and flags that libonnx's shape rules read as 32-bit ints: 2^32 + 1 would be read as
+      // axis 1 (a Concat of [4,16] with axis 4294967297 came out [4,32]: a QA pass).
+      static const char* const kInt32[] = {"axis",      "batch_dims", "new_axis", "keepdims", "select_last_index", "largest",
+                                           "sorted",    "exclusive",  "reverse",  "transA",   "transB",            "training_mode",
+                                           "allowzero", "upper",      "ceil_mode", "count_include_pad", "noop_with_empty_axes", "storage_order"};
+      if (attr.type() == onnx::AttributeProto::INT && (attr.i() < std::numeric_limits<std::int32_t>::min() || attr.i() > std::numeric_limits<std::int32_t>::max()))
+        for (const char* name : kInt32)
+          if (attr.name() == name) throw Error(where() + " is " + std::to_string(attr.i()) + ", beyond any value the op takes");
       if (attr.has_t()) check_tensor_data(attr.t(), where);
       for (const auto& t : attr.tensors()) check_tensor_data(t, where);
       if (attr.has_g()) check_inference_inputs(attr.g());
@@ -1488,6 +1496,11 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
         if (!(steps < kIntLimit))  // also NaN: an infinite start or limit
           throw Error(where + fmt::format(": a range from {:g} to {:g} by {:g} holds {:g} elements, more than a dimension holds", start->data[0],
                                           limit->data[0], delta->data[0], steps));
+        // Integer bounds whose difference overflows 64 bits: ONNX's rule computes it in int64 (from
+        // -2^63 to 2^62 by 2^62, 3 elements, came out empty: a QA pass).
+        if (start->elem_type == onnx::TensorProto::INT64 && std::fabs(limit->data[0] - start->data[0]) >= 0x1p63)
+          throw Error(where + fmt::format(": a range from {:g} to {:g}, whose length overflows the 64-bit integers ONNX's shape rule counts it in",
+                                          start->data[0], limit->data[0]));
       }
     }
     // A Gather's constant indices lie within the axis they index (ONNX's rule reads their shape
