@@ -187,6 +187,44 @@ TEST(SimulateCli, BoundsArePositive) {
   EXPECT_GT(j["total_work_s"].get<double>(), 0.0);
 }
 
+// Bounds hold whatever memory a placement may use: a memory option says so on stderr, with --json
+// too (the note came after the JSON's early return: a QA pass).
+TEST(SimulateCli, BoundsNoteThatMemoryOptionsChangeNothing) {
+  for (bool json : {false, true}) {
+    std::vector<std::string> args{"bounds", "--model", kModel, "--cluster", "k80x4", "--memory-fraction", "0.01"};
+    if (json) args.push_back("--json");
+    auto run = placer(args);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_THAT(run.err, HasSubstr("the bounds do not depend on memory: --memory-fraction")) << json;
+  }
+}
+
+// Byte counts summed over transfers are written as the integers they are, as every other byte
+// count (they were written 130678784.0: a QA pass), and add up to the total.
+TEST(SimulateCli, JsonChannelBytesAreIntegers) {
+  auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--placement", test::example("inception_v3.k80x4.split.json"),
+                     "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto j = nlohmann::json::parse(run.out);
+  ASSERT_TRUE(j["transfer_bytes"].is_number_unsigned()) << j["transfer_bytes"];
+  ASSERT_GT(j["channels"].size(), 0u);
+  for (const auto& ch : j["channels"]) EXPECT_TRUE(ch["bytes"].is_number_unsigned()) << ch;
+}
+
+// A step whose only op reads a constant is done before the step: nothing runs, and the critical
+// path is empty (it named the folded op, which has no slice and counts on no device: a QA pass).
+TEST(SimulateCli, NothingRunsNoCriticalPath) {
+  const std::string graph = write("only_constant.json", R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "c", "shape": [4], "kind": "constant"}, {"name": "y", "shape": [4]}],
+    "ops": [{"name": "r", "type": "Relu", "inputs": ["c"], "outputs": ["y"]}], "outputs": ["y"]})");
+  auto run = placer({"simulate", "--model", graph, "--cluster", "k80x2", "--mode", "inference", "--on", "gpu:0", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["step_time_s"], 0.0);
+  EXPECT_EQ(j["critical_path"].size(), 0u) << j["critical_path"];
+  for (const auto& d : j["devices"]) EXPECT_EQ(d["ops"], 0) << d;
+}
+
 // A step of aliases only takes 0 s on every device: compare's ratios have nothing to divide by and
 // say so ("-", null) instead of printing nan and inf; the single device that fits is named.
 TEST(CompareCli, AStepOfNoTimeHasNoRatios) {

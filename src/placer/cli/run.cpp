@@ -78,7 +78,8 @@ nlohmann::json measured_trace_events(const exec::StepTrace& t, const Cluster& c,
   using nlohmann::json;
   const auto nd = static_cast<std::uint32_t>(c.num_devices());
   const std::uint32_t autograd = nd, loss_and_update = nd + 1;
-  auto us = [](double s) { return static_cast<double>(std::llround(s * 1e9)) / 1e3; };
+  auto ns = [](double s) { return std::llround(s * 1e9); };
+  auto us = [&](double s) { return static_cast<double>(ns(s)) / 1e3; };
   json events = json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", process}}}});
   std::set<std::uint32_t> tracks;
@@ -86,7 +87,7 @@ nlohmann::json measured_trace_events(const exec::StepTrace& t, const Cluster& c,
     const std::uint32_t tid = slice.category == "forward" ? slice.device : slice.category == "backward" ? autograd : loss_and_update;
     tracks.insert(tid);
     events.push_back({{"name", slice.name}, {"cat", slice.category}, {"ph", "X"}, {"pid", pid}, {"tid", tid},
-                      {"ts", us(slice.start_s)}, {"dur", us(slice.end_s) - us(slice.start_s)}});
+                      {"ts", us(slice.start_s)}, {"dur", static_cast<double>(ns(slice.end_s) - ns(slice.start_s)) / 1e3}});
   }
   for (std::uint32_t tid : tracks) {
     const std::string name = tid < nd ? c.device(tid).name : tid == autograd ? "autograd (backward)" : "loss and update";

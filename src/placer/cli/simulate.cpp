@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -30,11 +31,15 @@ struct SimulateArgs {
   bool json = false;
 };
 
+// Bytes summed as doubles (exact up to 2^53, 8 PiB), written as the integers they are, as every
+// other byte count.
+std::uint64_t whole_bytes(double bytes) { return static_cast<std::uint64_t>(std::llround(bytes)); }
+
 nlohmann::json result_json(const LoadedProblem& p, const Simulator& sim, const SimResult& r, const std::string& label) {
   const nlohmann::json devices = devices_json(p.cluster, r);
   nlohmann::json channels = nlohmann::json::array();
   for (ChannelId ch = 0; ch < r.channel_bytes.size(); ++ch)
-    if (r.channel_bytes[ch] > 0) channels.push_back({{"name", p.cluster.channel_name(ch)}, {"bytes", r.channel_bytes[ch]}});
+    if (r.channel_bytes[ch] > 0) channels.push_back({{"name", p.cluster.channel_name(ch)}, {"bytes", whole_bytes(r.channel_bytes[ch])}});
   const nlohmann::json shortfalls = shortfalls_json(p.cluster, r);
   nlohmann::json path = nlohmann::json::array();
   for (const PathStep& s : sim.critical_path()) {
@@ -47,7 +52,7 @@ nlohmann::json result_json(const LoadedProblem& p, const Simulator& sim, const S
   }
   return {{"placement", label},        {"step_time_s", r.step_time_s}, {"fits", r.fits},
           {"devices", devices},        {"channels", channels},         {"transfers", r.transfers},
-          {"transfer_bytes", r.transfer_bytes}, {"shortfalls", shortfalls}, {"critical_path", path}};
+          {"transfer_bytes", whole_bytes(r.transfer_bytes)}, {"shortfalls", shortfalls}, {"critical_path", path}};
 }
 
 // "1.23x"; "-" when the bound is 0 (a graph with no work).
@@ -250,6 +255,10 @@ void register_bounds(CLI::App& app) {
   cmd->callback([args, json] {
     LoadedProblem p = load_problem(*args);
     LowerBounds b = lower_bounds(p.graph, p.cluster, p.costs);
+    // Time bounds: no memory limit enters them (docs/simulator.md).
+    if (args->memory_fraction != 1.0 || args->gradient_sums != "in-place")
+      fmt::print(stderr, "placer: note: the bounds do not depend on memory: {} changes nothing here\n",
+                 args->memory_fraction != 1.0 ? "--memory-fraction" : "--gradient-sums");
     if (*json) {
       std::cout << nlohmann::json{{"critical_path_s", b.critical_path_s}, {"total_work_s", b.total_work_s}, {"lower_bound_s", b.best()}}
                        .dump(2)
@@ -260,10 +269,6 @@ void register_bounds(CLI::App& app) {
     fmt::print("total work shared out over the {} devices in the best proportions:  {}\n", p.cluster.num_devices(),
                human_seconds(b.total_work_s));
     fmt::print("lower bound: {}\n", human_seconds(b.best()));
-    // Time bounds: no memory limit enters them (docs/simulator.md).
-    if (args->memory_fraction != 1.0 || args->gradient_sums != "in-place")
-      fmt::print(stderr, "placer: note: the bounds do not depend on memory: {} changes nothing here\n",
-                 args->memory_fraction != 1.0 ? "--memory-fraction" : "--gradient-sums");
   });
 }
 

@@ -689,7 +689,8 @@ void Simulator::run(std::span<const DeviceId> devices) {
 
 std::vector<PathStep> Simulator::critical_path() const {
   std::vector<PathStep> path;
-  if (graph_.num_ops() == 0 || placement_.empty()) return path;
+  // No op ran (every op folded, done before the step): no path, rather than a folded op.
+  if (graph_.num_ops() == 0 || placement_.empty() || graph_.op_folded(last_op_)) return path;
   const DeviceId* dev = placement_.data();
   const std::size_t nd = num_devices_, nt = transfers_.size();
   std::unordered_map<std::uint64_t, std::uint32_t> by_copy;  // (tensor, destination) -> its transfer
