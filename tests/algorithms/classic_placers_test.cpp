@@ -184,7 +184,7 @@ TEST(Sequential, SaysClearlyWhenAModuleFitsNowhere) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("fits on no device"));
     // What is left on the last device, not its whole budget (it named the budget as what was left).
     EXPECT_THAT(e.what(), ::testing::HasSubstr("module 'm0' (320 B with its working set)"));
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("has 100 B of its 100 B of budget left after the items before it"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("has 100 B of its 100 B of budget left (nothing else on it)"));
   }
 }
 

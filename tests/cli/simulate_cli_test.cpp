@@ -243,6 +243,11 @@ TEST(CompareCli, AStepOfNoTimeHasNoRatios) {
   EXPECT_THAT(text.out, ::testing::Not(HasSubstr("nanx")));
   EXPECT_THAT(text.out, ::testing::Not(HasSubstr("infx")));
   EXPECT_THAT(text.out, ::testing::Not(HasSubstr("none fits")));
+  // Nor does place compare it with one device ("-nanx as fast as this placement": a QA pass).
+  auto place = placer({"place", "--model", graph, "--cluster", "k80x2", "--mode", "inference", "--algo", "heft"});
+  ASSERT_EQ(place.exit_code, 0) << place.err;
+  EXPECT_THAT(place.out, ::testing::Not(HasSubstr("nan")));
+  EXPECT_THAT(place.out, ::testing::Not(HasSubstr("alone")));
 }
 
 // One Relu of `elements` floats, data in, graph output out.

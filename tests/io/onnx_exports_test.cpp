@@ -709,6 +709,22 @@ TEST(OnnxExports, SubgraphsReadFromTheMainGraphAreInputsOfTheirNode) {
   EXPECT_EQ(parameters(gl), 256u);
   EXPECT_GT(derive_training_step(gl, Optimizer::sgd).num_ops(), gl.num_ops());  // W is trained through the Loop
 
+  // A body's own input may bear the name of a value outside, made after the Loop from its result:
+  // another value, no cycle (a review found it refused as one).
+  onnx::GraphProto shadowing = body;
+  shadowing.mutable_input(2)->set_name("z");
+  shadowing.mutable_node(0)->set_input(0, "z");
+  Model after(13);
+  after.input("x0", {std::int64_t{4}, std::int64_t{16}});
+  after.initializer("W", {16, 16});
+  after.input("trip", {}, onnx::TensorProto::INT64);
+  graph_attr(after.node("Loop", {"trip", "", "x0"}, {"y"}), "body", shadowing);
+  after.node("Relu", {"y"}, {"z"});
+  value(after.m.mutable_graph()->add_value_info(), "y", {std::int64_t{4}, std::int64_t{16}});  // inference does not run the body
+  value(after.m.mutable_graph()->add_output(), "z", {std::int64_t{4}, std::int64_t{16}});
+  const Graph ga = load_onnx(after.save("loop_shadowing.onnx"), o);
+  EXPECT_EQ(ga.op_inputs(ga.find_op("/Relu_z"))[0], ga.find_tensor("y"));
+
   // A body's own sparse initializer is its own name, not one of the main graph (found by review:
   // it was taken for an outer read, which no node gives).
   onnx::GraphProto sparse_body = body;
@@ -1527,7 +1543,7 @@ TEST(OnnxExports, NodesOutOfOrderAreReadSorted) {
   c.output("b", 1);
   c.m.mutable_graph()->set_name("g");
   EXPECT_THAT([&] { load_onnx(c.save("cycle.onnx"), {}); },
-              ThrowsMessage<Error>(HasSubstr("graph 'g' has a cycle of 2 node(s): '/Add_a' (Add) -[a]-> '/Relu_b' (Relu) -[b]-> '/Add_a' (Add)")));
+              ThrowsMessage<Error>(HasSubstr("graph 'g' has a cycle of 2 node(s): node '/Add_a' (Add) -[a]-> node '/Relu_b' (Relu) -[b]-> node '/Add_a' (Add)")));
   // A node that reads what it makes.
   Model self(17, 8);
   self.input("x", {std::int64_t{4}});
@@ -1540,7 +1556,31 @@ TEST(OnnxExports, NodesOutOfOrderAreReadSorted) {
   missing.node("Add", {"x", "nope"}, {"a"});
   missing.output("a", 1);
   EXPECT_THAT([&] { load_onnx(missing.save("missing_name.onnx"), {}); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("missing_name.onnx"), HasSubstr("'/Add_a' (Add) reads 'nope', which no node makes"))));
+              ThrowsMessage<Error>(AllOf(HasSubstr("missing_name.onnx"), HasSubstr("node '/Add_a' (Add) reads 'nope', which no node makes"))));
+}
+
+// A Range whose integer bounds' difference overflows its type is refused as such (from -2^63 to
+// 2^62 by 2^62 came out empty, named as an empty tensor further on: a QA pass); one whose
+// difference fits exactly (2^63 - 1, which doubles round up) is read.
+TEST(OnnxExports, ARangeWhoseLengthOverflowsIsRefused) {
+  auto range = [](std::int64_t start, std::int64_t limit, std::int64_t delta) {
+    Model m(17, 8);
+    m.input("x", {std::int64_t{2}});
+    for (const auto& [name, v] : {std::pair{"start", start}, std::pair{"limit", limit}, std::pair{"delta", delta}}) {
+      auto* t = m.m.mutable_graph()->add_initializer();
+      t->set_name(name), t->set_data_type(onnx::TensorProto::INT64), t->add_int64_data(v);
+    }
+    m.node("Range", {"start", "limit", "delta"}, {"r"});
+    Model::attr(m.node("Cast", {"r"}, {"rf"}), "to", onnx::TensorProto::FLOAT);
+    m.node("Add", {"x", "rf"}, {"y"});
+    m.output("y", 1);
+    return m.save("range.onnx");
+  };
+  const std::int64_t big = std::int64_t{1} << 62;
+  EXPECT_THAT([&] { load_onnx(range(std::numeric_limits<std::int64_t>::min(), big, big), {}); },
+              ThrowsMessage<Error>(HasSubstr("a range from -9223372036854775808 to 4611686018427387904, whose length overflows the 64-bit")));
+  const Graph g = load_onnx(range(-big, big - 1, big), {});
+  EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{2}));
 }
 
 // A device is no model file (/dev/zero was read for 2 GB before the refusal: a QA pass).

@@ -304,7 +304,7 @@ TEST(OnnxMutation, ShapesThatContradictTheirOpsAreErrorsNamingTheNode) {
 TEST(OnnxMutation, MessagesNameWhatIsWrong) {
   onnx::ModelProto dangling = bundled_inception();
   node_named(dangling, "/Conv2d_1a_3x3/conv/Conv").set_input(0, "nothing_here");
-  EXPECT_THAT(import_error(dangling), ::testing::AllOf(::testing::HasSubstr("'/Conv2d_1a_3x3/conv/Conv' (Conv) reads 'nothing_here', which no node makes"),
+  EXPECT_THAT(import_error(dangling), ::testing::AllOf(::testing::HasSubstr("node '/Conv2d_1a_3x3/conv/Conv' (Conv) reads 'nothing_here', which no node makes"),
                                                         ::testing::Not(::testing::HasSubstr("\n"))));
   onnx::ModelProto twice = bundled_inception();
   *twice.mutable_graph()->add_output() = twice.graph().output(0);

@@ -153,7 +153,8 @@ class ModuleMap {
         throw Error(std::string(it.module ? "module '" + g.module_name(it.id) + "'" : "op '" + g.op_name(it.id) + "'") + " (" +
                     human_bytes(static_cast<double>(size(it) + reserve(it))) + " with its working set) fits on no device in this fill order: the "
                     "last one, " + last.name + ", has " + human_bytes(static_cast<double>(left)) + " of its " +
-                    human_bytes(static_cast<double>(budget[d])) + " of budget left after the items before it");
+                    human_bytes(static_cast<double>(budget[d])) + " of budget left" +
+                    (used + reserved > 0 ? " after the items before it" : std::string(" (nothing else on it)")));
       }
       used = reserved = 0;
     }

@@ -881,7 +881,10 @@ class OptimalPlacer final : public Placer {
       if (timed_out && !closest)
         throw Error("optimal: the integer program found no solution within its time limit (" + std::to_string(time_limit) +
                     " s) and " + (cut ? "none of the one-device placements simulated within --samples" : std::string("no single device")) +
-                    " holds the model; raise ip-seconds or lower max-groups" + cpu_hint(p));
+                    " holds the model; " +
+                    // The limit is --seconds when that is the shorter (raising ip-seconds then changed nothing: a QA pass).
+                    (budget.seconds > 0.0 && budget.seconds < ip_seconds_ ? std::string("raise --seconds") : std::string("raise ip-seconds")) +
+                    " or lower max-groups" + cpu_hint(p));
     }
     if (closest)
       return finish(p, std::move(*closest), eval.evaluations(),

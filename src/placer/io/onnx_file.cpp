@@ -186,27 +186,57 @@ void bind_symbolic_dims(onnx::GraphProto& graph, const std::map<std::string, std
 
 namespace {
 
-// What a node reads in its graph: its inputs, and the names its subgraphs read from around them.
+// The names a graph defines: its inputs, its initializers and its nodes' outputs.
+std::unordered_set<std::string> names_made_in(const onnx::GraphProto& graph) {
+  std::unordered_set<std::string> made;
+  for (const auto& x : graph.input()) made.insert(x.name());
+  for (const auto& t : graph.initializer()) made.insert(t.name());
+  for (const auto& t : graph.sparse_initializer()) made.insert(t.values().name());
+  for (const auto& node : graph.node())
+    for (const auto& y : node.output()) made.insert(y);
+  return made;
+}
+
+// What a node reads in its graph: its inputs, and the names its subgraphs read from around them
+// (not what a subgraph makes or takes itself: a Loop body's input may bear the name of a value
+// outside, which is then another value).
 void reads_of(const onnx::NodeProto& node, std::vector<std::string>& out) {
   for (const auto& in : node.input())
     if (!in.empty()) out.push_back(in);
   for (const auto& a : node.attribute()) {
     auto sub = [&](const onnx::GraphProto& g) {
-      for (const auto& n : g.node()) reads_of(n, out);  // inner names too: the producer map has none of them
+      const std::unordered_set<std::string> own = names_made_in(g);
+      std::vector<std::string> inner;
+      for (const auto& n : g.node()) reads_of(n, inner);
+      for (const auto& y : g.output()) inner.push_back(y.name());
+      for (auto& name : inner)
+        if (!own.count(name)) out.push_back(std::move(name));
     };
     if (a.has_g()) sub(a.g());
     for (const auto& g : a.graphs()) sub(g);
   }
 }
 
-// "'name' (Type)", or "node 3 (Type)" for a node without a name.
+// "graph 'main'", or "a graph" for one without a name.
+std::string graph_label(const onnx::GraphProto& graph) {
+  if (graph.name().empty()) return "a graph";
+  return "graph '" + graph.name().substr(0, 80) + (graph.name().size() > 80 ? "...'" : "'");
+}
+
+// "node 'name' (Type)"; a node without a name by its first output, as onnx_shapes.cpp's messages
+// name it ("node making 'y' (Type)"), or by its position.
 std::string node_label(const onnx::NodeProto& node, int index) {
   const std::string type = node.op_type().substr(0, 60);
   std::string label;
-  if (node.name().empty()) {
-    label.append("node ").append(std::to_string(index));
+  auto quoted = [&](const std::string& name) { label.append("'").append(name, 0, 80).append(name.size() > 80 ? "...'" : "'"); };
+  if (!node.name().empty()) {
+    label.append("node ");
+    quoted(node.name());
+  } else if (node.output_size() > 0 && !node.output(0).empty()) {
+    label.append("node making ");
+    quoted(node.output(0));
   } else {
-    label.append("'").append(node.name(), 0, 80).append(node.name().size() > 80 ? "...'" : "'");
+    label.append("node ").append(std::to_string(index));
   }
   return label.append(" (").append(type).append(")");
 }
@@ -232,14 +262,14 @@ bool sort_graph(onnx::GraphProto& graph) {
   bool in_order = true;
   std::vector<std::string> reads;
   for (int i = 0; i < n; ++i) {
-    for (const auto& in : graph.node(i).input())
-      if (!in.empty() && producer.count(in) && producer.at(in) == i)
-        throw Error((graph.name().empty() ? std::string("a graph") : "graph '" + graph.name().substr(0, 80) + "'") + " has a cycle: " +
-                    node_label(graph.node(i), i) + " reads '" + in.substr(0, 80) + "', which it makes");
     reads.clear();
     reads_of(graph.node(i), reads);
     std::sort(reads.begin(), reads.end());
     reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+    for (const auto& in : reads)  // its inputs, or what its subgraphs read from around them
+      if (auto it = producer.find(in); it != producer.end() && it->second == i)
+        throw Error(graph_label(graph) + " has a cycle: " + node_label(graph.node(i), i) + " reads '" + in.substr(0, 80) +
+                    (in.size() > 80 ? "..." : "") + "', which it makes");
     for (const auto& name : reads)
       if (auto it = producer.find(name); it != producer.end() && it->second != i) {
         readers[static_cast<std::size_t>(it->second)].push_back(i);
@@ -298,7 +328,7 @@ bool sort_graph(onnx::GraphProto& graph) {
           }
           text += " -[" + names[k].substr(0, 80) + "]-> " + node_label(graph.node(nodes[k + 1]), nodes[k + 1]);
         }
-        throw Error((graph.name().empty() ? std::string("a graph") : "graph '" + graph.name().substr(0, 80) + "'") + " has a cycle of " +
+        throw Error(graph_label(graph) + " has a cycle of " +
                     std::to_string(length) + " node(s): " + text);
       }
       seen_at[static_cast<std::size_t>(next->first)] = static_cast<int>(path.size());
@@ -315,16 +345,11 @@ bool sort_graph(onnx::GraphProto& graph) {
 // in a subgraph, around it (`outer`: the enclosing graphs' names, innermost last). The checker said
 // of a name nothing makes that it "is not output of any previous nodes", as of a cycle.
 void check_names_made(const onnx::GraphProto& graph, std::vector<const std::unordered_set<std::string>*>& outer) {
-  std::unordered_set<std::string> made;
-  for (const auto& x : graph.input()) made.insert(x.name());
-  for (const auto& t : graph.initializer()) made.insert(t.name());
-  for (const auto& t : graph.sparse_initializer()) made.insert(t.values().name());
-  for (const auto& node : graph.node())
-    for (const auto& y : node.output()) made.insert(y);
+  const std::unordered_set<std::string> made = names_made_in(graph);
   auto known = [&](const std::string& name) {
     return made.count(name) || std::any_of(outer.begin(), outer.end(), [&](const auto* names) { return names->count(name) > 0; });
   };
-  const std::string where = graph.name().empty() ? std::string("a graph") : "graph '" + graph.name().substr(0, 80) + "'";
+  const std::string where = graph_label(graph);
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& node = graph.node(i);
     for (const auto& in : node.input())
@@ -340,7 +365,8 @@ void check_names_made(const onnx::GraphProto& graph, std::vector<const std::unor
   }
   for (const auto& y : graph.output())
     if (!known(y.name()))
-      throw Error(where + ": its output '" + y.name().substr(0, 80) + "' is made by no node and is no input or initializer");
+      throw Error(where + ": its output '" + y.name().substr(0, 80) + "' is made by no node and is no input or initializer" +
+                  (outer.empty() ? "" : " of its graph or of a graph around it"));
 }
 
 // A Constant's value_int, value_ints, value_float or value_floats becomes the `value` tensor it

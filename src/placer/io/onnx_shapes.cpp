@@ -806,7 +806,8 @@ void check_inference_inputs(const onnx::GraphProto& graph) {
       static const char* const kInt32[] = {"axis",      "batch_dims", "new_axis", "keepdims", "select_last_index", "largest",
                                            "sorted",    "exclusive",  "reverse",  "transA",   "transB",            "training_mode",
                                            "allowzero", "upper",      "ceil_mode", "count_include_pad", "noop_with_empty_axes", "storage_order"};
-      if (attr.type() == onnx::AttributeProto::INT && (attr.i() < std::numeric_limits<std::int32_t>::min() || attr.i() > std::numeric_limits<std::int32_t>::max()))
+      if (attr.type() == onnx::AttributeProto::INT && (node.domain().empty() || node.domain() == "ai.onnx") &&
+          (attr.i() < std::numeric_limits<std::int32_t>::min() || attr.i() > std::numeric_limits<std::int32_t>::max()))
         for (const char* name : kInt32)
           if (attr.name() == name) throw Error(where() + " is " + std::to_string(attr.i()) + ", beyond any value the op takes");
       if (attr.has_t()) check_tensor_data(attr.t(), where);
@@ -1496,11 +1497,32 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
         if (!(steps < kIntLimit))  // also NaN: an infinite start or limit
           throw Error(where + fmt::format(": a range from {:g} to {:g} by {:g} holds {:g} elements, more than a dimension holds", start->data[0],
                                           limit->data[0], delta->data[0], steps));
-        // Integer bounds whose difference overflows 64 bits: ONNX's rule computes it in int64 (from
-        // -2^63 to 2^62 by 2^62, 3 elements, came out empty: a QA pass).
-        if (start->elem_type == onnx::TensorProto::INT64 && std::fabs(limit->data[0] - start->data[0]) >= 0x1p63)
-          throw Error(where + fmt::format(": a range from {:g} to {:g}, whose length overflows the 64-bit integers ONNX's shape rule counts it in",
-                                          start->data[0], limit->data[0]));
+        // Integer bounds whose difference overflows their type: ONNX's rule computes it in that type
+        // (from -2^63 to 2^62 by 2^62, 3 elements, came out empty: a QA pass). Read exactly, not
+        // through doubles, which round 2^62 - 1 up.
+        const auto exact = [](const onnx::TensorProto& t) -> std::optional<std::int64_t> {
+          if (t.data_type() == onnx::TensorProto::INT64) {
+            if (t.int64_data_size() == 1) return t.int64_data(0);
+            std::int64_t v;
+            if (t.raw_data().size() == sizeof v) return std::memcpy(&v, t.raw_data().data(), sizeof v), v;
+          } else if (t.data_type() == onnx::TensorProto::INT32) {
+            if (t.int32_data_size() == 1) return t.int32_data(0);
+            std::int32_t v;
+            if (t.raw_data().size() == sizeof v) return std::memcpy(&v, t.raw_data().data(), sizeof v), v;
+          }
+          return std::nullopt;
+        };
+        const onnx::TensorProto& first = *data.at(node.input(0));
+        const auto low = exact(first), high = exact(*data.at(node.input(1)));
+        if (low && high) {
+          const bool wide = first.data_type() == onnx::TensorProto::INT64;
+          std::int64_t d64 = 0;
+          std::int32_t d32 = 0;
+          if (wide ? __builtin_sub_overflow(*high, *low, &d64)
+                   : __builtin_sub_overflow(static_cast<std::int32_t>(*high), static_cast<std::int32_t>(*low), &d32))
+            throw Error(where + fmt::format(": a range from {} to {}, whose length overflows the {}-bit integers ONNX's shape rule counts it in",
+                                            *low, *high, wide ? 64 : 32));
+        }
       }
     }
     // A Gather's constant indices lie within the axis they index (ONNX's rule reads their shape
