@@ -37,7 +37,8 @@
 //   a device found over its limit gets its budget cut by the shortfall (and 2% of its limit) and
 //   the schedule is redone (up to 48 times, until 16 schedules in a row come no closer to fitting:
 //   12 rounds in all left NMT on k80x4 at --memory-fraction 0.3 unplaced by m-SCT and
-//   critical-path, 48 fit it with every scheduler); when some family fits nowhere, activations count at half weight (then
+//   critical-path, 48 fit it with every scheduler; after 8 such rounds every budget shrinks by a
+//   tenth per round as well); when some family fits nowhere, activations count at half weight (then
 //   a quarter, then not at all) and the schedule is redone; when nothing fits on the GPUs
 //   (devices=gpus), every device (CPUs too) is tried.
 // Ties are broken by topological position, then device id: the schedulers are deterministic and
@@ -958,6 +959,13 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
       }
       stale = shortfall < set_shortfall ? 0 : stale + 1;
       set_shortfall = std::min(set_shortfall, shortfall);
+      // Cuts where the overflow was can chase it from device to device when many devices are
+      // small (63 GPUs of 200 MiB beside a CPU of 1 TiB: NASNet-A never fit with m-etf or
+      // critical-path, and every op fits on the CPU; a QA pass): after kStaleRounds / 2 rounds
+      // that came no closer, every device's budget shrinks by a tenth too, which moves work
+      // onto whichever device has room to spare.
+      if (stale >= kStaleRounds / 2)
+        for (DeviceId d : devices) budget[d] *= 0.9;
       if (shortfall < closest_shortfall) closest = std::move(*fwd), closest_shortfall = shortfall;
     }
     if (devices.size() == nd) break;
