@@ -760,6 +760,27 @@ TEST(OnnxExports, SubgraphsReadFromTheMainGraphAreInputsOfTheirNode) {
   EXPECT_EQ(if_ins.size(), 2u);
   EXPECT_NE(std::find(if_ins.begin(), if_ins.end(), gi.find_tensor("x")), if_ins.end());
   EXPECT_NO_THROW(derive_training_step(gi, Optimizer::sgd));  // y depends on W through x
+
+  // Branches that give back values from around them as they are read them too (a review).
+  Model given(13);
+  given.input("x0", {std::int64_t{4}, std::int64_t{16}});
+  given.initializer("W", {16, 16});
+  given.node("MatMul", {"x0", "W"}, {"x"});
+  given.node("Tanh", {"x"}, {"t"});
+  given.node("ReduceSum", {"x"}, {"s"});
+  given.initializer("zero", {}, 0.0f);
+  given.node("Greater", {"s", "zero"}, {"c"});
+  onnx::NodeProto* choose = given.node("If", {"c"}, {"y"});
+  for (const auto& [attr, out] : {std::pair{"then_branch", "x"}, std::pair{"else_branch", "t"}}) {
+    onnx::GraphProto branch;
+    branch.set_name(attr);
+    value(branch.add_output(), out, {std::int64_t{4}, std::int64_t{16}});
+    graph_attr(choose, attr, branch);
+  }
+  given.output("y", 2);
+  const Graph gg = load_onnx(given.save("if_gives_outer.onnx"), o);
+  const auto given_ins = gg.op_inputs(gg.find_op("/If_y"));
+  for (const char* name : {"x", "t"}) EXPECT_NE(std::find(given_ins.begin(), given_ins.end(), gg.find_tensor(name)), given_ins.end()) << name;
 }
 
 // Loops and Scans whose iterations are known before the step are unrolled: each iteration's nodes
@@ -1550,6 +1571,22 @@ TEST(OnnxExports, NodesOutOfOrderAreReadSorted) {
   self.node("Add", {"x", "a"}, {"a"});
   self.output("a", 1);
   EXPECT_THAT([&] { load_onnx(self.save("self_cycle.onnx"), {}); }, ThrowsMessage<Error>(HasSubstr("reads 'a', which it makes")));
+  // Or whose branch reads what it makes.
+  Model branch_self(17, 8);
+  branch_self.input("x", {std::int64_t{4}});
+  branch_self.input("c", {}, onnx::TensorProto::BOOL);
+  onnx::NodeProto* choose = branch_self.node("If", {"c"}, {"a"});
+  for (const auto& [attr, in] : {std::pair{"then_branch", "a"}, std::pair{"else_branch", "x"}}) {
+    onnx::GraphProto g;
+    g.set_name(attr);
+    auto* relu = g.add_node();
+    relu->set_op_type("Relu"), relu->add_input(in), relu->add_output(std::string(attr) + "_out");
+    loops::value(g.add_output(), std::string(attr) + "_out", {std::int64_t{4}});
+    loops::graph_attr(choose, attr, g);
+  }
+  branch_self.output("a", 1);
+  EXPECT_THAT([&] { load_onnx(branch_self.save("branch_self_cycle.onnx"), {}); },
+              ThrowsMessage<Error>(HasSubstr("node '/If_a' (If) has a subgraph that reads 'a', which it makes")));
   // A name that nothing makes.
   Model missing(17, 8);
   missing.input("x", {std::int64_t{4}});

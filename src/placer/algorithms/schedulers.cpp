@@ -37,8 +37,9 @@
 //   a device found over its limit gets its budget cut by the shortfall (and 2% of its limit) and
 //   the schedule is redone (up to 48 times, until 16 schedules in a row come no closer to fitting:
 //   12 rounds in all left NMT on k80x4 at --memory-fraction 0.3 unplaced by m-SCT and
-//   critical-path, 48 fit it with every scheduler; after 8 such rounds every budget shrinks by a
-//   tenth per round as well); when some family fits nowhere, activations count at half weight (then
+//   critical-path, 48 fit it with every scheduler; after 8 such rounds every budget is also scaled
+//   down by a tenth per round, back to whole once a round comes closer); when some family fits
+//   nowhere, activations count at half weight (then
 //   a quarter, then not at all) and the schedule is redone; when nothing fits on the GPUs
 //   (devices=gpus), every device (CPUs too) is tried.
 // Ties are broken by topological position, then device id: the schedulers are deterministic and
@@ -928,11 +929,19 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
     constexpr int kMaxRounds = 48, kStaleRounds = 16;
     double set_shortfall = kInf;
     int stale = 0;
+    // Cuts where the overflow was can chase it from device to device when many devices are small
+    // (63 GPUs of 200 MiB beside a CPU of 1 TiB: NASNet-A never fit with m-etf or critical-path,
+    // and every op fits on the CPU; a QA pass): after kStaleRounds / 2 schedules that came no
+    // closer, every budget is also scaled by `shrink`, a tenth less per schedule, which moves work
+    // onto whichever device has room to spare; back to 1 once a schedule comes closer.
+    double shrink = 1.0;
+    std::vector<double> scaled(nd, 0.0);
     for (int round = 0; round < kMaxRounds && stale < kStaleRounds; ++round) {
       std::vector<double> footprint(nf);
       for (OpId f = 0; f < nf; ++f)
         footprint[f] = static_cast<double>(memory.static_bytes[f]) + activation_weight * static_cast<double>(memory.activation_bytes[f]);
-      std::optional<std::vector<DeviceId>> fwd = schedule(step, footprint, budget);
+      for (DeviceId d : devices) scaled[d] = budget[d] * shrink;
+      std::optional<std::vector<DeviceId>> fwd = schedule(step, footprint, scaled);
       ++rounds;
       if (!fwd) {
         if (activation_weight == 0.0) break;
@@ -948,7 +957,7 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
           note += (note.empty() ? "" : "; ") + std::string("scheduled ") + std::to_string(rounds) + " times to fit in memory (" +
                   std::to_string(eval.evaluations()) + " simulated)";
         std::vector<DeviceId> best = std::move(*fwd);
-        if (grow_budgets(step, schedule, footprint, budget, devices, eval, observer, best, r.step_time_s))
+        if (grow_budgets(step, schedule, footprint, scaled, devices, eval, observer, best, r.step_time_s))
           note += (note.empty() ? "" : "; ") + std::string("memory budgets grown past the estimate, as the simulator allows");
         return finish(p, std::move(best), eval.evaluations(), note);
       }
@@ -959,13 +968,7 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
       }
       stale = shortfall < set_shortfall ? 0 : stale + 1;
       set_shortfall = std::min(set_shortfall, shortfall);
-      // Cuts where the overflow was can chase it from device to device when many devices are
-      // small (63 GPUs of 200 MiB beside a CPU of 1 TiB: NASNet-A never fit with m-etf or
-      // critical-path, and every op fits on the CPU; a QA pass): after kStaleRounds / 2 rounds
-      // that came no closer, every device's budget shrinks by a tenth too, which moves work
-      // onto whichever device has room to spare.
-      if (stale >= kStaleRounds / 2)
-        for (DeviceId d : devices) budget[d] *= 0.9;
+      shrink = stale >= kStaleRounds / 2 ? shrink * 0.9 : 1.0;
       if (shortfall < closest_shortfall) closest = std::move(*fwd), closest_shortfall = shortfall;
     }
     if (devices.size() == nd) break;

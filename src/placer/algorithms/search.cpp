@@ -883,7 +883,9 @@ class OptimalPlacer final : public Placer {
                     " s) and " + (cut ? "none of the one-device placements simulated within --samples" : std::string("no single device")) +
                     " holds the model; " +
                     // The limit is --seconds when that is the shorter (raising ip-seconds then changed nothing: a QA pass).
-                    (budget.seconds > 0.0 && budget.seconds < ip_seconds_ ? std::string("raise --seconds") : std::string("raise ip-seconds")) +
+                    (budget.seconds > 0.0 && budget.seconds < ip_seconds_   ? std::string("raise --seconds")
+                     : budget.seconds > 0.0 && budget.seconds == ip_seconds_ ? std::string("raise --seconds and ip-seconds")
+                                                                             : std::string("raise ip-seconds")) +
                     " or lower max-groups" + cpu_hint(p));
     }
     if (closest)

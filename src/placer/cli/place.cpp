@@ -225,8 +225,9 @@ void run_place(const PlaceArgs& args) {
   const auto one_device = best_one_device(problem);
   // Worth saying when the result does not fit, or is slower by half a percent or more (less would
   // print as "1.00x").
-  // (A step of no time has no ratio: it printed "-nanx as fast".)
-  const bool one_device_better = one_device && (!r.sim.fits || (r.sim.step_time_s > 0 && one_device->second * 1.005 <= r.sim.step_time_s));
+  // (A one-device step of no time gives no ratio: it printed "-nanx as fast".)
+  const bool one_device_better =
+      one_device && (!r.sim.fits || (one_device->second > 0 && one_device->second * 1.005 <= r.sim.step_time_s));
   // Printed and written all the same (what is over, and by how much, is what to act on), then
   // reported as an error: exit status 0 means a placement that fits.
   const auto fail_unless_fits = [&] {

@@ -281,6 +281,9 @@ void outer_reads(const onnx::GraphProto& g, std::unordered_set<std::string> defi
     }
     for (const auto& o : n.output()) defined.insert(o);
   }
+  // An output that is a value from around it (an If branch giving back an outer W as it is).
+  for (const auto& o : g.output())
+    if (!o.name().empty() && !defined.count(o.name()) && seen.insert(o.name()).second) out.push_back(o.name());
 }
 
 // What a node of the main graph reads: its inputs, then (for a node with subgraphs) the names its

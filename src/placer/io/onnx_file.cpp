@@ -223,8 +223,8 @@ std::string graph_label(const onnx::GraphProto& graph) {
   return "graph '" + graph.name().substr(0, 80) + (graph.name().size() > 80 ? "...'" : "'");
 }
 
-// "node 'name' (Type)"; a node without a name by its first output, as onnx_shapes.cpp's messages
-// name it ("node making 'y' (Type)"), or by its position.
+// "node 'name' (Type)"; a node without a name by its first output ("node making 'y' (Type)",
+// where onnx_shapes.cpp's messages write "node 'y'"), or by its position.
 std::string node_label(const onnx::NodeProto& node, int index) {
   const std::string type = node.op_type().substr(0, 60);
   std::string label;
@@ -267,9 +267,12 @@ bool sort_graph(onnx::GraphProto& graph) {
     std::sort(reads.begin(), reads.end());
     reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
     for (const auto& in : reads)  // its inputs, or what its subgraphs read from around them
-      if (auto it = producer.find(in); it != producer.end() && it->second == i)
-        throw Error(graph_label(graph) + " has a cycle: " + node_label(graph.node(i), i) + " reads '" + in.substr(0, 80) +
-                    (in.size() > 80 ? "..." : "") + "', which it makes");
+      if (auto it = producer.find(in); it != producer.end() && it->second == i) {
+        const auto& direct = graph.node(i).input();
+        throw Error(graph_label(graph) + " has a cycle: " + node_label(graph.node(i), i) +
+                    (std::find(direct.begin(), direct.end(), in) != direct.end() ? " reads '" : " has a subgraph that reads '") +
+                    in.substr(0, 80) + (in.size() > 80 ? "..." : "") + "', which it makes");
+      }
     for (const auto& name : reads)
       if (auto it = producer.find(name); it != producer.end() && it->second != i) {
         readers[static_cast<std::size_t>(it->second)].push_back(i);

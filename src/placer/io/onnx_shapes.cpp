@@ -1499,7 +1499,7 @@ void check_types_against_rules(const onnx::ModelProto& model, const std::map<std
                                           limit->data[0], delta->data[0], steps));
         // Integer bounds whose difference overflows their type: ONNX's rule computes it in that type
         // (from -2^63 to 2^62 by 2^62, 3 elements, came out empty: a QA pass). Read exactly, not
-        // through doubles, which round 2^62 - 1 up.
+        // through doubles, which round a difference of 2^63 - 1 (from -2^62 to 2^62 - 1) up to 2^63.
         const auto exact = [](const onnx::TensorProto& t) -> std::optional<std::int64_t> {
           if (t.data_type() == onnx::TensorProto::INT64) {
             if (t.int64_data_size() == 1) return t.int64_data(0);
