@@ -23,6 +23,9 @@ TEST(Units, NegativeSecondsKeepTheUnitOfTheirSize) {
 TEST(Units, BytesAndCounts) {
   EXPECT_EQ(human_bytes(512), "512 B");
   EXPECT_EQ(human_bytes(97.5 * 1024 * 1024), "97.5 MiB");
+  EXPECT_EQ(human_bytes(0x1p58), "256.0 PiB");  // was "262144.0 TiB" (a QA pass)
+  EXPECT_EQ(human_bytes(0x1p64), "16.0 EiB");
+  EXPECT_EQ(human_bytes(1e30), "1.00e+30 B");
   EXPECT_EQ(human_count(999), "999");
   EXPECT_EQ(human_count(999.996), "1.00K");
   EXPECT_EQ(human_count(25.6e6), "25.60M");

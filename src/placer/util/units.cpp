@@ -17,9 +17,12 @@ std::string human_count(double n) {
 }
 
 std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  // Up to EiB (2^64 bytes is 16.0 EiB; "262144.0 TiB" was printed for 256 PiB: a QA pass), then
+  // scientific notation, as human_count does.
+  if (!std::isfinite(bytes) || std::fabs(bytes) >= 1023.95 * 0x1p60) return fmt::format("{:.2e} B", bytes);
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
-  while ((u == 0 ? std::fabs(bytes) >= 1023.5 : std::fabs(bytes) >= 1023.95) && u < 4) bytes /= 1024.0, ++u;
+  while ((u == 0 ? std::fabs(bytes) >= 1023.5 : std::fabs(bytes) >= 1023.95) && u < 6) bytes /= 1024.0, ++u;
   return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
 }
 
