@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -67,19 +68,35 @@ TEST(SimulateCli, TraceIsAChromeTrace) {
   // never overlap (back-to-back ones overlapped by a nanosecond; found by a review).
   std::map<int, std::vector<std::pair<long long, long long>>> slices;
   std::map<std::string, std::uint64_t> memory;  // counter track -> the most bytes it shows
+  std::map<std::string, std::map<int, nlohmann::json>> metadata;  // "thread_name" / "thread_sort_index" -> tid -> args
+  std::set<int> instant_tracks;  // tracks of ops that take no time
   for (const auto& e : j["traceEvents"]) {
     EXPECT_NE(e["pid"], 0) << "Perfetto gives pid 0 special handling";
     if (e["ph"] == "C") {
       std::uint64_t& most = memory[e["name"].get<std::string>()];
       most = std::max(most, e["args"]["bytes"].get<std::uint64_t>());
     }
+    if (e["ph"] == "M" && e.contains("tid")) metadata[e["name"].get<std::string>()][e["tid"].get<int>()] = e["args"];
     if (e["ph"] != "X") continue;
     (e["cat"] == "transfer" ? transfers : ops)++;
     const long long ts = std::llround(e["ts"].get<double>() * 1e3), dur = std::llround(e["dur"].get<double>() * 1e3);
     if (dur > 0) slices[e["tid"].get<int>()].push_back({ts, ts + dur});
+    else if (e["cat"] != "transfer") instant_tracks.insert(e["tid"].get<int>());
   }
   EXPECT_EQ(ops, 1257u);  // every op of the training step
   EXPECT_GT(transfers, 0u);
+  // Every track is named and sorted; ops that take no time have tracks of their own, where no op
+  // that takes time could draw them as its children (a Reshape inside the MatMul running then).
+  for (const auto& [tid, track] : slices) {
+    EXPECT_TRUE(metadata["thread_name"].contains(tid)) << tid;
+    EXPECT_TRUE(metadata["thread_sort_index"].contains(tid)) << tid;
+  }
+  ASSERT_FALSE(instant_tracks.empty());
+  for (int tid : instant_tracks) {
+    EXPECT_FALSE(slices.contains(tid)) << metadata["thread_name"][tid];
+    EXPECT_THAT(metadata["thread_name"][tid]["name"].get<std::string>(), ::testing::EndsWith(": no time"));
+    EXPECT_LT(metadata["thread_sort_index"][tid]["sort_index"].get<int>(), 5);  // beside its device, above the links
+  }
   std::size_t touching = 0;
   for (auto& [tid, track] : slices) {
     std::sort(track.begin(), track.end());

@@ -24,25 +24,37 @@ nlohmann::json chrome_trace_events(const Graph& g, const Cluster& c, const std::
   std::vector<bool> channel_used(c.num_channels(), false);
   // Slices on one track must nest, so a device that runs several ops at once (streams > 1) gets a
   // track per stream: an op goes to the first of its device's tracks that is free when it starts
-  // (the trace lists ops in the order they started). Ops that take no time stay on the first.
+  // (the trace lists ops in the order they started). Ops that take no time (views: they do not
+  // wait for their device) go to a track of their own per device, "DEVICE: no time": on a stream's
+  // track a viewer would draw each inside the op running then, as if that op had called it.
   struct Lane {
     std::uint32_t device, tid;
     double end_s;
+    bool no_time;
   };
   std::vector<Lane> lanes;
-  for (std::uint32_t d = 0; d < nd; ++d) lanes.push_back({d, d, 0.0});
-  auto lane_for = [&](const TraceEvent& e) -> std::uint32_t {
-    if (e.end_s <= e.start_s) return e.device;
-    for (Lane& l : lanes)
-      if (l.device == e.device && l.end_s <= e.start_s) return l.end_s = e.end_s, l.tid;
+  for (std::uint32_t d = 0; d < nd; ++d) lanes.push_back({d, d, 0.0, false});
+  auto new_lane = [&](std::uint32_t device, double end_s, bool no_time, const std::string& name) {
     const auto tid = static_cast<std::uint32_t>(c.num_channels() + lanes.size());  // after devices' and channels' tracks
-    lanes.push_back({e.device, tid, e.end_s});
-    std::size_t stream = 0;
-    for (const Lane& l : lanes) stream += l.device == e.device;
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid},
-                      {"args", {{"name", c.device(e.device).name + " stream " + std::to_string(stream)}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", e.device}}}});
+    lanes.push_back({device, tid, end_s, no_time});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", device}}}});
     return tid;
+  };
+  auto lane_for = [&](const TraceEvent& e) -> std::uint32_t {
+    const bool no_time = e.end_s <= e.start_s;
+    std::size_t streams = 0;
+    for (Lane& l : lanes) {
+      if (l.device != e.device) continue;
+      if (no_time && l.no_time) return l.tid;
+      if (!no_time && !l.no_time) {
+        ++streams;
+        if (l.end_s <= e.start_s) return l.end_s = e.end_s, l.tid;
+      }
+    }
+    const std::string& name = c.device(e.device).name;
+    return no_time ? new_lane(e.device, 0.0, true, name + ": no time")
+                   : new_lane(e.device, e.end_s, false, name + " stream " + std::to_string(streams + 1));
   };
   // Times in whole nanoseconds, written as microseconds: a slice that starts where another ends
   // then starts exactly there once a viewer rounds to nanoseconds (Perfetto does), where start x
@@ -77,9 +89,11 @@ nlohmann::json chrome_trace_events(const Graph& g, const Cluster& c, const std::
       }
     }
   }
-  for (ChannelId ch = 0; ch < c.num_channels(); ++ch)
-    if (channel_used[ch])
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", nd + ch}, {"args", {{"name", c.channel_name(ch)}}}});
+  for (ChannelId ch = 0; ch < c.num_channels(); ++ch) {
+    if (!channel_used[ch]) continue;
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", nd + ch}, {"args", {{"name", c.channel_name(ch)}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", nd + ch}, {"args", {{"sort_index", nd + ch}}}});  // below the devices
+  }
   return events;
 }
 
