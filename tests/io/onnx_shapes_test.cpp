@@ -211,6 +211,25 @@ TEST(OnnxShapes, NodesLibonnxsRulesCrashOnAreRefusedFirst) {
   fails(chained, "its input 'flat' has 2 dimensions");
 }
 
+// Nodes that ONNX's rules leave with an unknown size, which was then blamed on "a data-dependent
+// shape" (a QA pass): each is refused for what it is.
+TEST(OnnxShapes, NodesOfNoSizeAreRefusedForWhatTheyAre) {
+  const auto fails = [](onnx::ModelProto m, const std::string& fragment) {
+    EXPECT_THAT([&] { infer_all_shapes(m); }, ThrowsMessage<Error>(AllOf(HasSubstr("node 'n'"), HasSubstr(fragment))));
+  };
+  for (std::int64_t hidden : {0, -4})
+    fails(one_node_model("LSTM", {{"x", {5, 2, 8}}, {"w", {1, 16, 8}}, {"r", {1, 16, 4}}}, [&](auto* n) { add_int(n, "hidden_size", hidden); }),
+          "attribute 'hidden_size' must hold positive integers, got [" + std::to_string(hidden) + "]");
+  fails(one_node_model("Constant", {}), "(Constant) has no value");
+  fails(one_node_model("Constant", {}, [](auto* n) { add_ints(n, "value_ints", {1}), add_int(n, "value_int", 2); }),
+        "(Constant) has 2 value attributes");
+  onnx::ModelProto one_value = one_node_model("Constant", {}, [](auto* n) {
+    auto* a = n->add_attribute();
+    a->set_name("value_floats"), a->set_type(onnx::AttributeProto::FLOATS), a->add_floats(1.5f), a->add_floats(2.5f);
+  });
+  EXPECT_NO_THROW(infer_all_shapes(one_value));
+}
+
 // ONNX's pass runs the same rules inside subgraphs and on shapes only partly known; the guard must
 // see what it sees (found in stop 30: each of these crashed the process before).
 onnx::ValueInfoProto* add_value(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* values, const std::string& name,

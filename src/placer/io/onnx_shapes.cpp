@@ -786,9 +786,20 @@ void check_inference_inputs(const onnx::GraphProto& graph) {
   };
   for (const auto& vi : graph.value_info()) check_dims(vi.type(), "value_info '" + vi.name() + "' of graph '" + graph.name() + "'");
   for (const auto& vi : graph.output()) check_dims(vi.type(), "output '" + vi.name() + "' of graph '" + graph.name() + "'");
-  static const char* const kPositive[] = {"strides", "dilations", "kernel_shape", "group", "blocksize"};
+  static const char* const kPositive[] = {"strides", "dilations", "kernel_shape", "group", "blocksize", "hidden_size"};
   for (const auto& init : graph.initializer()) check_tensor_data(init, [&] { return "initializer '" + init.name() + "'"; });
-  for (const auto& node : graph.node())
+  for (const auto& node : graph.node()) {
+    // A Constant of no value: the checker lets it pass (every value attribute is optional), and its
+    // output was then "unknown after shape inference".
+    if (node.op_type() == "Constant" && (node.domain().empty() || node.domain() == "ai.onnx")) {
+      int values = 0;
+      for (const auto& attr : node.attribute()) values += attr.name().starts_with("value") || attr.name() == "sparse_value";
+      if (values != 1)
+        throw Error(node_label(node) + (values == 0 ? " has no value (one of the attributes value, value_float(s), value_int(s), "
+                                                      "value_string(s), sparse_value)"
+                                                    : " has " + std::to_string(values) + " value attributes (one of value, "
+                                                      "value_float(s), value_int(s), value_string(s), sparse_value)"));
+    }
     for (const auto& attr : node.attribute()) {
       auto where = [&] { return node_label(node) + ": attribute '" + attr.name() + "'"; };
       for (const char* name : kPositive) {
@@ -815,6 +826,7 @@ void check_inference_inputs(const onnx::GraphProto& graph) {
       if (attr.has_g()) check_inference_inputs(attr.g());
       for (const auto& g : attr.graphs()) check_inference_inputs(g);
     }
+  }
 }
 
 // "float[128,64,24,24]", "?" for an unknown dimension.
