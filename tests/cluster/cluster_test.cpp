@@ -168,6 +168,31 @@ TEST(ClusterRoutes, EqualPathsTieOnFewerHopsThenLowerChannel) {
   EXPECT_THAT(channel_names(hops, 0, 1), ElementsAre("gpu:0->s3", "s3->gpu:1"));
 }
 
+// Found by a QA pass: costs rounded hop by hop broke exact ties, and one absurd link that no route
+// takes made every other hop round to nothing.
+TEST(ClusterRoutes, EqualCostsTieWhateverTheRoundingAndAbsurdLinksElsewhereChangeNothing) {
+  // 1 MiB over 1.5 GB/s is twice 1 MiB over 3 GB/s: the direct link, one hop, wins the tie.
+  const Cluster tie = Cluster::build("tie", {gpu("gpu:0"), gpu("gpu:1")}, {"sw"},
+                                     {link("gpu:0", "gpu:1", 1.5e9, 0), link("gpu:0", "sw", 3e9, 0), link("sw", "gpu:1", 3e9, 0)});
+  EXPECT_THAT(channel_names(tie, 0, 1), ElementsAre("gpu:0->gpu:1"));
+  // A link 10,000 times slower than the switch path stays unused beside a spare link of absurd
+  // bandwidth (a unit slip) that joins a third GPU to a switch of its own.
+  for (const bool spare : {false, true}) {
+    std::vector<Link> links{link("gpu:0", "gpu:1", 1e6, 0), link("gpu:0", "sw", 1e10, 0), link("sw", "gpu:1", 1e10, 0),
+                            link("gpu:2", "sw", 1e10, 0)};
+    if (spare) links.push_back(link("gpu:2", "spare", 1e-280, 0));
+    const Cluster c = Cluster::build("spare", {gpu("gpu:0"), gpu("gpu:1"), gpu("gpu:2")}, {"sw", "spare"}, links);
+    EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->sw", "sw->gpu:1")) << "spare link: " << spare;
+  }
+  // The latency of a link nothing takes changes no route (it did through the unit it set).
+  for (const double latency : {0.0, 2.0, 123.456, 1e6}) {
+    const Cluster c = Cluster::build("far", {gpu("gpu:0"), gpu("gpu:1"), gpu("gpu:9")}, {"sw"},
+                                     {link("gpu:0", "sw", 2e9, 0), link("sw", "gpu:1", 2e9, 0), link("gpu:0", "gpu:1", 1e9, 0),
+                                      link("gpu:9", "sw", 1e9, latency)});
+    EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->gpu:1")) << "latency " << latency;
+  }
+}
+
 TEST(ClusterRoutes, ParallelLinksGetDistinctChannelNames) {
   const Cluster c = Cluster::build("par", {gpu("gpu:0"), gpu("gpu:1")}, {},
                                    {link("gpu:0", "gpu:1", 20 * kGB, 0, "nvlink-a"),

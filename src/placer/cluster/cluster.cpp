@@ -18,13 +18,12 @@ namespace {
 // Routes minimise the time a 1 MiB message would take if each hop were crossed in turn; the
 // probe size weighs bandwidth against latency the way mid-sized tensors do.
 constexpr double kRouteProbeBytes = 1024.0 * 1024.0;
-// Hop costs are compared as whole units so that equal paths tie exactly (no rounding noise
-// between sums taken in different orders). The unit is a picosecond, or 2^-40 of the costliest hop
-// when that is coarser (hops over about a second: absurd figures, or bandwidths in the wrong unit),
-// so that every hop is at most 2^40 units and path sums stay far inside 64 bits whatever the
-// figures, and hops keep their order (a fixed cap made every hop over it tie).
-constexpr double kUnitS = 1e-12;
-constexpr double kMaxHopUnits = 0x1p40;
+// Path costs within a billionth of each other are equal paths (fewer hops win): sums of the same
+// hops taken in different orders, or 1 MiB over 1.5 GB/s against twice 1 MiB over 3 GB/s, differ
+// by rounding alone. (Costs were once rounded hop by hop to picoseconds, and to 2^-40 of the
+// costliest hop when that was coarser: an exact tie could then go either way, and one absurd
+// link that no route takes made every other hop round to nothing: a QA pass.)
+constexpr double kTieRelative = 1e-9;
 
 
 std::string format_number(double v) {
@@ -223,29 +222,23 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
     for (ChannelId ch = 0; ch < num_channels; ++ch) out_channels[fill[c.channel_source_node_[ch]]++] = ch;
   }
   std::vector<double> hop_s(num_channels);
-  double costliest = 0.0;
-  for (ChannelId ch = 0; ch < num_channels; ++ch) {
-    // Finite even for a bandwidth so small that 1 MiB over it overflows a double.
+  for (ChannelId ch = 0; ch < num_channels; ++ch)  // finite even for a bandwidth so small that 1 MiB over it overflows a double
     hop_s[ch] = std::min(c.channel_latency_s_[ch] + kRouteProbeBytes / c.channel_bandwidth_[ch], 1e300);
-    costliest = std::max(costliest, hop_s[ch]);
-  }
-  const double unit_s = std::max(kUnitS, costliest / kMaxHopUnits);
-  std::vector<std::int64_t> hop_cost(num_channels);
-  for (ChannelId ch = 0; ch < num_channels; ++ch) hop_cost[ch] = std::llround(hop_s[ch] / unit_s);
 
   // Dijkstra from every device on (cost, hops), ties broken by the lower id of the last channel.
   // Devices other than the source are never expanded: they end routes, they do not relay them.
-  constexpr std::int64_t kUnreached = std::numeric_limits<std::int64_t>::max();
+  constexpr double kUnreached = std::numeric_limits<double>::infinity();
   constexpr ChannelId kNoChannel = std::numeric_limits<ChannelId>::max();
   struct Label {
-    std::int64_t cost_units = kUnreached;
+    double cost_s = kUnreached;
     std::uint32_t hops = 0;
     ChannelId via = kNoChannel;
     bool better_than(const Label& o) const {
-      return std::tie(cost_units, hops, via) < std::tie(o.cost_units, o.hops, o.via);
+      if (o.cost_s == kUnreached || std::abs(cost_s - o.cost_s) > kTieRelative * std::max(cost_s, o.cost_s)) return cost_s < o.cost_s;
+      return std::tie(hops, via) < std::tie(o.hops, o.via);
     }
   };
-  using QueueEntry = std::tuple<std::int64_t, std::uint32_t, std::uint32_t>;  // cost, hops, node
+  using QueueEntry = std::tuple<double, std::uint32_t, std::uint32_t>;  // cost, hops, node
   std::vector<Label> label(num_nodes);
   std::vector<char> settled(num_nodes);
   std::vector<ChannelId> path;
@@ -268,10 +261,10 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
         const ChannelId ch = out_channels[i];
         const std::uint32_t t = c.channel_target_node_[ch];
         if (settled[t]) continue;
-        const Label candidate{cost + hop_cost[ch], hops + 1, ch};
+        const Label candidate{cost + hop_s[ch], hops + 1, ch};
         if (candidate.better_than(label[t])) {
           label[t] = candidate;
-          queue.emplace(candidate.cost_units, candidate.hops, t);
+          queue.emplace(candidate.cost_s, candidate.hops, t);
         }
       }
     }
@@ -279,7 +272,7 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
       const std::size_t k = std::size_t{from} * n + to;
       path.clear();
       if (to != from) {
-        if (label[to].cost_units == kUnreached)
+        if (label[to].cost_s == kUnreached)
           throw Error(where + ": no route from device " + in_quotes(c.devices_[from].name) + " to device " +
                       in_quotes(c.devices_[to].name) +
                       " (routes pass only through switches, never through another device)");
