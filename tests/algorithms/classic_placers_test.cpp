@@ -230,6 +230,21 @@ TEST(Balanced, AWorkingSetOrAnItemLargerThanAShareDoesNotSkipTheGpus) {
               ElementsAre(kGpu0, kGpu0, kGpu0, kGpu0, kGpu0, kGpu1, kGpu1, kGpu1));
 }
 
+// round-robin and random do not repair memory: a placement that does not fit says why in its note
+// (it had none: a QA pass).
+TEST(Baselines, PlacementsThatDoNotFitSayWhy) {
+  Priced big(module_chain(8, 1'000'000), cpu_and_gpus(3, 1'000'000));  // 8 MB of parameters over GPUs of 1 MB
+  const PlacementResult dealt = run("round-robin", big.problem());
+  EXPECT_FALSE(dealt.sim.fits);
+  EXPECT_THAT(dealt.note, ::testing::HasSubstr("without regard to memory"));
+  NullObserver quiet;
+  const PlacementResult drawn = make_placer("random", PlacerOptions{})->place(big.problem(), Budget{.samples = 3}, quiet, 1);
+  EXPECT_FALSE(drawn.sim.fits);
+  EXPECT_THAT(drawn.note, ::testing::HasSubstr("none of the 3 random placements drawn fits"));
+  Priced small(module_chain(8, 1'000), cpu_and_gpus(3, 1'000'000));
+  EXPECT_EQ(run("round-robin", small.problem()).note, "");
+}
+
 TEST(MemoryMaps, HonourMemoryInATrainingStep) {
   // A training step adds saved activations and gradients: the maps must still fit.
   GraphBuilder b("mlp");

@@ -212,8 +212,18 @@ TEST(SimulateCli, BoundsNoteThatMemoryOptionsChangeNothing) {
     if (json) args.push_back("--json");
     auto run = placer(args);
     ASSERT_EQ(run.exit_code, 0) << run.err;
-    EXPECT_THAT(run.err, HasSubstr("the bounds do not depend on memory: --memory-fraction")) << json;
+    EXPECT_THAT(run.err, HasSubstr("the bounds do not depend on memory: --memory-fraction changes nothing")) << json;
   }
+  // Both named when both are given, each also at its default value (a QA pass: only the first was,
+  // and neither at its default).
+  auto both = placer({"bounds", "--model", kModel, "--cluster", "k80x4", "--memory-fraction", "0.5", "--gradient-sums", "out-of-place"});
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_THAT(both.err, HasSubstr("--memory-fraction and --gradient-sums change nothing here"));
+  auto defaults = placer({"bounds", "--model", kModel, "--cluster", "k80x4", "--gradient-sums", "in-place"});
+  ASSERT_EQ(defaults.exit_code, 0) << defaults.err;
+  EXPECT_THAT(defaults.err, HasSubstr("--gradient-sums changes nothing here"));
+  auto none = placer({"bounds", "--model", kModel, "--cluster", "k80x4"});
+  EXPECT_EQ(none.err, "");
 }
 
 // Byte counts summed over transfers are written as the integers they are, as every other byte

@@ -184,6 +184,16 @@ TEST(CostTable, OpTimesThatAddUpToInfinityAreAnError) {
   p.set_by_name(DeviceKind::gpu, "b", 1e308);
   EXPECT_THAT([&] { CostTable(g, c, CostModel::defaults(), &p); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("the ops' times on device 'gpu:0' add up to more than a double holds")));
+  // Without a profile the device's figures alone are named (the profile was blamed: a QA pass).
+  Device slow = gpu();
+  slow.op_overhead_s = 1e308;
+  Device cpu = gpu();
+  cpu.name = "cpu:0", cpu.kind = DeviceKind::cpu;
+  const Cluster overheads = Cluster::build("t", {cpu, slow}, {}, {Link{.a = "cpu:0", .b = "gpu:0", .bandwidth_ab_bytes_per_s = 1e10,
+                                                                     .bandwidth_ba_bytes_per_s = 1e10, .latency_s = 1e-5}});
+  EXPECT_THAT([&] { CostTable(g, overheads, CostModel::defaults()); },
+              ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("check the device's figures (op_overhead_s"),
+                                                               ::testing::Not(::testing::HasSubstr("profile")))));
 }
 
 // A profile that cannot be written completely (a full disk) is an error, and the file is written

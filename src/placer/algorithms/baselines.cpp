@@ -53,7 +53,9 @@ class RoundRobinPlacer final : public Placer {
     std::size_t next = 0;
     for (OpId o : p.graph.topological_order())
       if (o < fwd.size()) fwd[o] = devices[next++ % devices.size()];
-    return finish(p, std::move(fwd), 1);
+    PlacementResult r = finish(p, std::move(fwd), 1);
+    if (!r.sim.fits) r.note = "round-robin deals ops without regard to memory (no repair)";
+    return r;
   }
 
  private:
@@ -92,7 +94,11 @@ class RandomPlacer final : public Placer {
                             .best_step_time_s = best_fits ? best_time : 0.0,
                             .last_mean_step_time_s = r.step_time_s});
     }
-    return finish(p, std::move(best), eval.evaluations());
+    PlacementResult r = finish(p, std::move(best), eval.evaluations());
+    if (!r.sim.fits)
+      r.note = "none of the " + std::to_string(r.samples) + " random placement" + (r.samples == 1 ? "" : "s") +
+               " drawn fits (no repair); the closest to fitting is shown";
+    return r;
   }
 
  private:

@@ -1,6 +1,7 @@
 // `placer simulate`: one training (or inference) step of a model on a cluster under placements,
 // simulated; or the simulator's throughput on random placements. `placer bounds`: lower bounds.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cmath>
@@ -252,13 +253,17 @@ void register_bounds(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bounds", "Lower bounds on the step time of any placement");
   add_problem_options(cmd, *args);
   cmd->add_flag("--json", *json, "print JSON");
-  cmd->callback([args, json] {
+  cmd->callback([args, json, cmd] {
     LoadedProblem p = load_problem(*args);
     LowerBounds b = lower_bounds(p.graph, p.cluster, p.costs);
-    // Time bounds: no memory limit enters them (docs/simulator.md).
-    if (args->memory_fraction != 1.0 || args->gradient_sums != "in-place")
-      fmt::print(stderr, "placer: note: the bounds do not depend on memory: {} changes nothing here\n",
-                 args->memory_fraction != 1.0 ? "--memory-fraction" : "--gradient-sums");
+    // Time bounds: no memory limit enters them (docs/simulator.md). Said of each option given,
+    // whatever its value.
+    std::vector<std::string> given;
+    for (const char* option : {"--memory-fraction", "--gradient-sums"})
+      if (cmd->count(option) > 0) given.push_back(option);
+    if (!given.empty())
+      fmt::print(stderr, "placer: note: the bounds do not depend on memory: {} change{} nothing here\n", fmt::join(given, " and "),
+                 given.size() == 1 ? "s" : "");
     if (*json) {
       std::cout << nlohmann::json{{"critical_path_s", b.critical_path_s}, {"total_work_s", b.total_work_s}, {"lower_bound_s", b.best()}}
                        .dump(2)

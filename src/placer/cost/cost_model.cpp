@@ -961,7 +961,9 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
     for (OpId o = 0; o < g.num_ops(); ++o) total += time_s_[std::size_t{o} * num_devices_ + d];
     if (!std::isfinite(total))
       throw Error("the ops' times on device '" + c.device(d).name +
-                  "' add up to more than a double holds: check the profile's times and the device's figures");
+                  "' add up to more than a double holds: check " +
+                  (profile != nullptr ? std::string("the profile's times and ") : std::string()) +
+                  "the device's figures (op_overhead_s, peak_flops, memory_bandwidth, efficiencies)");
   }
 }
 
