@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -140,6 +141,38 @@ TEST(SimulateCli, ConflictingOptionsFailFirst) {
   EXPECT_EQ(unwritable.exit_code, 1);
   EXPECT_THAT(unwritable.err, HasSubstr("cannot write trace file"));
   EXPECT_EQ(unwritable.out, "");
+}
+
+// Tables stay aligned with long device names and long placement paths (rows were pushed out of
+// line: a QA note).
+TEST(SimulateCli, TablesStayAlignedWithLongNames) {
+  nlohmann::json cluster = nlohmann::json::parse(placer({"clusters", "--json"}).out);
+  nlohmann::json k80;
+  for (const auto& c : cluster) if (c["name"] == "k80x2") k80 = c;
+  ASSERT_FALSE(k80.is_null());
+  const std::string renamed = "node-zero/accelerator-0";
+  for (auto& d : k80["devices"]) if (d["name"] == "gpu:0") d["name"] = renamed;
+  for (auto& l : k80["links"]) for (const char* end : {"a", "b"}) if (l[end] == "gpu:0") l[end] = renamed;
+  const std::string dir = test::temp_path("a-directory-whose-name-is-long-enough-to-push-a-column");
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/cluster.json", placement = dir + "/all-on-the-first-gpu.json";
+  std::ofstream(file) << k80.dump();
+  std::ofstream(placement) << R"({"default": ")" << renamed << R"("})";
+  auto run = placer({"simulate", "--model", kModel, "--cluster", file, "--on", renamed + ",cpu:0", "--placement", placement});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> lines;
+  std::istringstream in(run.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  // Each table's lines end in its last, right-aligned column: equally long when aligned.
+  auto same_lengths = [&](const std::string& header_start, std::size_t rows) {
+    const auto header = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.starts_with(header_start); });
+    ASSERT_NE(header, lines.end()) << run.out;
+    ASSERT_GE(static_cast<std::size_t>(lines.end() - header), rows + 1) << run.out;
+    for (std::size_t i = 1; i <= rows; ++i) EXPECT_EQ(header[i].size(), header->size()) << header[i] << "\n" << *header;
+  };
+  same_lengths("  device ", 1);   // all on the renamed GPU: one row
+  same_lengths("placement  ", 3);  // the summary: three placements
+  std::filesystem::remove_all(dir);
 }
 
 // A device with two streams gets a track per stream: slices on one track never overlap (Chrome's

@@ -487,6 +487,67 @@ TEST(TrainingStep, APowerByAScalarKeepsItsBaseAlone) {
     const auto reads = step.op_inputs(step.find_op("pow/grad"));
     EXPECT_TRUE(std::ranges::find(reads, m) != reads.end());
     EXPECT_EQ(std::ranges::find(reads, y) != reads.end(), !scalar);
+    // ... and the bytes it reads are those it keeps: dY and the base (and by a tensor, Y and the
+    // exponent); the result was priced as read by a scalar power too (a QA pass).
+    const double read = step.op_work(step.find_op("pow/grad")).bytes_read;
+    EXPECT_EQ(read, scalar ? 128.0 + 128.0 + 4.0 : 128.0 + 128.0 + 32.0 + 128.0);
+  }
+}
+
+// A Transpose's gradient is dY permuted back (PyTorch's permute): a view of it, which runs no
+// kernel and holds no memory of its own (it was priced as a copy: a QA pass).
+TEST(TrainingStep, ATransposesGradientIsAViewOfTheIncomingOne) {
+  StepOf s;
+  Attributes perm;
+  perm.set(Attribute{.name = "perm", .kind = Attribute::Kind::integers, .ints = {1, 0}});
+  const TensorId x = s.tensor("x", {16, 8}, TensorKind::data), w = s.tensor("w", {8, 32}, TensorKind::parameter);
+  const TensorId h = s.tensor("h", {16, 32}), t = s.tensor("t", {32, 16}), v = s.tensor("v", {16, 4}, TensorKind::data);
+  const TensorId y = s.tensor("y", {32, 4});
+  s.op("mm1", "MatMul", {x, w}, {h});
+  s.op("tr", "Transpose", {h}, {t}, perm);
+  s.op("mm2", "MatMul", {t, v}, {y});
+  const Graph g = s.step({y});
+  const OpId tr = g.find_op("tr/grad");
+  EXPECT_EQ(g.op_view_outputs(tr), 1u);
+  EXPECT_TRUE(g.tensor_is_view(g.find_tensor("grad/h/tr")));
+  EXPECT_EQ(work_of(g, "tr/grad").flops, 0.0);
+  EXPECT_EQ(work_of(g, "tr/grad").bytes_read + work_of(g, "tr/grad").bytes_written, 0.0);
+}
+
+// The partials of a tensor whose reader passes no views on (a MatMul) are summed into one that owns
+// its storage, not into a view an Add passed on (which shares a sibling's gradient); when every
+// partial is such a view, into a tensor of its own (a QA pass: summed in place into the view).
+TEST(TrainingStep, PartialsAreNotSummedIntoAViewAnAddPassedOn) {
+  {
+    StepOf s;  // h = x W; y = Relu(h) * (h + u): h's partials are a view (from the Add) and Relu's
+    const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), w = s.tensor("w", {8, 8}, TensorKind::parameter);
+    const TensorId u = s.tensor("u", {4, 8}, TensorKind::parameter);
+    const TensorId h = s.tensor("h", {4, 8}), r = s.tensor("r", {4, 8}), a = s.tensor("a", {4, 8}), y = s.tensor("y", {4, 8});
+    s.op("mm", "MatMul", {x, w}, {h});
+    s.op("relu", "Relu", {h}, {r});
+    s.op("add", "Add", {h, u}, {a});
+    s.op("mul", "Mul", {r, a}, {y});
+    const Graph g = s.step({y});
+    const auto reads = g.op_inputs(g.find_op("mm/grad"));
+    ASSERT_FALSE(reads.empty());
+    EXPECT_EQ(g.tensor_name(reads[0]), "grad/h/relu");  // summed into: its own storage
+    EXPECT_TRUE(g.tensor_accumulated(g.find_tensor("grad/h/add")));
+    EXPECT_TRUE(g.tensor_is_view(g.find_tensor("grad/h/add")));
+  }
+  {
+    StepOf s;  // y = (h + u) * (h + v): both of h's partials are views, so its sum is a tensor of its own
+    const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), w = s.tensor("w", {8, 8}, TensorKind::parameter);
+    const TensorId u = s.tensor("u", {4, 8}, TensorKind::parameter), v = s.tensor("v", {4, 8}, TensorKind::parameter);
+    const TensorId h = s.tensor("h", {4, 8}), a = s.tensor("a", {4, 8}), b = s.tensor("b", {4, 8}), y = s.tensor("y", {4, 8});
+    s.op("mm", "MatMul", {x, w}, {h});
+    s.op("add_a", "Add", {h, u}, {a});
+    s.op("add_b", "Add", {h, v}, {b});
+    s.op("mul", "Mul", {a, b}, {y});
+    const Graph g = s.step({y});
+    const auto reads = g.op_inputs(g.find_op("mm/grad"));
+    ASSERT_FALSE(reads.empty());
+    EXPECT_FALSE(g.tensor_is_view(reads[0])) << g.tensor_name(reads[0]);
+    EXPECT_TRUE(g.tensor_accumulated(reads[1])) << g.tensor_name(reads[1]);
   }
 }
 

@@ -1640,6 +1640,24 @@ TEST(OnnxExports, ConstantListValuesAreData) {
   EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{8, 8}));
 }
 
+// An STFT without `onesided` is onesided, its default: 9 bins of a 16-sample window, not the 16
+// libonnx 1.12's rule gave while the cost rule priced 9 (a QA pass).
+TEST(OnnxExports, AnStftIsOnesidedByDefault) {
+  for (const int onesided : {-1, 0, 1}) {
+    SCOPED_TRACE(onesided);
+    Model m(17, 8);
+    m.input("x", {std::int64_t{1}, std::int64_t{64}, std::int64_t{1}});
+    auto* step = m.m.mutable_graph()->add_initializer();
+    step->set_name("step"), step->set_data_type(onnx::TensorProto::INT64), step->add_int64_data(8);
+    m.initializer("window", {16});
+    auto* stft = m.node("STFT", {"x", "step", "window"}, {"y"});
+    if (onesided >= 0) Model::attr(stft, "onesided", std::int64_t{onesided});
+    m.output("y", 4);
+    Graph g = load_onnx(m.save("stft.onnx"), {});
+    EXPECT_EQ(shape_of(g, "y"), (std::vector<std::int64_t>{1, 7, onesided == 0 ? 16 : 9, 2}));
+  }
+}
+
 // An axis libonnx's rules read as a 32-bit int is refused beyond that range (Concat's axis
 // 2^32 + 1 was read as 1, and the output came out [4,32]: a QA pass).
 TEST(OnnxExports, AnAxisBeyond32BitsIsRefused) {

@@ -257,9 +257,11 @@ void run_place(const PlaceArgs& args) {
   }
   fmt::print("{} on {}: step {}{}, {} sample{} in {:.2f} s{}\n", args.algo, p.cluster.name(), human_seconds(r.sim.step_time_s),
              r.sim.fits ? "" : " (DOES NOT FIT)", r.samples, r.samples == 1 ? "" : "s", row.wall_s, r.note.empty() ? "" : " — " + r.note);
+  std::size_t width = 8;  // the device column as wide as the longest name
+  for (DeviceId d = 0; d < r.sim.devices.size(); ++d) width = std::max(width, text_width(p.cluster.device(d).name));
   for (DeviceId d = 0; d < r.sim.devices.size(); ++d)
     if (r.sim.devices[d].ops > 0)
-      fmt::print("  {:<8} {:>6} ops  busy {:>10}  peak {:>10} of {}{}\n", p.cluster.device(d).name, r.sim.devices[d].ops,
+      fmt::print("  {:<{}} {:>6} ops  busy {:>10}  peak {:>10} of {}{}\n", p.cluster.device(d).name, width, r.sim.devices[d].ops,
                  human_seconds(r.sim.devices[d].busy_s), human_bytes(static_cast<double>(r.sim.devices[d].peak_memory_bytes)),
                  human_bytes(static_cast<double>(r.sim.devices[d].capacity_bytes)),
                  // (Rounded, "3.1 GiB of 3.1 GiB" hid an overflow: as simulate prints it.)

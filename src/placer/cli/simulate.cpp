@@ -16,6 +16,7 @@
 #include "placer/sim/trace.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/json_fields.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer::cli {
 namespace {
@@ -62,11 +63,14 @@ std::string times_bound(double step_s, double bound_s) { return bound_s > 0 ? ra
 void print_result(const LoadedProblem& p, const Simulator& sim, const SimResult& r, const std::string& label, double bound) {
   fmt::print("placement {}: step {}{}  ({} the lower bound), {} transfers, {}\n", label, human_seconds(r.step_time_s),
              r.fits ? "" : "  DOES NOT FIT", times_bound(r.step_time_s, bound), r.transfers, human_bytes(r.transfer_bytes));
-  fmt::print("  {:<8} {:>6} {:>12} {:>6} {:>12} {:>12}\n", "device", "ops", "busy", "util", "peak memory", "limit");
+  // The device column as wide as the longest name (a cluster file may name "node0/gpu:12").
+  std::size_t width = 8;
+  for (DeviceId d = 0; d < r.devices.size(); ++d) width = std::max(width, text_width(p.cluster.device(d).name));
+  fmt::print("  {:<{}} {:>6} {:>12} {:>6} {:>12} {:>12}\n", "device", width, "ops", "busy", "util", "peak memory", "limit");
   for (DeviceId d = 0; d < r.devices.size(); ++d) {
     const DeviceResult& dr = r.devices[d];
     if (dr.ops == 0 && dr.peak_memory_bytes == 0) continue;
-    fmt::print("  {:<8} {:>6} {:>12} {:>5.0f}% {:>12} {:>12}{}\n", p.cluster.device(d).name, dr.ops, human_seconds(dr.busy_s),
+    fmt::print("  {:<{}} {:>6} {:>12} {:>5.0f}% {:>12} {:>12}{}\n", p.cluster.device(d).name, width, dr.ops, human_seconds(dr.busy_s),
                // of what its streams could have done
                r.step_time_s > 0 ? dr.busy_s / r.step_time_s / std::max(1, p.cluster.device(d).streams) * 100.0 : 0.0,
                human_bytes(static_cast<double>(dr.peak_memory_bytes)),
@@ -216,10 +220,12 @@ void run_simulate(const SimulateArgs& args) {
   }
   if (args.json) std::cout << (all.size() == 1 ? all[0] : nlohmann::json{{"placements", all}}).dump(2) << "\n";
   if (!args.json && runs.size() > 1) {
-    fmt::print("{:<44} {:>12} {:>6} {:>10}\n", "placement", "step", "fits", "vs bound");
+    std::size_t width = 44;  // or the longest label: a long path pushed its row out of line
+    for (const auto& run : runs) width = std::max(width, text_width(run.first));
+    fmt::print("{:<{}} {:>12} {:>6} {:>10}\n", "placement", width, "step", "fits", "vs bound");
     for (const auto& [label, fwd] : runs) {
       const SimResult& r = sim.simulate(expand_placement(p.graph, fwd));
-      fmt::print("{:<44} {:>12} {:>6} {:>10}\n", label, human_seconds(r.step_time_s), r.fits ? "yes" : "NO",
+      fmt::print("{:<{}} {:>12} {:>6} {:>10}\n", label, width, human_seconds(r.step_time_s), r.fits ? "yes" : "NO",
                  times_bound(r.step_time_s, bounds.best()));
     }
   }

@@ -68,7 +68,7 @@ std::uint64_t copied_elements(const Graph& fwd, OpId o, std::size_t i) {
 // one-operand Einsum's (a sum, or a permutation, einsum_layout).
 bool expands_gradient(const Graph& fwd, OpId o) {
   const std::string& type = fwd.op_type(o);
-  if (type == "ReduceSum") return true;
+  if (type == "ReduceSum" || type == "Transpose") return true;  // (a Transpose's: dY permuted back)
   if (type != "Einsum" || fwd.op_inputs(o).size() != 1) return false;
   const auto layout = einsum_layout_of(fwd, o);
   return layout && !layout->product;
@@ -251,16 +251,21 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     return g;
   };
   // Autograd sums a tensor's partial gradients into the first that arrives when it may write there,
-  // else into a new tensor (PyTorch's input buffer: never into a broadcast view, whose elements
-  // share memory). The partial the step puts first holds the sum: not a broadcast view when
-  // another partial is not one (the sum then costs that partial's storage, as PyTorch's new tensor
-  // does once it is freed); when all are, the first is made a tensor of its own (a tensor read by
-  // two ReduceSums: the sum was counted as no memory, 25% under).
-  auto settle_sum = [&](std::vector<TensorId>& ps) {
-    if (ps.size() < 2 || !gradient_expanded[ps[0]]) return;
-    // (One that owns its storage first; else a view that is not broadcast.)
+  // else into a new tensor (PyTorch's input buffer: never into a view, which shares a sibling's
+  // gradient or, broadcast, its own elements). The partial the step puts first holds the sum: one
+  // that owns its storage when any does (the sum then costs that partial's storage, as PyTorch's
+  // new tensor does once it is freed); when all are views, the first is made a tensor of its own (a
+  // tensor read by two ReduceSums: the sum was counted as no memory, 25% under).
+  // `passes_views`: the reader passes its incoming gradient on as views (an Add's, a Concat's): with
+  // every partial a view, it writes the sum as a tensor of its own (below, in the loop).
+  auto settle_sum = [&](std::vector<TensorId>& ps, bool passes_views) {
+    if (ps.size() < 2 || !gradient_view[ps[0]]) return;
+    if (passes_views && !gradient_expanded[ps[0]]) return;
+    // One that owns its storage first. (A view passed on by an Add shares a sibling's gradient,
+    // which may still be read: the sum went into it in place unless the reader was itself an op
+    // that passes views, a QA pass.)
     auto owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_view[t]; });
-    if (owner == ps.end()) owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_expanded[t]; });
+    if (owner == ps.end() && passes_views) owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_expanded[t]; });
     if (owner != ps.end()) {
       std::rotate(ps.begin(), owner, owner + 1);
       return;
@@ -341,7 +346,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
         accumulate_flops += static_cast<double>((partials[t].size() - 1) * fwd.tensor_elements(t));
         accumulate_bytes += static_cast<double>((partials[t].size() - 1) * fwd.tensor_bytes(t));
       }
-    for (TensorId t : outs) settle_sum(partials[t]);
+    for (TensorId t : outs) settle_sum(partials[t], views && &partials[t] == first);
     if (views && first->size() > 1) {
       // Autograd's input buffer adds the partials into one of them in place when it holds the only
       // reference to it, else into a new tensor: the one put first must own its storage, not view
@@ -373,6 +378,9 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     for (std::size_t j = 0; j < outs.size() && j < 32 && recurrent_state[o] == kNoId && !scalar_power; ++j)
       if ((rule.saved_outputs >> j & 1u) && outs[j] != kNoId)
         spec.inputs.push_back(j == 0 && max_pool_indices[o] != kNoId ? max_pool_indices[o] : outs[j]);
+    // ... and reads no result (the rule priced it as read: a QA pass).
+    if (scalar_power && (rule.saved_outputs & 1u) && !outs.empty() && outs[0] != kNoId && spec.work.bytes_read > 0)
+      spec.work.bytes_read = std::max(0.0, spec.work.bytes_read - static_cast<double>(fwd.tensor_bytes(outs[0])));
 
     spec.work.flops += accumulate_flops;
     spec.work.bytes_read += accumulate_bytes;
@@ -418,7 +426,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   for (TensorId p = 0; p < fwd.num_tensors(); ++p) {
     if (fwd.tensor_kind(p) != TensorKind::parameter || partials[p].empty()) continue;
     OpSpec spec{.name = new_op_name("update/" + fwd.tensor_name(p)), .type = update.type, .inputs = {p}};
-    settle_sum(partials[p]);
+    settle_sum(partials[p], false);
     spec.inputs.insert(spec.inputs.end(), partials[p].begin(), partials[p].end());
     // AccumulateGrad adds each partial after the first into the parameter's gradient as it arrives.
     for (std::size_t k = 1; k < partials[p].size(); ++k) b.set_tensor_accumulated(partials[p][k]);

@@ -381,6 +381,13 @@ void constant_values_as_tensors(onnx::GraphProto& graph) {
       if (a.has_g()) constant_values_as_tensors(*a.mutable_g());
       for (auto& g : *a.mutable_graphs()) constant_values_as_tensors(g);
     }
+    // An STFT without `onesided` is onesided (the operator's default, which the cost rule reads),
+    // but libonnx 1.12's shape rule reads it as 0: twice the bins, and the two disagreed (a QA pass).
+    if (node.op_type() == "STFT" && (node.domain().empty() || node.domain() == "ai.onnx") &&
+        std::none_of(node.attribute().begin(), node.attribute().end(), [](const onnx::AttributeProto& a) { return a.name() == "onesided"; })) {
+      onnx::AttributeProto& onesided = *node.add_attribute();
+      onesided.set_name("onesided"), onesided.set_type(onnx::AttributeProto::INT), onesided.set_i(1);
+    }
     if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx") || node.attribute_size() != 1) continue;
     onnx::AttributeProto& a = *node.mutable_attribute(0);
     onnx::TensorProto t;
