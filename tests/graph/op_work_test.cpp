@@ -411,6 +411,12 @@ TEST_F(OpWorkTest, NearestResizeCopiesAndLinearResizeBlendsTwoNeighboursPerResiz
   double out = 3.0 * 32 * 32;
   EXPECT_EQ(op_work("Resize", attrs(), Ts{x, roi, scales}, Ts{y}).flops, 0);
   EXPECT_EQ(op_work("Resize", attrs({text_attr("mode", "linear")}), Ts{x, roi, scales}, Ts{y}).flops, out * 2 * 4);
+  // Antialiased (opset 18), a downsampling's filter widens by in/out per shrunk axis; an upsampling's
+  // does not (a QA pass: priced as plain linear).
+  EXPECT_EQ(op_work("Resize", attrs({text_attr("mode", "linear"), int_attr("antialias", 1)}), Ts{x, roi, scales}, Ts{y}).flops, out * 2 * 4);
+  TensorDesc half = t({1, 3, 8, 4});
+  EXPECT_EQ(op_work("Resize", attrs({text_attr("mode", "linear"), int_attr("antialias", 1)}), Ts{x, roi, scales}, Ts{half}).flops,
+            3.0 * 8 * 4 * 2 * 4 * (2 * 4));
 }
 
 // ---- aliases and unknown ops ----------------------------------------------------------------------

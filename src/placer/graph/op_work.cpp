@@ -368,10 +368,17 @@ double interpolation(std::string_view mode, double axes) {
   return 0.0;
 }
 OpWork f_resize(const Ctx& c) {
-  double axes = 0;
+  double axes = 0, widened = 1.0;
+  // An antialiased downsampling (opset 18) stretches its filter by in/out along each shrunk axis:
+  // that many times the taps (a half-size linear resize reads 4 inputs per axis, not 2).
+  const bool antialias = c.attrs.get_int("antialias", 0) != 0;
   for (std::size_t d = 0; d < rank(c.out, 0); ++d)
-    if (d >= rank(c.in, 0) || dim(c.in, 0, d) != dim(c.out, 0, d)) ++axes;
-  return io(c, elems(c.out, 0) * interpolation(c.attrs.get_string("mode", "nearest"), axes));
+    if (d >= rank(c.in, 0) || dim(c.in, 0, d) != dim(c.out, 0, d)) {
+      ++axes;
+      if (antialias && d < rank(c.in, 0) && dim(c.out, 0, d) > 0 && dim(c.in, 0, d) > dim(c.out, 0, d))
+        widened *= static_cast<double>(dim(c.in, 0, d)) / static_cast<double>(dim(c.out, 0, d));
+    }
+  return io(c, elems(c.out, 0) * interpolation(c.attrs.get_string("mode", "nearest"), axes) * widened);
 }
 OpWork f_grid_sample(const Ctx& c) {
   double axes = rank(c.in, 0) >= 2 ? static_cast<double>(rank(c.in, 0) - 2) : 0.0;
