@@ -184,6 +184,12 @@ TEST(ClusterRoutes, EqualCostsTieWhateverTheRoundingAndAbsurdLinksElsewhereChang
     const Cluster c = Cluster::build("spare", {gpu("gpu:0"), gpu("gpu:1"), gpu("gpu:2")}, {"sw", "spare"}, links);
     EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->sw", "sw->gpu:1")) << "spare link: " << spare;
   }
+  // A tie found after the device was reached still wins on fewer hops: the two-hop path's last
+  // switch comes after the device in cost order when its last hop costs next to nothing (a review).
+  const Cluster late = Cluster::build("late", {gpu("gpu:0"), gpu("gpu:1")}, {"s1", "s2", "s3"},
+                                      {link("gpu:0", "s1", 1e30, 1e-4), link("s1", "s2", 1e30, 1e-4), link("s2", "gpu:1", 1e30, 1e-4),
+                                       link("gpu:0", "s3", 1e30, 3e-4 * (1 + 4e-10)), link("s3", "gpu:1", 1e30, 0)});
+  EXPECT_THAT(channel_names(late, 0, 1), ElementsAre("gpu:0->s3", "s3->gpu:1"));
   // The latency of a link nothing takes changes no route (it did through the unit it set).
   for (const double latency : {0.0, 2.0, 123.456, 1e6}) {
     const Cluster c = Cluster::build("far", {gpu("gpu:0"), gpu("gpu:1"), gpu("gpu:9")}, {"sw"},

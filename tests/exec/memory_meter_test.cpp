@@ -429,8 +429,9 @@ TEST(MemoryMeter, AResizeAsPyTorchExportsItHoldsItsOutput) {
 }
 
 // Gradients that autograd evaluates as several kernels hold their temporaries (a QA pass measured
-// these steps 17-33% under): CumSum's (dY flipped, summed, flipped back: 2 of its input), a
-// reflect Pad's (1) and an instance normalization's when its input takes a gradient (1).
+// these steps 17-33% under): CumSum's (dY flipped, summed, flipped back: 2 of its input) and an
+// instance normalization's when its input takes a gradient (1); a reflect Pad keeps its input until
+// its gradient has run (since 2026-12-02, in place of a temporary of that size while it ran).
 // CostTable::workspace_bytes. (Until 2026-11-30 `p` was a graph input, which a Mul reads as data:
 // these steps had no gradient to compute.)
 TEST(MemoryMeter, MoreGradientFormulasHoldTheirTemporaries) {

@@ -254,14 +254,17 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
     while (!queue.empty()) {
       const auto [cost, hops, v] = queue.top();
       queue.pop();
-      if (settled[v]) continue;
+      // An entry its node's label has replaced since (a tie with fewer hops) is stale.
+      if (settled[v] || cost != label[v].cost_s || hops != label[v].hops) continue;
       settled[v] = 1;
       if (v < n && v != from) continue;
       for (std::uint32_t i = out_begin[v]; i < out_begin[v + 1]; ++i) {
         const ChannelId ch = out_channels[i];
         const std::uint32_t t = c.channel_target_node_[ch];
-        if (settled[t]) continue;
-        const Label candidate{cost + hop_s[ch], hops + 1, ch};
+        // A device relays nothing, so its label may still take a tie with fewer hops once settled;
+        // a switch's may not (the routes through it took its hops).
+        if (settled[t] && !(t < n)) continue;
+        const Label candidate{label[v].cost_s + hop_s[ch], label[v].hops + 1, ch};
         if (candidate.better_than(label[t])) {
           label[t] = candidate;
           queue.emplace(candidate.cost_s, candidate.hops, t);

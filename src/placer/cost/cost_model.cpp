@@ -676,7 +676,6 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKi
         computes_gradient(g, grad, fwd, ins[1]) ? (g.tensor_elements(ins[0]) > 1 ? 3 : 2) * y + ye + (e < y ? y : 0) : 0;
     return std::max(base, exponent);
   }
-  if (type == "Pad" && g.op_attrs(fwd).get_string("mode", "constant") != "constant") return x;  // reflect, edge
   // PRelu: torch's prelu_backward on the CPU gathers the slope's gradient in a tensor of the input's
   // size; through a `where` (a slope broadcast otherwise), the where's and the product's gradients:
   // 2 inputs (measured 2026-12-01, [8, 32, 32, 32], to 12 bytes and to 0.6%).

@@ -520,6 +520,23 @@ Graph GraphBuilder::build() && {
     const TensorId in = ins[0], out = outs[0];
     const bool same_bytes = g.tensor_bytes_[out] == g.tensor_bytes_[in];
     const std::string& type = op_type;
+    if (op_type == "TransposeGrad" && g.forward_op_[o] != kNoId && g.type_names_[g.op_type_[g.forward_op_[o]]] == "Transpose" &&
+        !ins.empty() && ins[0] != kNoId && !outs.empty() && outs[0] != kNoId && (views & 1u)) {
+      // dY permuted back (PyTorch's permute): the view's dimension perm[k] strides as dY's k.
+      const OpId f = g.forward_op_[o];
+      auto perm = g.op_attrs_[f].get_ints("perm");
+      const std::size_t rank = g.tensor_shape(outs[0]).size();
+      if (perm.empty())
+        for (std::size_t k = rank; k-- > 0;) perm.push_back(static_cast<std::int64_t>(k));
+      const std::vector<std::int64_t> dy = strides_of(ins[0]);
+      std::vector<std::int64_t> back(rank, -1);
+      bool valid = perm.size() == rank && dy.size() == rank;
+      for (std::size_t k = 0; valid && k < rank; ++k) {
+        valid = perm[k] >= 0 && perm[k] < static_cast<std::int64_t>(rank) && back[static_cast<std::size_t>(perm[k])] < 0;
+        if (valid) back[static_cast<std::size_t>(perm[k])] = dy[k];
+      }
+      if (valid) strides[outs[0]] = std::move(back);
+    }
     if (type == "Einsum" && g.op_role_[o] == OpRole::forward) {
       // PyTorch's einsum: the batched product's storage, in its order; one operand permuted, a view of it.
       if (const auto layout = einsum_of(o)) {
@@ -596,7 +613,9 @@ Graph GraphBuilder::build() && {
       // An alias's first output is a view of its first input when it has as many bytes (a Reshape);
       // one of another size or type (an unknown op priced as an alias) has storage of its own.
       auto view = view_strides(g.tensor_shape(in), in_strides, g.tensor_shape(out));
-      const bool reshapes = type == "Reshape" || type == "Flatten";
+      // (Their gradients too: dY reshaped back, a copy when dY is a permuted view, as attention's
+      // heads' gradient after a Transpose's.)
+      const bool reshapes = type == "Reshape" || type == "Flatten" || type == "ReshapeGrad" || type == "FlattenGrad";
       if (reshapes && !view) {
         views &= ~1u;  // a copy in row-major order
         strides[out].clear();

@@ -738,8 +738,9 @@ Rule unknown_rule(std::string_view type, OpClass cls) {
 constexpr Rule kTrainingDropout = {"Dropout", elementwise, f_pointwise, 3, 0, b_times_forward, 2.0 / 3.0, 0, false, slots({1})};
 
 // A reflect or edge Pad: PyTorch's reflection_pad and replication_pad backward take `self` (for its
-// sizes), so the input lives until the gradient has run (measured: a reflect-padded convolution's
-// training step 12% under without it, a QA pass); a constant pad's gradient keeps nothing.
+// sizes), so the input lives until the gradient has run (a reflect-padded convolution's training
+// step was 12% under: a QA pass; until then a temporary of the input's size while the gradient ran
+// stood in for it, right only where the input's life ends there); a constant pad's keeps nothing.
 constexpr Rule kKeepingPad = keeping(copy_op("Pad"), slots({0}));
 
 // The rule of an op type as its attributes make it: a training Dropout's, a reflect or edge Pad's.
@@ -747,7 +748,7 @@ const Rule* rule_with(std::string_view type, const Attributes& attrs) {
   if (type == "Dropout" && attrs.get_int("training_mode", 0) != 0) return &kTrainingDropout;
   if (type == "Pad") {
     const std::string mode = attrs.get_string("mode", "constant");
-    if (mode == "reflect" || mode == "edge") return &kKeepingPad;
+    if (mode == "reflect" || mode == "edge" || mode == "wrap") return &kKeepingPad;  // (wrap is run as reflect)
   }
   return find_rule(type);
 }

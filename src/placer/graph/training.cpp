@@ -251,25 +251,26 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     return g;
   };
   // Autograd sums a tensor's partial gradients into the first that arrives when it may write there,
-  // else into a new tensor (PyTorch's input buffer: never into a view, which shares a sibling's
-  // gradient or, broadcast, its own elements). The partial the step puts first holds the sum: one
-  // that owns its storage when any does (the sum then costs that partial's storage, as PyTorch's
-  // new tensor does once it is freed); when all are views, the first is made a tensor of its own (a
-  // tensor read by two ReduceSums: the sum was counted as no memory, 25% under).
-  // `passes_views`: the reader passes its incoming gradient on as views (an Add's, a Concat's): with
-  // every partial a view, it writes the sum as a tensor of its own (below, in the loop).
-  auto settle_sum = [&](std::vector<TensorId>& ps, bool passes_views) {
+  // else into a new tensor (PyTorch's input buffer: never into a view it does not hold alone, an
+  // outer Add's dY that a sibling may still read, nor into a broadcast view, whose elements share
+  // memory). The partial the step puts first holds the sum: one that owns its storage when any does
+  // (the sum then costs that partial's storage, as PyTorch's new tensor does once it is freed); when
+  // all are broadcast views, the first is made a tensor of its own (a tensor read by two
+  // ReduceSums: the sum was counted as no memory, 25% under). When every partial is a view and not
+  // all are broadcast, the sum goes into the first view that is not broadcast (one tensor under
+  // when it is shared: rare; an op that passes views on makes its sum a tensor of its own, below).
+  auto settle_sum = [&](std::vector<TensorId>& ps) {
     if (ps.size() < 2 || !gradient_view[ps[0]]) return;
-    if (passes_views && !gradient_expanded[ps[0]]) return;
-    // One that owns its storage first. (A view passed on by an Add shares a sibling's gradient,
-    // which may still be read: the sum went into it in place unless the reader was itself an op
-    // that passes views, a QA pass.)
+    // One that owns its storage first (a view an Add passed on came first and took the sum in
+    // place unless the reader passed views itself: a QA pass); else a view that is not broadcast.
     auto owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_view[t]; });
-    if (owner == ps.end() && passes_views) owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_expanded[t]; });
+    if (owner == ps.end() && gradient_expanded[ps[0]])
+      owner = std::find_if(ps.begin(), ps.end(), [&](TensorId t) { return !gradient_expanded[t]; });
     if (owner != ps.end()) {
       std::rotate(ps.begin(), owner, owner + 1);
       return;
     }
+    if (!gradient_expanded[ps[0]]) return;
     const OpId producer = gradient_producer[ps[0]];
     if (producer == kNoId) return;
     OpSpec& made = b.op(producer);
@@ -346,7 +347,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
         accumulate_flops += static_cast<double>((partials[t].size() - 1) * fwd.tensor_elements(t));
         accumulate_bytes += static_cast<double>((partials[t].size() - 1) * fwd.tensor_bytes(t));
       }
-    for (TensorId t : outs) settle_sum(partials[t], views && &partials[t] == first);
+    for (TensorId t : outs) settle_sum(partials[t]);
     if (views && first->size() > 1) {
       // Autograd's input buffer adds the partials into one of them in place when it holds the only
       // reference to it, else into a new tensor: the one put first must own its storage, not view
@@ -413,7 +414,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       const TensorId g = grad_tensor(ins[i], fwd.op_name(o));
       spec.outputs.push_back(g);
       gradient_view[g] = view;
-      gradient_expanded[g] = view && expanded;
+      gradient_expanded[g] = view && expanded && fwd.op_type(o) != "Transpose";  // (a permuted view is no broadcast)
     }
     if (spec.work.op_class != OpClass::alias) spec.view_outputs = view_bits;
     const OpId made = b.add_op(std::move(spec));
@@ -426,7 +427,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   for (TensorId p = 0; p < fwd.num_tensors(); ++p) {
     if (fwd.tensor_kind(p) != TensorKind::parameter || partials[p].empty()) continue;
     OpSpec spec{.name = new_op_name("update/" + fwd.tensor_name(p)), .type = update.type, .inputs = {p}};
-    settle_sum(partials[p], false);
+    settle_sum(partials[p]);
     spec.inputs.insert(spec.inputs.end(), partials[p].begin(), partials[p].end());
     // AccumulateGrad adds each partial after the first into the parameter's gradient as it arrives.
     for (std::size_t k = 1; k < partials[p].size(); ++k) b.set_tensor_accumulated(partials[p][k]);

@@ -804,6 +804,8 @@ void check_inference_inputs(const onnx::GraphProto& graph) {
       auto where = [&] { return node_label(node) + ": attribute '" + attr.name() + "'"; };
       for (const char* name : kPositive) {
         if (attr.name() != name) continue;
+        // (hidden_size: ONNX's recurrent ops'; another domain's op may mean something else by it)
+        if (attr.name() == "hidden_size" && !(node.domain().empty() || node.domain() == "ai.onnx")) continue;
         bool ok = attr.type() != onnx::AttributeProto::INT || attr.i() > 0;
         for (std::int64_t v : attr.ints()) ok = ok && v > 0;
         if (!ok) {

@@ -41,8 +41,8 @@ nlohmann::json chrome_trace_events(const Graph& g, const Cluster& c, const std::
     events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", device}}}});
     return tid;
   };
-  auto lane_for = [&](const TraceEvent& e) -> std::uint32_t {
-    const bool no_time = e.end_s <= e.start_s;
+  // `no_time`: the op lasts no whole nanosecond (what a viewer draws as no time, below).
+  auto lane_for = [&](const TraceEvent& e, bool no_time) -> std::uint32_t {
     std::size_t streams = 0;
     for (Lane& l : lanes) {
       if (l.device != e.device) continue;
@@ -75,7 +75,7 @@ nlohmann::json chrome_trace_events(const Graph& g, const Cluster& c, const std::
       const std::string& module = g.module_name(g.op_module(e.id));
       events.push_back({{"name", g.op_name(e.id)},
                         {"cat", std::string(op_role_name(g.op_role(e.id)))},
-                        {"ph", "X"}, {"pid", pid}, {"tid", lane_for(e)}, {"ts", ts}, {"dur", dur},
+                        {"ph", "X"}, {"pid", pid}, {"tid", lane_for(e, end_ns <= start_ns)}, {"ts", ts}, {"dur", dur},
                         {"args", {{"type", g.op_type(e.id)}, {"module", module}, {"call", g.op_call(e.id)}}}});
     } else {
       for (ChannelId ch : c.route(e.device, e.to)) {

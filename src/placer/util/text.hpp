@@ -70,7 +70,8 @@ inline std::size_t invalid_utf8_at(std::string_view s) {
 }
 
 // Characters in UTF-8 text (bytes that do not continue a character): the columns fmt's widths
-// count, so that a table sized by it stays aligned with names such as "gpu:0 — Ü".
+// count for all but East Asian wide characters (two columns each), so that a table sized by it
+// stays aligned with names such as "gpu:0 — Ü".
 inline std::size_t text_width(std::string_view s) {
   std::size_t n = 0;
   for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
