@@ -536,6 +536,44 @@ TEST(TrainingStep, TheReshapeBeforeATransposeCopiesItsGradient) {
   EXPECT_FALSE(g.tensor_in_order(g.find_tensor("grad/r/tr")));
   EXPECT_EQ(g.op_view_outputs(g.find_op("heads/grad")), 0u);  // a copy into row-major order
   EXPECT_TRUE(g.tensor_in_order(g.find_tensor("grad/h/heads")));
+  {
+    // The Transpose's output read by two Adds: its partials (views) are summed into a tensor of its
+    // own, row-major, then permuted back: still out of order, and the Reshape's gradient copies (a
+    // review: taken as in order).
+    StepOf s2;
+    const TensorId x2 = s2.tensor("x", {4, 8}, TensorKind::data), w2 = s2.tensor("w", {8, 6}, TensorKind::parameter);
+    const TensorId shape2 = s2.tensor("shape", {3}, TensorKind::constant, DType::i64);
+    const TensorId u = s2.tensor("u", {2, 4, 3}, TensorKind::parameter), v = s2.tensor("v", {2, 4, 3}, TensorKind::parameter);
+    const TensorId h2 = s2.tensor("h", {4, 6}), r2 = s2.tensor("r", {4, 2, 3}), t2 = s2.tensor("t", {2, 4, 3});
+    const TensorId a = s2.tensor("a", {2, 4, 3}), b = s2.tensor("b", {2, 4, 3}), y2 = s2.tensor("y", {2, 4, 3});
+    s2.op("mm", "MatMul", {x2, w2}, {h2});
+    s2.op("heads", "Reshape", {h2, shape2}, {r2});
+    s2.op("tr", "Transpose", {r2}, {t2}, perm);
+    s2.op("add_a", "Add", {t2, u}, {a});
+    s2.op("add_b", "Add", {t2, v}, {b});
+    s2.op("mul", "Mul", {a, b}, {y2});
+    const Graph g2 = s2.step({y2});
+    EXPECT_FALSE(g2.tensor_in_order(g2.find_tensor("grad/r/tr")));
+    EXPECT_EQ(g2.op_view_outputs(g2.find_op("heads/grad")), 0u);
+  }
+}
+
+// A tensor read by two permuting Einsums (ij->ji): both gradients are views of their dY, summed
+// into the first in place; a permutation is no broadcast (a review: the first was made a tensor of
+// its own, as a broadcast's would be).
+TEST(TrainingStep, PermutedGradientsAreNoBroadcasts) {
+  StepOf s;
+  Attributes ji;
+  ji.set(Attribute{.name = "equation", .kind = Attribute::Kind::text, .s = "ij->ji"});
+  const TensorId x = s.tensor("x", {4, 8}, TensorKind::data), w = s.tensor("w", {8, 6}, TensorKind::parameter);
+  const TensorId h = s.tensor("h", {4, 6}), p = s.tensor("p", {6, 4}), q = s.tensor("q", {6, 4}), y = s.tensor("y", {6, 4});
+  s.op("mm", "MatMul", {x, w}, {h});
+  s.op("e1", "Einsum", {h}, {p}, ji);
+  s.op("e2", "Einsum", {h}, {q}, ji);
+  s.op("mul", "Mul", {p, q}, {y});
+  const Graph g = s.step({y});
+  EXPECT_EQ(g.op_view_outputs(g.find_op("e1/grad")), 1u);
+  EXPECT_EQ(g.op_view_outputs(g.find_op("e2/grad")), 1u);
 }
 
 // The partials of a tensor whose reader passes no views on (a MatMul) are summed into one that owns

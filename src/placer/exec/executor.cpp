@@ -1283,8 +1283,10 @@ Tensors op_conv_transpose(const OpCall& c) {
   // The common case in one call, as PyTorch's ConvTranspose runs it: the bias added by the kernel
   // and no window cut (a bias added after held a second output-sized buffer, 15-17% over a
   // transposed convolution's measured peak, and the cut a copy: a QA pass). Pads alike at both
-  // ends, no auto_pad or output_shape, output padding below the stride or the dilation.
-  if (!a.find("output_shape") && auto_pad == "NOTSET") {
+  // ends (or VALID), no other auto_pad nor output_shape, output padding below the stride or the
+  // dilation.
+  if (!a.find("output_shape") && (auto_pad == "NOTSET" || auto_pad == "VALID")) {
+    if (auto_pad == "VALID") pads.assign(2 * nd, 0);  // (no padding)
     const std::vector<std::int64_t> output_padding = a.get_ints("output_padding", std::vector<std::int64_t>(nd, 0));
     bool direct = pads.size() == 2 * nd && output_padding.size() == nd && strides.size() == nd && dilations.size() == nd;
     for (std::size_t i = 0; direct && i < nd; ++i)

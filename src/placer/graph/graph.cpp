@@ -521,14 +521,16 @@ Graph GraphBuilder::build() && {
     const bool same_bytes = g.tensor_bytes_[out] == g.tensor_bytes_[in];
     const std::string& type = op_type;
     if (op_type == "TransposeGrad" && g.forward_op_[o] != kNoId && g.type_names_[g.op_type_[g.forward_op_[o]]] == "Transpose" &&
-        !ins.empty() && ins[0] != kNoId && !outs.empty() && outs[0] != kNoId && (views & 1u)) {
-      // dY permuted back (PyTorch's permute): the view's dimension perm[k] strides as dY's k.
+        !ins.empty() && ins[0] != kNoId && !outs.empty() && outs[0] != kNoId) {
+      // dY permuted back (PyTorch's permute): the gradient's dimension perm[k] strides as dY's k;
+      // dY's own strides when the gradient views it, a row-major sum's when the partials were
+      // summed into a tensor of its own (which autograd then permutes alike).
       const OpId f = g.forward_op_[o];
       auto perm = g.op_attrs_[f].get_ints("perm");
       const std::size_t rank = g.tensor_shape(outs[0]).size();
       if (perm.empty())
         for (std::size_t k = rank; k-- > 0;) perm.push_back(static_cast<std::int64_t>(k));
-      const std::vector<std::int64_t> dy = strides_of(ins[0]);
+      const std::vector<std::int64_t> dy = (views & 1u) ? strides_of(ins[0]) : row_major_strides(g.tensor_shape(ins[0]));
       std::vector<std::int64_t> back(rank, -1);
       bool valid = perm.size() == rank && dy.size() == rank;
       for (std::size_t k = 0; valid && k < rank; ++k) {

@@ -414,7 +414,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
       const TensorId g = grad_tensor(ins[i], fwd.op_name(o));
       spec.outputs.push_back(g);
       gradient_view[g] = view;
-      gradient_expanded[g] = view && expanded && fwd.op_type(o) != "Transpose";  // (a permuted view is no broadcast)
+      // (Broadcast: larger than dY. A permutation, a Transpose's or an Einsum's, is no broadcast.)
+      gradient_expanded[g] = view && expanded && fwd.tensor_elements(ins[i]) > fwd.tensor_elements(outs[0]);
     }
     if (spec.work.op_class != OpClass::alias) spec.view_outputs = view_bits;
     const OpId made = b.add_op(std::move(spec));
