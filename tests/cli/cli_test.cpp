@@ -692,8 +692,11 @@ TEST(Docs, GraphJsonExampleLoads) {
   const std::string shown = doc_block("formats.md", "`placer inspect mlp.graph.json` prints:", "");
   ASSERT_FALSE(shown.empty()) << "no printed block after the example in docs/formats.md";
   std::istringstream lines(shown);
-  for (std::string line; std::getline(lines, line);)
-    if (line != "..." && !line.starts_with("model ")) EXPECT_THAT(run.out, HasSubstr(line));  // the file's name is the test's
+  for (std::string line; std::getline(lines, line);) {
+    if (line != "..." && !line.starts_with("model ")) {  // the file's name is the test's
+      EXPECT_THAT(run.out, HasSubstr(line));
+    }
+  }
   // A graph JSON under another name is known by its first character (it was read as ONNX:
   // "protobuf parse failed").
   Outcome unnamed = placer({"inspect", write_file("mlp-graph.txt", "\n  " + example)});
