@@ -310,9 +310,13 @@ TEST(MemoryMaps, SimulateWithinTheSampleBudget) {
       for (std::size_t budget = 1; budget < unbounded; ++budget) {
         const PlacementResult r = make_placer(algo, PlacerOptions{})->place(p.problem(), Budget{.samples = budget}, quiet, 1);
         EXPECT_EQ(r.samples, budget);
-        if (!r.sim.fits) EXPECT_THAT(r.note, ::testing::HasSubstr("cut short by --samples"));
+        if (!r.sim.fits) {
+          EXPECT_THAT(r.note, ::testing::HasSubstr("cut short by --samples"));
+        }
       }
-      if (std::string(algo) == "sequential") EXPECT_GT(unbounded, 2u) << "a case that simulates several maps";
+      if (std::string(algo) == "sequential") {
+        EXPECT_GT(unbounded, 2u) << "a case that simulates several maps";
+      }
     }
     // Nothing simulated but the result: repair-rounds=0 reports that one simulation (it said 0).
     EXPECT_EQ(run("sequential", p.problem(), {{"repair-rounds", "0"}}).samples, 1u);
