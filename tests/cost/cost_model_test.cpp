@@ -833,6 +833,72 @@ TEST(CostTable, BatchNormalizationByBatchStatisticsIsPricedApart) {
   EXPECT_DOUBLE_EQ(CostTable(step, o, defaults).time_s(0, 0), step_class_s) << "its class, not the inference entry";
 }
 
+// Depthwise convolutions (several groups of one input channel), strided or not, and reflect or
+// edge pads are priced by their own keys (priced_type), looked up by that key alone; a dense or
+// grouped convolution, a constant pad and a gradient that is not the forward op's own keep their
+// type.
+TEST(CostTable, DepthwiseConvolutionsAndReflectPadsArePricedByTheirOwnKeys) {
+  GraphBuilder b;
+  const TensorId x = b.add_tensor("x", {4, 16, 32, 32}, DType::f32, TensorKind::data);
+  const TensorId dw = b.add_tensor("dw", {16, 1, 3, 3}, DType::f32, TensorKind::parameter);
+  const TensorId gw = b.add_tensor("gw", {16, 4, 3, 3}, DType::f32, TensorKind::parameter);
+  const TensorId y1 = b.add_tensor("y1", {4, 16, 32, 32}, DType::f32, TensorKind::activation);
+  const TensorId y2 = b.add_tensor("y2", {4, 16, 16, 16}, DType::f32, TensorKind::activation);
+  const TensorId y3 = b.add_tensor("y3", {4, 16, 32, 32}, DType::f32, TensorKind::activation);
+  const TensorId p1 = b.add_tensor("p1", {4, 16, 34, 34}, DType::f32, TensorKind::activation);
+  const TensorId p2 = b.add_tensor("p2", {4, 16, 34, 34}, DType::f32, TensorKind::activation);
+  const TensorId p3 = b.add_tensor("p3", {4, 16, 34, 34}, DType::f32, TensorKind::activation);
+  const TensorId dx = b.add_tensor("dx", {4, 16, 32, 32}, DType::f32, TensorKind::activation);
+  const TensorId dx2 = b.add_tensor("dx2", {4, 16, 32, 32}, DType::f32, TensorKind::activation);
+  const TensorId dx3 = b.add_tensor("dx3", {4, 16, 32, 32}, DType::f32, TensorKind::activation);
+  auto attrs = [](std::int64_t group, std::int64_t stride) {
+    Attributes a;
+    a.set(Attribute{.name = "group", .kind = Attribute::Kind::integer, .i = group});
+    a.set(Attribute{.name = "strides", .kind = Attribute::Kind::integers, .ints = {stride, stride}});
+    return a;
+  };
+  auto mode = [](std::string m) {
+    Attributes a;
+    a.set(Attribute{.name = "mode", .kind = Attribute::Kind::text, .s = std::move(m)});
+    return a;
+  };
+  const OpWork conv{1e6, 1e3, 1e3, OpClass::conv}, pad{0, 2e5, 2e5, OpClass::data_movement};
+  b.add_op({.name = "depthwise", .type = "Conv", .inputs = {x, dw}, .outputs = {y1}, .attrs = attrs(16, 1), .work = conv});
+  b.add_op({.name = "strided", .type = "Conv", .inputs = {x, dw}, .outputs = {y2}, .attrs = attrs(16, 2), .work = conv});
+  b.add_op({.name = "grouped", .type = "Conv", .inputs = {x, gw}, .outputs = {y3}, .attrs = attrs(4, 1), .work = conv});
+  b.add_op({.name = "reflect", .type = "Pad", .inputs = {x}, .outputs = {p1}, .attrs = mode("reflect"), .work = pad});
+  b.add_op({.name = "edge", .type = "Pad", .inputs = {x}, .outputs = {p2}, .attrs = mode("edge"), .work = pad});
+  b.add_op({.name = "constant", .type = "Pad", .inputs = {x}, .outputs = {p3}, .attrs = mode("constant"), .work = pad});
+  b.add_op({.name = "depthwise/grad", .type = "ConvGrad", .inputs = {y1}, .outputs = {dx}, .role = OpRole::backward, .forward_op = 0, .work = conv});
+  b.add_op({.name = "reflect/grad", .type = "PadGrad", .inputs = {p1}, .outputs = {dx2}, .role = OpRole::backward, .forward_op = 3, .work = pad});
+  b.add_op({.name = "strided/sum", .type = "Sum", .inputs = {y2}, .outputs = {dx3}, .role = OpRole::backward, .forward_op = 1, .work = pad});
+  b.set_num_forward_ops(6);
+  for (TensorId t : {y3, p2, p3, dx, dx2, dx3}) b.mark_output(t);
+  const Graph g = std::move(b).build();
+  const std::vector<std::string_view> want{"ConvDepthwise", "ConvDepthwiseStrided", "Conv", "PadReflect", "PadEdge", "Pad",
+                                           "ConvDepthwiseGrad", "PadReflectGrad", "Sum"};
+  for (OpId o = 0; o < g.num_ops(); ++o) EXPECT_EQ(priced_type(g, o), want[o]) << g.op_name(o);
+
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  const CostModel defaults = CostModel::defaults();
+  const CostTable before(g, Cluster::build("t", {cpu}, {}, {}), defaults);
+  cpu.efficiency_by_type = {{"ConvDepthwise", {.compute = 0.01, .memory = 0}},    {"ConvDepthwiseStrided", {.compute = 0.002, .memory = 0}},
+                            {"ConvDepthwiseGrad", {.compute = 0.004, .memory = 0}}, {"PadReflect", {.compute = 0, .memory = 0.02}},
+                            {"PadReflectGrad", {.compute = 0, .memory = 0.04}},     {"Conv", {.compute = 0.9, .memory = 0}},
+                            {"Pad", {.compute = 0, .memory = 0.5}}};
+  const CostTable after(g, Cluster::build("t", {cpu}, {}, {}), defaults);
+  EXPECT_DOUBLE_EQ(after.time_s(0, 0), 1e-6 + 1e6 / (1e11 * 0.01));
+  EXPECT_DOUBLE_EQ(after.time_s(1, 0), 1e-6 + 1e6 / (1e11 * 0.002));
+  EXPECT_DOUBLE_EQ(after.time_s(2, 0), 1e-6 + 1e6 / (1e11 * 0.9)) << "a grouped convolution: its type's entry";
+  EXPECT_DOUBLE_EQ(after.time_s(3, 0), 1e-6 + 4e5 / (cpu.bandwidth_for(4e5) * 0.02)) << "a reflect pad by its bytes";
+  EXPECT_DOUBLE_EQ(after.time_s(4, 0), before.time_s(4, 0)) << "no PadEdge entry: its class, not Pad's entry";
+  EXPECT_DOUBLE_EQ(after.time_s(5, 0), 1e-6 + 4e5 / (cpu.bandwidth_for(4e5) * 0.5)) << "a constant pad: Pad's entry";
+  EXPECT_GT(after.time_s(6, 0), before.time_s(6, 0)) << "the depthwise gradient by its own key";
+  EXPECT_GT(after.time_s(7, 0), before.time_s(7, 0)) << "the reflect pad's gradient by its own key";
+  EXPECT_DOUBLE_EQ(after.time_s(8, 0), before.time_s(8, 0)) << "a partial sum keeps its type";
+}
+
 // A device that measured its products by their smallest dimension (Device::
 // product_efficiency_by_size) prices each product, forward or gradient, at the curve's efficiency
 // for its dimension; products of unknown dimension and the class's other ops keep the class's; an
@@ -888,7 +954,15 @@ TEST(CostModel, ATimedKernelSlowerThanItsClassGivesItsTypeAnEfficiency) {
   EXPECT_DOUBLE_EQ(modelled_time_s(pool, cpu, m, true, false, &cpu.efficiency_by_type["MaxPool"]), 1e-6 + 2e-3) << "and prices it so";
   EXPECT_FALSE(type_efficiency_for(pool, cpu, m, false, 1e-6 + 8e-6)) << "faster than the class's 10 us: the class prices it";
   EXPECT_FALSE(type_efficiency_for(pool, cpu, m, false, 0.5e-6)) << "no time beyond the overhead";
-  EXPECT_FALSE(type_efficiency_for(OpWork{0, 4e4, 1e4, OpClass::pooling}, cpu, m, false, 1e-3)) << "no FLOPs to price";
+  // An op without FLOPs (a copy: a reflect pad) is priced by its bytes: 5e4 bytes at 1e10 B/s are
+  // 5 us by its class; 1 ms beyond the overhead makes a memory efficiency of 0.005.
+  const auto copy = type_efficiency_for(OpWork{0, 4e4, 1e4, OpClass::pooling}, cpu, m, false, 1e-6 + 1e-3);
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_EQ(copy->compute, 0.0);
+  EXPECT_DOUBLE_EQ(copy->memory, 5e4 / (1e10 * 1e-3));
+  EXPECT_DOUBLE_EQ(modelled_time_s(OpWork{0, 4e4, 1e4, OpClass::pooling}, cpu, m, true, false, &*copy), 1e-6 + 1e-3);
+  EXPECT_FALSE(type_efficiency_for(OpWork{0, 4e4, 1e4, OpClass::pooling}, cpu, m, false, 1e-6 + 4e-6)) << "as fast as its class";
+  EXPECT_FALSE(type_efficiency_for(OpWork{0, 0, 0, OpClass::pooling}, cpu, m, false, 1e-3)) << "neither FLOPs nor bytes to price";
   // A gradient is compared with its class's backward figures: its own overhead and efficiency.
   cpu.backward_op_overhead_s = 5e-4;
   cpu.backward_efficiency[static_cast<std::size_t>(OpClass::pooling)] = {.compute = 0.001, .memory = 0};  // 10 ms

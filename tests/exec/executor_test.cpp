@@ -1360,13 +1360,17 @@ TEST(LocalPreset, IsTheDetectedMachine) {
   for (const auto& point : cpu.conv_efficiency_by_kernel) EXPECT_GT(point.compute, 0.0) << point.size;
   // Kernels timed alone that run below their class get an efficiency of their own type
   // (type_efficiency_for, tested in the cost tests): the pools, the row and pointwise kernels of
-  // transformers and recurrent layers, and their gradients, and batch normalisation by batch
-  // statistics, only.
+  // transformers and recurrent layers, and their gradients, batch normalisation by batch
+  // statistics, and the image kernels (depthwise and transposed convolutions, reflect and edge
+  // pads, instance normalisation) only; the pads, which have no FLOPs, by their bytes.
   for (const auto& [type, e] : cpu.efficiency_by_type) {
     EXPECT_THAT(type, ::testing::AnyOf("MaxPool", "MaxPoolGrad", "AveragePool", "AveragePoolGrad", "Erf", "ErfGrad", "Tanh", "Sigmoid",
                                        "Softmax", "SoftmaxGrad", "LayerNormalization", "LayerNormalizationGrad",
-                                       "BatchNormalizationTraining"));
-    EXPECT_GT(e.compute, 0.0) << type;
+                                       "BatchNormalizationTraining", "ConvDepthwise", "ConvDepthwiseGrad", "ConvDepthwiseStrided",
+                                       "ConvDepthwiseStridedGrad", "ConvTranspose", "ConvTransposeGrad", "PadReflect", "PadReflectGrad",
+                                       "PadEdge", "PadEdgeGrad", "InstanceNormalization", "InstanceNormalizationGrad"));
+    if (type.starts_with("Pad")) EXPECT_GT(e.memory, 0.0) << type;
+    else EXPECT_GT(e.compute, 0.0) << type;
   }
 }
 

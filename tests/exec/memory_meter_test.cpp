@@ -456,11 +456,15 @@ TEST(MemoryMeter, MoreGradientFormulasHoldTheirTemporaries) {
                                           {}, {{"p", {32}}});
   const std::string pooled = small_model("global_max_pool_of_a_product", {{"input", act}},
                                          {{"Mul", {"input", "p"}, {"m"}, {}}, {"GlobalMaxPool", {"m"}, {"y"}, {}}}, {8, 32, 1, 1}, {}, {{"p", {32}}});
-  // Clip's gradient: a bool mask per bound (5-9% under before: a QA pass).
+  // Clip's gradient with one bound: clamp's bool mask (5-9% under before: a QA pass); with both,
+  // Hardtanh's (ReLU6's), which holds none (two masks were measured while the executor ran clamp).
   const std::string clipped = small_model("clip_of_a_product", {{"input", act}},
                                           {{"Mul", {"input", "p"}, {"m"}, {}}, {"Clip", {"m", "lo", "hi"}, {"y"}, {}}}, act, {},
                                           {{"p", {32}}, {"lo", {}}, {"hi", {}}});
-  for (const std::string& path : {cumsum, instance, pad, l2, centred, pooled, clipped}) {
+  const std::string floored = small_model("clip_below_of_a_product", {{"input", act}},
+                                          {{"Mul", {"input", "p"}, {"m"}, {}}, {"Clip", {"m", "lo"}, {"y"}, {}}}, act, {},
+                                          {{"p", {32}}, {"lo", {}}});
+  for (const std::string& path : {cumsum, instance, pad, l2, centred, pooled, clipped, floored}) {
     SCOPED_TRACE(path);
     expect_peak_as_simulated(path, Mode::training);
   }

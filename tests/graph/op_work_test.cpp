@@ -279,6 +279,14 @@ TEST_F(OpWorkTest, LstmCountsGateProductsAndPointwiseCellWorkPerStep) {
   OpWork work = op_work("LSTM", attrs({int_attr("hidden_size", 16)}), Ts{x, w, r, b}, Ts{y, yh, yc});
   EXPECT_EQ(work.flops, 5.0 * 4 * (2.0 * 4 * 16 * (8 + 16) + 16.0 * (19 + 8)));
   EXPECT_EQ(work.op_class, OpClass::matmul);
+  // Each step multiplies [batch, hidden] by R: priced by its smallest dimension, the gradient too.
+  EXPECT_EQ(work.product_min_dim, 4u);
+  EXPECT_EQ(bwd("LSTM", attrs({int_attr("hidden_size", 16)}), Ts{x, w, r, b}, Ts{y, yh, yc}, {true, true, true, true}).product_min_dim, 4u);
+  TensorDesc wide = t({5, 64, 8}), yw = t({5, 1, 64, 16}), hw = t({1, 64, 16});
+  EXPECT_EQ(op_work("LSTM", attrs({int_attr("hidden_size", 16)}), Ts{wide, w, r, b}, Ts{yw, hw, hw}).product_min_dim, 16u) << "the hidden size";
+  TensorDesc first = t({4, 5, 8}), yf = t({4, 5, 1, 16});
+  EXPECT_EQ(op_work("LSTM", attrs({int_attr("hidden_size", 16), int_attr("layout", 1)}), Ts{first, w, r, b}, Ts{yf, yh, yc}).product_min_dim, 4u)
+      << "batch first (layout 1)";
 }
 
 // ---- normalizations -------------------------------------------------------------------------------

@@ -77,9 +77,12 @@ std::optional<Device::Efficiency> type_efficiency_for(const OpWork& work, const 
                                                       double seconds) {
   const double overhead = model.overhead_s(device, backward);
   const double kernel_s = seconds - overhead;
-  if (work.op_class == OpClass::alias || !(work.flops > 0) || !(kernel_s > 0)) return std::nullopt;
+  const double bytes = work.bytes_read + work.bytes_written;
+  if (work.op_class == OpClass::alias || !(work.flops > 0 || bytes > 0) || !(kernel_s > 0)) return std::nullopt;
   if (!(kernel_s > modelled_time_s(work, device, model, true, backward) - overhead)) return std::nullopt;
-  return Device::Efficiency{.compute = work.flops / (device.peak_flops * kernel_s), .memory = 0};
+  // An op with FLOPs is priced by them; one without (a copy: a reflect pad) by its bytes.
+  if (work.flops > 0) return Device::Efficiency{.compute = work.flops / (device.peak_flops * kernel_s), .memory = 0};
+  return Device::Efficiency{.compute = 0, .memory = bytes / (device.bandwidth_for(bytes) * kernel_s)};
 }
 
 OpWork priced_work(const Graph& g, OpId op, std::optional<bool> training_step) {
@@ -736,13 +739,14 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKi
   // (libtorch's CPU kernel's buffer, not a formula's: cuDNN's not measured.)
   if (type == "InstanceNormalization" || type == "BatchNormalization")
     return kind == DeviceKind::cpu && computes_gradient(g, grad, fwd, ins[0]) ? x : 0;
-  // clamp's gradient: where the input is within its bounds, a bool mask per bound (opset 11 and
-  // later give them as inputs 1 and 2, older opsets as attributes).
+  // clamp's gradient with one bound: where the input is within it, a bool mask (opset 11 and later
+  // give the bounds as inputs 1 and 2, older opsets as attributes). With both, the executor runs
+  // PyTorch's Hardtanh, whose gradient is one kernel with no temporary (docs/execution.md).
   if (type == "Clip") {
     const Attributes& a = g.op_attrs(fwd);
     const std::uint64_t bounds = static_cast<std::uint64_t>((ins.size() > 1 && ins[1] != kNoId) || a.find("min")) +
                                  static_cast<std::uint64_t>((ins.size() > 2 && ins[2] != kNoId) || a.find("max"));
-    return bounds * g.tensor_elements(ins[0]);
+    return bounds == 1 ? g.tensor_elements(ins[0]) : 0;
   }
   // amax/amin's gradient: where the input equals the result (a bool mask), divided by their count
   // (three of the result's size besides).
@@ -875,11 +879,50 @@ std::uint64_t op_out_of_place_sum_bytes(const Graph& g, OpId op, DeviceKind kind
   return recurrent_weight_sum_bytes(g, op, fwd, true) - recurrent_weight_sum_bytes(g, op, fwd, false);
 }
 
+namespace {
+
+// A Conv of several groups, each of one input channel (its weight [M, 1, k...]).
+bool depthwise_conv(const Graph& g, OpId op) {
+  if (g.op_type(op) != "Conv" || g.op_attrs(op).get_int("group", 1) <= 1) return false;
+  const auto ins = g.op_inputs(op);
+  if (ins.size() < 2 || ins[1] == kNoId) return false;
+  const auto w = g.tensor_shape(ins[1]);
+  return w.size() >= 3 && w[1] == 1;
+}
+
+// A stride above 1 on some axis.
+bool strided(const Graph& g, OpId op) {
+  for (std::int64_t s : g.op_attrs(op).get_ints("strides"))
+    if (s > 1) return true;
+  return false;
+}
+
+// A Pad's mode, where reflect or edge ("wrap" runs as reflect in the executor: docs/execution.md).
+std::string_view pad_mode_type(const Graph& g, OpId op, bool gradient) {
+  if (g.op_type(op) != "Pad") return {};
+  const std::string mode = g.op_attrs(op).get_string("mode", "constant");
+  if (mode == "reflect" || mode == "wrap") return gradient ? kReflectPadGrad : kReflectPad;  // (op_work: wrap as reflect)
+  if (mode == "edge") return gradient ? kEdgePadGrad : kEdgePad;
+  return {};
+}
+
+}  // namespace
+
 std::string_view priced_type(const Graph& g, OpId op, std::optional<bool> training_step) {
   const std::string& type = g.op_type(op);
   if (type == "BatchNormalization" && g.op_role(op) == OpRole::forward &&
       (training_step.value_or(g.num_forward_ops() < g.num_ops()) || g.op_attrs(op).get_int("training_mode", 0) != 0))
     return kTrainingBatchNormalization;
+  if (g.op_role(op) == OpRole::backward) {
+    // A gradient op of the forward op's own type + "Grad" (not a partial sum or a loss).
+    const OpId fwd = g.forward_op(op);
+    if (fwd == kNoId || type != g.op_type(fwd) + "Grad") return type;
+    if (depthwise_conv(g, fwd)) return strided(g, fwd) ? kStridedDepthwiseConvGrad : kDepthwiseConvGrad;
+    if (auto pad = pad_mode_type(g, fwd, true); !pad.empty()) return pad;
+    return type;
+  }
+  if (depthwise_conv(g, op)) return strided(g, op) ? kStridedDepthwiseConv : kDepthwiseConv;
+  if (auto pad = pad_mode_type(g, op, false); !pad.empty()) return pad;
   return type;
 }
 
@@ -894,22 +937,22 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
   source_.assign(g.num_ops() * num_devices_, CostSource::modelled);
   workspace_.assign(g.num_ops() * num_devices_, 0);
   const bool use_profile = profile && profile->size() > 0;
-  // Per device, the graph's op types it has efficiencies of its own for (by type id).
-  // And its efficiency for batch normalisation by batch statistics, where it has one (priced_type).
+  // Per device, the graph's op types it has efficiencies of its own for (by type id); an op whose
+  // priced_type is not its type (batch statistics, a depthwise convolution, a reflect pad) is
+  // looked up by that name.
   std::vector<std::vector<const Device::Efficiency*>> by_type(num_devices_);
-  std::vector<const Device::Efficiency*> training_norm(num_devices_, nullptr);
   for (DeviceId d = 0; d < num_devices_; ++d) {
     const auto& types = c.device(d).efficiency_by_type;
     if (types.empty()) continue;
     by_type[d].assign(g.num_op_types(), nullptr);
     for (std::uint32_t t = 0; t < g.num_op_types(); ++t)
       if (auto it = types.find(g.op_type_name(t)); it != types.end()) by_type[d][t] = &it->second;
-    if (auto it = types.find(kTrainingBatchNormalization); it != types.end()) training_norm[d] = &it->second;
   }
   for (OpId o = 0; o < g.num_ops(); ++o) {
     const OpWork w = priced_work(g, o);
     const bool backward = g.op_role(o) == OpRole::backward;
-    const bool training_norm_op = priced_type(g, o) == kTrainingBatchNormalization;
+    const std::string_view type = priced_type(g, o);
+    const bool own_key = type != g.op_type(o);
     std::string signature = use_profile ? op_signature(g, o) : std::string();
     for (DeviceId d = 0; d < num_devices_; ++d) {
       const std::size_t k = std::size_t{o} * num_devices_ + d;
@@ -929,7 +972,13 @@ CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, c
           continue;
         }
       }
-      const Device::Efficiency* type_efficiency = training_norm_op ? training_norm[d] : by_type[d].empty() ? nullptr : by_type[d][g.op_type_id(o)];
+      const Device::Efficiency* type_efficiency = nullptr;
+      if (own_key) {
+        const auto& types = c.device(d).efficiency_by_type;
+        if (auto it = types.find(type); it != types.end()) type_efficiency = &it->second;
+      } else if (!by_type[d].empty()) {
+        type_efficiency = by_type[d][g.op_type_id(o)];
+      }
       time_s_[k] = profile_model[d] ? modelled_time_s(w, c.device(d), m, false, backward, type_efficiency)
                                     : modelled_time_s(w, c.device(d), model, true, backward, type_efficiency);
       // Tiny peaks, bandwidths or efficiencies (1e-300 is positive and finite) can price an op

