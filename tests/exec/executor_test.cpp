@@ -1366,7 +1366,7 @@ TEST(LocalPreset, IsTheDetectedMachine) {
   for (const auto& [type, e] : cpu.efficiency_by_type) {
     EXPECT_THAT(type, ::testing::AnyOf("MaxPool", "MaxPoolGrad", "AveragePool", "AveragePoolGrad", "Erf", "ErfGrad", "Tanh", "Sigmoid",
                                        "Softmax", "SoftmaxGrad", "LayerNormalization", "LayerNormalizationGrad",
-                                       "BatchNormalizationTraining", "ConvDepthwise", "ConvDepthwiseGrad", "ConvDepthwiseStrided",
+                                       "BatchNormalizationTraining", "BatchNormalizationGrad", "GlobalAveragePoolGrad", "ConvDepthwise", "ConvDepthwiseGrad", "ConvDepthwiseStrided",
                                        "ConvDepthwiseStridedGrad", "ConvTranspose", "ConvTransposeGrad", "PadReflect", "PadReflectGrad",
                                        "PadEdge", "PadEdgeGrad", "InstanceNormalization", "InstanceNormalizationGrad"));
     if (type.starts_with("Pad")) EXPECT_GT(e.memory, 0.0) << type;

@@ -282,6 +282,8 @@ TEST_F(OpWorkTest, LstmCountsGateProductsAndPointwiseCellWorkPerStep) {
   // Each step multiplies [batch, hidden] by R: priced by its smallest dimension, the gradient too.
   EXPECT_EQ(work.product_min_dim, 4u);
   EXPECT_EQ(bwd("LSTM", attrs({int_attr("hidden_size", 16)}), Ts{x, w, r, b}, Ts{y, yh, yc}, {true, true, true, true}).product_min_dim, 4u);
+  EXPECT_EQ(bwd("LSTM", attrs({int_attr("hidden_size", 16)}), Ts{x, w, r, b}, Ts{y, yh, yc}, {false, false, true, false}).product_min_dim, 4u)
+      << "R's gradient alone still runs the steps' products backwards";
   TensorDesc wide = t({5, 64, 8}), yw = t({5, 1, 64, 16}), hw = t({1, 64, 16});
   EXPECT_EQ(op_work("LSTM", attrs({int_attr("hidden_size", 16)}), Ts{wide, w, r, b}, Ts{yw, hw, hw}).product_min_dim, 16u) << "the hidden size";
   TensorDesc first = t({4, 5, 8}), yf = t({4, 5, 1, 16});

@@ -114,8 +114,8 @@ void run_fit(const FitArgs& args) {
       if (fit.backward_samples == 0) devices[d].backward_efficiency = {};
     }
     // Products (convolutions) timed and fitted as a class are priced by that fit, not by a curve
-    // measured before it (an Einsum or a recurrent layer alone fits the class without saying
-    // anything of products).
+    // measured before it (an Einsum alone fits the class without saying anything of products; a
+    // recurrent layer carries its step's product dimension, so it counts as a product).
     auto drop = [&](bool timed, bool forward_only, OpClass cls, std::vector<Device::SizePoint> Device::*curve) {
       const auto c = static_cast<std::size_t>(cls);
       bool dropped = false;
@@ -148,8 +148,8 @@ void run_fit(const FitArgs& args) {
                                          fit.backward_samples > 0 ? fit.backward_overhead_s : fit.overhead_s);
       if (!t) continue;  // not timed in these profiles on this kind: the device keeps what it had
       types_fitted.insert(type);
-      for (DeviceId d : ids) devices[d].efficiency_by_type[type] = Device::Efficiency{.compute = t->compute};
-      types[type] = {{"compute", t->compute}, {"samples", t->samples}};
+      for (DeviceId d : ids) devices[d].efficiency_by_type[type] = Device::Efficiency{.compute = t->compute, .memory = t->memory};
+      types[type] = {{"compute", t->compute}, {"memory", t->memory}, {"samples", t->samples}};
     }
     nlohmann::json entry = {{"kind", std::string(device_kind_name(kind))},
                             {"samples", fit.samples},
@@ -171,7 +171,7 @@ void run_fit(const FitArgs& args) {
   for (const std::string& type : args.types)
     if (!types_fitted.contains(type))
       fmt::print(stderr,
-                 "placer: warning: --types {}: no op of that type with FLOPs has a time in these profiles: nothing fitted for it (a "
+                 "placer: warning: --types {}: no op of that type with FLOPs or bytes has a time in these profiles: nothing fitted for it (a "
                  "training profile's forward BatchNormalizations are BatchNormalizationTraining, an inference profile's "
                  "BatchNormalization; gradients are TypeGrad)\n",
                  type);
@@ -253,7 +253,8 @@ void run_fit(const FitArgs& args) {
       print_classes(k["backward_efficiency"]);
     }
     for (const auto& [type, t] : k["efficiency_by_type"].items())
-      fmt::print("  type {:<14} compute {:.4f} ({} op times)\n", type, t["compute"].get<double>(), t["samples"].get<std::size_t>());
+      fmt::print("  type {:<14} {} {:.4f} ({} op times)\n", type, t["compute"].get<double>() > 0 ? "compute" : "memory",
+                 t["compute"].get<double>() > 0 ? t["compute"].get<double>() : t["memory"].get<double>(), t["samples"].get<std::size_t>());
     if (k["product_curve_dropped"].get<bool>())
       fmt::print("  products are priced by the matmul fit: the devices' product_efficiency_by_size was dropped\n");
     if (k["conv_curve_dropped"].get<bool>())
@@ -276,7 +277,7 @@ void register_fit(CLI::App& app) {
   cmd->add_option("--profiles", args->profiles, "their profiles (placer profile), in the same order")->required()->check(comma_list("file name"));
   cmd->add_option("--types", args->types,
                   "op types fitted on their own, comma-separated (MaxPool,MaxPoolGrad,...): each gets a compute efficiency of its own "
-                  "(the device's efficiency_by_type) and is left out of its class's fit")
+                  "(a memory one for a type without FLOPs: PadReflect) (the device's efficiency_by_type) and is left out of its class's fit")
       ->check(comma_list("op type"));
   add_model_options(cmd, args->model_args, /*with_mode=*/false);  // the models' training steps
   cmd->add_option("-o,--output", args->output, "cluster JSON to write, with the fitted efficiencies and overheads")->check(kFileName);

@@ -61,7 +61,8 @@ struct Device {
   // run far from their class on this device (libtorch's CPU max pool: about 3 ns per window
   // element, against a fraction of a nanosecond for an elementwise op's element). A type's non-zero
   // terms take the place of its class's, forward or backward; `placer fit` leaves such ops out of
-  // the class fits (docs/cost-model.md#op-types).
+  // the class fits. Some ops are keyed apart from their type (priced_type: a depthwise convolution
+  // is "ConvDepthwise", a reflect pad "PadReflect"; docs/cost-model.md#op-types).
   std::map<std::string, Efficiency, std::less<>> efficiency_by_type;
   double backward_op_overhead_s = -1;
   double backward_overhead_s() const { return backward_op_overhead_s >= 0 ? backward_op_overhead_s : op_overhead_s; }

@@ -643,7 +643,7 @@ bool prelu_native(const Graph& g, OpId op) {
 // when it computes its input's gradient (PyTorch runs it as a batch normalization of the input
 // viewed as one sample of N x C channels): 1 of its input (five sizes, [8, 32, 16, 16] to
 // [8, 32, 64, 64]: exactly one input; none when the input takes no gradient). ReduceL2's: 1 of its
-// input; Clip's: a bool mask per bound; ReduceMax's, ReduceMin's and GlobalMaxPool's (amax, amin): a float mask of the input's
+// input; Clip's with one bound: a bool mask (with both: none, Hardtanh's); ReduceMax's, ReduceMin's and GlobalMaxPool's (amax, amin): a float mask of the input's
 // size, a bool one and three of the output's size (a QA pass's probes and five more, 2026-11-30:
 // to 12 bytes); the inverse and hyperbolic functions' (2026-11-30, [8, 128, 256] after a Mul or an
 // Add of a parameter, to 12 bytes): Acos 5, Asin 4, Acosh, Asinh, Atanh 3, Atan 2, Cosh, Sinh 1; Tan
@@ -881,13 +881,14 @@ std::uint64_t op_out_of_place_sum_bytes(const Graph& g, OpId op, DeviceKind kind
 
 namespace {
 
-// A Conv of several groups, each of one input channel (its weight [M, 1, k...]).
+// A 2-D Conv of several groups, each of one input channel (its weight [M, 1, kh, kw]). (1-D and
+// 3-D ones run other kernels; the local preset times the 2-D one.)
 bool depthwise_conv(const Graph& g, OpId op) {
   if (g.op_type(op) != "Conv" || g.op_attrs(op).get_int("group", 1) <= 1) return false;
   const auto ins = g.op_inputs(op);
   if (ins.size() < 2 || ins[1] == kNoId) return false;
   const auto w = g.tensor_shape(ins[1]);
-  return w.size() >= 3 && w[1] == 1;
+  return w.size() == 4 && w[1] == 1;
 }
 
 // A stride above 1 on some axis.
@@ -897,11 +898,12 @@ bool strided(const Graph& g, OpId op) {
   return false;
 }
 
-// A Pad's mode, where reflect or edge ("wrap" runs as reflect in the executor: docs/execution.md).
+// A Pad's mode, where reflect or edge; "wrap" is priced as reflect (op_work's memory rule takes it
+// so too; the executor does not run it).
 std::string_view pad_mode_type(const Graph& g, OpId op, bool gradient) {
   if (g.op_type(op) != "Pad") return {};
   const std::string mode = g.op_attrs(op).get_string("mode", "constant");
-  if (mode == "reflect" || mode == "wrap") return gradient ? kReflectPadGrad : kReflectPad;  // (op_work: wrap as reflect)
+  if (mode == "reflect" || mode == "wrap") return gradient ? kReflectPadGrad : kReflectPad;
   if (mode == "edge") return gradient ? kEdgePadGrad : kEdgePad;
   return {};
 }
@@ -916,7 +918,9 @@ std::string_view priced_type(const Graph& g, OpId op, std::optional<bool> traini
   if (g.op_role(op) == OpRole::backward) {
     // A gradient op of the forward op's own type + "Grad" (not a partial sum or a loss).
     const OpId fwd = g.forward_op(op);
-    if (fwd == kNoId || type != g.op_type(fwd) + "Grad") return type;
+    if (fwd == kNoId) return type;
+    const std::string& forward = g.op_type(fwd);
+    if (type.size() != forward.size() + 4 || !type.starts_with(forward) || !type.ends_with("Grad")) return type;
     if (depthwise_conv(g, fwd)) return strided(g, fwd) ? kStridedDepthwiseConvGrad : kDepthwiseConvGrad;
     if (auto pad = pad_mode_type(g, fwd, true); !pad.empty()) return pad;
     return type;

@@ -127,7 +127,7 @@ std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, co
 
 std::optional<TypeFit> fit_type_efficiency(std::span<const Graph> steps, std::span<const Profile> profiles, const Device& device,
                                            std::string_view type, double overhead_s, double backward_overhead_s) {
-  std::vector<double> samples;
+  std::vector<double> compute, memory;  // per op with FLOPs; per op with bytes alone
   for (std::size_t i = 0; i < steps.size() && i < profiles.size(); ++i) {
     const Graph& step = steps[i];
     const bool trained = times_a_gradient(step, profiles[i], device.kind);  // as in fit_samples
@@ -136,16 +136,23 @@ std::optional<TypeFit> fit_type_efficiency(std::span<const Graph> steps, std::sp
       const OpWork w = priced_work(step, op, trained);
       const auto t = profiles[i].find(device.kind, step.op_name(op), op_signature(step, op));
       const double kernel_s = t ? *t - (step.op_role(op) == OpRole::backward ? backward_overhead_s : overhead_s) : 0.0;
-      if (w.op_class == OpClass::alias || !(w.flops > 0) || !(kernel_s > 0)) continue;
-      samples.push_back(w.flops / (device.peak_flops * kernel_s));
+      const double bytes = w.bytes_read + w.bytes_written;
+      if (w.op_class == OpClass::alias || !(kernel_s > 0)) continue;
+      if (w.flops > 0) compute.push_back(w.flops / (device.peak_flops * kernel_s));
+      else if (bytes > 0) memory.push_back(bytes / (device.bandwidth_for(bytes) * kernel_s));
     }
   }
-  if (samples.empty()) return std::nullopt;
-  const auto mid = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2);
-  std::nth_element(samples.begin(), mid, samples.end());
-  double median = *mid;
-  if (samples.size() % 2 == 0) median = (median + *std::max_element(samples.begin(), mid)) / 2;
-  return TypeFit{median, samples.size()};
+  auto median = [](std::vector<double>& v) {
+    const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    double m = *mid;
+    if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), mid)) / 2;
+    return m;
+  };
+  // A type's ops have FLOPs or they do not (a copy); where both occur, the FLOPs' fit prices it.
+  if (!compute.empty()) return TypeFit{.compute = median(compute), .memory = 0, .samples = compute.size()};
+  if (!memory.empty()) return TypeFit{.compute = 0, .memory = median(memory), .samples = memory.size()};
+  return std::nullopt;
 }
 
 }  // namespace placer

@@ -64,15 +64,18 @@ bool times_a_gradient(const Graph& step, const Profile& profile, DeviceKind kind
 std::vector<FitSample> fit_samples(const Graph& step, const Profile& profile, const Device& device,
                                    std::span<const std::string> fitted_apart = {});
 
-// The compute efficiency of one op type fitted to measured ops of that type (`placer fit
-// --types`, for kernels far from their class: a CPU's pools): the median, over the ops of type
-// `type` in `steps` that `profiles[i]` times on `device`'s kind, of FLOPs / (peak x (time -
-// overhead)), the overhead `overhead_s` for forward and update ops and `backward_overhead_s` for
-// gradients. Ops with no FLOPs or no time beyond the overhead are left out; nullopt without any.
+// The efficiency of one op type fitted to measured ops of that type (`placer fit --types`, for
+// kernels far from their class: a CPU's pools): the median, over the ops of type `type` in `steps`
+// that `profiles[i]` times on `device`'s kind, of FLOPs / (peak x (time - overhead)), the overhead
+// `overhead_s` for forward and update ops and `backward_overhead_s` for gradients: a compute
+// efficiency. A type whose ops have no FLOPs (copies: "PadReflect") gets a memory efficiency, the
+// median of bytes / (bandwidth at their size x (time - overhead)), as type_efficiency_for gives.
+// Ops with neither, or no time beyond the overhead, are left out; nullopt without any.
 // A type is the op's priced_type, as in fit_samples: a training profile's forward norms are
 // "BatchNormalizationTraining", an inference profile's "BatchNormalization".
 struct TypeFit {
-  double compute = 0;
+  double compute = 0;  // 0 for a type fitted by its bytes
+  double memory = 0;   // 0 for a type fitted by its FLOPs
   std::size_t samples = 0;
 };
 std::optional<TypeFit> fit_type_efficiency(std::span<const Graph> steps, std::span<const Profile> profiles, const Device& device,

@@ -357,6 +357,22 @@ void measure_cpu_kernels(Measured& m) {
                best_time_s(cpu, 2, 3, [&] { (void)torch::batch_norm(x, w, b, mean, var, true, 0.1, 1e-5, true); }),
                kTrainingBatchNormalization);
   }
+  {
+    // Their gradients through autograd (native_batch_norm_backward, by the batch's statistics):
+    // 1.9-3.2 times what their class priced in the QA pass's CNNs, 2026-12-02 (ResNet-50's at 0.34
+    // of their profiled time, docs/execution.md). And GlobalAveragePool's (a mean's: dY expanded
+    // and divided, 6-10 times its class's price there), on [4, 64, 56, 56].
+    torch::AutoGradMode grad_mode(true);
+    torch::Tensor xg = x.clone().requires_grad_(true), w = torch::randn({c}, opts).requires_grad_(true),
+                  b = torch::randn({c}, opts).requires_grad_(true);
+    torch::Tensor mean = torch::zeros({c}, opts), var = torch::ones({c}, opts);
+    const torch::Tensor y = torch::batch_norm(xg, w, b, mean, var, true, 0.1, 1e-5, true), dy = torch::randn_like(y);
+    add_kernel(m, "BatchNormalizationGrad", true, {}, {x_shape, {c}, {c}, {c}, {c}}, x_shape,
+               best_time_s(cpu, 2, 3, [&] { (void)torch::autograd::grad({y}, {xg, w, b}, {dy}, /*retain_graph=*/true); }));
+    const torch::Tensor pooled = xg.mean({2, 3}, true), dp = torch::randn_like(pooled);
+    add_kernel(m, "GlobalAveragePoolGrad", true, {}, {x_shape}, {n, c, 1, 1},
+               best_time_s(cpu, 2, 3, [&] { (void)torch::autograd::grad({pooled}, {xg}, {dp}, /*retain_graph=*/true); }));
+  }
   measure_row_kernels(m);
   measure_image_kernels(m);
 }
@@ -447,16 +463,17 @@ Device measured_device(std::string name, DeviceKind kind, std::string model, con
   d.backward_op_overhead_s = m.backward_overhead_s;
   d.bandwidth_by_size = m.bandwidth_by_size;
   // Products by their smallest dimension at their measured rates, no default fraction (the matmul
-  // class's efficiency above still prices the class's other ops: Einsum, recurrent layers).
+  // class's efficiency above still prices the class's other ops: Einsum).
   for (const auto& [rows, rate] : m.product_rates)
     d.product_efficiency_by_size.push_back({rows, std::min(1.0, rate / m.peak_flops)});
   // Ungrouped convolutions by their kernel: the 1x1 and 3x3 ones of the mix at their own rates (a
   // 7x1 between them in log(area), a 5x5 or 7x7 at the 3x3's); the mix still prices the others
-  // (grouped, transposed). VGG-16's 3x3 convolutions took 0.77 of what the mix priced them at.
+  // (grouped; depthwise and transposed ones where their own entries below price them). VGG-16's 3x3
+  // convolutions took 0.77 of what the mix priced them at.
   if (m.convolution_1x1_flops > 0 && m.convolution_flops > 0)
     d.conv_efficiency_by_kernel = {{1, std::min(1.0, m.convolution_1x1_flops / m.peak_flops)}, {9, std::min(1.0, m.convolution_flops / m.peak_flops)}};
-  // A kernel slower than its class's roofline gets a compute efficiency of its own type, so that
-  // its FLOPs take its measured time.
+  // A kernel slower than its class's roofline gets an efficiency of its own type, so that its FLOPs
+  // (a copy's bytes: the pads) take its measured time.
   for (const TimedKernel& k : m.kernels)
     if (auto e = type_efficiency_for(k.work, d, defaults, k.gradient, k.seconds)) d.efficiency_by_type[k.type] = *e;
   return d;

@@ -1004,8 +1004,11 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
   w.op_class = rule.backward_class.value_or(rule.op_class);
   w.flops = rule.backward(ctx, fwd, g);
   // A product's operand gradients multiply matrices of the same dimensions, a convolution's
-  // convolve with the same kernel (a bias's gradient alone is a sum).
-  if (g[0] || g[1]) w.product_min_dim = fwd.product_min_dim, w.conv_kernel_area = fwd.conv_kernel_area;
+  // convolve with the same kernel (a bias's gradient alone is a sum). A recurrent layer's runs its
+  // steps' products backwards whatever needs a gradient (b_recurrent).
+  const bool any = std::any_of(g.need.begin(), g.need.end(), [](char n) { return n != 0; });
+  if (g[0] || g[1] || (rule.forward == f_recurrent && any))
+    w.product_min_dim = fwd.product_min_dim, w.conv_kernel_area = fwd.conv_kernel_area;
 
   // The saved inputs of the first 32 slots (a product operand is read only for the gradients of the
   // other operands; a Div's dividend is priced as read whichever operand needs a gradient).

@@ -37,7 +37,8 @@ struct OpWork {
   OpClass op_class = OpClass::alias;
   // A matrix product's smallest dimension (MatMul, Gemm and their gradients: the least of the rows,
   // columns and contracted length of each matrix multiplied, as PyTorch runs it, batch dimensions
-  // folded into rows where it folds them), by which a CPU's BLAS slows down on thin products
+  // folded into rows where it folds them; a recurrent layer's and its gradient's: the least of its
+  // batch and hidden size, its step's product), by which a CPU's BLAS slows down on thin products
   // (Device::product_efficiency_by_size); 0 for any other op.
   std::uint32_t product_min_dim = 0;
   // An ungrouped 2-D Conv's kernel area (the product of its weight's spatial dimensions: 1 for a
