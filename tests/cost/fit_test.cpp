@@ -150,6 +150,33 @@ TEST(FitTypeEfficiency, IsTheMedianOfItsOpsRates) {
   EXPECT_FALSE(fit_type_efficiency(steps, profiles, cpu, "AveragePool", 1e-6, 1e-4).has_value());
 }
 
+// A type whose ops have no FLOPs (a reflect pad: a copy) is fitted by its bytes: the median of
+// bytes / (bandwidth at their size x (time - overhead)), a memory efficiency (type_efficiency_for's).
+TEST(FitTypeEfficiency, ATypeWithoutFlopsIsFittedByItsBytes) {
+  GraphBuilder b;
+  const OpWork copy{0, 4e5, 4e5, OpClass::data_movement};
+  Attributes reflect;
+  reflect.set(Attribute{.name = "mode", .kind = Attribute::Kind::text, .s = "reflect"});
+  std::vector<TensorId> outs;
+  for (int i = 0; i < 3; ++i) {
+    const TensorId x = b.add_tensor("x" + std::to_string(i), {4, 8, 32, 32}, DType::f32, TensorKind::data);
+    outs.push_back(b.add_tensor("y" + std::to_string(i), {4, 8, 34, 34}, DType::f32, TensorKind::activation));
+    b.add_op({.name = "pad" + std::to_string(i), .type = "Pad", .inputs = {x}, .outputs = {outs.back()}, .attrs = reflect, .work = copy});
+  }
+  for (TensorId t : outs) b.mark_output(t);
+  const std::vector<Graph> steps{std::move(b).build()};
+  const Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+                   .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  std::vector<Profile> profiles(1);
+  for (int i = 0; i < 3; ++i) profiles[0].set_by_name(DeviceKind::cpu, "pad" + std::to_string(i), 1e-6 + (i + 1) * 1e-3);
+  EXPECT_FALSE(fit_type_efficiency(steps, profiles, cpu, "Pad", 1e-6, 1e-6).has_value()) << "a reflect pad is PadReflect";
+  const auto fit = fit_type_efficiency(steps, profiles, cpu, "PadReflect", 1e-6, 1e-6);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->samples, 3u);
+  EXPECT_EQ(fit->compute, 0.0);
+  EXPECT_DOUBLE_EQ(fit->memory, 8e5 / (cpu.bandwidth_for(8e5) * 2e-3)) << "the median: 2 ms beyond the overhead";
+}
+
 // `placer fit` prices every profile's ops in a training step (to pair them by name): a forward
 // BatchNormalization is one by batch statistics only where the profile times a gradient of the
 // step too; an inference profile's ran by running statistics (a review: its times were fitted as
