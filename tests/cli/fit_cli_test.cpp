@@ -210,7 +210,7 @@ TEST(FitCli, ATypeNoProfileTimesIsWarnedAbout) {
       "times_s": {"cpu": {"ops": {"/conv1/Conv": 0.002, "/conv2/Conv": 0.003, "/fc1/Gemm": 0.001}}}})");
   auto run = placer({"fit", "--cluster", "h100-box", "--models", model, "--profiles", profile, "--types", "Conv,MaxPool",
                      "-o", test::temp_path("conv_only.cluster.json")});
-  EXPECT_THAT(run.err, HasSubstr("placer: warning: --types MaxPool: no op of that type with FLOPs has a time in these profiles: nothing "
+  EXPECT_THAT(run.err, HasSubstr("placer: warning: --types MaxPool: no op of that type with FLOPs or bytes has a time in these profiles: nothing "
                                  "fitted for it (a training profile's forward BatchNormalizations are BatchNormalizationTraining"))
       << run.err;
   EXPECT_THAT(run.err, ::testing::Not(HasSubstr("--types Conv:"))) << run.err;
