@@ -324,6 +324,16 @@ TEST(SimulateCli, AModelWithoutParametersIsWarnedAboutInTraining) {
   auto training = placer({"simulate", "--model", graph, "--cluster", "k80x2", "--on", "gpu:0"});
   ASSERT_EQ(training.exit_code, 0) << training.err;
   EXPECT_THAT(training.err, HasSubstr("placer: warning: '" + graph + "' has no parameters, so its training step is the forward pass alone"));
+  EXPECT_THAT(training.err, HasSubstr("tensors of \"kind\": \"parameter\"")) << "a graph JSON's advice: its tensors' kind";
+  // A graph JSON with parameters and no data: its advice is the tensors' kind (--data-inputs is for
+  // ONNX models only; a QA pass).
+  const std::string no_data = write("no_data.json", R"({"format": "placer-graph", "version": 1, "name": "wx",
+    "tensors": [{"name": "w", "shape": [4, 4], "kind": "parameter"}, {"name": "x", "shape": [4, 4], "kind": "constant"}, {"name": "y", "shape": [4, 4]}],
+    "ops": [{"name": "mm", "type": "MatMul", "inputs": ["w", "x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  const auto unfed = placer({"simulate", "--model", no_data, "--cluster", "k80x2", "--on", "gpu:0"});
+  ASSERT_EQ(unfed.exit_code, 0) << unfed.err;
+  EXPECT_THAT(unfed.err, HasSubstr("has no data input (no tensor of \"kind\": \"data\")"));
+  EXPECT_THAT(unfed.err, Not(HasSubstr("--data-inputs")));
   auto inspect = placer({"inspect", graph});
   EXPECT_THAT(inspect.err, HasSubstr("has no parameters"));
   auto inference = placer({"simulate", "--model", graph, "--cluster", "k80x2", "--on", "gpu:0", "--mode", "inference"});
@@ -707,8 +717,8 @@ TEST(SimulateCli, AbsurdRatiosToTheBoundPrintInScientificNotation) {
 
 // An output naming an input file replaced it: `place -o MODEL` wrote a placement over the model
 // (found by a review). Refused before anything is written, through another path or a link given
-// as the input too. An output that is a link to an input is written in its place (the rename
-// replaces the link, not the file), and a file named like a preset is no input.
+// as the input too, or an output that is a link to an input (outputs are written through links);
+// a file named like a preset is no input.
 TEST(PlaceCli, AnOutputIsNeverAnInput) {
   const std::string model = test::temp_path("model.onnx"), link = test::temp_path("link.onnx");
   std::filesystem::copy_file(kModel, model, std::filesystem::copy_options::overwrite_existing);
@@ -729,14 +739,38 @@ TEST(PlaceCli, AnOutputIsNeverAnInput) {
   expect_one_line_error({"simulate", "--model", model, "--cluster", cluster, "--on", "gpu:0", "--trace", cluster}, "is the --cluster file");
   expect_one_line_error({"inspect", model, "--save-graph", dotted}, "--save-graph '" + dotted + "' is the --model file");
   EXPECT_EQ(std::filesystem::file_size(model), size);
-  // Through a link: the link is replaced by the graph, the model stays.
-  const auto saved = placer({"inspect", model, "--save-graph", link});
-  EXPECT_EQ(saved.exit_code, 0) << saved.err;
-  EXPECT_FALSE(std::filesystem::is_symlink(link));
+  // Through a link to the model: refused, the link and the model stay.
+  expect_one_line_error({"inspect", model, "--save-graph", link}, "--save-graph '" + link + "' is the --model file");
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
   EXPECT_EQ(std::filesystem::file_size(model), size);
   // Another file is written as before.
   const auto ok = placer({"place", "--model", model, "--cluster", cluster, "--algo", "single", "-o", test::temp_path("p.json")});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// An output is written through a link (its target replaced, the link kept, as a shell's
+// redirection writes), and /dev/stdout is the command's standard output, after what it printed:
+// `-o /dev/stdout` with stdout redirected to a file renamed a temporary file onto /dev/stdout,
+// replacing the system's link (a QA pass).
+TEST(PlaceCli, OutputsAreWrittenThroughLinksAndToStandardOutput) {
+  const std::string target = test::temp_path("target.placement.json"), link = test::temp_path("link.placement.json");
+  std::filesystem::remove(link);
+  { std::ofstream(target) << "old"; }
+  std::filesystem::create_symlink(target, link);
+  const auto placed = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "single", "-o", link});
+  ASSERT_EQ(placed.exit_code, 0) << placed.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  const nlohmann::json written = nlohmann::json::parse(std::ifstream(target));
+  EXPECT_EQ(written.at("default"), "gpu:0");
+  EXPECT_FALSE(std::filesystem::exists(target + ".tmp"));
+  const auto out = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "single", "--quiet", "-o", "/dev/stdout"});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  // The placement, then the summary that place prints after writing it.
+  const auto end = out.out.find("\n}\n");
+  ASSERT_NE(end, std::string::npos) << out.out;
+  EXPECT_EQ(nlohmann::json::parse(out.out.substr(0, end + 3)).at("default"), "gpu:0") << out.out;
+  EXPECT_THAT(out.out.substr(end), ::testing::HasSubstr("wrote /dev/stdout"));
+  EXPECT_TRUE(std::filesystem::is_symlink("/dev/stdout"));
 }
 
 // A placement file records how place found it; simulated under another mode, optimizer, memory

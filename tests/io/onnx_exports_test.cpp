@@ -1530,6 +1530,12 @@ TEST(OnnxExports, UnknownOpsPricedByTheFallbackAreNamed) {
   load_onnx(m.save("mystery.onnx"), o);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("--unknown-ops priced 2 ops of types without a cost rule as elementwise (one FLOP per output element): com.example::Mystery (2)"));
+  // As aliases they do no work (a QA pass: the note said one FLOP per output element there too).
+  o.unknown_op_default = OpClass::alias;
+  warnings.clear();
+  load_onnx(m.save("mystery_alias.onnx"), o);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("as alias (no work, no time): com.example::Mystery (2)"));
 }
 
 // Nodes out of topological order (an fp16 converter appended the input's Cast at the end): ONNX

@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "placer/graph/training.hpp"
@@ -215,6 +217,44 @@ TEST(DescribePlacement, ResolvesBackToTheSamePlacement) {
     EXPECT_EQ(resolve_forward_placement(spec, g, c), fwd);
     // And through the file format.
     EXPECT_EQ(resolve_forward_placement(parse_placement_json(placement_to_json(spec), "t"), g, c), fwd);
+  }
+}
+
+// The fewest keys: a default that is not the most used device where that saves keys (a QA pass:
+// five ops of a module on gpu:1 and three outside it on gpu:0 were written as default gpu:1 and
+// three op keys, where default gpu:0 and the module's key say the same), and a module keyed to
+// most of its ops' device with its exceptions keyed one by one. Random placements read back.
+TEST(DescribePlacement, WritesTheFewestKeys) {
+  GraphBuilder b("few");
+  TensorId prev = b.add_tensor("x", {4}, DType::f32, TensorKind::data);
+  auto add = [&](const std::string& name, const std::string& module) {
+    const TensorId out = b.add_tensor(name + ".out", {4}, DType::f32, TensorKind::activation);
+    b.add_op({.name = name, .type = "Relu", .inputs = {prev}, .outputs = {out}, .module = module});
+    prev = out;
+  };
+  for (int i = 0; i < 3; ++i) add("top" + std::to_string(i), "");
+  for (int i = 0; i < 5; ++i) add("m" + std::to_string(i), "m");
+  for (int i = 0; i < 4; ++i) add("n" + std::to_string(i), "n.inner");
+  b.mark_output(prev);
+  const Graph g = std::move(b).build();
+  const Cluster c = cpu_and_two_gpus();  // cpu:0, gpu:0, gpu:1
+  std::vector<DeviceId> fwd{1, 1, 1, 2, 2, 2, 2, 2, 1, 1, 1, 1};
+  PlacementSpec spec = describe_placement(g, c, fwd);
+  EXPECT_EQ(spec.default_device, "gpu:0");
+  EXPECT_THAT(spec.devices, ElementsAre(std::pair<std::string, std::string>{"m", "gpu:1"}));
+  fwd = {1, 1, 1, 1, 1, 1, 1, 1, 2, 0, 2, 2};
+  spec = describe_placement(g, c, fwd);
+  EXPECT_EQ(spec.default_device, "gpu:0");
+  EXPECT_THAT(spec.devices, ElementsAre(std::pair<std::string, std::string>{"n", "gpu:1"}, std::pair<std::string, std::string>{"n1", "cpu:0"}));
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    for (DeviceId& d : fwd) d = static_cast<DeviceId>(rng() % 3);
+    spec = describe_placement(g, c, fwd);
+    EXPECT_EQ(resolve_forward_placement(parse_placement_json(placement_to_json(spec), "t"), g, c), fwd);
+    // Never more than a default and one key per op elsewhere (the best such default's).
+    std::size_t most = 0;
+    for (DeviceId d = 0; d < 3; ++d) most = std::max(most, static_cast<std::size_t>(std::count(fwd.begin(), fwd.end(), d)));
+    EXPECT_LE(spec.devices.size(), 12u - most);
   }
 }
 

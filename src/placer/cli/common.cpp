@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "placer/util/error.hpp"
+#include "placer/util/output_file.hpp"
 #include "placer/util/text.hpp"
 
 namespace placer::cli {
@@ -90,6 +91,7 @@ void add_problem_options(CLI::App* cmd, ProblemArgs& args) {
 
 void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mode) {
   if (mode != Mode::training) return;
+  const bool graph_json = is_graph_json_file(model);
   bool parameters = false, data = false;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     data = data || g.tensor_kind(t) == TensorKind::data;
@@ -103,15 +105,22 @@ void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mod
     if (!backward)
       fmt::print(stderr,
                  "placer: warning: '{}' has no parameters, so its training step is the forward pass alone (nothing to train); use "
-                 "--mode inference for that, or give the model its weights (initializers, or graph inputs that are not data)\n",
-                 model);
+                 "--mode inference for that, or give the model its weights ({})\n",
+                 model, graph_json ? "tensors of \"kind\": \"parameter\"" : "initializers, or graph inputs that are not data");
     return;
   }
   if (data) return;
-  fmt::print(stderr,
-             "placer: warning: '{}' has no data input: every floating-point graph input is trained as a parameter (by the "
-             "rules of docs/training-step.md); if one of them is the data (x in MatMul(W, x)), name it with --data-inputs\n",
-             model);
+  // A graph JSON says what each tensor is (its "kind"); an ONNX model's inputs are sorted by rules.
+  if (graph_json)
+    fmt::print(stderr,
+               "placer: warning: '{}' has no data input (no tensor of \"kind\": \"data\"): the step trains its parameters on "
+               "no data; if one of its tensors is the data, give it that kind\n",
+               model);
+  else
+    fmt::print(stderr,
+               "placer: warning: '{}' has no data input: every floating-point graph input is trained as a parameter (by the "
+               "rules of docs/training-step.md); if one of them is the data (x in MatMul(W, x)), name it with --data-inputs\n",
+               model);
 }
 
 void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
@@ -205,9 +214,10 @@ nlohmann::json devices_json(const Cluster& cluster, const SimResult& r) {
   return devices;
 }
 
-std::filesystem::path landing_path(const std::string& output) {
+std::filesystem::path landing_path(const std::string& given) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  const std::string output = output_target(given);  // a link is written through
   const fs::path absolute = fs::absolute(output, ec);
   if (ec) return fs::path(output).lexically_normal();
   const fs::path dir = fs::weakly_canonical(absolute.parent_path(), ec);

@@ -167,16 +167,16 @@ using placer::human_count;
 using placer::human_seconds;
 
 // Where an output file lands, as an absolute, normal path: outputs are written through NAME.tmp
-// and renamed, which replaces the directory entry NAME (a link there is replaced, not followed), in
-// its directory with links resolved. The path as given when it cannot be resolved.
+// and renamed onto NAME, in its directory with links resolved; a link NAME is written through, so
+// its target is where it lands (output_target). The path as given when it cannot be resolved.
 std::filesystem::path landing_path(const std::string& output);
 
 // An output file may not be one of the command's inputs: `-o` naming the --model file replaced the
 // model with a placement (found by a review). `inputs`: (option, path) pairs; paths that are not
 // existing files ("") pass. Outputs are written through NAME.tmp and a rename, which replaces the
-// directory entry the output names: refused when that entry is the input's file (through any
-// relative path, or a link to it given as the input); an output that is a link to the input only
-// replaces the link. Throws Error naming both.
+// directory entry the output lands in: refused when that is the input's file (through any
+// relative path, a link to it given as the input, or an output that is a link to it, which is
+// written through). Throws Error naming both.
 void check_not_an_input(const std::string& output, const std::string& output_option,
                         const std::vector<std::pair<std::string, std::string>>& inputs);
 

@@ -150,42 +150,78 @@ std::vector<DeviceId> expand_placement(const Graph& g, std::span<const DeviceId>
 }
 
 PlacementSpec describe_placement(const Graph& g, const Cluster& c, std::span<const DeviceId> fwd) {
-  const std::size_t n = g.num_forward_ops(), nm = g.num_modules();
-  constexpr DeviceId kNone = 0xFFFFFFFFu, kMixed = 0xFFFFFFFEu;
+  // The fewest keys: a tree search over the modules. keys[m][d] is the fewest keys that place
+  // module m's ops (those directly in it and under it) when m inherits device d from above: none
+  // at m, its ops other than d keyed one by one and its children inheriting d; or one key at m
+  // naming another device e, then as if m inherited e. The default is the root's best device
+  // (ties: the most used one, then the lowest id); among equally short files, keys at the outermost
+  // modules that can take them. A module whose path is also a forward op's name
+  // cannot be a key (the op's exact name would win); the root has no path.
+  const std::size_t n = g.num_forward_ops(), nm = g.num_modules(), nd = c.num_devices();
   PlacementSpec spec;
-  std::vector<std::size_t> count(c.num_devices(), 0);
+  if (nm == 0 || nd == 0) return spec;
+  std::vector<std::size_t> count(nd, 0);
   for (OpId o = 0; o < n; ++o) ++count[fwd[o]];
-  const auto default_device = static_cast<DeviceId>(std::max_element(count.begin(), count.end()) - count.begin());
-  spec.default_device = c.device(default_device).name;
-
-  // Device shared by every op under each module (kMixed when they differ).
-  std::vector<DeviceId> uniform(nm, kNone);
-  auto merge = [&](ModuleId m, DeviceId d) {
-    uniform[m] = uniform[m] == kNone ? d : (uniform[m] == d ? d : kMixed);
-  };
+  // at[m * nd + d]: keys under m when nothing is keyed at m and m places its ops on d.
+  std::vector<std::size_t> at(nm * nd, 0), direct(nm, 0), direct_on(nm * nd, 0);
+  std::vector<bool> has_ops(nm, false);
+  for (OpId o = 0; o < n; ++o) ++direct[g.op_module(o)], ++direct_on[g.op_module(o) * nd + fwd[o]];
+  for (ModuleId m = 0; m < nm; ++m)
+    for (DeviceId d = 0; d < nd; ++d) at[m * nd + d] = direct[m] - direct_on[m * nd + d];  // its own ops not on d
   for (OpId o = 0; o < n; ++o)
     for (ModuleId m = g.op_module(o);; m = g.module_parent(m)) {
-      merge(m, fwd[o]);
+      if (has_ops[m]) break;
+      has_ops[m] = true;
       if (m == 0) break;
     }
-  // Top-down: the device each module inherits, emitting a key where it changes.
-  std::vector<DeviceId> inherited(nm, default_device);
-  std::vector<bool> covered(nm, false);  // under an emitted uniform module
-  for (ModuleId m = 1; m < nm; ++m) {  // parents have smaller ids
-    const ModuleId parent = g.module_parent(m);
-    inherited[m] = inherited[parent];
-    covered[m] = covered[parent];
-    // A module whose path is also a forward op's name cannot be a key (the op would win): its ops
-    // get keys of their own.
+  std::vector<bool> keyable(nm, false);
+  for (ModuleId m = 1; m < nm; ++m) {
     const OpId namesake = g.find_op(g.module_name(m));
-    if (covered[m] || uniform[m] == kNone || uniform[m] == kMixed || (namesake != kNoId && namesake < n)) continue;
-    if (uniform[m] != inherited[m]) spec.devices.emplace_back(g.module_name(m), c.device(uniform[m]).name);
-    inherited[m] = uniform[m];
-    covered[m] = true;
+    keyable[m] = has_ops[m] && !(namesake != kNoId && namesake < n);
+  }
+  // The best other device than d at m, from m's two best (lowest id first among equals).
+  auto best_other = [&](ModuleId m, DeviceId d) {
+    DeviceId best = kNoId;
+    for (DeviceId e = 0; e < nd; ++e)
+      if (e != d && (best == kNoId || at[m * nd + e] < at[m * nd + best])) best = e;
+    return best;
+  };
+  // Bottom-up (parents have smaller ids): each module's best, added into its parent's.
+  for (ModuleId m = static_cast<ModuleId>(nm); m-- > 1;) {
+    if (!has_ops[m]) continue;
+    DeviceId first = 0, second = kNoId;  // m's two best devices when keyed
+    for (DeviceId e = 1; e < nd; ++e) {
+      if (at[m * nd + e] < at[m * nd + first]) second = first, first = e;
+      else if (second == kNoId || at[m * nd + e] < at[m * nd + second]) second = e;
+    }
+    const ModuleId parent = g.module_parent(m);
+    for (DeviceId d = 0; d < nd; ++d) {
+      std::size_t best = at[m * nd + d];
+      if (keyable[m]) {
+        const DeviceId e = d == first ? second : first;
+        if (e != kNoId) best = std::min(best, 1 + at[m * nd + e]);
+      }
+      at[parent * nd + d] += best;
+    }
+  }
+  DeviceId root = 0;
+  for (DeviceId d = 1; d < nd; ++d)
+    if (at[d] < at[root] || (at[d] == at[root] && count[d] > count[root])) root = d;
+  spec.default_device = c.device(root).name;
+  // Top-down: the device each module places its ops on, a key where that is cheaper.
+  std::vector<DeviceId> on(nm, root);
+  for (ModuleId m = 1; m < nm; ++m) {
+    on[m] = on[g.module_parent(m)];
+    if (!keyable[m]) continue;
+    const DeviceId e = best_other(m, on[m]);
+    // (No more keys than without: the outermost module that can say it does, as before.)
+    if (e != kNoId && 1 + at[m * nd + e] <= at[m * nd + on[m]]) {
+      on[m] = e;
+      spec.devices.emplace_back(g.module_name(m), c.device(e).name);
+    }
   }
   for (OpId o = 0; o < n; ++o)
-    if (!covered[g.op_module(o)] && fwd[o] != inherited[g.op_module(o)])
-      spec.devices.emplace_back(g.op_name(o), c.device(fwd[o]).name);
+    if (fwd[o] != on[g.op_module(o)]) spec.devices.emplace_back(g.op_name(o), c.device(fwd[o]).name);
   return spec;
 }
 

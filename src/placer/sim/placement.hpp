@@ -46,8 +46,8 @@ std::vector<DeviceId> expand_placement(const Graph& g, std::span<const DeviceId>
 // The same, writing into `out` (resized to g.num_ops()); no allocation once `out` has the capacity.
 void expand_placement(const Graph& g, std::span<const DeviceId> forward_devices, std::vector<DeviceId>& out);
 
-// A compact spec for a forward placement: the most used device as default, then whole modules
-// where all their ops share a device, then single ops.
+// The shortest spec for a forward placement: the fewest keys (module paths, then op names) and a
+// default that resolve to exactly `forward_devices` (ties: the most used device as default).
 PlacementSpec describe_placement(const Graph& g, const Cluster& c, std::span<const DeviceId> forward_devices);
 
 }  // namespace placer
