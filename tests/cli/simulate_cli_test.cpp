@@ -763,13 +763,24 @@ TEST(PlaceCli, OutputsAreWrittenThroughLinksAndToStandardOutput) {
   const nlohmann::json written = nlohmann::json::parse(std::ifstream(target));
   EXPECT_EQ(written.at("default"), "gpu:0");
   EXPECT_FALSE(std::filesystem::exists(target + ".tmp"));
-  const auto out = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "single", "--quiet", "-o", "/dev/stdout"});
+  // A dangling link: its target is created, the link kept (the write check had removed the link).
+  const std::string missing = test::temp_path("missing.placement.json"), dangling = test::temp_path("dangling.placement.json");
+  std::filesystem::remove(missing), std::filesystem::remove(dangling);
+  std::filesystem::create_symlink(std::filesystem::path(missing).filename(), dangling);  // relative to its directory
+  const auto through = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "single", "-o", dangling});
+  ASSERT_EQ(through.exit_code, 0) << through.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dangling));
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(missing)).at("default"), "gpu:0");
+  // A checkpoint is read back by --resume: no stream.
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "4", "--checkpoint", "/dev//stdout"},
+                        "--checkpoint '/dev//stdout' is a standard stream");
+  const auto out = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "single", "--quiet", "-o", "/dev//stdout"});
   ASSERT_EQ(out.exit_code, 0) << out.err;
   // The placement, then the summary that place prints after writing it.
   const auto end = out.out.find("\n}\n");
   ASSERT_NE(end, std::string::npos) << out.out;
   EXPECT_EQ(nlohmann::json::parse(out.out.substr(0, end + 3)).at("default"), "gpu:0") << out.out;
-  EXPECT_THAT(out.out.substr(end), ::testing::HasSubstr("wrote /dev/stdout"));
+  EXPECT_THAT(out.out.substr(end), ::testing::HasSubstr("wrote /dev//stdout"));
   EXPECT_TRUE(std::filesystem::is_symlink("/dev/stdout"));
 }
 

@@ -217,6 +217,8 @@ nlohmann::json devices_json(const Cluster& cluster, const SimResult& r) {
 std::filesystem::path landing_path(const std::string& given) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  // A standard stream is its own place, whatever file it is (at a terminal, stdout and stderr are one).
+  if (const auto fd = output_descriptor(given)) return "/dev/fd/" + std::to_string(*fd);
   const std::string output = output_target(given);  // a link is written through
   const fs::path absolute = fs::absolute(output, ec);
   if (ec) return fs::path(output).lexically_normal();

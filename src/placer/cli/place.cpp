@@ -174,6 +174,8 @@ void run_place(const PlaceArgs& args) {
   // A checkpoint is a file of its own, written through NAME.tmp and renamed: a device or a pipe
   // in its place would be replaced by it.
   if (!args.checkpoint.empty()) {
+    if (output_descriptor(args.checkpoint))
+      throw UsageError("--checkpoint '" + args.checkpoint + "' is a standard stream: a checkpoint is a file that --resume reads back");
     std::error_code ec;
     const auto status = std::filesystem::status(args.checkpoint, ec);
     if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))

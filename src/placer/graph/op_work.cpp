@@ -881,8 +881,8 @@ std::string unknown_ops_priced_note(const std::map<std::string, std::size_t>& gu
   std::size_t ops = 0;
   for (const auto& [type, count] : guessed) types += (types.empty() ? "" : ", ") + type + " (" + std::to_string(count) + ")", ops += count;
   return "--unknown-ops priced " + std::to_string(ops) + " op" + (ops == 1 ? "" : "s") + " of types without a cost rule as " +
-         std::string(op_class_name(as)) + (as == OpClass::alias ? " (no work, no time)" : " (one FLOP per output element)") + ": " +
-         types + "; their FLOPs and times are guesses";
+         std::string(op_class_name(as)) + (as == OpClass::alias ? " (no work: their times taken as zero)" : " (one FLOP per output element)") + ": " +
+         types + (as == OpClass::alias ? "; a guess" : "; their FLOPs and times are guesses");
 }
 
 bool is_known_op_type(std::string_view op_type) { return find_rule(op_type) != nullptr; }

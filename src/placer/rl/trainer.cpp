@@ -21,6 +21,7 @@
 
 #include "placer/rl/environment.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/output_file.hpp"
 #include "placer/util/hash.hpp"
 #include "placer/util/json_fields.hpp"
 
@@ -218,10 +219,12 @@ void save_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   optimizer.save(opt);
   ar.write("policy", policy);
   ar.write("optimizer", opt);
-  const std::string tmp = path + ".tmp";
+  // Through a link to its target (the link kept), as every output (output_target).
+  const std::string target = output_target(path);
+  const std::string tmp = target + ".tmp";
   try {
     ar.save_to(tmp);
-    std::filesystem::rename(tmp, path);
+    std::filesystem::rename(tmp, target);
   } catch (const std::exception& e) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);

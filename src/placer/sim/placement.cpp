@@ -150,7 +150,7 @@ std::vector<DeviceId> expand_placement(const Graph& g, std::span<const DeviceId>
 }
 
 PlacementSpec describe_placement(const Graph& g, const Cluster& c, std::span<const DeviceId> fwd) {
-  // The fewest keys: a tree search over the modules. keys[m][d] is the fewest keys that place
+  // The fewest keys: a tree search over the modules. at[m * nd + d] is the fewest keys that place
   // module m's ops (those directly in it and under it) when m inherits device d from above: none
   // at m, its ops other than d keyed one by one and its children inheriting d; or one key at m
   // naming another device e, then as if m inherited e. The default is the root's best device

@@ -4,8 +4,6 @@
 //   check_known_fields(j, {"name", "shape", "dtype"}, "graph file 'g.json': tensors[3]");
 #pragma once
 
-#include <fcntl.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -164,10 +162,11 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
 // (`what`: "trace file", "the checkpoint"). A file this creates is removed again.
 // A regular file is written through `path`.tmp (write_text_file): its directory must take one too;
 // a link, through its target's (output_target); a standard stream named as a file needs only to
-// be open.
+// be open for writing.
 inline void check_writable(const std::string& given, const std::string& what) {
-  if (const auto fd = named_descriptor(given)) {
-    if (::fcntl(*fd, F_GETFD) == -1) throw Error("cannot write " + what + " " + in_quotes(given) + " (descriptor " + std::to_string(*fd) + " is not open)");
+  if (const auto fd = output_descriptor(given)) {
+    if (!descriptor_writable(*fd))
+      throw Error("cannot write " + what + " " + in_quotes(given) + " (descriptor " + std::to_string(*fd) + " is not open for writing)");
     return;
   }
   const std::string path = output_target(given);
@@ -175,7 +174,6 @@ inline void check_writable(const std::string& given, const std::string& what) {
   const bool existed = std::filesystem::exists(path, ec);
   if (!std::ofstream(path, std::ios::app)) throw Error("cannot write " + what + " " + in_quotes(given));
   if (!existed) std::filesystem::remove(path, ec);
-  if (std::filesystem::is_symlink(path, ec)) return;  // a dangling link: written in place (its target created)
   if (existed && !std::filesystem::is_regular_file(path, ec)) return;  // a pipe, a device: written in place
   const std::string tmp = path + ".tmp";
   const bool tmp_existed = std::filesystem::exists(tmp, ec);
@@ -187,17 +185,17 @@ inline void check_writable(const std::string& given, const std::string& what) {
 // Writes `text` to `path` through `path`.tmp and a rename, so that a failed or interrupted write
 // never leaves half a file; a write that fails (a full disk) is an error naming the file (`what`:
 // "trace", "placement", ...), never a success. A link is written through: its target is renamed
-// onto (a dangling one is written in place); a standard stream named as a file (/dev/stdout,
-// named_descriptor) is written to after what the process printed; another path that is not a
+// onto (a dangling one's created); a standard stream named as a file (/dev/stdout,
+// output_descriptor) is written to after what the process printed; another path that is not a
 // regular file (a pipe) is written in place.
 inline void write_text_file(const std::string& given, std::string_view text, const std::string& what) {
-  if (const auto fd = named_descriptor(given)) {
+  if (const auto fd = output_descriptor(given)) {
     if (!write_to_descriptor(*fd, text)) throw Error("failed writing " + what + " file " + in_quotes(given));
     return;
   }
   const std::string path = output_target(given);
   std::error_code ec;
-  const bool special = std::filesystem::is_symlink(path, ec) || (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec));
+  const bool special = std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec);
   const std::string tmp = special ? path : path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary);
