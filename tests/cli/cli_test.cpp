@@ -383,6 +383,7 @@ TEST(InspectSaveGraph, AnUnwritablePathIsAnError) {
   Outcome run = placer({"inspect", test::example("inception_v3.onnx"), "--save-graph", "/nonexistent-dir/g.json"});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_THAT(run.err, HasSubstr("cannot write graph file '/nonexistent-dir/g.json'"));
+  EXPECT_EQ(run.out, "") << "refused before the import and the summary (it failed after them: a QA pass)";
 }
 
 TEST(InspectJson, AdamKeepsTwoStateCopiesPerParameter) {

@@ -53,6 +53,7 @@ void run_fit(const FitArgs& args) {
     for (const std::string& m : args.models) inputs.push_back({"--models", m});
     for (const std::string& f : args.profiles) inputs.push_back({"--profiles", f});
     check_not_an_input(args.output, "-o", inputs);
+    if (!args.output.empty()) check_writable(args.output, "cluster file");  // before the fit, not after it (a QA pass)
   }
   if (args.models.size() != args.profiles.size())
     throw UsageError(fmt::format("--models names {} models but --profiles {} profiles: give one profile per model", args.models.size(),

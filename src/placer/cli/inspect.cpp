@@ -12,6 +12,7 @@
 #include "placer/cli/common.hpp"
 #include "placer/io/graph_json.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/json_fields.hpp"
 #include "placer/util/natural_order.hpp"
 #include "placer/util/text.hpp"
 
@@ -33,6 +34,7 @@ struct ModuleRow {
 
 void run_inspect(const InspectArgs& args) {
   check_not_an_input(args.save_graph, "--save-graph", {{"--model", args.model}});
+  if (!args.save_graph.empty()) check_writable(args.save_graph, "graph file");  // before the import (a QA pass)
   ModelOptions options = args.model_args.resolve();
   DecidedBeforeStep decided;  // Ifs, Loops and lists the import decided (their ops show as modules: say why)
   options.onnx.decided = [&decided](const DecidedBeforeStep& d) { decided = d; };
