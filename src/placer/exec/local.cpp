@@ -165,6 +165,15 @@ void add_kernel(Measured& m, std::string type, bool gradient, const Attributes& 
   m.kernels.push_back({key.empty() ? std::move(type) : std::string(key), gradient, w, seconds});
 }
 
+std::vector<std::int64_t> shape_of(const torch::Tensor& t) { return std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()); }
+
+// A CPU gradient's time through autograd, as the executor's backward runs it: d`inputs` of `y` for
+// a random dY, best of 3.
+double gradient_s(const torch::Tensor& y, const std::vector<torch::Tensor>& inputs) {
+  const torch::Tensor dy = torch::randn_like(y);
+  return best_time_s(torch::Device(torch::kCPU), 1, 3, [&] { (void)torch::autograd::grad({y}, inputs, {dy}, /*retain_graph=*/true); });
+}
+
 // Pointwise and row kernels of transformers and recurrent layers that a CPU runs far below their
 // class (BERT-base's training step profiled on a 2-core AMD machine on 2026-12-01: Erf took 3.5 ns
 // per element and its gradient 3.3, Softmax 0.9, LayerNormalization 0.5, where a Relu takes 0.1;
@@ -175,11 +184,6 @@ void add_kernel(Measured& m, std::string type, bool gradient, const Attributes& 
 void measure_row_kernels(Measured& m) {
   const torch::Device cpu(torch::kCPU);
   torch::AutoGradMode grad_mode(true);
-  auto shape_of = [](const torch::Tensor& t) { return std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()); };
-  auto gradient_s = [&](const torch::Tensor& y, const std::vector<torch::Tensor>& inputs) {
-    const torch::Tensor dy = torch::randn_like(y);
-    return best_time_s(cpu, 1, 3, [&] { (void)torch::autograd::grad({y}, inputs, {dy}, /*retain_graph=*/true); });
-  };
   Attributes last_axis;
   last_axis.set(Attribute{.name = "axis", .kind = Attribute::Kind::integer, .i = -1});
   {
@@ -225,11 +229,6 @@ void measure_row_kernels(Measured& m) {
 // the cost model gives it, gradients through autograd as the executor's backward runs them.
 void measure_image_kernels(Measured& m) {
   const torch::Device cpu(torch::kCPU);
-  auto shape_of = [](const torch::Tensor& t) { return std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()); };
-  auto gradient_s = [&](const torch::Tensor& y, const std::vector<torch::Tensor>& inputs) {
-    const torch::Tensor dy = torch::randn_like(y);
-    return best_time_s(cpu, 1, 3, [&] { (void)torch::autograd::grad({y}, inputs, {dy}, /*retain_graph=*/true); });
-  };
   auto ints = [](std::string name, std::vector<std::int64_t> v) {
     return Attribute{.name = std::move(name), .kind = Attribute::Kind::integers, .ints = std::move(v)};
   };

@@ -1007,8 +1007,7 @@ OpWork backward_work(std::string_view op_type, const Attributes& attrs, std::spa
   // A product's operand gradients multiply matrices of the same dimensions, a convolution's
   // convolve with the same kernel (a bias's gradient alone is a sum). A recurrent layer's runs its
   // steps' products backwards whatever needs a gradient (b_recurrent).
-  const bool any = std::any_of(g.need.begin(), g.need.end(), [](char n) { return n != 0; });
-  if (g[0] || g[1] || (rule.forward == f_recurrent && any))
+  if (g[0] || g[1] || (rule.forward == f_recurrent && std::any_of(g.need.begin(), g.need.end(), [](char n) { return n != 0; })))
     w.product_min_dim = fwd.product_min_dim, w.conv_kernel_area = fwd.conv_kernel_area;
 
   // The saved inputs of the first 32 slots (a product operand is read only for the gradients of the

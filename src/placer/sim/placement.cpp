@@ -179,28 +179,25 @@ PlacementSpec describe_placement(const Graph& g, const Cluster& c, std::span<con
     const OpId namesake = g.find_op(g.module_name(m));
     keyable[m] = has_ops[m] && !(namesake != kNoId && namesake < n);
   }
-  // The best other device than d at m, from m's two best (lowest id first among equals).
-  auto best_other = [&](ModuleId m, DeviceId d) {
-    DeviceId best = kNoId;
-    for (DeviceId e = 0; e < nd; ++e)
-      if (e != d && (best == kNoId || at[m * nd + e] < at[m * nd + best])) best = e;
-    return best;
-  };
-  // Bottom-up (parents have smaller ids): each module's best, added into its parent's.
-  for (ModuleId m = static_cast<ModuleId>(nm); m-- > 1;) {
-    if (!has_ops[m]) continue;
-    DeviceId first = 0, second = kNoId;  // m's two best devices when keyed
+  // m's two best devices to name in a key at m (lowest id first among equals; the second kNoId
+  // with one device): a key at m under inherited d names the best other than d.
+  auto two_best = [&](ModuleId m) {
+    DeviceId first = 0, second = kNoId;
     for (DeviceId e = 1; e < nd; ++e) {
       if (at[m * nd + e] < at[m * nd + first]) second = first, first = e;
       else if (second == kNoId || at[m * nd + e] < at[m * nd + second]) second = e;
     }
+    return std::pair{first, second};
+  };
+  // Bottom-up (parents have smaller ids): each module's best, added into its parent's.
+  for (ModuleId m = static_cast<ModuleId>(nm); m-- > 1;) {
+    if (!has_ops[m]) continue;
+    const auto [first, second] = two_best(m);
     const ModuleId parent = g.module_parent(m);
     for (DeviceId d = 0; d < nd; ++d) {
       std::size_t best = at[m * nd + d];
-      if (keyable[m]) {
-        const DeviceId e = d == first ? second : first;
-        if (e != kNoId) best = std::min(best, 1 + at[m * nd + e]);
-      }
+      const DeviceId e = d == first ? second : first;
+      if (keyable[m] && e != kNoId) best = std::min(best, 1 + at[m * nd + e]);
       at[parent * nd + d] += best;
     }
   }
@@ -213,7 +210,8 @@ PlacementSpec describe_placement(const Graph& g, const Cluster& c, std::span<con
   for (ModuleId m = 1; m < nm; ++m) {
     on[m] = on[g.module_parent(m)];
     if (!keyable[m]) continue;
-    const DeviceId e = best_other(m, on[m]);
+    const auto [first, second] = two_best(m);
+    const DeviceId e = on[m] == first ? second : first;
     // (No more keys than without: the outermost module that can say it does, as before.)
     if (e != kNoId && 1 + at[m * nd + e] <= at[m * nd + on[m]]) {
       on[m] = e;
