@@ -784,6 +784,32 @@ TEST(PlaceCli, OutputsAreWrittenThroughLinksAndToStandardOutput) {
   EXPECT_TRUE(std::filesystem::is_symlink("/dev/stdout"));
 }
 
+// --json prints one document on standard output: an output file that is standard output too
+// (/dev/stdout, /dev/fd/1) would put a second one before it, so the pair is a usage error.
+TEST(PlaceCli, JsonAndAnOutputOnStandardOutputAreRefused) {
+  const auto placed = placer({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "single", "--json", "-o", "/dev/stdout"});
+  EXPECT_EQ(placed.exit_code, 2);
+  EXPECT_THAT(placed.err, HasSubstr("-o '/dev/stdout' is standard output, where --json prints its document"));
+  EXPECT_EQ(placed.out, "");
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--samples", "4", "--json", "--curve", "/dev/fd/1"},
+                        "--curve '/dev/fd/1' is standard output");
+  expect_one_line_error({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--json", "--trace", "/dev//stdout"},
+                        "--trace '/dev//stdout' is standard output");
+  expect_one_line_error({"inspect", kModel, "--json", "--save-graph", "/dev/stdout"}, "--save-graph '/dev/stdout' is standard output");
+  // Refused before anything is measured or fitted.
+  expect_one_line_error({"profile", "--model", kModel, "--cluster", "local", "--json", "-o", "/dev/stdout"}, "-o '/dev/stdout' is standard output");
+  expect_one_line_error({"fit", "--cluster", "k80x4", "--models", "missing.onnx", "--profiles", "missing.json", "--json", "-o", "/dev/stdout"},
+                        "-o '/dev/stdout' is standard output");
+  // Standard error, or stdout without --json, is written as before.
+  const auto to_err = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--json", "--trace", "/dev/stderr"});
+  ASSERT_EQ(to_err.exit_code, 0) << to_err.err;
+  EXPECT_NO_THROW((void)nlohmann::json::parse(to_err.out));
+  EXPECT_THAT(to_err.err, HasSubstr("traceEvents"));
+  const auto plain = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--trace", "/dev/stdout"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr("traceEvents"));
+}
+
 // A placement file records how place found it; simulated under another mode, optimizer, memory
 // fraction or cluster, a warning says so (a placement found for inference, simulated as a training
 // step, gave another step time without a word: found by a review). The same options say nothing.

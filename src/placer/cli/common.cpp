@@ -242,6 +242,14 @@ void check_not_an_input(const std::string& output, const std::string& output_opt
   }
 }
 
+void check_json_alone_on_stdout(bool json, const std::vector<std::pair<std::string, std::string>>& outputs) {
+  if (!json) return;
+  for (const auto& [option, path] : outputs)
+    if (!path.empty() && output_descriptor(path) == 1)
+      throw UsageError(option + " " + in_quotes(path) + " is standard output, where --json prints its document: " +
+                       "name a file, or leave out --json");
+}
+
 std::string cluster_input_file(const std::string& cluster) {
   const std::vector<std::string> presets = cluster_preset_names();
   return std::find(presets.begin(), presets.end(), cluster) != presets.end() ? std::string() : cluster;

@@ -52,6 +52,7 @@ void run_fit(const FitArgs& args) {
     std::vector<std::pair<std::string, std::string>> inputs;
     for (const std::string& m : args.models) inputs.push_back({"--models", m});
     for (const std::string& f : args.profiles) inputs.push_back({"--profiles", f});
+    check_json_alone_on_stdout(args.json, {{"-o", args.output}});
     check_not_an_input(args.output, "-o", inputs);
     if (!args.output.empty()) check_writable(args.output, "cluster file");  // before the fit, not after it (a QA pass)
   }

@@ -33,6 +33,7 @@ struct ModuleRow {
 };
 
 void run_inspect(const InspectArgs& args) {
+  check_json_alone_on_stdout(args.json, {{"--save-graph", args.save_graph}});
   check_not_an_input(args.save_graph, "--save-graph", {{"--model", args.model}});
   if (!args.save_graph.empty()) check_writable(args.save_graph, "graph file");  // before the import (a QA pass)
   ModelOptions options = args.model_args.resolve();

@@ -164,6 +164,7 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
 void run_place(const PlaceArgs& args) {
   check_algorithm(args.algo, parse_opts(args.opts));  // before the model loads (not "NAME: unknown ... 'NAME'")
   // Files of searches that learn: refused for an algorithm that writes none (they were ignored).
+  check_json_alone_on_stdout(args.json, {{"-o", args.output}, {"--curve", args.curve}});
   if (args.resume && args.checkpoint.empty()) throw UsageError("--resume needs --checkpoint FILE (the search to continue)");
   if ((!args.curve.empty() || !args.checkpoint.empty()) && find_placer(args.algo).family != "learned") {
     std::string learned;  // from the registry: a learned placer added later is named too

@@ -116,6 +116,7 @@ void print_memory(const nlohmann::json& memory) {
 void run_run(const RunArgs& args) {
   if (args.placement.empty() == args.on.empty()) throw UsageError("give exactly one of --placement FILE or --on DEVICE");
   if (args.steps < 1 || args.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
+  check_json_alone_on_stdout(args.json, {{"--trace", args.trace}});
   if (!args.trace.empty()) {
     // Not over an input (it replaced the model and exited 0: a review), and writable, before the steps.
     check_not_an_input(args.trace, "--trace", {{"--model", args.model}, {"--cluster", cluster_input_file(args.cluster)}, {"--placement", args.placement}});
@@ -179,6 +180,7 @@ struct ProfileArgs {
 
 void run_profile(const ProfileArgs& args) {
   if (args.steps < 1 || args.warmup < 0 || args.repeats < 1) throw UsageError("--steps and --repeats must be at least 1 and --warmup at least 0");
+  check_json_alone_on_stdout(args.json, {{"-o", args.output}});
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Cluster cluster = resolve_cluster(args.cluster);
@@ -246,6 +248,7 @@ struct ValidateArgs {
 void run_validate(const ValidateArgs& args) {
   if (args.placements.empty() && args.on.empty()) throw UsageError("give --placements FILE,... or --on DEVICE,...");
   if (args.steps < 1 || args.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
+  check_json_alone_on_stdout(args.json, {{"--trace", args.trace}});
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Graph graph = load_model(args.model, options);

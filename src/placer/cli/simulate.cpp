@@ -175,6 +175,7 @@ void run_simulate(const SimulateArgs& args) {
   if (args.seconds > 0 && args.random == 0) throw UsageError("--seconds limits --random: give --random N too");
   if (args.random == 0 && args.seed_option && args.seed_option->count() > 0)
     fmt::print(stderr, "placer: note: --seed seeds --random only; it has no effect with --on or --placement\n");
+  check_json_alone_on_stdout(args.json, {{"--trace", args.trace}});
   if (!args.trace.empty()) {
     if (args.placements.size() + args.on.size() != 1) throw UsageError("--trace needs exactly one placement");
     auto inputs = problem_inputs(args.problem);
