@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -60,6 +61,18 @@ TEST(CheckWritable, RemovesTheFileItCreatedAndNamesAPathItCannotWrite) {
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_THAT([] { check_writable("/nonexistent-dir/x.json", "the checkpoint"); },
               ThrowsMessage<Error>(HasSubstr("cannot write the checkpoint '/nonexistent-dir/x.json'")));
+}
+
+// A pipe is asked, not opened: opening a FIFO with no reader blocked until one came, which then
+// read the probe's close as the end of the file (a QA pass). A directory is named as such.
+TEST(CheckWritable, APipeIsNotOpenedAndADirectoryIsNamed) {
+  const std::string fifo = temp_path("probe.fifo");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  check_writable(fifo, "trace file");  // returns at once: no reader is waiting
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  std::filesystem::remove(fifo);
+  EXPECT_THAT([] { check_writable("/tmp", "trace file"); }, ThrowsMessage<Error>(HasSubstr("cannot write trace file '/tmp' (a directory)")));
 }
 
 // A number too large for a double is placed like a syntax error (the parser's message for it

@@ -15,6 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <unistd.h>
+
 #include "placer/util/error.hpp"
 #include "placer/util/output_file.hpp"
 #include "placer/util/text.hpp"
@@ -172,9 +174,15 @@ inline void check_writable(const std::string& given, const std::string& what) {
   const std::string path = output_target(given);
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec);
+  // A pipe or a device is written in place, and only asked: opening a FIFO to probe it blocks until
+  // a reader comes, which then reads the probe's close as the end of the file.
+  if (existed && !std::filesystem::is_regular_file(path, ec)) {
+    if (std::filesystem::is_directory(path, ec)) throw Error("cannot write " + what + " " + in_quotes(given) + " (a directory)");
+    if (::access(path.c_str(), W_OK) != 0) throw Error("cannot write " + what + " " + in_quotes(given));
+    return;
+  }
   if (!std::ofstream(path, std::ios::app)) throw Error("cannot write " + what + " " + in_quotes(given));
   if (!existed) std::filesystem::remove(path, ec);
-  if (existed && !std::filesystem::is_regular_file(path, ec)) return;  // a pipe, a device: written in place
   const std::string tmp = path + ".tmp";
   const bool tmp_existed = std::filesystem::exists(tmp, ec);
   if (!std::ofstream(tmp, std::ios::app))
