@@ -645,10 +645,12 @@ TEST(PlaceCliBadInput, LearnedPlacersFilesForAnotherAlgorithm) {
   // They were ignored: no curve or checkpoint was written, and --resume resumed nothing.
   // Naming them (the list was empty: the module that adds them was not loaded for m-etf; a QA pass).
   expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-etf", "--checkpoint", test::temp_path("x.ckpt")},
-                        "are for the learned placers (colocrl, hdp): m-etf writes neither");
+                        "are for the learned placers (colocrl, hdp): m-etf writes no curve or checkpoint");
   expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-etf", "--curve", test::temp_path("x.csv")},
                         "are for the learned placers");
-  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-etf", "--resume"}, "--resume needs --checkpoint");
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "m-etf", "--resume"},
+                        "--curve, --checkpoint and --resume are for the learned placers");
+  expect_one_line_error({"place", "--model", kModel, "--cluster", "k80x4", "--algo", "colocrl", "--resume"}, "--resume needs --checkpoint");
 }
 
 // Found by fuzzing the options: a repeated --opt kept its last value without a word, one file

@@ -472,6 +472,27 @@ TEST(GraphJsonBadInput, DuplicatesAndUnsupportedTypesNameTheFileAndPlace) {
     "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}, {"name": "b", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}]})",
                "bad.json': ops[1] 'b': tensor 'y' is produced twice");
 }
+// Errors found when the whole graph is checked name the op's or tensor's place in the file too (they
+// named the op alone: a QA pass).
+TEST(GraphJsonBadInput, WholeGraphErrorsNameThePlace) {
+  const std::string head = R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4], "kind": "data"},
+    {"name": "y", "shape": [4]}, {"name": "z", "shape": [4]}, {"name": "dy", "shape": [4], "kind": "gradient"}, {"name": "dx", "shape": [4], "kind": "gradient", "accumulated": true}], )";
+  expect_error(head + R"("ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}, {"name": "a", "type": "Relu", "inputs": ["y"], "outputs": ["z"]}]})",
+               "bad.json': ops[1] 'a': its name is used twice (ops[0] has it too)");
+  expect_error(head + R"("ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}, {"name": "b", "type": "Relu", "inputs": ["dy"], "outputs": ["z"]}]})",
+               "bad.json': ops[1] 'b': input tensor 'dy' is produced by no op and is not a graph input (dangling input)");
+  expect_error(head + R"("ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]},
+      {"name": "g", "type": "ReluGrad", "role": "backward", "inputs": ["y"], "outputs": ["dy"], "flops": 1}]})",
+               "bad.json': ops[1] 'g': a backward op must name the forward op it differentiates");
+  expect_error(head + R"("ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]},
+      {"name": "g", "type": "ReluGrad", "role": "backward", "forward_op": "nope", "inputs": ["y"], "outputs": ["dy"], "flops": 1}]})",
+               "bad.json': ops[1] 'g': forward_op 'nope' is not an op");
+  // dx is marked accumulated but read by no op.
+  expect_error(head + R"("ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]},
+      {"name": "g", "type": "ReluGrad", "role": "backward", "forward_op": "a", "inputs": ["y"], "outputs": ["dx"], "flops": 1}]})",
+               "bad.json': tensors[4] 'dx' is marked accumulated (a partial gradient summed into another when it arrives), but it is read by 0 ops");
+}
+
 // A graph JSON gives every shape and kind: --dim and --data-inputs would be ignored, so they are refused.
 TEST(GraphJsonBadInput, OnnxOnlyOptionsAreRefused) {
   const std::string path = write("g.json", R"({"format": "placer-graph", "version": 1,

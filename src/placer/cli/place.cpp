@@ -165,13 +165,14 @@ void run_place(const PlaceArgs& args) {
   check_algorithm(args.algo, parse_opts(args.opts));  // before the model loads (not "NAME: unknown ... 'NAME'")
   // Files of searches that learn: refused for an algorithm that writes none (they were ignored).
   check_json_alone_on_stdout(args.json, {{"-o", args.output}, {"--curve", args.curve}});
-  if (args.resume && args.checkpoint.empty()) throw UsageError("--resume needs --checkpoint FILE (the search to continue)");
-  if ((!args.curve.empty() || !args.checkpoint.empty()) && find_placer(args.algo).family != "learned") {
+  if ((!args.curve.empty() || !args.checkpoint.empty() || args.resume) && find_placer(args.algo).family != "learned") {
     std::string learned;  // from the registry: a learned placer added later is named too
     for (const PlacerInfo& info : placer_registry())
       if (info.family == "learned") learned += (learned.empty() ? "" : ", ") + info.name;
-    throw UsageError("--curve and --checkpoint are for the learned placers (" + learned + "): " + args.algo + " writes neither");
+    throw UsageError("--curve, --checkpoint and --resume are for the learned placers (" + learned + "): " + args.algo +
+                     " writes no curve or checkpoint");
   }
+  if (args.resume && args.checkpoint.empty()) throw UsageError("--resume needs --checkpoint FILE (the search to continue)");
   // A checkpoint is a file of its own, written through NAME.tmp and renamed: a device or a pipe
   // in its place would be replaced by it.
   if (!args.checkpoint.empty()) {

@@ -211,35 +211,41 @@ Graph GraphBuilder::build() && {
   for (std::size_t o = 0; o < num_ops; ++o) {
     const bool forward = ops_[o].role == OpRole::forward;
     if (forward != (o < g.num_forward_ops_))
-      throw Error("graph '" + g.name_ + "' declares " + std::to_string(g.num_forward_ops_) + " forward ops (listed first), but op '" +
-                  ops_[o].name + "' (number " + std::to_string(o) + ") has role '" + std::string(op_role_name(ops_[o].role)) + "'");
+      throw GraphError("graph '" + g.name_ + "' declares " + std::to_string(g.num_forward_ops_) + " forward ops (listed first), but op '" +
+                           ops_[o].name + "' (number " + std::to_string(o) + ") has role '" + std::string(op_role_name(ops_[o].role)) + "'",
+                       static_cast<OpId>(o));
     const OpId f = ops_[o].forward_op;
     // A backward op runs where its forward op runs, an update where its parameter lives: without
     // either it had no place of its own and silently followed the graph's first op.
     if (ops_[o].role == OpRole::backward && f == kNoId)
-      throw Error("op '" + ops_[o].name + "': a backward op must name the forward op it differentiates (forward_op): it runs where that op runs");
+      throw GraphError("op '" + ops_[o].name + "': a backward op must name the forward op it differentiates (forward_op): it runs where that op runs",
+                       static_cast<OpId>(o));
     if (ops_[o].role == OpRole::update && f == kNoId && ops_[o].param == kNoId)
-      throw Error("op '" + ops_[o].name + "': an update op must name the parameter it updates (param) or a forward op (forward_op)");
+      throw GraphError("op '" + ops_[o].name + "': an update op must name the parameter it updates (param) or a forward op (forward_op)",
+                       static_cast<OpId>(o));
     // An update runs where its parameter lives: a tensor of another kind (an activation, data) has
     // no home of its own, and the update silently followed the graph's first op.
     const TensorId param = ops_[o].param;
     if (param != kNoId && ops_[o].role != OpRole::update)
-      throw Error("op '" + ops_[o].name + "': only update ops name the parameter they update (param)");
+      throw GraphError("op '" + ops_[o].name + "': only update ops name the parameter they update (param)", static_cast<OpId>(o));
     if (param != kNoId && (param >= num_tensors || tensors_[param].kind != TensorKind::parameter))
-      throw Error("op '" + ops_[o].name + "': its param " +
-                  (param < num_tensors ? "'" + tensors_[param].name + "' is not a parameter (its kind: " +
-                                             std::string(tensor_kind_name(tensors_[param].kind)) + ")"
-                                       : std::string("is not a tensor of the graph")));
+      throw GraphError("op '" + ops_[o].name + "': its param " +
+                           (param < num_tensors ? "'" + tensors_[param].name + "' is not a parameter (its kind: " +
+                                                      std::string(tensor_kind_name(tensors_[param].kind)) + ")"
+                                                : std::string("is not a tensor of the graph")),
+                       static_cast<OpId>(o));
     // Two updates of one parameter would apply the optimizer twice per step (and count its work twice).
     if (param != kNoId) {
       if (updater[param] != kNoId)
-        throw Error("ops '" + ops_[updater[param]].name + "' and '" + ops_[o].name + "' both update parameter '" + tensors_[param].name +
-                    "': a parameter has one update op per step");
+        throw GraphError("ops '" + ops_[updater[param]].name + "' and '" + ops_[o].name + "' both update parameter '" + tensors_[param].name +
+                             "': a parameter has one update op per step",
+                         static_cast<OpId>(o));
       updater[param] = static_cast<OpId>(o);
     }
     if (f != kNoId && (f >= g.num_forward_ops_ || forward))
-      throw Error("op '" + ops_[o].name + "': its forward_op must be a forward op, and only backward and update ops name one" +
-                  (f < num_ops ? " (it names '" + ops_[f].name + "')" : std::string()));
+      throw GraphError("op '" + ops_[o].name + "': its forward_op must be a forward op, and only backward and update ops name one" +
+                           (f < num_ops ? " (it names '" + ops_[f].name + "')" : std::string()),
+                       static_cast<OpId>(o));
   }
 
   // Tensors: shapes, sizes, kinds.
@@ -290,11 +296,12 @@ Graph GraphBuilder::build() && {
   }
 
   // Dangling inputs: a tensor read by an op must be produced by one or be a graph input.
-  for (const auto& op : ops_)
-    for (TensorId t : op.inputs)
+  for (std::size_t o = 0; o < num_ops; ++o)
+    for (TensorId t : ops_[o].inputs)
       if (t != kNoId && tensors_[t].producer == kNoId && !is_graph_input_kind(tensors_[t].kind))
-        throw Error("op '" + op.name + "': input tensor '" + tensors_[t].name +
-                    "' is produced by no op and is not a graph input (dangling input)");
+        throw GraphError("op '" + ops_[o].name + "': input tensor '" + tensors_[t].name +
+                             "' is produced by no op and is not a graph input (dangling input)",
+                         static_cast<OpId>(o));
   for (TensorId t : outputs_)
     if (tensors_[t].producer == kNoId && !is_graph_input_kind(tensors_[t].kind))
       throw Error("graph output '" + tensors_[t].name + "' is produced by no op");
@@ -400,10 +407,11 @@ Graph GraphBuilder::build() && {
   // Modules: intern every path and its dot-separated ancestors; parents get smaller ids. Every
   // ancestor is a string of its own, so memory grows with the square of a path's depth: paths
   // deeper than any model's are refused (a 100 KB name of 16,000 levels took 1.8 GB).
-  for (const auto& op : ops_)
-    if (const auto depth = std::count(op.module.begin(), op.module.end(), '.') + 1; depth > kMaxModuleDepth)
-      throw Error("op '" + op.name.substr(0, 80) + (op.name.size() > 80 ? "..." : "") + "': its module path is " + std::to_string(depth) +
-                  " levels deep (at most " + std::to_string(kMaxModuleDepth) + ")");
+  for (std::size_t o = 0; o < num_ops; ++o)
+    if (const auto depth = std::count(ops_[o].module.begin(), ops_[o].module.end(), '.') + 1; depth > kMaxModuleDepth)
+      throw GraphError("op '" + ops_[o].name.substr(0, 80) + (ops_[o].name.size() > 80 ? "..." : "") + "': its module path is " +
+                           std::to_string(depth) + " levels deep (at most " + std::to_string(kMaxModuleDepth) + ")",
+                       static_cast<OpId>(o));
   g.module_names_.push_back("");
   g.module_parent_.push_back(0);
   g.module_depth_.push_back(0);
@@ -474,11 +482,12 @@ Graph GraphBuilder::build() && {
     const auto readers = g.consumers(static_cast<TensorId>(t));
     const bool output = std::find(g.outputs_.begin(), g.outputs_.end(), static_cast<TensorId>(t)) != g.outputs_.end();
     if (tensors_[t].kind != TensorKind::gradient || tensors_[t].producer == kNoId || readers.size() != 1 || output)
-      throw Error("tensor '" + tensors_[t].name + "' is marked accumulated (a partial gradient summed into another when it arrives), but " +
-                  (tensors_[t].kind != TensorKind::gradient ? std::string("it is not a gradient")
-                   : tensors_[t].producer == kNoId          ? std::string("no op produces it")
-                   : output                                 ? std::string("it is a graph output")
-                                                            : "it is read by " + std::to_string(readers.size()) + " ops, not one"));
+      throw GraphError("tensor '" + tensors_[t].name + "' is marked accumulated (a partial gradient summed into another when it arrives), but " +
+                           (tensors_[t].kind != TensorKind::gradient ? std::string("it is not a gradient")
+                            : tensors_[t].producer == kNoId          ? std::string("no op produces it")
+                            : output                                 ? std::string("it is a graph output")
+                                                                     : "it is read by " + std::to_string(readers.size()) + " ops, not one"),
+                       kNoId, static_cast<TensorId>(t));
     g.tensor_accumulated_[t] = 1;
   }
 
@@ -648,13 +657,14 @@ Graph GraphBuilder::build() && {
   for (std::size_t o = 0; o < num_ops; ++o)
     if (const TensorId p = g.updated_param_[o]; p != kNoId && g.forward_op_[o] == kNoId &&
                                                  (g.param_home_[p] == kNoId || g.param_home_[p] >= g.num_forward_ops_))
-      throw Error("op '" + g.op_name_[o] + "': the parameter it updates, '" + tensors_[p].name +
-                  "', is read by no forward op, so it has no device to run on (name a forward_op)");
+      throw GraphError("op '" + g.op_name_[o] + "': the parameter it updates, '" + tensors_[p].name +
+                           "', is read by no forward op, so it has no device to run on (name a forward_op)",
+                       static_cast<OpId>(o));
   for (auto& t : tensors_) g.tensor_name_.push_back(std::move(t.name));
 
   for (std::size_t o = 0; o < num_ops; ++o)
     if (!g.op_by_name_.emplace(g.op_name_[o], static_cast<OpId>(o)).second)
-      throw Error("op name '" + g.op_name_[o] + "' is used twice");
+      throw GraphError("op name '" + g.op_name_[o] + "' is used twice", static_cast<OpId>(o));
   for (std::size_t t = 0; t < num_tensors; ++t) g.tensor_by_name_.emplace(g.tensor_name_[t], static_cast<TensorId>(t));
   for (std::size_t m = 0; m < g.module_names_.size(); ++m)
     g.module_by_name_.emplace(g.module_names_[m], static_cast<ModuleId>(m));

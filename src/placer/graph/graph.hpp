@@ -21,6 +21,7 @@
 
 #include "placer/graph/op_work.hpp"
 #include "placer/graph/types.hpp"
+#include "placer/util/error.hpp"
 
 namespace placer {
 
@@ -203,6 +204,17 @@ class Graph {
   std::unordered_map<std::string_view, OpId> op_by_name_;
   std::unordered_map<std::string_view, TensorId> tensor_by_name_;
   std::unordered_map<std::string_view, ModuleId> module_by_name_;
+};
+
+// An error of GraphBuilder::build() about one op or one tensor: `op` (or `tensor`) is its id, the
+// order it was added in, so that a reader of a file can name its place (graph JSON's `ops[i]`);
+// kNoId when the error is about neither.
+class GraphError : public Error {
+ public:
+  GraphError(const std::string& message, OpId op_at_fault, TensorId tensor_at_fault = kNoId)
+      : Error(message), op(op_at_fault), tensor(tensor_at_fault) {}
+  OpId op;
+  TensorId tensor;
 };
 
 // Builds and validates a Graph. Not thread-safe; use once.

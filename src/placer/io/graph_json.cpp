@@ -405,11 +405,13 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     } catch (const Error& e) {
       throw Error(where + ": " + e.what());
     }
-    op_ids.emplace(std::move(name), id);
+    if (const auto [first, added] = op_ids.emplace(std::move(name), id); !added)
+      throw Error(where + ": its name is used twice (ops[" + std::to_string(first->second) + "] has it too)");
   }
   for (auto& [op, name] : forward_refs) {
     auto it = op_ids.find(name);
-    if (it == op_ids.end()) throw Error(source + ": op '" + b.op(op).name + "': forward_op '" + name + "' is not an op");
+    if (it == op_ids.end())
+      throw Error(source + ": ops[" + std::to_string(op) + "] " + in_quotes(b.op(op).name) + ": forward_op " + in_quotes(name) + " is not an op");
     b.op(op).forward_op = it->second;
   }
   if (j.contains("outputs"))
@@ -455,6 +457,18 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
   Graph g;
   try {
     g = std::move(b).build();
+  } catch (const GraphError& e) {
+    // Placed in the file: ops[i] and tensors[i] are the ids the builder gave them, in file order.
+    const bool op = e.op != kNoId && e.op < ops.size(), tensor = e.tensor != kNoId && e.tensor < tensors.size();
+    if (!op && !tensor) throw Error(source + ": " + e.what());
+    const std::string kind = op ? "op" : "tensor";
+    const std::size_t index = op ? e.op : e.tensor;
+    const std::string name = optional_as<std::string>(op ? ops[index] : tensors[index], "name", "", source);
+    // "op 'x': what" becomes "ops[i] 'x': what"; any other message follows the place.
+    std::string message = e.what();
+    if (const std::string own = printable(kind + " '" + name + "'"); message.starts_with(own))
+      message = message.substr(own.size() + (message.compare(own.size(), 2, ": ") == 0 ? 2 : 0));
+    throw Error(source + ": " + kind + "s[" + std::to_string(index) + "] " + in_quotes(name) + (message.starts_with(" ") ? "" : ": ") + message);
   } catch (const Error& e) {
     throw Error(source + ": " + e.what());
   }

@@ -478,13 +478,16 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   if (s.best.empty() && s.samples == 0) throw Error(o.algo + ": stopped before any placement was sampled");
   if (s.best.empty())
     throw Error(fmt::format("{}: no sampled placement fits in memory after {} samples{}", o.algo, s.samples, stopped ? " (stopped)" : ""));
-  std::string note = fmt::format("{} updates of {} samples; policy {:.1f} s, simulation {:.1f} s on {} threads (waited {:.1f} s)", s.updates, k,
-                                 g_stats.policy_s, g_stats.simulation_s, env.threads(), g_stats.simulation_wait_s);
+  auto plural = [](std::int64_t n) { return n == 1 ? "" : "s"; };
+  std::string note = fmt::format("{} update{} of {} sample{}; policy {:.1f} s, simulation {:.1f} s on {} thread{} (waited {:.1f} s)", s.updates,
+                                 plural(s.updates), k, plural(k), g_stats.policy_s, g_stats.simulation_s, env.threads(),
+                                 plural(env.threads()), g_stats.simulation_wait_s);
   if (env_flag("PLACER_RL_TIMING"))
     std::fprintf(stderr, "timing: sample %.2f s, log-probs %.2f s, update %.2f s\n", g_sample_s, g_logp_s, g_update_s);
   if (samples_before > 0)
-    note += fmt::format("; resumed after {} updates ({} samples, {:.1f} s): {} updates and {} samples in this run", updates_before,
-                        samples_before, s.elapsed_before_s, s.updates - updates_before, s.samples - samples_before);
+    note += fmt::format("; resumed after {} update{} ({} sample{}, {:.1f} s): {} update{} and {} sample{} in this run", updates_before,
+                        plural(updates_before), samples_before, plural(samples_before), s.elapsed_before_s, s.updates - updates_before,
+                        plural(s.updates - updates_before), s.samples - samples_before, plural(s.samples - samples_before));
   // A --samples the checkpoint had already reached ran nothing: said, not left to the counts above.
   if (budget.resume && total_updates > 0 && updates_before >= total_updates)
     note += fmt::format("; {} is no more than the checkpoint's {} samples: nothing more was run (give more to go on)",
