@@ -86,6 +86,12 @@ TEST(SimulateCli, TraceIsAChromeTrace) {
   }
   EXPECT_EQ(ops, 1257u);  // every op of the training step
   EXPECT_GT(transfers, 0u);
+  // The process says what is drawn: model, placement, cluster (it named the cluster alone).
+  EXPECT_EQ(metadata.count("process_name"), 0u);  // process metadata carries no tid
+  std::string process;
+  for (const auto& e : j["traceEvents"])
+    if (e["name"] == "process_name") process = e["args"]["name"];
+  EXPECT_EQ(process, "simulated: inception_v3.onnx, " + test::example("inception_v3.k80x4.split.json") + " on k80x4");
   // Every track is named and sorted; ops that take no time have tracks of their own, where no op
   // that takes time could draw them as its children (a Reshape inside the MatMul running then).
   for (const auto& [tid, track] : slices) {

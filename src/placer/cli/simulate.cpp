@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -209,7 +210,11 @@ void run_simulate(const SimulateArgs& args) {
     std::vector<TraceEvent> trace;
     const bool tracing = !args.trace.empty() && runs.size() == 1;
     const SimResult& r = tracing ? sim.simulate(devices, trace) : sim.simulate(devices);
-    if (tracing) write_chrome_trace(args.trace, p.graph, p.cluster, trace);
+    // Named as validate names its simulated step, with the model: what is drawn, not only where.
+    if (tracing)
+      write_chrome_trace_events(args.trace, chrome_trace_events(p.graph, p.cluster, trace, 1,
+                                                                "simulated: " + std::filesystem::path(args.problem.model).filename().string() +
+                                                                    ", " + label + " on " + p.cluster.name()));
     if (args.json) {
       nlohmann::json j = result_json(p, sim, r, label);
       j["lower_bound_s"] = bounds.best();

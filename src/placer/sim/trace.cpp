@@ -101,8 +101,4 @@ void write_chrome_trace_events(const std::string& path, nlohmann::json events) {
   write_json_file(path, nlohmann::json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}, "trace", -1);
 }
 
-void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& c, const std::vector<TraceEvent>& trace) {
-  write_chrome_trace_events(path, chrome_trace_events(g, c, trace));
-}
-
 }  // namespace placer

@@ -13,8 +13,6 @@
 
 namespace placer {
 
-void write_chrome_trace(const std::string& path, const Graph& g, const Cluster& c, const std::vector<TraceEvent>& trace);
-
 // The same events as a JSON array, in process `pid` named `process` (default "placer: <cluster>"),
 // to write beside others (validate --trace: the simulated step beside the measured one).
 nlohmann::json chrome_trace_events(const Graph& g, const Cluster& c, const std::vector<TraceEvent>& trace, int pid = 1,
