@@ -505,6 +505,16 @@ TEST(GraphJsonBadInput, OnnxOnlyOptionsAreRefused) {
   data.onnx.data_inputs = {"x"};
   EXPECT_THAT([&] { (void)load_model(path, data); }, ::testing::ThrowsMessage<Error>(HasSubstr("--data-inputs applies to ONNX models only")));
 }
+// A graph JSON is known by its name (.json) or by its first character, '{', after white space and
+// a UTF-8 byte-order mark (one led by a mark and named otherwise was read as ONNX: a QA pass).
+TEST(GraphJson, AFileLedByAByteOrderMarkIsJsonWhateverItsName) {
+  const std::string body = R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4]}],
+    "ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})";
+  EXPECT_EQ(load_model(write("marked.graph", "\xEF\xBB\xBF\n  " + body), ModelOptions{.mode = Mode::inference}).num_ops(), 1u);
+  EXPECT_EQ(load_model(write("plain.graph", "\n" + body), ModelOptions{.mode = Mode::inference}).num_ops(), 1u);
+}
+
 // The training step's own names (gradients '<op>/grad', 'grad/<tensor>/<op>') must not be the
 // forward graph's: the error says which name and why.
 TEST(GraphJsonBadInput, ForwardNamesTheStepWouldTakeAreNamed) {
