@@ -483,7 +483,7 @@ TEST(Profile, MisspeltOrMistypedFieldsAreNamed) {
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 1.0})"), ::testing::HasSubstr("field 'version' must be an integer, got 1.0"));
   EXPECT_THAT(message(R"({"format": "placer-profile"})"), ::testing::HasSubstr("missing field 'version'"));
   EXPECT_THAT(message(R"({"format": "placer-profile", "version": 2})"),
-              ::testing::HasSubstr("profile version 2 is not supported (this placer reads 1)"));
+              ::testing::HasSubstr("profile format version 2 is newer than this placer reads (1)"));
 }
 
 // Scratch memory of a CPU convolution (oneDNN's reordered operands, measured with libtorch 1.13:

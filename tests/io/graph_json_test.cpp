@@ -202,7 +202,12 @@ TEST(GraphJsonBadInput, WorkSummingPastADoubleIsRefused) {
 TEST(GraphJsonBadInput, MalformedJson) { expect_error("{\"ops\": [", "not valid JSON"); }
 TEST(GraphJsonBadInput, WrongFormat) { expect_error("{\"format\": \"other\"}", "not a placer graph"); }
 TEST(GraphJsonBadInput, FutureVersion) {
-  expect_error(R"({"format": "placer-graph", "version": 99, "tensors": [], "ops": []})", "not supported");
+  expect_error(R"({"format": "placer-graph", "version": 99, "tensors": [], "ops": []})", "graph format version 99 is newer than this placer reads (1)");
+  // One past 64 bits, which the parser reads as a float, is newer too (it was "must be an integer, got 1e+20": a QA pass).
+  expect_error(R"({"format": "placer-graph", "version": 99999999999999999999, "tensors": [], "ops": []})",
+               "graph format version 1e+20 is newer than this placer reads (1)");
+  expect_error(R"({"format": "placer-graph", "version": 1.5, "tensors": [], "ops": []})", "field 'version' must be an integer, got 1.5");
+  expect_error(R"({"format": "placer-graph", "version": 0, "tensors": [], "ops": []})", "field 'version' must be at least 1, got 0");
 }
 TEST(GraphJsonBadInput, MissingFieldNamesTheOp) {
   expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [], "ops": [{"name": "lonely"}]})", "'lonely'");

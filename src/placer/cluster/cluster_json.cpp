@@ -211,14 +211,7 @@ Cluster parse_cluster_json(const json& j, const std::string& source) {
     throw Error(source + ": not a placer cluster file: field 'format' is " +
                 (format ? json_excerpt(*format) : std::string("missing")) + ", expected \"" + std::string(kFormat) + "\"");
   const json& version = field(j, "version", source);
-  if (!version.is_number_integer())
-    throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(version));
-  // Read as written: an unsigned value past int64 (2^64 - 1) is newer, not -1.
-  const bool huge = version.is_number_unsigned() && version.get<std::uint64_t>() > static_cast<std::uint64_t>(kVersion);
-  if (huge || version.get<std::int64_t>() > kVersion)
-    throw Error(source + ": cluster format version " + json_excerpt(version) + " is newer than this placer reads (" +
-                std::to_string(kVersion) + ")");
-  if (version.get<std::int64_t>() < 1) throw Error(source + ": field 'version' must be at least 1, got " + json_excerpt(version));
+  check_format_version(version, source, "cluster", kVersion);
   check_known_fields(j, {"format", "version", "name", "description", "devices", "switches", "links"}, source);
   if (j.contains("description") && !j["description"].is_string())
     throw Error(source + ": field 'description' must be a string");

@@ -243,8 +243,7 @@ Profile Profile::from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object() || !j.contains("format") || j["format"] != "placer-profile")
     throw Error(source + ": not a placer profile (field 'format' must be \"placer-profile\")");
   if (!j.contains("version")) throw Error(source + ": missing field 'version' (this placer reads 1)");
-  if (!j["version"].is_number_integer()) throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(j["version"]));
-  if (j["version"] != 1) throw Error(source + ": profile version " + json_excerpt(j["version"]) + " is not supported (this placer reads 1)");
+  check_format_version(j["version"], source, "profile", 1);
   check_known_fields(j, {"format", "version", "machine", "times_s", "op_signatures", "model"}, source);
   if (auto it = j.find("op_signatures"); it != j.end()) {
     if (!it->is_object()) throw Error(source + ": 'op_signatures' must be an object of op name -> signature");

@@ -249,10 +249,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
   if (!j.is_object()) throw Error(source + ": a placer graph must be a JSON object");
   if (optional_as<std::string>(j, "format", "", source) != "placer-graph")
     throw Error(source + ": not a placer graph (field 'format' must be \"placer-graph\")");
-  int version = field_as<int>(j, "version", source);
-  if (version < 1 || version > kGraphJsonVersion)
-    throw Error(source + ": graph format version " + std::to_string(version) + " is not supported (this placer reads up to " +
-                std::to_string(kGraphJsonVersion) + ")");
+  check_format_version(field(j, "version", source), source, "graph", kGraphJsonVersion);
   check_known_fields(j, {"format", "version", "name", "forward_ops", "optimizer_state_copies", "tensors", "ops", "outputs"}, source);
   GraphBuilder b(optional_as<std::string>(j, "name", "", source));
   const json& tensors = field(j, "tensors", source);

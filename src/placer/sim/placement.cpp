@@ -35,8 +35,7 @@ PlacementSpec parse_placement_json(const nlohmann::json& j, const std::string& s
     } else if (key == "format") {
       if (value != "placer-placement") throw Error(source + ": 'format' must be \"placer-placement\"");
     } else if (key == "version") {
-      if (!value.is_number_integer()) throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(value));
-      if (value != 1) throw Error(source + ": placement version " + json_excerpt(value) + " is not supported (this placer reads 1)");
+      check_format_version(value, source, "placement", 1);
     } else if (key == "meta") {
       if (value.is_object())  // free text otherwise
         for (auto& [k, v] : value.items()) spec.meta.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());

@@ -4,6 +4,7 @@
 //   check_known_fields(j, {"name", "shape", "dtype"}, "graph file 'g.json': tensors[3]");
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,21 @@ inline std::string json_excerpt(const nlohmann::json& v, std::size_t max_chars =
 
 // Deepest nesting of lists and objects a placer file may have (its formats need a handful).
 inline constexpr std::size_t kMaxJsonNesting = 256;
+
+// Checks a file's `version` field (`format`: "cluster", "graph", ...): an integer from 1 to
+// `current`. A later version is "newer than this placer reads", however large: one past 64 bits,
+// which the JSON parser reads as a float, too (it was told to be an integer: a QA pass).
+inline void check_format_version(const nlohmann::json& version, const std::string& source, const std::string& format, std::int64_t current) {
+  // (Every double from 2^63 up is a whole number.)
+  const bool past_64_bits = version.is_number_float() && version.get<double>() >= 0x1p63;
+  const bool newer = past_64_bits || (version.is_number_unsigned() && version.get<std::uint64_t>() > static_cast<std::uint64_t>(current)) ||
+                     (version.is_number_integer() && version.get<std::int64_t>() > current);
+  if (newer)
+    throw Error(source + ": " + format + " format version " + json_excerpt(version) + " is newer than this placer reads (" +
+                std::to_string(current) + ")");
+  if (!version.is_number_integer()) throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(version));
+  if (version.get<std::int64_t>() < 1) throw Error(source + ": field 'version' must be at least 1, got " + json_excerpt(version));
+}
 
 namespace detail {
 
