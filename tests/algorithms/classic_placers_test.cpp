@@ -296,6 +296,24 @@ TEST(MemoryMaps, FillAGpuAsFarAsTheSimulatorAllows) {
   }
 }
 
+// The estimate counts every forward output as kept until the backward pass (about twice what the
+// simulator keeps): where it says the model fits nowhere, larger budgets are tried and the
+// simulator judges (a model the CPU alone holds was refused: a review).
+TEST(MemoryMaps, FitWhereOnlyTheEstimateSaysTheModelFitsNowhere) {
+  const Graph step = test::viewed_chain_step();
+  const Cluster roomy = cpu_and_gpus(2, 1'000'000'000);
+  const CostTable roomy_costs(step, roomy, CostModel::defaults());
+  Simulator sim(step, roomy, roomy_costs);
+  const std::uint64_t peak = sim.simulate(std::vector<DeviceId>(step.num_ops(), kCpu)).devices[kCpu].peak_memory_bytes;
+  const Cluster c = cpu_and_gpus(2, 1000, peak * 105 / 100);  // GPUs that hold nothing, a CPU that holds it all
+  const CostTable costs(step, c, CostModel::defaults());
+  const Problem problem{step, c, costs, {}};
+  for (const char* algo : {"sequential", "balanced"}) {
+    const PlacementResult r = run(algo, problem);
+    EXPECT_TRUE(r.sim.fits) << algo << ": " << r.note;
+  }
+}
+
 // Their simulations (the first fill, the growth steps, the repair rounds) stay within --samples:
 // `sequential` with --samples 1 simulated six maps at 2% of k80x4's memory (a QA pass).
 TEST(MemoryMaps, SimulateWithinTheSampleBudget) {
@@ -349,19 +367,19 @@ TEST(Optimal, PlacesOnEightDevices) {
 
 // An LSTM language model in miniature, unrolled over 3 steps: an embedding lookup split into
 // steps, two layers of cells (Gemm, Sigmoid and Tanh gates, Mul), a projection per step, a Concat.
-Sketch tiny_lstm() {
+Sketch tiny_lstm(int time_steps = 3) {
   Sketch s;
   TensorId tokens = s.tensor("tokens", 12, TensorKind::data), table = s.tensor("embed.weight", 4000, TensorKind::parameter);
   TensorId emb = s.tensor("emb", 300);
   s.op("embed/Gather", "Gather", {table, tokens}, {emb}, 0.1, "embed");
   std::vector<TensorId> steps;
-  for (int t = 0; t < 3; ++t) steps.push_back(s.tensor(name_of("emb_", t), 100));
+  for (int t = 0; t < time_steps; ++t) steps.push_back(s.tensor(name_of("emb_", t), 100));
   s.op("Split", "Split", {emb}, steps, 0.1);
   std::vector<TensorId> w, h(2, kNoId);
   for (int l = 0; l < 2; ++l) w.push_back(s.tensor(name_of("cells.", l) + ".w", 1000, TensorKind::parameter));
   TensorId proj_w = s.tensor("proj.weight", 2000, TensorKind::parameter);
   std::vector<TensorId> logits;
-  for (int t = 0; t < 3; ++t) {
+  for (int t = 0; t < time_steps; ++t) {
     TensorId in = steps[t];
     for (int l = 0; l < 2; ++l) {
       const std::string p = name_of("cells.", l) + name_of("_", t) + "/";
@@ -398,6 +416,17 @@ TEST(Expert, PutsOneLstmLayerPerGpuWithTheEmbeddingFirstAndTheSoftmaxLast) {
   EXPECT_EQ(p.at("Split", r), kGpu0);
   EXPECT_EQ(p.at("Concat", r), kGpu1);
   EXPECT_TRUE(r.sim.fits);
+}
+
+// Calls count from 0: a layer unrolled over two steps (calls 0 and 1) is recurrent too (it was
+// taken for a model run once, all on one GPU: a review).
+TEST(Expert, SeesALayerUnrolledOverTwoStepsAsRecurrent) {
+  Priced p(tiny_lstm(2), cpu_and_gpus(4, 1'000'000));
+  const PlacementResult r = run("expert", p.problem());
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_EQ(p.at("cells.0" + name_of("_", t) + "/Gemm", r), kGpu0);
+    EXPECT_EQ(p.at("cells.1" + name_of("_", t) + "/Gemm", r), kGpu1);
+  }
 }
 
 TEST(Expert, OptionsMoveTheHeadAndTheEmbedding) {

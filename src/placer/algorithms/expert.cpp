@@ -59,7 +59,7 @@ std::vector<ModuleId> recurrent_layers(const Graph& g, std::span<const std::uint
   if (nm == 0) return {};
   std::uint32_t max_call = 0;
   for (OpId o = 0; o < nf; ++o) max_call = std::max(max_call, g.op_call(o));
-  if (max_call <= 1) return {};
+  if (max_call == 0) return {};  // calls count from 0: a module run twice has call 1
   std::vector<std::uint8_t> sigmoid(nm, 0), tanh(nm, 0), repeated(nm, 0), candidate(nm, 0), has_candidate_child(nm, 0);
   std::vector<std::uint32_t> first(nm, kNone);
   for (OpId o = 0; o < nf; ++o) {

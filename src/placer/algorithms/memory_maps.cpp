@@ -28,6 +28,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "placer/algorithms/families.hpp"
 #include "placer/algorithms/grouping.hpp"
@@ -229,8 +230,29 @@ class MemoryMapPlacer final : public Placer {
     Evaluator eval(p);
     // The simulations (repair rounds and growth steps) stay within --samples.
     const auto spent = [&] { return given.samples > 0 && eval.evaluations() >= given.samples; };
-    std::vector<std::uint64_t> budget = budgets(1.0);
-    std::vector<DeviceId> placement = map.fill(devices, budget, cap);
+    // The estimate is about twice what the simulator keeps in training: where it says the model
+    // fits nowhere, budgets up to 4x are tried before giving up (a model the CPU alone holds was
+    // refused: a review), and the simulation below judges the map.
+    // If even that map cannot be made to fit, the estimate's own error (which module fits where)
+    // is the clearer answer, and is given.
+    double base = 1.0;
+    std::vector<std::uint64_t> budget = budgets(base);
+    std::vector<DeviceId> placement;
+    std::optional<Error> fits_nowhere;
+    for (const double grow : {1.0, 1.5, 2.0, 3.0, 4.0}) {
+      try {
+        budget = budgets(base = grow);
+        placement = map.fill(devices, budget, cap);
+        break;
+      } catch (const Error& e) {
+        if (!fits_nowhere) fits_nowhere = e;
+        if (grow == 4.0) throw *fits_nowhere;
+      }
+    }
+    const auto unless_fits_nowhere = [&](PlacementResult result) {
+      if (fits_nowhere && !result.sim.fits) throw *fits_nowhere;
+      return result;
+    };
     std::vector<std::uint32_t> overflowed(budget.size(), 0);  // rounds in which each device overflowed
     std::int64_t round = 0;
     for (; round < rounds_ && !observer.stop_requested() && !spent(); ++round) {
@@ -245,7 +267,7 @@ class MemoryMapPlacer final : public Placer {
         std::string note;
         if (round == 0) {
           bool cut = false;
-          placement = grown(map, devices, budgets, cap, within, eval, std::move(placement), observer, spent, cut);
+          placement = grown(map, devices, budgets, base, cap, within, eval, std::move(placement), observer, spent, cut);
           if (cut) note = "the budgets' growth (as far as the simulated map fits) was cut short by --samples";
         }
         return finish(p, std::move(placement), eval.evaluations(), note);
@@ -270,12 +292,31 @@ class MemoryMapPlacer final : public Placer {
       }
       try {
         placement = map.fill(devices, budget, cap);
-      } catch (const Error& e) {
-        return finish(p, std::move(placement), eval.evaluations(), std::string("the map overflows and no smaller budget fits: ") + e.what());
+      } catch (const Error&) {
+        // What the cuts took fits nowhere by the estimate: the devices the simulation left room on
+        // (the CPU, mostly) take more, in proportion to that room (limit / simulated peak, less
+        // 2%; up to 4x their first budget), and the map is filled again (it gave up here while
+        // the CPU was half empty: a review).
+        const std::vector<std::uint64_t> most = budgets(4.0);
+        bool grew = false;
+        for (std::size_t d = 0; d < r.devices.size(); ++d) {
+          const double peak = static_cast<double>(r.devices[d].peak_memory_bytes);
+          if (peak > allowed(d) || budget[d] >= most[d]) continue;
+          const double scaled = peak > 0 ? static_cast<double>(budget[d]) * allowed(d) / peak * 0.98 : static_cast<double>(most[d]);
+          const std::uint64_t more = scaled >= static_cast<double>(most[d]) ? most[d] : static_cast<std::uint64_t>(scaled);
+          if (more > budget[d]) budget[d] = more, grew = true;
+        }
+        try {
+          if (!grew) throw;
+          placement = map.fill(devices, budget, cap);
+        } catch (const Error& e) {
+          return unless_fits_nowhere(
+              finish(p, std::move(placement), eval.evaluations(), std::string("the map overflows and no other budget fits: ") + e.what()));
+        }
       }
     }
     // The last refill was not simulated in the loop: say it overflows only if it does.
-    PlacementResult result = finish(p, std::move(placement), eval.evaluations());
+    PlacementResult result = unless_fits_nowhere(finish(p, std::move(placement), eval.evaluations()));
     const std::string after = rounds_ == 0 ? " (repair-rounds=0: not repaired)"
                               : " after " + std::to_string(round) + " round" + (round == 1 ? "" : "s") + " of budget repair" +
                                     (round < rounds_ ? " (cut short by --samples or an interrupt)" : "");
@@ -287,13 +328,14 @@ class MemoryMapPlacer final : public Placer {
   }
 
  private:
-  // The map filled with budgets grown by the largest factor in [1, 4] (six bisection steps) whose
-  // simulated map stays `within` the limits; `placement` is the map at factor 1, which does.
+  // The map filled with budgets grown by the largest factor in [base, 4] (six bisection steps) whose
+  // simulated map stays `within` the limits; `placement` is the map at factor `base`, which does.
   template <typename Budgets, typename Within, typename Spent>
-  std::vector<DeviceId> grown(const ModuleMap& map, const std::vector<DeviceId>& devices, Budgets budgets,
+  std::vector<DeviceId> grown(const ModuleMap& map, const std::vector<DeviceId>& devices, Budgets budgets, double base,
                               const std::vector<std::uint64_t>& cap, Within within, Evaluator& eval, std::vector<DeviceId> placement,
                               Observer& observer, Spent spent, bool& cut) const {
-    double lo = 1.0, hi = 4.0;
+    double lo = base, hi = 4.0;
+    if (lo >= hi) return placement;
     for (int step = 0; step < 6 && !observer.stop_requested(); ++step) {
       if (spent()) {
         cut = true;
