@@ -273,18 +273,23 @@ TEST(MemoryMaps, HonourMemoryInATrainingStep) {
   }
 }
 
+// The simulated peak of `step` run wholly on `device` of a roomy cluster of 2 GPUs.
+std::uint64_t peak_alone_on(const Graph& step, DeviceId device) {
+  const Cluster roomy = cpu_and_gpus(2, 1'000'000'000);
+  const CostTable costs(step, roomy, CostModel::defaults());
+  Simulator sim(step, roomy, costs);
+  return sim.simulate(std::vector<DeviceId>(step.num_ops(), device)).devices[device].peak_memory_bytes;
+}
+
 // The maps' memory estimate counts a view as a copy and every forward output as alive until the
 // backward pass: on GPT-2 (k80x4, --memory-fraction 0.07) about twice the simulated peak, so the
 // GPUs ended half full and 562 ops overflowed to the CPU (found by a review). Here a step the
 // simulator fits on one GPU with 5% to spare, which the estimate alone spread over several. The
 // budgets now grow while the simulated map fits.
+
 TEST(MemoryMaps, FillAGpuAsFarAsTheSimulatorAllows) {
   const Graph step = test::viewed_chain_step();
-  const Cluster roomy = cpu_and_gpus(2, 1'000'000'000);
-  const CostTable roomy_costs(step, roomy, CostModel::defaults());
-  Simulator sim(step, roomy, roomy_costs);
-  const std::uint64_t peak = sim.simulate(std::vector<DeviceId>(step.num_ops(), kGpu0)).devices[kGpu0].peak_memory_bytes;
-  const Cluster c = cpu_and_gpus(2, peak * 105 / 100);
+  const Cluster c = cpu_and_gpus(2, peak_alone_on(step, kGpu0) * 105 / 100);
   const CostTable costs(step, c, CostModel::defaults());
   const Problem problem{step, c, costs, {}};
   for (const char* algo : {"sequential", "balanced"}) {
@@ -301,11 +306,7 @@ TEST(MemoryMaps, FillAGpuAsFarAsTheSimulatorAllows) {
 // simulator judges (a model the CPU alone holds was refused: a review).
 TEST(MemoryMaps, FitWhereOnlyTheEstimateSaysTheModelFitsNowhere) {
   const Graph step = test::viewed_chain_step();
-  const Cluster roomy = cpu_and_gpus(2, 1'000'000'000);
-  const CostTable roomy_costs(step, roomy, CostModel::defaults());
-  Simulator sim(step, roomy, roomy_costs);
-  const std::uint64_t peak = sim.simulate(std::vector<DeviceId>(step.num_ops(), kCpu)).devices[kCpu].peak_memory_bytes;
-  const Cluster c = cpu_and_gpus(2, 1000, peak * 105 / 100);  // GPUs that hold nothing, a CPU that holds it all
+  const Cluster c = cpu_and_gpus(2, 1000, peak_alone_on(step, kCpu) * 105 / 100);  // GPUs that hold nothing, a CPU that holds it all
   const CostTable costs(step, c, CostModel::defaults());
   const Problem problem{step, c, costs, {}};
   for (const char* algo : {"sequential", "balanced"}) {

@@ -816,6 +816,11 @@ TEST(PlaceCli, JsonAndAnOutputOnStandardOutputAreRefused) {
   const auto plain = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--trace", "/dev/stdout"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_THAT(plain.out, HasSubstr("traceEvents"));
+  // Standard output sent to /dev/null, and an output thrown away there too: nothing to read, no
+  // two documents (it was refused: /dev/null is stdout's own file then; a review).
+  const auto discarded = test::placer_at("/bin/sh", {"-c", "exec \"$0\" \"$@\" >/dev/null", test::placer_binary(), "simulate", "--model", kModel,
+                                                     "--cluster", "k80x4", "--on", "gpu:0", "--json", "--trace", "/dev/null"});
+  EXPECT_EQ(discarded.exit_code, 0) << discarded.err;
 }
 
 // A placement file records how place found it; simulated under another mode, optimizer, memory

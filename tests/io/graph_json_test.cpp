@@ -496,6 +496,15 @@ TEST(GraphJsonBadInput, WholeGraphErrorsNameThePlace) {
   expect_error(head + R"("ops": [{"name": "a", "type": "Relu", "inputs": ["x"], "outputs": ["y"]},
       {"name": "g", "type": "ReluGrad", "role": "backward", "forward_op": "a", "inputs": ["y"], "outputs": ["dx"], "flops": 1}]})",
                "bad.json': tensors[4] 'dx' is marked accumulated (a partial gradient summed into another when it arrives), but it is read by 0 ops");
+  // A shape past 64 bits; a module path too deep for an op named past 80 bytes, named once.
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "big", "shape": [4294967296, 4294967296], "kind": "data"}], "ops": []})",
+               "bad.json': tensors[0] 'big': shape [4294967296,4294967296] overflows 64 bits");
+  const std::string long_name(100, 'n');
+  std::string deep = "m";
+  for (int i = 0; i < 600; ++i) deep += ".m";
+  expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4], "kind": "data"}, {"name": "y", "shape": [4]}],
+    "ops": [{"name": ")" + long_name + R"(", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "module": ")" + deep + R"("}]})",
+               "bad.json': ops[0] '" + long_name + "': its module path is 601 levels deep (at most 512)");
 }
 
 // A graph JSON gives every shape and kind: --dim and --data-inputs would be ignored, so they are refused.

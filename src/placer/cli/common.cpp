@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <optional>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "placer/util/error.hpp"
 #include "placer/util/output_file.hpp"
 #include "placer/util/text.hpp"
@@ -244,6 +247,9 @@ void check_not_an_input(const std::string& output, const std::string& output_opt
 
 void check_json_alone_on_stdout(bool json, const std::vector<std::pair<std::string, std::string>>& outputs) {
   if (!json) return;
+  // Standard output sent to a device that is not a terminal (/dev/null) keeps nothing to read.
+  struct stat out {};
+  if (::fstat(1, &out) == 0 && S_ISCHR(out.st_mode) && !::isatty(1)) return;
   for (const auto& [option, path] : outputs)
     if (!path.empty() && output_descriptor(path) == 1)
       throw UsageError(option + " " + in_quotes(path) + " is standard output, where --json prints its document: " +

@@ -164,7 +164,6 @@ Row run_algorithm(const Problem& problem, const std::string& algo, const PlacerO
 void run_place(const PlaceArgs& args) {
   check_algorithm(args.algo, parse_opts(args.opts));  // before the model loads (not "NAME: unknown ... 'NAME'")
   // Files of searches that learn: refused for an algorithm that writes none (they were ignored).
-  check_json_alone_on_stdout(args.json, {{"-o", args.output}, {"--curve", args.curve}});
   if ((!args.curve.empty() || !args.checkpoint.empty() || args.resume) && find_placer(args.algo).family != "learned") {
     std::string learned;  // from the registry: a learned placer added later is named too
     for (const PlacerInfo& info : placer_registry())
@@ -173,6 +172,7 @@ void run_place(const PlaceArgs& args) {
                      " writes no curve or checkpoint");
   }
   if (args.resume && args.checkpoint.empty()) throw UsageError("--resume needs --checkpoint FILE (the search to continue)");
+  check_json_alone_on_stdout(args.json, {{"-o", args.output}, {"--curve", args.curve}});
   // A checkpoint is a file of its own, written through NAME.tmp and renamed: a device or a pipe
   // in its place would be replaced by it.
   if (!args.checkpoint.empty()) {

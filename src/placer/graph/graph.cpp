@@ -252,26 +252,30 @@ Graph GraphBuilder::build() && {
   g.tensor_name_.reserve(num_tensors);
   g.shape_begin_.reserve(num_tensors + 1);
   g.shape_begin_.push_back(0);
-  for (auto& t : tensors_) {
+  for (std::size_t ti = 0; ti < num_tensors; ++ti) {
+    auto& t = tensors_[ti];
     auto where = [&] {
       return t.producer != kNoId ? " (output of op '" + ops_[t.producer].name + "')" : std::string();
     };
+    const auto id = static_cast<TensorId>(ti);
     if (t.dtype == DType::string)
-      throw Error("tensor '" + t.name + "'" + where() + ": a tensor of strings (placer places ops on numeric tensors: text is "
-                  "tokenized before the model)");
+      throw GraphError("tensor '" + t.name + "'" + where() + ": a tensor of strings (placer places ops on numeric tensors: text is "
+                       "tokenized before the model)", kNoId, id);
     if (t.dtype == DType::unknown)
-      throw Error("tensor '" + t.name + "'" + where() + ": unknown or unsupported element type (complex and 8-bit float types are not supported)");
+      throw GraphError("tensor '" + t.name + "'" + where() + ": unknown or unsupported element type (complex and 8-bit float types are not supported)",
+                       kNoId, id);
     std::uint64_t elements = 1;
     for (std::size_t i = 0; i < t.shape.size(); ++i) {
       if (t.shape[i] <= 0)
-        throw Error("tensor '" + t.name + "'" + where() + ": dimension " + std::to_string(i) + " of shape " +
-                    dims_text(t.shape) + " is missing or not positive");
+        throw GraphError("tensor '" + t.name + "'" + where() + ": dimension " + std::to_string(i) + " of shape " +
+                             dims_text(t.shape) + " is missing or not positive",
+                         kNoId, id);
       if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(t.shape[i]), &elements))
-        throw Error("tensor '" + t.name + "'" + where() + ": shape " + dims_text(t.shape) + " overflows 64 bits");
+        throw GraphError("tensor '" + t.name + "'" + where() + ": shape " + dims_text(t.shape) + " overflows 64 bits", kNoId, id);
     }
     std::uint64_t bytes = 0;
     if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(t.dtype)), &bytes))
-      throw Error("tensor '" + t.name + "'" + where() + ": size in bytes overflows 64 bits");
+      throw GraphError("tensor '" + t.name + "'" + where() + ": size in bytes overflows 64 bits", kNoId, id);
     g.shape_dims_.insert(g.shape_dims_.end(), t.shape.begin(), t.shape.end());
     g.shape_begin_.push_back(static_cast<std::uint32_t>(g.shape_dims_.size()));
     g.tensor_dtype_.push_back(t.dtype);
@@ -409,8 +413,8 @@ Graph GraphBuilder::build() && {
   // deeper than any model's are refused (a 100 KB name of 16,000 levels took 1.8 GB).
   for (std::size_t o = 0; o < num_ops; ++o)
     if (const auto depth = std::count(ops_[o].module.begin(), ops_[o].module.end(), '.') + 1; depth > kMaxModuleDepth)
-      throw GraphError("op '" + ops_[o].name.substr(0, 80) + (ops_[o].name.size() > 80 ? "..." : "") + "': its module path is " +
-                           std::to_string(depth) + " levels deep (at most " + std::to_string(kMaxModuleDepth) + ")",
+      throw GraphError("op " + in_quotes(ops_[o].name) + ": its module path is " + std::to_string(depth) + " levels deep (at most " +
+                           std::to_string(kMaxModuleDepth) + ")",
                        static_cast<OpId>(o));
   g.module_names_.push_back("");
   g.module_parent_.push_back(0);

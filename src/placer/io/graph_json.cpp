@@ -463,8 +463,11 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     const std::string name = optional_as<std::string>(op ? ops[index] : tensors[index], "name", "", source);
     // "op 'x': what" becomes "ops[i] 'x': what"; any other message follows the place.
     std::string message = e.what();
-    if (const std::string own = printable(kind + " '" + name + "'"); message.starts_with(own))
-      message = message.substr(own.size() + (message.compare(own.size(), 2, ": ") == 0 ? 2 : 0));
+    for (const std::string& own : {printable(kind + " '" + name + "'"), printable(kind + " " + in_quotes(name))})
+      if (message.starts_with(own)) {
+        message = message.substr(own.size() + (message.compare(own.size(), 2, ": ") == 0 ? 2 : 0));
+        break;
+      }
     throw Error(source + ": " + kind + "s[" + std::to_string(index) + "] " + in_quotes(name) + (message.starts_with(" ") ? "" : ": ") + message);
   } catch (const Error& e) {
     throw Error(source + ": " + e.what());

@@ -19,7 +19,7 @@ bool is_graph_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char c = 0;
   // A UTF-8 byte-order mark first, as some editors write (the JSON reader skips it; no ONNX file
-  // starts so: 0xEF would be field 29 of an invalid wire type).
+  // starts so: a first byte 0xEF is a protobuf key of wire type 7, which does not exist).
   char bom[3] = {};
   if (!in.read(bom, 3) || bom[0] != '\xEF' || bom[1] != '\xBB' || bom[2] != '\xBF') in.clear(), in.seekg(0);
   // Up to 4 KiB of leading white space: a graph JSON that starts with blank lines.

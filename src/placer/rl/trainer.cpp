@@ -477,7 +477,8 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   g_stats.simulation_s = env.simulation_seconds();
   if (s.best.empty() && s.samples == 0) throw Error(o.algo + ": stopped before any placement was sampled");
   if (s.best.empty())
-    throw Error(fmt::format("{}: no sampled placement fits in memory after {} samples{}", o.algo, s.samples, stopped ? " (stopped)" : ""));
+    throw Error(fmt::format("{}: no sampled placement fits in memory after {} sample{}{}", o.algo, s.samples, s.samples == 1 ? "" : "s",
+                            stopped ? " (stopped)" : ""));
   auto plural = [](std::int64_t n) { return n == 1 ? "" : "s"; };
   std::string note = fmt::format("{} update{} of {} sample{}; policy {:.1f} s, simulation {:.1f} s on {} thread{} (waited {:.1f} s)", s.updates,
                                  plural(s.updates), k, plural(k), g_stats.policy_s, g_stats.simulation_s, env.threads(),
@@ -490,10 +491,10 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
                         plural(s.updates - updates_before), s.samples - samples_before, plural(s.samples - samples_before));
   // A --samples the checkpoint had already reached ran nothing: said, not left to the counts above.
   if (budget.resume && total_updates > 0 && updates_before >= total_updates)
-    note += fmt::format("; {} is no more than the checkpoint's {} samples: nothing more was run (give more to go on)",
+    note += fmt::format("; {} is no more than the checkpoint's {} sample{}: nothing more was run (give more to go on)",
                         budget.samples > 0 ? fmt::format("--samples {}", budget.samples)
                                            : fmt::format("the default budget of {} samples", total_updates * k),
-                        samples_before);
+                        samples_before, plural(samples_before));
   if (stopped) note += ", stopped early";
   if (const std::string said = agent.note(); !said.empty()) note += "; " + said;
   PlacementResult result = finish(problem, s.best, static_cast<std::size_t>(s.samples), note);

@@ -68,6 +68,8 @@ inline void check_format_version(const nlohmann::json& version, const std::strin
   if (newer)
     throw Error(source + ": " + format + " format version " + json_excerpt(version) + " is newer than this placer reads (" +
                 std::to_string(current) + ")");
+  if (version.is_number_float() && version.get<double>() <= -0x1p63)
+    throw Error(source + ": field 'version' must be at least 1, got " + json_excerpt(version));
   if (!version.is_number_integer()) throw Error(source + ": field 'version' must be an integer, got " + json_excerpt(version));
   if (version.get<std::int64_t>() < 1) throw Error(source + ": field 'version' must be at least 1, got " + json_excerpt(version));
 }
