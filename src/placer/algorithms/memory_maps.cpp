@@ -232,9 +232,8 @@ class MemoryMapPlacer final : public Placer {
     const auto spent = [&] { return given.samples > 0 && eval.evaluations() >= given.samples; };
     // The estimate is about twice what the simulator keeps in training: where it says the model
     // fits nowhere, budgets up to 4x are tried before giving up (a model the CPU alone holds was
-    // refused: a review), and the simulation below judges the map.
-    // If even that map cannot be made to fit, the estimate's own error (which module fits where)
-    // is the clearer answer, and is given.
+    // refused: a review), and the simulation below judges the map. If even that map cannot be
+    // made to fit, the estimate's own error (which module fits nowhere) is the clearer answer.
     double base = 1.0;
     std::vector<std::uint64_t> budget = budgets(base);
     std::vector<DeviceId> placement;
@@ -295,8 +294,8 @@ class MemoryMapPlacer final : public Placer {
       } catch (const Error&) {
         // What the cuts took fits nowhere by the estimate: the devices the simulation left room on
         // (the CPU, mostly) take more, in proportion to that room (limit / simulated peak, less
-        // 2%; up to 4x their first budget), and the map is filled again (it gave up here while
-        // the CPU was half empty: a review).
+        // 2%; a device that held nothing, and none beyond, 4x its limit by the estimate), and the
+        // map is filled again (it gave up here while the CPU was half empty: a review).
         const std::vector<std::uint64_t> most = budgets(4.0);
         bool grew = false;
         for (std::size_t d = 0; d < r.devices.size(); ++d) {
