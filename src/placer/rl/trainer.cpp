@@ -476,10 +476,10 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
   g_stats.wall_s = since(start);
   g_stats.simulation_s = env.simulation_seconds();
   if (s.best.empty() && s.samples == 0) throw Error(o.algo + ": stopped before any placement was sampled");
-  if (s.best.empty())
-    throw Error(fmt::format("{}: no sampled placement fits in memory after {} sample{}{}", o.algo, s.samples, s.samples == 1 ? "" : "s",
-                            stopped ? " (stopped)" : ""));
   auto plural = [](std::int64_t n) { return n == 1 ? "" : "s"; };
+  if (s.best.empty())
+    throw Error(fmt::format("{}: no sampled placement fits in memory after {} sample{}{}", o.algo, s.samples, plural(s.samples),
+                            stopped ? " (stopped)" : ""));
   std::string note = fmt::format("{} update{} of {} sample{}; policy {:.1f} s, simulation {:.1f} s on {} thread{} (waited {:.1f} s)", s.updates,
                                  plural(s.updates), k, plural(k), g_stats.policy_s, g_stats.simulation_s, env.threads(),
                                  plural(env.threads()), g_stats.simulation_wait_s);
