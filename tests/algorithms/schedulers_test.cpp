@@ -465,6 +465,26 @@ TEST(SchedRealModels, EveryTimeAwareSchedulerFitsNmtInAThirdOfTheMemory) {
   }
 }
 
+// The memory repair stays within --seconds: past it, no schedule is tried after the first one
+// simulated, and the note says the one shown was the closest found in time (ResNet-50 at 1.5% of
+// k80x4 takes 11-12 schedules, 5-6 simulated, to fit).
+TEST(SchedRealModels, TheMemoryRepairStopsAtItsSeconds) {
+  REQUIRE_SHARED_MODELS();
+  const RealModel& m = real_model("resnet50");
+  Problem p = m.problem();
+  p.sim.memory_fraction = 0.015;
+  for (const std::string& algo : kAll) {
+    SCOPED_TRACE(algo);
+    const PlacementResult timed = run_placer(algo, p, {.seconds = 1e-9});
+    EXPECT_EQ(timed.samples, 1u) << timed.note;
+    EXPECT_FALSE(timed.sim.fits);
+    EXPECT_THAT(timed.note, HasSubstr("no schedule that fits in memory found within --seconds; the one closest to fitting is shown"));
+    const PlacementResult full = run_placer(algo, p);
+    EXPECT_TRUE(full.sim.fits) << full.note;
+    EXPECT_GT(full.samples, 3u);
+  }
+}
+
 // Many small GPUs beside a CPU that holds everything: cutting the budgets where the overflow was
 // chased it from GPU to GPU, and NASNet-A on 63 GPUs of 200 MiB never fit with critical-path or
 // m-ETF (a QA pass); budgets that also shrink once the cuts stop helping move work onto the CPU.

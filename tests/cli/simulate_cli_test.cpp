@@ -229,6 +229,22 @@ TEST(SimulateCli, TimesRoundedUpToAUnitPrintInThatUnit) {
   }
 }
 
+// A cluster file's efficiency_by_type key that prices nothing and that placer knows nowhere (a
+// misspelt op type) is named in a warning; the simulation runs as without it.
+TEST(SimulateCli, WarnsOfAnEfficiencyTypeThatPricesNothing) {
+  const std::string graph = write("one_relu.json", R"({"format": "placer-graph", "version": 1, "name": "one",
+      "tensors": [{"name": "x", "shape": [1], "kind": "data"}, {"name": "y", "shape": [1]}],
+      "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]})");
+  const std::string device = R"({"name": "cpu:0", "kind": "cpu", "model": "c", "peak_flops": 1e12, "memory_bandwidth": 1e11,
+      "memory_bytes": 1e10, "op_overhead_s": 1e-6, "efficiency_by_type": {"Maxpool": {"compute": 0.01}, "MaxPool": {"compute": 0.01}})";
+  const std::string cluster = write("typo_cpu.json", R"({"format": "placer-cluster", "version": 1, "name": "typo", "devices": [)" + device + "}], \"links\": []}");
+  auto run = placer({"simulate", "--model", graph, "--cluster", cluster, "--mode", "inference", "--on", "cpu:0"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("placer: warning: cluster 'typo': efficiency_by_type names 'Maxpool' (cpu:0), which no op of 'one' has and "
+                                 "no op type placer knows: it prices nothing (misspelt?)"));
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("'MaxPool'")));
+}
+
 TEST(SimulateCli, RandomReportsThroughput) {
   auto run = placer({"simulate", "--model", kModel, "--cluster", "k80x4", "--random", "5", "--seed", "3", "--json"});
   ASSERT_EQ(run.exit_code, 0) << run.err;

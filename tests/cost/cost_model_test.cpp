@@ -657,6 +657,50 @@ TEST(CostTable, ATransposedConvolutionAndItsGradientHoldOneSamplesColumns) {
   for (OpId o = 0; o < 3; ++o) EXPECT_EQ(op_workspace_bytes(g, o, DeviceKind::gpu), 0u);
 }
 
+// Shapes whose workspace overflows 64 bits (a graph JSON file's) give the largest a graph allows
+// (2^62 bytes), not a product wrapped to a small number (a transposed convolution's columns of 2^64
+// elements "fitted" on a 1 TB CPU; a review); a convolution whose output has another rank than its
+// input (its FLOPs given, its shapes unchecked) has none (the rule read past the output's shape).
+TEST(CostTable, AnOverflowingWorkspaceIsCappedAndABadConvolutionHasNone) {
+  GraphBuilder b;
+  const F32Tensors tensor{b};
+  const OpWork work{1e6, 1e6, 1e6, OpClass::conv};
+  const TensorId x = tensor("x", {1, 1, 65536, 65536}, TensorKind::data), w = tensor("w", {1, 1, 65536, 65536}, TensorKind::parameter);
+  b.add_op({.name = "up", .type = "ConvTranspose", .inputs = {x, w}, .outputs = {tensor("y", {1, 1, 131071, 131071})},
+            .attrs = conv_attributes(1, {1, 1}), .work = work});
+  const TensorId x2 = tensor("x2", {1, 3, 8, 8}, TensorKind::data), w2 = tensor("w2", {4, 3, 3, 3}, TensorKind::parameter);
+  b.add_op({.name = "flat", .type = "Conv", .inputs = {x2, w2}, .outputs = {tensor("y2", {1, 4})}, .attrs = conv_attributes(1, {1, 1}),
+            .work = work});
+  const Graph g = std::move(b).build();
+  EXPECT_EQ(op_workspace_bytes(g, 0, DeviceKind::cpu), std::uint64_t{1} << 62);
+  EXPECT_EQ(op_workspace_bytes(g, 1, DeviceKind::cpu), 0u);
+}
+
+// The keys of efficiency_by_type that no op of the graph has and that placer knows nowhere are
+// named (a misspelt type was ignored without a word); known types, their gradients, the training
+// step's own types and priced_type's keys are not, nor a type the graph has that no rule knows.
+TEST(CostTable, NamesEfficiencyTypesThatPriceNothing) {
+  GraphBuilder b;
+  const F32Tensors tensor{b};
+  b.add_op({.name = "mine", .type = "MyOp", .inputs = {tensor("x", {4}, TensorKind::data)}, .outputs = {tensor("y", {4})},
+            .work = {4, 16, 16, OpClass::elementwise}});
+  const Graph g = std::move(b).build();
+  Device cpu{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e11, .memory_bandwidth_bytes_per_s = 1e10,
+             .memory_bytes = 1 << 30, .op_overhead_s = 1e-6, .streams = 1};
+  Device cpu1 = cpu;
+  cpu1.name = "cpu:1";
+  for (const char* known : {"MaxPool", "MaxPoolGrad", "Loss", "AdamUpdate", "SGDUpdate", "ConvDepthwiseStridedGrad", "PadEdge",
+                            "BatchNormalizationTraining", "MyOp"})
+    cpu.efficiency_by_type[known] = {.compute = 0.5, .memory = 0};
+  const std::vector<Link> link{{.a = "cpu:0", .b = "cpu:1", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9}};
+  EXPECT_THAT(unmatched_efficiency_types(g, Cluster::build("t", {cpu, cpu1}, {}, link)), ::testing::IsEmpty());
+  cpu.efficiency_by_type["Maxpool"] = {.compute = 0.5, .memory = 0};
+  cpu1.efficiency_by_type["Maxpool"] = {.compute = 0.5, .memory = 0};
+  cpu1.efficiency_by_type["ReluGradient"] = {.compute = 0.5, .memory = 0};
+  EXPECT_THAT(unmatched_efficiency_types(g, Cluster::build("t", {cpu, cpu1}, {}, link)),
+              ::testing::ElementsAre("'Maxpool' (cpu:0, cpu:1)", "'ReluGradient' (cpu:1)"));
+}
+
 // A recurrent op's gradient on the CPU sums R's partial gradients over the time steps before it
 // computes dX and dW (which the simulator holds for the whole op): one partial beside the sum (a
 // second out of place), less dX and dW; a bidirectional one runs its directions in turn, and while

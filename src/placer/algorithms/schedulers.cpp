@@ -872,11 +872,12 @@ std::string mib(double bytes) {
 // fits, the budgets are scaled up (up to 4x, by bisection on the largest scale whose schedule the
 // simulator still fits) and the fastest schedule that fits is kept. Where memory never bound the
 // schedule, the largest scale gives the same schedule and nothing more is simulated. `best` is the
-// fitted schedule, replaced by a faster one found so; returns whether one was.
+// fitted schedule, replaced by a faster one found so; returns whether one was. Nothing more is
+// tried once `deadline` has passed.
 template <typename Schedule>
 bool grow_budgets(const StepGraph& step, const Schedule& schedule, const std::vector<double>& footprint,
                   const std::vector<double>& budget, const std::vector<DeviceId>& devices, Evaluator& eval, Observer& observer,
-                  std::vector<DeviceId>& best, double fitted_s) {
+                  const Deadline& deadline, std::vector<DeviceId>& best, double fitted_s) {
   const std::vector<DeviceId> fitted = best;
   double best_s = fitted_s;
   // The schedule under budgets x `scale`: the fitted one again, one that fits, or one that does not.
@@ -895,10 +896,11 @@ bool grow_budgets(const StepGraph& step, const Schedule& schedule, const std::ve
     return Outcome::fits;
   };
   constexpr double kMaxScale = 4.0;
+  if (deadline.passed()) return false;
   const Outcome widest = try_scale(kMaxScale);
   if (widest == Outcome::overflows) {  // else memory did not bind, or the widest budgets fit
     double lo = 1.0, hi = kMaxScale;
-    for (int i = 0; i < 5 && !observer.stop_requested(); ++i) {
+    for (int i = 0; i < 5 && !observer.stop_requested() && !deadline.passed(); ++i) {
       const double mid = std::sqrt(lo * hi);
       (try_scale(mid) == Outcome::overflows ? hi : lo) = mid;
     }
@@ -907,9 +909,12 @@ bool grow_budgets(const StepGraph& step, const Schedule& schedule, const std::ve
 }
 
 // Runs `schedule` until its placement fits in the simulator (see the file comment), and returns
-// it simulated. Throws Error when even the parameters and optimizer state fit nowhere.
+// it simulated. Throws Error when even the parameters and optimizer state fit nowhere. Once
+// `deadline` has passed, no schedule is tried after the first one simulated: the closest to
+// fitting so far is returned, and its note says so.
 PlacementResult schedule_within_memory(const Problem& p, const std::string& name, const std::string& which, bool contention,
-                                       const Schedule& schedule, Observer& observer, std::string note = {}, bool channel_gaps = false) {
+                                       const Schedule& schedule, Observer& observer, const Deadline& deadline, std::string note = {},
+                                       bool channel_gaps = false) {
   if (p.graph.num_forward_ops() == 0) throw Error(name + ": the graph has no forward op to place");
   const FamilyMemory memory = family_memory(p);
   const std::vector<std::uint64_t> limits = memory_limits(p);
@@ -919,6 +924,8 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
   std::optional<std::vector<DeviceId>> closest;
   double closest_shortfall = kInf;
   std::size_t rounds = 0;
+  // Past the deadline once a schedule has been simulated: the rounds stop there.
+  const auto out_of_time = [&] { return eval.evaluations() > 0 && deadline.passed(); };
   for (;;) {
     const StepGraph step(p, devices, contention, channel_gaps);
     std::vector<double> budget(nd, 0.0);
@@ -936,7 +943,7 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
     // onto whichever device has room to spare; back to 1 once a schedule comes closer.
     double shrink = 1.0;
     std::vector<double> scaled(nd, 0.0);
-    for (int round = 0; round < kMaxRounds && stale < kStaleRounds; ++round) {
+    for (int round = 0; round < kMaxRounds && stale < kStaleRounds && !out_of_time(); ++round) {
       std::vector<double> footprint(nf);
       for (OpId f = 0; f < nf; ++f)
         footprint[f] = static_cast<double>(memory.static_bytes[f]) + activation_weight * static_cast<double>(memory.activation_bytes[f]);
@@ -957,7 +964,7 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
           note += (note.empty() ? "" : "; ") + std::string("scheduled ") + std::to_string(rounds) + " times to fit in memory (" +
                   std::to_string(eval.evaluations()) + " simulated)";
         std::vector<DeviceId> best = std::move(*fwd);
-        if (grow_budgets(step, schedule, footprint, scaled, devices, eval, observer, best, r.step_time_s))
+        if (grow_budgets(step, schedule, footprint, scaled, devices, eval, observer, deadline, best, r.step_time_s))
           note += (note.empty() ? "" : "; ") + std::string("memory budgets grown past the estimate, as the simulator allows");
         return finish(p, std::move(best), eval.evaluations(), note);
       }
@@ -971,12 +978,13 @@ PlacementResult schedule_within_memory(const Problem& p, const std::string& name
       shrink = stale >= kStaleRounds / 2 ? shrink * 0.9 : 1.0;
       if (shortfall < closest_shortfall) closest = std::move(*fwd), closest_shortfall = shortfall;
     }
-    if (devices.size() == nd) break;
+    if (devices.size() == nd || out_of_time()) break;
     devices = devices_of(p.cluster, "all");  // the GPUs cannot hold it: let the CPUs take part
   }
   if (closest)
     return finish(p, std::move(*closest), eval.evaluations(),
-                  "no schedule found that fits in memory; the one closest to fitting is shown");
+                  out_of_time() ? "no schedule that fits in memory found within --seconds; the one closest to fitting is shown"
+                                : "no schedule found that fits in memory; the one closest to fitting is shown");
   double resident = 0.0, capacity = 0.0;
   for (OpId f = 0; f < nf; ++f) resident += static_cast<double>(memory.static_bytes[f]);
   for (DeviceId d = 0; d < nd; ++d) capacity += static_cast<double>(limits[d]);
@@ -1012,17 +1020,18 @@ class SchedulerPlacer final : public Placer {
     };
     switch (kind_) {
       case Kind::m_topo:
-        return schedule_within_memory(p, name_, devices_, contention_, m_topo, observer);
+        return schedule_within_memory(p, name_, devices_, contention_, m_topo, observer, deadline);
       case Kind::m_etf:
         return noted(schedule_within_memory(
             p, name_, devices_, contention_,
-            [&](const StepGraph& s, const auto& f, const auto& b) { return earliest_task_first(s, f, b, {}, deadline, late); }, observer));
+            [&](const StepGraph& s, const auto& f, const auto& b) { return earliest_task_first(s, f, b, {}, deadline, late); }, observer,
+            deadline));
       case Kind::critical_path:
         return schedule_within_memory(
             p, name_, devices_, contention_, [&](const StepGraph& s, const auto& f, const auto& b) { return critical_path_first(s, f, b, pin_); },
-            observer);
+            observer, deadline);
       case Kind::heft:
-        return schedule_within_memory(p, name_, devices_, contention_, heft, observer, {}, true);
+        return schedule_within_memory(p, name_, devices_, contention_, heft, observer, deadline, {}, true);
       case Kind::m_sct:
         break;
     }
@@ -1046,7 +1055,7 @@ class SchedulerPlacer final : public Placer {
     return noted(schedule_within_memory(
         p, name_, devices_, contention_,
         [&](const StepGraph& s, const auto& f, const auto& b) { return earliest_task_first(s, f, b, favourite, deadline, late); }, observer,
-        note));
+        deadline, note));
   }
 
  private:

@@ -183,6 +183,15 @@ void warn_other_machine(const Profile& profile, const Cluster& cluster, const st
              path, cluster.name(), fmt::join(differ, "; "));
 }
 
+void warn_unmatched_efficiency_types(const Graph& g, const Cluster& cluster) {
+  const std::vector<std::string> unmatched = unmatched_efficiency_types(g, cluster);
+  if (unmatched.empty()) return;
+  fmt::print(stderr,
+             "placer: warning: cluster '{}': efficiency_by_type names {}, which no op of '{}' has and no op type placer knows: it prices "
+             "nothing (misspelt?)\n",
+             cluster.name(), fmt::join(unmatched, ", "), g.name());
+}
+
 LoadedProblem load_problem(const ProblemArgs& args) {
   const ModelOptions options = args.model_args.resolve();
   Graph graph = load_model(args.model, options);
@@ -191,6 +200,7 @@ LoadedProblem load_problem(const ProblemArgs& args) {
   std::optional<Profile> profile;
   if (!args.profile.empty()) profile = Profile::load(args.profile);
   CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
+  warn_unmatched_efficiency_types(graph, cluster);
   if (profile) {
     warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
     warn_other_machine(*profile, cluster, args.profile);

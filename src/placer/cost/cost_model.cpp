@@ -11,6 +11,8 @@
 
 #include "placer/graph/einsum.hpp"
 #include "placer/graph/matmul.hpp"
+#include "placer/graph/op_work.hpp"
+#include "placer/graph/training.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/json_fields.hpp"
 
@@ -491,6 +493,19 @@ std::uint64_t recurrent_weight_sum_bytes(const Graph& g, OpId grad, OpId fwd, bo
   return static_cast<std::uint64_t>(std::max<std::int64_t>(0, bytes));
 }
 
+// A workspace's bytes as the product of `factors`, at most kMaxWorkspaceBytes (2^62, what a graph
+// allows a tensor): the shapes of a graph JSON file can make such a product overflow, which gave
+// 0 (a transposed convolution's columns of 2^64 elements "fitted" on a 1 TB CPU; a review).
+constexpr std::uint64_t kMaxWorkspaceBytes = std::uint64_t{1} << 62;
+std::uint64_t capped_product(std::initializer_list<std::int64_t> factors) {
+  std::uint64_t product = 1;
+  for (std::int64_t f : factors) {
+    if (f <= 0) return 0;
+    if (__builtin_mul_overflow(product, static_cast<std::uint64_t>(f), &product) || product > kMaxWorkspaceBytes) return kMaxWorkspaceBytes;
+  }
+  return product;
+}
+
 // oneDNN's reorders of a CPU convolution's operands (op_workspace_bytes).
 std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpId conv) {
   const auto ins = g.op_inputs(conv);
@@ -498,8 +513,10 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
   if (ins.size() < 2 || ins[0] == kNoId || ins[1] == kNoId || outs.empty() || outs[0] == kNoId) return 0;
   const TensorId x = ins[0], w = ins[1], y = outs[0];
   if (g.tensor_dtype(x) != DType::f32) return 0;  // oneDNN's path takes float32 only
-  const auto xs = g.tensor_shape(x), ws = g.tensor_shape(w);
-  if (xs.size() < 3 || ws.size() != xs.size()) return 0;
+  const auto xs = g.tensor_shape(x), ws = g.tensor_shape(w), ys = g.tensor_shape(y);
+  // (A graph JSON op that gives its FLOPs is loaded whatever its shapes: an output of another rank
+  // read past its end; a review.)
+  if (xs.size() < 3 || ws.size() != xs.size() || ys.size() != xs.size()) return 0;
   // libtorch 1.13 (ConvParams::use_mkldnn): a 1x1 convolution, unstrided and undilated, over fewer
   // than 16 samples runs without oneDNN on one thread.
   const Attributes& a = g.op_attrs(conv);
@@ -514,15 +531,11 @@ std::uint64_t onednn_workspace_bytes(const Graph& g, OpId op, bool backward, OpI
   // the input into columns, [input channels x kernel elements, output positions], forward and for
   // its gradient (measured on the host meter, 2026-11-30, a QA pass's [1, 32, 16, 16] by 3x3: the
   // columns to the byte).
-  if (xs.size() == 4 && xs[0] == 1 && !grouped && (ws[2] <= 3 || ws[3] <= 3) && xs[1] * xs[2] * xs[3] <= 20480) {
-    const auto ys = g.tensor_shape(y);
-    return static_cast<std::uint64_t>(ws[1] * ws[2] * ws[3] * ys[2] * ys[3]) * dtype_size(g.tensor_dtype(x));
-  }
+  if (xs.size() == 4 && xs[0] == 1 && !grouped && (ws[2] <= 3 || ws[3] <= 3) && capped_product({xs[1], xs[2], xs[3]}) <= 20480)
+    return capped_product({ws[1], ws[2], ws[3], ys[2], ys[3], static_cast<std::int64_t>(dtype_size(g.tensor_dtype(x)))});
   // A 1-D convolution runs as a 2-D one of kernel height 1, so the kernel never rules oneDNN in.
-  if (xs.size() == 3 && xs[0] == 1 && !grouped && xs[1] * xs[2] <= 20480) {
-    const auto ys = g.tensor_shape(y);
-    return static_cast<std::uint64_t>(ws[1] * ws[2] * ys[2]) * dtype_size(g.tensor_dtype(x));
-  }
+  if (xs.size() == 3 && xs[0] == 1 && !grouped && capped_product({xs[1], xs[2]}) <= 20480)
+    return capped_product({ws[1], ws[2], ys[2], static_cast<std::int64_t>(dtype_size(g.tensor_dtype(x)))});
   const std::uint64_t in = g.tensor_bytes(x), out = g.tensor_bytes(y);
   if (grouped) {
     if (!backward) return std::max(in, out) + g.tensor_bytes(w);
@@ -764,9 +777,7 @@ std::uint64_t gradient_temporaries(const Graph& g, OpId grad, OpId fwd, DeviceKi
   return 0;
 }
 
-}  // namespace
-
-std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
+std::uint64_t workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   const bool backward = g.op_role(op) == OpRole::backward;
   if (!backward) {
     const auto ins = g.op_inputs(op);
@@ -797,9 +808,11 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
     const auto xs = g.tensor_shape(ins[0]), ws = g.tensor_shape(ins[1]);
     if (xs.size() < 3 || ws.size() != xs.size()) return 0;
     const std::int64_t groups = std::max<std::int64_t>(1, g.op_attrs(fwd).get_int("group", 1));
-    std::uint64_t elements = static_cast<std::uint64_t>(ws[1] * groups);  // out channels ([C_in, C_out / group, k...])
-    for (std::size_t d = 2; d < xs.size(); ++d) elements *= static_cast<std::uint64_t>(ws[d] * xs[d]);
-    return elements * dtype_size(g.tensor_dtype(ins[0]));
+    // Out channels ([C_in, C_out / group, k...]) x kernel x the input's spatial elements.
+    std::uint64_t bytes = capped_product({ws[1], groups, static_cast<std::int64_t>(dtype_size(g.tensor_dtype(ins[0])))});
+    for (std::size_t d = 2; d < xs.size(); ++d)
+      bytes = capped_product({static_cast<std::int64_t>(bytes), ws[d], xs[d]});
+    return bytes;
   }
   if (fwd != kNoId && g.op_type(fwd) == "Einsum" && g.op_type(op) == (backward ? "EinsumGrad" : "Einsum")) return einsum_workspace_bytes(g, op, fwd);
   if (!backward && g.op_type(op) == "MatMul") return matmul_workspace_bytes(g, op);
@@ -872,6 +885,12 @@ std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
   return copies + onednn_workspace_bytes(g, op, backward, fwd);
 }
 
+}  // namespace
+
+std::uint64_t op_workspace_bytes(const Graph& g, OpId op, DeviceKind kind) {
+  return std::min(workspace_bytes(g, op, kind), kMaxWorkspaceBytes);
+}
+
 std::uint64_t op_out_of_place_sum_bytes(const Graph& g, OpId op, DeviceKind kind) {
   const OpId fwd = g.op_role(op) == OpRole::backward ? g.forward_op(op) : kNoId;
   if (kind != DeviceKind::cpu || fwd == kNoId || !is_recurrent(g.op_type(fwd)) || g.op_type(op) != g.op_type(fwd) + "Grad") return 0;
@@ -927,6 +946,27 @@ std::string_view priced_type(const Graph& g, OpId op, std::optional<bool> traini
   if (depthwise_conv(g, op)) return strided(g, op) ? kStridedDepthwiseConv : kDepthwiseConv;
   if (auto pad = pad_mode_type(g, op, false); !pad.empty()) return pad;
   return type;
+}
+
+std::vector<std::string> unmatched_efficiency_types(const Graph& g, const Cluster& c) {
+  std::map<std::string, std::vector<std::string>> devices_of;  // key -> devices naming it
+  for (DeviceId d = 0; d < c.num_devices(); ++d)
+    for (const auto& [key, efficiency] : c.device(d).efficiency_by_type) devices_of[key].push_back(c.device(d).name);
+  if (devices_of.empty()) return {};
+  for (OpId o = 0; o < g.num_ops(); ++o) devices_of.erase(std::string(priced_type(g, o)));
+  const auto known = [](std::string_view key) {
+    if (is_known_op_type(key) || key == kLossOpType) return true;
+    for (Optimizer o : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam})
+      if (key == update_op_type(o)) return true;
+    for (std::string_view own : {kTrainingBatchNormalization, kDepthwiseConv, kDepthwiseConvGrad, kStridedDepthwiseConv,
+                                 kStridedDepthwiseConvGrad, kReflectPad, kReflectPadGrad, kEdgePad, kEdgePadGrad})
+      if (key == own) return true;
+    return key.ends_with("Grad") && is_known_op_type(key.substr(0, key.size() - 4));
+  };
+  std::vector<std::string> unmatched;
+  for (const auto& [key, devices] : devices_of)
+    if (!known(key)) unmatched.push_back(fmt::format("'{}' ({})", key, fmt::join(devices, ", ")));
+  return unmatched;
 }
 
 CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile)

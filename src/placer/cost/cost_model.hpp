@@ -124,6 +124,12 @@ inline constexpr std::string_view kReflectPad = "PadReflect", kReflectPadGrad = 
 inline constexpr std::string_view kEdgePad = "PadEdge", kEdgePadGrad = "PadEdgeGrad";
 std::string_view priced_type(const Graph& g, OpId op, std::optional<bool> training_step = std::nullopt);
 
+// The keys of the devices' efficiency_by_type that price no op of `g` and that placer knows
+// nowhere (no op type of the rules, their gradients "XGrad", a training step's loss and update
+// types, or a key of priced_type above): most likely misspelt (op types are an open set, so they
+// are not refused). One entry per key: "'Maxpool' (cpu:0, cpu:1)".
+std::vector<std::string> unmatched_efficiency_types(const Graph& g, const Cluster& c);
+
 // Measured op times, per device kind: by exact op name, or by op signature (type and input
 // shapes, see op_signature). JSON format "placer-profile" in docs/formats.md. It may also carry a
 // fitted cost model (efficiencies), used for ops it has no time for.
@@ -164,7 +170,8 @@ class Profile {
 // amax's, Clip's masks; in tensors of the op's input or output). On the CPU: a convolution through
 // oneDNN reorders its operands into blocked layouts of 16 channels (forward the larger of input plus
 // weight and output, its gradient input and output when ungrouped, dY alone for a grouped one
-// whose data gradient is needed; an input of at most 4 channels is read as it is); one that
+// whose data gradient is needed; a first layer's input of 4 to 8 channels in blocks of 8, one of at
+// most 3 read as it is); one that
 // libtorch runs itself (a one-sample small convolution: slow_conv2d; a transposed one) holds its
 // columns, forward and backward; a normalization's gradient one input when the input takes a
 // gradient; a 2-D or 3-D MaxPool without kept indices holds them; a recurrent op (RNN, GRU, LSTM) its input

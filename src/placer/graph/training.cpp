@@ -284,7 +284,7 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
   for (TensorId t : fwd.outputs()) {
     if (!requires_grad[t] || fwd.producer(t) == kNoId) continue;
     OpId producer = fwd.producer(t);
-    OpSpec loss{.name = new_op_name("loss/" + fwd.tensor_name(t)), .type = "Loss", .inputs = {t}};
+    OpSpec loss{.name = new_op_name("loss/" + fwd.tensor_name(t)), .type = std::string(kLossOpType), .inputs = {t}};
     loss.outputs = {grad_tensor(t, "loss")};
     loss.module = module_of(producer);
     loss.call = fwd.op_call(producer);

@@ -19,6 +19,8 @@ std::string_view optimizer_name(Optimizer o);
 Optimizer parse_optimizer(std::string_view name);  // "sgd" | "momentum" | "adam"; Error otherwise
 // Type of the update ops derive_training_step writes for this optimizer ("SGDUpdate", ...).
 std::string_view update_op_type(Optimizer o);
+// Type of the loss op derive_training_step puts after each output it differentiates.
+inline constexpr std::string_view kLossOpType = "Loss";
 // The optimizer whose update ops `step` holds (its first update op's type); `fallback` when it
 // holds none (a forward graph, a step with no parameters) or an update of no known optimizer.
 Optimizer step_optimizer(const Graph& step, Optimizer fallback);

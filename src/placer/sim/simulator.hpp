@@ -15,8 +15,9 @@
 //   while it runs; an activation is allocated when its producer starts and freed after its last reader on that
 //   device (and its last outgoing transfer); a copy is allocated when its transfer is issued and
 //   freed after its last reader there. A partial gradient summed into another as it arrives
-//   (Graph::tensor_accumulated) is freed once it is available to its reader: at its producer's
-//   end, or when its copy arrives. Graph outputs stay to the end on the device that made
+//   (Graph::tensor_accumulated) is freed once it is available to its reader (at its producer's
+//   end, or when its copy arrives); where partials come before the sum's first one, the first of
+//   them to come is held in its place until it is there. Graph outputs stay to the end on the device that made
 //   them. A view (the output of an alias op: Reshape, Flatten, Squeeze, Identity, ...) takes no
 //   memory of its own: it shares the storage of its input on its device, which lives until the
 //   view's readers are done too.
