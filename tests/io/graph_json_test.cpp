@@ -463,7 +463,60 @@ TEST(GraphJsonBadInput, AttributesGivingNegativeWorkAreRefused) {
   expect_error(R"({"format": "placer-graph", "version": 1,
     "tensors": [{"name": "x", "shape": [1, 4, 8, 8], "kind": "data"}, {"name": "y", "shape": [1, 4, 8, 8]}],
     "ops": [{"name": "lrn", "type": "LRN", "inputs": ["x"], "outputs": ["y"], "attrs": {"size": -100}}], "outputs": ["y"]})",
-               "ops[0] 'lrn': LRN: its attributes and shapes give negative work");
+               "ops[0] 'lrn' (LRN): attribute 'size' is -100 (a positive integer)");
+}
+
+// The attributes the rules read are checked against the op's input, whether the op is priced by
+// the rules or gives its FLOPs: a MaxPool window of 2^62 was priced at 3.7e19 FLOPs, windows of 0
+// or of -3 by -3 and one of five axes on a 2-D pool were accepted, as were a stride of 0, a
+// hidden size that R contradicts and a negative sampling ratio (a fuzzing pass).
+TEST(GraphJsonBadInput, AttributesTheRulesReadAreCheckedAgainstTheInput) {
+  const auto pool = [](const std::string& attrs, const std::string& type = "MaxPool", const std::string& flops = "") {
+    return R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [1, 1, 4, 4], "kind": "data"}, {"name": "y", "shape": [1, 1, 2, 2]}],
+    "ops": [{"name": "p", "type": ")" + type + R"(", "inputs": ["x"], "outputs": ["y"], "attrs": )" + attrs + flops + R"(}], "outputs": ["y"]})";
+  };
+  EXPECT_NO_THROW(load_graph_json(write("pool.json", pool(R"({"kernel_shape": [2, 2], "strides": [2, 2]})"))));
+  expect_error(pool(R"({"kernel_shape": [4611686018427387904, 2], "strides": [2, 2]})"),
+               "ops[0] 'p' (MaxPool): its window [4611686018427387904, 2] is larger than its padded input [1,1,4,4] on spatial axis 0");
+  expect_error(pool(R"({"kernel_shape": [0, 0]})"), "ops[0] 'p' (MaxPool): attribute 'kernel_shape' is [0, 0] (positive integers)");
+  expect_error(pool(R"({"kernel_shape": [-3, -3]})"), "attribute 'kernel_shape' is [-3, -3] (positive integers)");
+  expect_error(pool(R"({"kernel_shape": [2, 2, 2, 2, 2]})"),
+               "attribute 'kernel_shape' is [2, 2, 2, 2, 2]: 2 values for an input of [1,1,4,4] (one per spatial axis)");
+  expect_error(pool(R"({"kernel_shape": [2, 2], "pads": [0, 0]})"),
+               "attribute 'pads' is [0, 0]: 4 values for an input of [1,1,4,4] (a start and an end per spatial axis)");
+  expect_error(pool(R"({"strides": [2, 2]})"), "attribute 'kernel_shape' is missing (a pool's window)");
+  // A window within its padding fits; with its FLOPs given the op is checked all the same.
+  EXPECT_NO_THROW(load_graph_json(write("pool.json", pool(R"({"kernel_shape": [5, 5], "pads": [1, 1, 0, 0]})"))));
+  expect_error(pool(R"({"kernel_shape": [2, 2], "strides": [0, 1]})", "AveragePool", R"(, "flops": 4)"),
+               "ops[0] 'p' (AveragePool): attribute 'strides' is [0, 1] (positive integers)");
+  expect_error(R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [5, 2, 8], "kind": "data"}, {"name": "w", "shape": [1, 64, 8], "kind": "parameter"},
+                {"name": "r", "shape": [1, 64, 16], "kind": "parameter"}, {"name": "y", "shape": [5, 1, 2, 16]}],
+    "ops": [{"name": "l", "type": "LSTM", "inputs": ["x", "w", "r"], "outputs": ["y"], "attrs": {"hidden_size": 4611686018427387904}}],
+    "outputs": ["y"]})",
+               "ops[0] 'l' (LSTM): attribute 'hidden_size' is 4611686018427387904 but its recurrence weights R are [1,64,16]");
+  expect_error(R"({"format": "placer-graph", "version": 1,
+    "tensors": [{"name": "x", "shape": [1, 4, 8, 8], "kind": "data"}, {"name": "r", "shape": [2, 5], "kind": "data"},
+                {"name": "i", "shape": [2], "dtype": "int64", "kind": "data"}, {"name": "y", "shape": [2, 4, 2, 2]}],
+    "ops": [{"name": "a", "type": "RoiAlign", "inputs": ["x", "r", "i"], "outputs": ["y"], "attrs": {"sampling_ratio": -3}}],
+    "outputs": ["y"]})",
+               "ops[0] 'a' (RoiAlign): attribute 'sampling_ratio' is -3 (0 for adaptive, or a positive count)");
+}
+
+// An empty op or tensor name, or an op type that is empty or holds control characters, is refused
+// (accepted when the op gave its FLOPs: a fuzzing pass).
+TEST(GraphJsonBadInput, EmptyNamesAndTypesAreRefused) {
+  const auto one = [](const std::string& tensor, const std::string& op, const std::string& type) {
+    return R"({"format": "placer-graph", "version": 1, "tensors": [{"name": ")" + tensor + R"(", "shape": [4], "kind": "data"},
+      {"name": "y", "shape": [4]}], "ops": [{"name": ")" + op + R"(", "type": )" + type + R"(, "inputs": [")" + tensor +
+           R"("], "outputs": ["y"], "flops": 2}], "outputs": ["y"]})";
+  };
+  EXPECT_NO_THROW(load_graph_json(write("named.json", one("x", "r", R"("Relu")"))));
+  expect_error(one("", "r", R"("Relu")"), "tensors[0]: field 'name' is empty (ops name their tensors)");
+  expect_error(one("x", "", R"("Relu")"), "ops[0]: field 'name' is empty (placements name ops)");
+  expect_error(one("x", "r", R"("")"), "ops[0] 'r': field 'type' is \"\", not an op type (a name without control characters)");
+  expect_error(one("x", "r", R"("\u0000")"), "ops[0] 'r': field 'type' is ");
 }
 TEST(GraphJsonBadInput, DuplicatesAndUnsupportedTypesNameTheFileAndPlace) {
   expect_error(R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4]}, {"name": "x", "shape": [4]}], "ops": []})",

@@ -145,12 +145,14 @@ void run_inspect(const InspectArgs& args) {
     return;
   }
 
-  fmt::print("model       {} (graph '{}')\n", args.model, forward.name());
+  // Names as the file has them, control characters escaped (a name with an escape sequence
+  // coloured the terminal, one with a newline split its line: a fuzzing pass); --json has them whole.
+  fmt::print("model       {} (graph '{}')\n", printable(args.model), printable(forward.name()));
   std::string data;
   for (const auto& d : data_inputs) {
     TensorId t = forward.find_tensor(d);
     auto shape = forward.tensor_shape(t);
-    data += fmt::format("{}{} [{}] {}", data.empty() ? "" : ", ", d, fmt::join(shape, ","), dtype_name(forward.tensor_dtype(t)));
+    data += fmt::format("{}{} [{}] {}", data.empty() ? "" : ", ", printable(d), fmt::join(shape, ","), dtype_name(forward.tensor_dtype(t)));
   }
   fmt::print("data inputs {}\n", data.empty() ? "(none)" : data);
   fmt::print("forward     {} ops, {} FLOPs, {} activations\n", num_fwd, human_count(forward_flops),
@@ -179,12 +181,12 @@ void run_inspect(const InspectArgs& args) {
   std::vector<std::pair<std::string, std::uint64_t>> types(by_type.begin(), by_type.end());
   std::stable_sort(types.begin(), types.end(), [](auto& a, auto& b) { return a.second > b.second; });
   fmt::print("\nops by type\n");
-  for (const auto& [type, count] : types) fmt::print("  {:<28} {:>7}\n", type, count);
+  for (const auto& [type, count] : types) fmt::print("  {:<28} {:>7}\n", printable(type), count);
 
   fmt::print("\nmodules (depth {})\n  {:<40} {:>7} {:>10} {:>11} {:>12}\n", args.depth, "module", "ops", "params",
              "FLOPs", "activations");
   for (const auto& [name, row] : modules)
-    fmt::print("  {:<40} {:>7} {:>10} {:>11} {:>12}\n", name.empty() ? "(top level)" : name, row.ops,
+    fmt::print("  {:<40} {:>7} {:>10} {:>11} {:>12}\n", name.empty() ? "(top level)" : printable(name), row.ops,
                human_count(static_cast<double>(row.params)), human_count(row.flops), human_bytes(static_cast<double>(row.activation_bytes)));
 }
 

@@ -217,6 +217,11 @@ class GraphError : public Error {
   TensorId tensor;
 };
 
+// For each position i of `ids`, whether ids[i] (kNoId aside) is also at an earlier position: a scan
+// of the earlier ids for short lists, a hash set for long ones (a search per id was quadratic: an
+// op of 200,000 inputs, and its gradient of as many outputs, took 22 s to import; a QA pass).
+std::vector<bool> repeated_ids(std::span<const TensorId> ids);
+
 // Builds and validates a Graph. Not thread-safe; use once.
 class GraphBuilder {
  public:

@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "placer/graph/einsum.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
@@ -775,7 +777,7 @@ OpWork checked(std::string_view op_type, const OpWork& w) {
   for (const double v : {w.flops, w.bytes_read, w.bytes_written})
     if (!(v >= 0) || !std::isfinite(v))
       throw Error(std::string(op_type) + ": its attributes and shapes give " + (std::isfinite(v) ? "negative" : "non-finite") +
-                  " work (" + std::to_string(w.flops) + " FLOPs, " + std::to_string(w.bytes_read + w.bytes_written) +
+                  " work (" + fmt::format("{:.6g}", w.flops) + " FLOPs, " + fmt::format("{:.6g}", w.bytes_read + w.bytes_written) +
                   " bytes): check its attributes");
   return w;
 }
@@ -786,6 +788,65 @@ OpWork op_work(std::string_view op_type, const Attributes& attrs, std::span<cons
                std::span<const TensorDesc> outputs, std::optional<OpClass> unknown_default) {
   Rule rule = rule_for(op_type, unknown_default, &attrs);
   return checked(op_type, rule.forward(Ctx{attrs, inputs, outputs, rule}));
+}
+
+std::string attribute_mismatch(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs) {
+  const auto list = [](const std::vector<std::int64_t>& v) {
+    std::string s = "[";
+    for (std::size_t k = 0; k < v.size() && k < 8; ++k) s += (k ? ", " : "") + std::to_string(v[k]);
+    return s + (v.size() > 8 ? ", ...]" : "]");
+  };
+  for (const char* name : {"group", "blocksize"})
+    if (const Attribute* a = attrs.find(name); a && a->kind == Attribute::Kind::integer && a->i <= 0)
+      return "attribute '" + std::string(name) + "' is " + std::to_string(a->i) + " (a positive integer)";
+  const TensorDesc* x = !inputs.empty() && inputs[0].present ? &inputs[0] : nullptr;
+  const bool conv = op_type == "Conv" || op_type == "ConvTranspose";
+  const bool pool = op_type == "MaxPool" || op_type == "AveragePool" || op_type == "LpPool";
+  if (conv || pool) {
+    const std::size_t spatial = x && x->shape.size() >= 2 ? x->shape.size() - 2 : 0;
+    for (const char* name : {"kernel_shape", "strides", "dilations", "pads"}) {
+      if (!attrs.find(name)) continue;
+      const std::vector<std::int64_t> v = attrs.get_ints(name);
+      const bool pads = std::string_view(name) == "pads";
+      for (std::int64_t k : v)
+        if (pads ? k < 0 : k <= 0)
+          return "attribute '" + std::string(name) + "' is " + list(v) + (pads ? " (no negative padding)" : " (positive integers)");
+      if (x && x->shape.size() >= 3 && v.size() != (pads ? 2 : 1) * spatial)
+        return "attribute '" + std::string(name) + "' is " + list(v) + ": " + std::to_string((pads ? 2 : 1) * spatial) + " values for an input of " +
+               dims_text(x->shape) + " (" + (pads ? "a start and an end per spatial axis" : "one per spatial axis") + ")";
+    }
+    if (pool && !attrs.find("kernel_shape")) return "attribute 'kernel_shape' is missing (a pool's window)";
+    if (x && x->shape.size() < 3) return "its input " + dims_text(x->shape) + " has no spatial axis ([N, C, D1, ...])";
+    const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
+    if (pool && x && (auto_pad == "NOTSET" || auto_pad == "VALID")) {
+      const std::vector<std::int64_t> kernel = attrs.get_ints("kernel_shape"), dilations = attrs.get_ints("dilations"),
+                                      pads = auto_pad == "NOTSET" ? attrs.get_ints("pads") : std::vector<std::int64_t>{};
+      for (std::size_t k = 0; k < spatial && k < kernel.size(); ++k) {
+        const std::int64_t d = k < dilations.size() ? dilations[k] : 1;
+        const std::int64_t padded = x->shape[k + 2] + (2 * spatial == pads.size() ? pads[k] + pads[k + spatial] : 0);
+        // (k - 1) x d + 1 > padded, without overflowing for windows near 2^63.
+        if (x->shape[k + 2] >= 0 && (kernel[k] - 1 > (padded - 1) / d))
+          return "its window " + list(kernel) + " is larger than its padded input " + dims_text(x->shape) + " on spatial axis " + std::to_string(k);
+      }
+    }
+  }
+  if (op_type == "LSTM" || op_type == "GRU" || op_type == "RNN") {
+    const std::string direction = attrs.get_string("direction", "forward");
+    if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+      return "attribute 'direction' is '" + direction.substr(0, 40) + "' ('forward', 'reverse' or 'bidirectional')";
+    if (const Attribute* h = attrs.find("hidden_size"); h && h->kind == Attribute::Kind::integer) {
+      if (h->i <= 0) return "attribute 'hidden_size' is " + std::to_string(h->i) + " (a positive integer)";
+      if (inputs.size() > 2 && inputs[2].present && inputs[2].shape.size() == 3 && inputs[2].shape[2] != h->i)
+        return "attribute 'hidden_size' is " + std::to_string(h->i) + " but its recurrence weights R are " + dims_text(inputs[2].shape) +
+               " ([directions, gates x hidden, hidden])";
+    }
+  }
+  if (op_type == "LRN" && attrs.get_int("size", 1) <= 0) return "attribute 'size' is " + std::to_string(attrs.get_int("size", 1)) + " (a positive integer)";
+  if (op_type == "RoiAlign" && attrs.get_int("sampling_ratio", 0) < 0)
+    return "attribute 'sampling_ratio' is " + std::to_string(attrs.get_int("sampling_ratio", 0)) + " (0 for adaptive, or a positive count)";
+  if ((op_type == "GlobalAveragePool" || op_type == "GlobalMaxPool" || op_type == "GlobalLpPool") && x && x->shape.size() < 2)
+    return "its input " + dims_text(x->shape) + " is not [N, C, ...]";
+  return "";
 }
 
 std::string operand_shape_mismatch(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,

@@ -66,6 +66,17 @@ OpWork op_work(std::string_view op_type, const Attributes& attrs, std::span<cons
 std::string operand_shape_mismatch(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs,
                                    std::span<const TensorDesc> outputs);
 
+// What is wrong with the attributes of an ONNX op that the rules (or the executor) read, against
+// the op's input shapes: "" when nothing is. Windows (Conv, ConvTranspose and the pools: kernel,
+// strides, dilations of positive values, one per spatial axis; pads not negative, two per axis; a
+// pool's window within its padded input), `group` and `blocksize` positive, a recurrent op's
+// `direction` and a `hidden_size` that R's shape agrees with, LRN's `size` positive, RoiAlign's
+// `sampling_ratio` not negative, a global pool's input of at least [N, C]. Both importers call it:
+// ONNX's shape rules leave these unchecked, and graph JSON has no other check of them (a MaxPool
+// window of 2^62 was priced at 3.7e19 FLOPs, a negative one refused only by the sign of its work:
+// a fuzzing pass).
+std::string attribute_mismatch(std::string_view op_type, const Attributes& attrs, std::span<const TensorDesc> inputs);
+
 // True when the rules know `op_type` (forward and backward).
 // The rules, their formulas and the reasoning behind them: docs/op-rules.md.
 bool is_known_op_type(std::string_view op_type);

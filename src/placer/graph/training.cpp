@@ -323,8 +323,8 @@ Graph derive_training_step(const Graph& fwd, Optimizer optimizer) {
     for (TensorId t : outs) out_desc.push_back(fwd.tensor_desc(t));
     auto needs_flags = std::make_unique<bool[]>(needs.size()), repeated = std::make_unique<bool[]>(ins.size());
     for (std::size_t i = 0; i < needs.size(); ++i) needs_flags[i] = needs[i];
-    for (std::size_t i = 0; i < ins.size(); ++i)
-      repeated[i] = ins[i] != kNoId && std::find(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(i), ins[i]) != ins.begin() + static_cast<std::ptrdiff_t>(i);
+    const std::vector<bool> earlier = repeated_ids(ins);
+    for (std::size_t i = 0; i < ins.size(); ++i) repeated[i] = earlier[i];
     const std::span<const bool> needs_span{needs_flags.get(), needs.size()}, repeated_span{repeated.get(), ins.size()};
     spec.work = backward_work(fwd.op_type(o), fwd.op_attrs(o), in_desc, out_desc, needs_span, OpClass::elementwise, repeated_span);
     // Gradients passed through unchanged (Add's operands; an alias's) are views of the incoming

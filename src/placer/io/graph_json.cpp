@@ -259,6 +259,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     std::string where = source + ": tensors[" + std::to_string(i) + "]";
     if (!t.is_object()) throw Error(where + ": a tensor must be a JSON object");
     auto name = field_as<std::string>(t, "name", where);
+    if (name.empty()) throw Error(where + ": field 'name' is empty (ops name their tensors)");
     where += " '" + name + "'";
     check_known_fields(t, {"name", "shape", "dtype", "kind", "accumulated"}, where);
     // Fields read with `where` name it in their errors; the checks after them are prefixed here.
@@ -302,12 +303,17 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     if (!op.is_object()) throw Error(where + ": an op must be a JSON object");
     OpSpec spec;
     spec.name = field_as<std::string>(op, "name", where);
+    if (spec.name.empty()) throw Error(where + ": field 'name' is empty (placements name ops)");
     where += " '" + spec.name + "'";
     check_known_fields(op,
                        {"name", "type", "inputs", "outputs", "module", "call", "role", "forward_op", "param", "attrs", "class", "flops",
                         "bytes_read", "bytes_written", "product_min_dim", "conv_kernel_area", "views"},
                        where);
     spec.type = field_as<std::string>(op, "type", where);
+    // An op type is a name (ONNX's, or one of the file's own): an empty one, or one with control
+    // characters, was accepted when the op gave its FLOPs (a fuzzing pass).
+    if (spec.type.empty() || std::ranges::any_of(spec.type, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+      throw Error(where + ": field 'type' is " + json_excerpt(op["type"]) + ", not an op type (a name without control characters)");
     for (const json& in : list_field(op, "inputs", where))
       spec.inputs.push_back(in.is_null() ? kNoId : tensor_id(in, where));
     for (const json& out : list_field(op, "outputs", where)) spec.outputs.push_back(tensor_id(out, where));
@@ -338,6 +344,13 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
         check_attribute_type(spec.type, a, where);
         spec.attrs.set(std::move(a));
       }
+    }
+    {
+      std::vector<TensorDesc> ins;
+      for (TensorId t : spec.inputs)
+        ins.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{b.tensor_shape(t), b.tensor_dtype(t), true});
+      if (const std::string wrong = attribute_mismatch(spec.type, spec.attrs, ins); !wrong.empty())
+        throw Error(where + " (" + spec.type + "): " + wrong);
     }
     if (op.contains("flops")) {
       spec.work.flops = field_as<double>(op, "flops", where);

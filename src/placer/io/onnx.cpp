@@ -778,6 +778,9 @@ static Graph import_onnx(const std::string& path, const OnnxImportOptions& optio
           a && (a->kind != Attribute::Kind::text || (a->s != "none" && a->s != "tanh")))
         throw Error("op '" + spec.name + "' (Gelu): attribute 'approximate' is " +
                     (a->kind == Attribute::Kind::text ? "'" + a->s.substr(0, 40) + "'" : std::string("not a string")) + " ('none' or 'tanh')");
+    if (node.domain().empty() || node.domain() == "ai.onnx")
+      if (const std::string wrong = attribute_mismatch(spec.type, spec.attrs, ins); !wrong.empty())
+        throw Error("op '" + spec.name + "' (" + spec.type + "): " + wrong);
     if (options.unknown_op_default && !is_known_op_type(spec.type)) ++guessed[spec.type];
     try {
       spec.work = op_work(spec.type, spec.attrs, ins, outs, options.unknown_op_default);

@@ -16,6 +16,13 @@
 
 namespace placer {
 
+// ONNX's name of an element type ("FLOAT"), or "element type 99" for one the linked library does
+// not know (its own function gives "" then: a fuzzing pass's message read "input 'w' is  but").
+inline std::string elem_type_name(int type) {
+  const std::string name = onnx::TensorProto_DataType_IsValid(type) ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(type)) : "";
+  return name.empty() ? "element type " + std::to_string(type) : name;
+}
+
 // What the linked ONNX library knows: its IR version and the last opset of the default domain.
 std::int64_t onnx_library_ir_version();
 std::int64_t onnx_library_opset();

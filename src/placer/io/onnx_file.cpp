@@ -63,7 +63,7 @@ DecidedBeforeStep inline_control_flow_decided_by_shapes(onnx::ModelProto& model,
           if (auto t = types.find(node.input(0));
               t != types.end() && t->second.has_tensor_type() && t->second.tensor_type().elem_type() != onnx::TensorProto::BOOL)
             throw Error("If '" + (node.name().empty() ? node.output(0) : node.name()) + "': its condition '" + node.input(0) + "' is " +
-                        onnx::TensorProto_DataType_Name(t->second.tensor_type().elem_type()) + ", not BOOL");
+                        elem_type_name(t->second.tensor_type().elem_type()) + ", not BOOL");
           conditions[node.input(0)] = it->second[0] != 0.0;
         }
     const std::size_t ifs = conditions.empty() ? 0 : inline_decided_ifs(model, conditions);
@@ -517,11 +517,14 @@ onnx::ModelProto read_onnx_file(const std::string& path, bool* sorted) {
   if (!parse(model, 100)) {
     // Protobuf refuses messages nested deeper than 100 levels (subgraphs of Ifs and Loops within
     // each other): said so when the file parses with a limit of 2,000 (still bounded: each level
-    // takes stack).
+    // takes stack; past it the file is called what it may be, a fuzzing pass's valid file of 1,000
+    // nested sequence types having been called "truncated or corrupt").
     onnx::ModelProto deep;
     if (parse(deep, 2000))
-      throw Error("model file '" + path + "' nests messages deeper than protobuf's limit of 100 levels (subgraphs within subgraphs)");
-    throw Error("model file '" + path + "' is not a valid ONNX model (protobuf parse failed: truncated or corrupt?)");
+      throw Error("model file '" + path +
+                  "' nests messages deeper than protobuf's limit of 100 levels (subgraphs within subgraphs, or types within types)");
+    throw Error("model file '" + path +
+                "' is not a valid ONNX model (protobuf parse failed: truncated or corrupt, or nested past 2,000 levels?)");
   }
   if (!model.has_graph() || model.graph().node_size() == 0)
     throw Error("model file '" + path + "' is not a valid ONNX model (no graph or no nodes)");

@@ -933,8 +933,8 @@ std::size_t resolve_known_sequences(onnx::ModelProto& model, const std::unordere
       const KnownSequence& from = seq->second;
       const int want = from.elem, got = elem_type(node.input(1), false);
       if (want != 0 && want != got)
-        throw Error(label(node) + ": inserts '" + node.input(1) + "' (" + onnx::TensorProto_DataType_Name(got) + ") into a sequence of " +
-                    onnx::TensorProto_DataType_Name(want) + " tensors");
+        throw Error(label(node) + ": inserts '" + node.input(1) + "' (" + elem_type_name(got) + ") into a sequence of " +
+                    elem_type_name(want) + " tensors");
       const std::size_t at = has_input(node, 2) ? index(node, *position(node, 2), from.size, true) : from.size;
       KnownSequence to;
       if (at == from.size && from.items->size() == from.size) {
