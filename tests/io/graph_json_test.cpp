@@ -504,6 +504,24 @@ TEST(GraphJsonBadInput, AttributesTheRulesReadAreCheckedAgainstTheInput) {
                "ops[0] 'a' (RoiAlign): attribute 'sampling_ratio' is -3 (0 for adaptive, or a positive count)");
 }
 
+// A whole number the field's type cannot hold is said to be out of range (it was "must be a list
+// of integers, got [18446744073709551615]": a fuzzing pass), also one past 64 bits, which JSON
+// readers hold as a float.
+TEST(GraphJsonBadInput, AWholeNumberOutOfRangeIsSaidToBe) {
+  const auto one = [](const std::string& shape, const std::string& call) {
+    return R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": )" + shape + R"(, "kind": "data"},
+      {"name": "y", "shape": [4]}], "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"], "call": )" + call +
+           R"(}], "outputs": ["y"]})";
+  };
+  expect_error(one("[18446744073709551615]", "0"),
+               "field 'shape' must be a list of integers, got [18446744073709551615] (18446744073709551615 is out of range: "
+               "-9223372036854775808 to 9223372036854775807)");
+  expect_error(one("[99999999999999999999]", "0"), "got [1e+20] (1e+20 is out of range: -9223372036854775808 to 9223372036854775807)");
+  // (A scalar's expected type names its range.)
+  expect_error(one("[4]", "99999999999999999999"), "field 'call' must be an integer from 0 to 4294967295, got 1e+20");
+  expect_error(one("[4.5]", "0"), "field 'shape' must be a list of integers, got [4.5]");  // not whole: no range to speak of
+}
+
 // An empty op or tensor name, or an op type that is empty or holds control characters, is refused
 // (accepted when the op gave its FLOPs: a fuzzing pass).
 TEST(GraphJsonBadInput, EmptyNamesAndTypesAreRefused) {

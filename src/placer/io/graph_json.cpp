@@ -152,19 +152,36 @@ bool integer_fits(const json& v) {
   else return i >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) && i <= static_cast<std::int64_t>(std::numeric_limits<T>::max());
 }
 
+// " (N is out of range: ...)" when `v` is a whole number that T cannot hold (a number past 64
+// bits is read as a float, 1.8446744073709552e+19, and a shape's dimension past the range was
+// "must be a list of integers" though it is one: a fuzzing pass); "" otherwise.
+template <typename T>
+std::string out_of_range_note(const json& v) {
+  const bool whole = v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) && std::trunc(v.get<double>()) == v.get<double>());
+  if (!whole || integer_fits<T>(v)) return "";
+  return " (" + json_excerpt(v) + " is out of range: " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+         std::to_string(std::numeric_limits<T>::max()) + ")";
+}
+
 template <typename T>
 T get_strict(const json& v, const char* name, const std::string& where) {
   bool ok = true;
+  std::string note;
   if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
-    ok = v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return integer_fits<std::int64_t>(x); });
+    ok = v.is_array();
+    for (const json& x : v.is_array() ? v : json::array())
+      if (!integer_fits<std::int64_t>(x)) {
+        ok = false, note = out_of_range_note<std::int64_t>(x);
+        break;
+      }
   } else if constexpr (std::is_integral_v<T>) {
-    ok = integer_fits<T>(v);
+    ok = integer_fits<T>(v);  // (its expected type names the range)
   } else if constexpr (std::is_floating_point_v<T>) {
     ok = v.is_number();
   } else if constexpr (std::is_same_v<T, std::string>) {
     ok = v.is_string();
   }
-  if (!ok) throw Error(where + ": field '" + name + "' must be " + expected_type<T>() + ", got " + json_excerpt(v));
+  if (!ok) throw Error(where + ": field '" + name + "' must be " + expected_type<T>() + ", got " + json_excerpt(v) + note);
   return v.get<T>();
 }
 
