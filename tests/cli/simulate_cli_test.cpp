@@ -837,6 +837,16 @@ TEST(PlaceCli, JsonAndAnOutputOnStandardOutputAreRefused) {
   const auto discarded = test::placer_at("/bin/sh", {"-c", "exec \"$0\" \"$@\" >/dev/null", test::placer_binary(), "simulate", "--model", kModel,
                                                      "--cluster", "k80x4", "--on", "gpu:0", "--json", "--trace", "/dev/null"});
   EXPECT_EQ(discarded.exit_code, 0) << discarded.err;
+  // Standard error merged into standard output (2>&1) into a file: /dev/stderr is that stream too
+  // (it put two documents on it; stop 54's noticed item).
+  const std::string merged_file = test::temp_path("merged.txt");
+  const auto merged = test::placer_at("/bin/sh", {"-c", "exec \"$0\" \"$@\" >\"" + merged_file + "\" 2>&1", test::placer_binary(), "simulate",
+                                                  "--model", kModel, "--cluster", "k80x4", "--on", "gpu:0", "--json", "--trace", "/dev/stderr"});
+  EXPECT_EQ(merged.exit_code, 2);
+  std::stringstream merged_text;
+  merged_text << std::ifstream(merged_file).rdbuf();
+  EXPECT_THAT(merged_text.str(), HasSubstr("--trace '/dev/stderr' is standard output (standard error is sent there), where --json prints"));
+  std::remove(merged_file.c_str());
 }
 
 // A placement file records how place found it; simulated under another mode, optimizer, memory

@@ -259,11 +259,18 @@ void check_json_alone_on_stdout(bool json, const std::vector<std::pair<std::stri
   if (!json) return;
   // Standard output sent to a device that is not a terminal (/dev/null) keeps nothing to read.
   struct stat out {};
-  if (::fstat(1, &out) == 0 && S_ISCHR(out.st_mode) && !::isatty(1)) return;
-  for (const auto& [option, path] : outputs)
-    if (!path.empty() && output_descriptor(path) == 1)
-      throw UsageError(option + " " + in_quotes(path) + " is standard output, where --json prints its document: " +
-                       "name a file, or leave out --json");
+  const bool stdout_known = ::fstat(1, &out) == 0;
+  if (stdout_known && S_ISCHR(out.st_mode) && !::isatty(1)) return;
+  // Standard error merged into standard output (2>&1) into a file or a pipe: the same stream (on
+  // a terminal both are the screen, read by eye).
+  struct stat err {};
+  const bool merged = stdout_known && !::isatty(1) && ::fstat(2, &err) == 0 && err.st_dev == out.st_dev && err.st_ino == out.st_ino;
+  for (const auto& [option, path] : outputs) {
+    const std::optional<int> fd = path.empty() ? std::nullopt : output_descriptor(path);
+    if (fd == 1 || (fd == 2 && merged))
+      throw UsageError(option + " " + in_quotes(path) + " is standard output" + (fd == 2 ? " (standard error is sent there)" : "") +
+                       ", where --json prints its document: name a file, or leave out --json");
+  }
 }
 
 std::string cluster_input_file(const std::string& cluster) {

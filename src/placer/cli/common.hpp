@@ -183,8 +183,9 @@ std::filesystem::path landing_path(const std::string& output);
 void check_not_an_input(const std::string& output, const std::string& output_option,
                         const std::vector<std::pair<std::string, std::string>>& inputs);
 // A UsageError when `json` is set and one of `outputs` (option, path; empty paths skipped) names
-// standard output (/dev/stdout, /dev/fd/1, the file stdout is redirected to): --json prints its
-// one document there, and the file before it would make two.
+// standard output (/dev/stdout, /dev/fd/1, the file stdout is redirected to; standard error when
+// it is merged into a stdout that is no terminal, 2>&1): --json prints its one document there,
+// and the file before it would make two.
 void check_json_alone_on_stdout(bool json, const std::vector<std::pair<std::string, std::string>>& outputs);
 
 // The input files of a problem: --model, --cluster (unless a preset's name, which wins over a
