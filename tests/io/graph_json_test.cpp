@@ -478,7 +478,23 @@ TEST(GraphJsonBadInput, AttributesTheRulesReadAreCheckedAgainstTheInput) {
   };
   EXPECT_NO_THROW(load_graph_json(write("pool.json", pool(R"({"kernel_shape": [2, 2], "strides": [2, 2]})"))));
   expect_error(pool(R"({"kernel_shape": [4611686018427387904, 2], "strides": [2, 2]})"),
-               "ops[0] 'p' (MaxPool): its window [4611686018427387904, 2] is larger than its padded input [1,1,4,4] on spatial axis 0");
+               "ops[0] 'p' (MaxPool): its window spans 4611686018427387904 on spatial axis 0 (kernel 4611686018427387904, dilation 1), "
+               "more than its padded input 4");
+  // The window's extent counts its dilation; the padded size its pads; with ceil_mode a window
+  // may run past the padded input by less than a stride (SqueezeNet's last pool on a 2x2 map: a
+  // review), and auto_pad SAME pads as needed.
+  expect_error(pool(R"({"kernel_shape": [3, 3], "dilations": [2, 2]})"),
+               "its window spans 5 on spatial axis 0 (kernel 3, dilation 2), more than its padded input 4");
+  expect_error(pool(R"({"kernel_shape": [7, 1], "pads": [1, 0, 1, 0]})"), "its window spans 7 on spatial axis 0 (kernel 7, dilation 1), "
+                                                                          "more than its padded input 6");
+  EXPECT_NO_THROW(load_graph_json(write("pool.json", pool(R"({"kernel_shape": [5, 5], "strides": [2, 2], "ceil_mode": 1})"))));
+  expect_error(pool(R"({"kernel_shape": [6, 6], "strides": [2, 2], "ceil_mode": 1})"),
+               "its window spans 6 on spatial axis 0 (kernel 6, dilation 1), more than its padded input 4 by a stride (2) or more");
+  EXPECT_NO_THROW(load_graph_json(write("pool.json", pool(R"({"kernel_shape": [9, 9], "auto_pad": "SAME_UPPER"})"))));
+  // Pads whose sum passes 2^63 leave room for any window (the sum overflowed, and the window was
+  // "larger than its padded input").
+  EXPECT_NO_THROW(load_graph_json(
+      write("pool.json", pool(R"({"kernel_shape": [2, 2], "pads": [4611686018427387904, 0, 4611686018427387904, 0]})", "AveragePool"))));
   expect_error(pool(R"({"kernel_shape": [0, 0]})"), "ops[0] 'p' (MaxPool): attribute 'kernel_shape' is [0, 0] (positive integers)");
   expect_error(pool(R"({"kernel_shape": [-3, -3]})"), "attribute 'kernel_shape' is [-3, -3] (positive integers)");
   expect_error(pool(R"({"kernel_shape": [2, 2, 2, 2, 2]})"),

@@ -249,6 +249,15 @@ TEST(OnnxShapes, AttributesAndValuesTheRulesLeaveUncheckedAreRefused) {
               }), {5, 1, 2, 16}),
               HasSubstr("op 'n' (LSTM): attribute 'direction' is 'sideways' ('forward', 'reverse' or 'bidirectional')"));
   EXPECT_THAT(import_error_of(one_node_model("GlobalAveragePool", {{"x", {4}}}), {4}), HasSubstr("op 'n' (GlobalAveragePool): its input [4] is not [N, C, ...]"));
+  // A pool whose last window runs past its input by less than a stride imports with ceil_mode
+  // (SqueezeNet's last 3x3 pool of stride 2 on a 2x2 map: refused at first, a review).
+  const auto pool = [](std::int64_t ceil_mode) {
+    return one_node_model("MaxPool", {{"x", {1, 4, 2, 2}}}, [ceil_mode](auto* n) {
+      add_ints(n, "kernel_shape", {3, 3}), add_ints(n, "strides", {2, 2}), add_int(n, "ceil_mode", ceil_mode);
+    });
+  };
+  EXPECT_EQ(import_error_of(pool(1), {1, 4, 1, 1}), "");
+  EXPECT_THAT(import_error_of(pool(0), {1, 4, 1, 1}), ::testing::Not(::testing::IsEmpty()));
   onnx::ModelProto short_weight = one_node_model("Add", {{"x", {2, 3}}});
   {
     auto* g = short_weight.mutable_graph();

@@ -149,5 +149,15 @@ TEST(InQuotes, CutsALongNameAtACharacterBoundary) {
   EXPECT_EQ(in_quotes(name), "'" + std::string(199, 'a') + "...' (211 bytes)");
 }
 
+// The prefixes messages cut names to (80 bytes, 40 for attribute values) end at a character
+// boundary: a cut inside a UTF-8 sequence showed as an escaped byte.
+TEST(Utf8Prefix, CutsAtACharacterBoundary) {
+  EXPECT_EQ(utf8_prefix("conv", 80), "conv");
+  EXPECT_EQ(utf8_prefix("conv", 2), "co");
+  EXPECT_EQ(utf8_prefix("ab\xe2\x82\xac", 4), "ab");  // a three-byte character across the cut
+  EXPECT_EQ(utf8_prefix("ab\xe2\x82\xac", 5), "ab\xe2\x82\xac");
+  EXPECT_EQ(utf8_prefix("\xc3\xa9", 1), "");
+}
+
 }  // namespace
 }  // namespace placer

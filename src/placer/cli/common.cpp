@@ -186,10 +186,11 @@ void warn_other_machine(const Profile& profile, const Cluster& cluster, const st
 void warn_unmatched_efficiency_types(const Graph& g, const Cluster& cluster) {
   const std::vector<std::string> unmatched = unmatched_efficiency_types(g, cluster);
   if (unmatched.empty()) return;
-  fmt::print(stderr,
-             "placer: warning: cluster '{}': efficiency_by_type names {}, which no op of '{}' has and no op type placer knows: it prices "
-             "nothing (misspelt?)\n",
-             cluster.name(), fmt::join(unmatched, ", "), g.name());
+  // (Names as the files have them, control characters escaped.)
+  fmt::print(stderr, "placer: warning: {}\n",
+             printable(fmt::format("cluster '{}': efficiency_by_type names {}, which no op of {} has and no op type placer knows: it "
+                                   "prices nothing (misspelt?)",
+                                   cluster.name(), fmt::join(unmatched, ", "), g.name().empty() ? "the model" : "'" + g.name() + "'")));
 }
 
 LoadedProblem load_problem(const ProblemArgs& args) {

@@ -820,20 +820,34 @@ std::string attribute_mismatch(std::string_view op_type, const Attributes& attrs
     const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
     if (pool && x && (auto_pad == "NOTSET" || auto_pad == "VALID")) {
       const std::vector<std::int64_t> kernel = attrs.get_ints("kernel_shape"), dilations = attrs.get_ints("dilations"),
+                                      strides = attrs.get_ints("strides"),
                                       pads = auto_pad == "NOTSET" ? attrs.get_ints("pads") : std::vector<std::int64_t>{};
+      // With ceil_mode the last window may run past the padded input by less than a stride (ONNX's
+      // and PyTorch's output size, ceil((padded - extent) / stride) + 1, is then still 1: SqueezeNet's
+      // last 3x3 pool of stride 2 on a 2x2 map; a review).
+      const bool ceil_mode = attrs.get_int("ceil_mode", 0) != 0;
       for (std::size_t k = 0; k < spatial && k < kernel.size(); ++k) {
-        const std::int64_t d = k < dilations.size() ? dilations[k] : 1;
-        const std::int64_t padded = x->shape[k + 2] + (2 * spatial == pads.size() ? pads[k] + pads[k + spatial] : 0);
-        // (k - 1) x d + 1 > padded, without overflowing for windows near 2^63.
-        if (x->shape[k + 2] >= 0 && (kernel[k] - 1 > (padded - 1) / d))
-          return "its window " + list(kernel) + " is larger than its padded input " + dims_text(x->shape) + " on spatial axis " + std::to_string(k);
+        const std::int64_t d = k < dilations.size() ? dilations[k] : 1, s = k < strides.size() ? strides[k] : 1;
+        // The window's extent, (kernel - 1) x dilation + 1, and the padded size, past 2^63 taken as
+        // larger than any other.
+        std::int64_t extent = 0, padded = x->shape[k + 2];
+        const bool huge_window = __builtin_mul_overflow(kernel[k] - 1, d, &extent) || __builtin_add_overflow(extent, 1, &extent);
+        if (2 * spatial == pads.size() &&
+            (__builtin_add_overflow(padded, pads[k], &padded) || __builtin_add_overflow(padded, pads[k + spatial], &padded)))
+          continue;  // padded past 2^63: any window fits
+        std::int64_t over = 0;
+        if (x->shape[k + 2] < 0 || (!huge_window && (__builtin_sub_overflow(extent, padded, &over) || over <= 0 || (ceil_mode && over < s))))
+          continue;
+        return "its window spans " + (huge_window ? std::string("more than 2^63") : std::to_string(extent)) + " on spatial axis " +
+               std::to_string(k) + " (kernel " + std::to_string(kernel[k]) + ", dilation " + std::to_string(d) + "), more than its padded input " +
+               std::to_string(padded) + (ceil_mode ? " by a stride (" + std::to_string(s) + ") or more: no window would start in it" : "");
       }
     }
   }
   if (op_type == "LSTM" || op_type == "GRU" || op_type == "RNN") {
     const std::string direction = attrs.get_string("direction", "forward");
     if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
-      return "attribute 'direction' is '" + direction.substr(0, 40) + "' ('forward', 'reverse' or 'bidirectional')";
+      return "attribute 'direction' is '" + utf8_prefix(direction, 40) + "' ('forward', 'reverse' or 'bidirectional')";
     if (const Attribute* h = attrs.find("hidden_size"); h && h->kind == Attribute::Kind::integer) {
       if (h->i <= 0) return "attribute 'hidden_size' is " + std::to_string(h->i) + " (a positive integer)";
       if (inputs.size() > 2 && inputs[2].present && inputs[2].shape.size() == 3 && inputs[2].shape[2] != h->i)

@@ -69,7 +69,7 @@ std::string operand_shape_mismatch(std::string_view op_type, const Attributes& a
 // What is wrong with the attributes of an ONNX op that the rules (or the executor) read, against
 // the op's input shapes: "" when nothing is. Windows (Conv, ConvTranspose and the pools: kernel,
 // strides, dilations of positive values, one per spatial axis; pads not negative, two per axis; a
-// pool's window within its padded input), `group` and `blocksize` positive, a recurrent op's
+// pool's window within its padded input, or past it by less than a stride with ceil_mode), `group` and `blocksize` positive, a recurrent op's
 // `direction` and a `hidden_size` that R's shape agrees with, LRN's `size` positive, RoiAlign's
 // `sampling_ratio` not negative, a global pool's input of at least [N, C]. Both importers call it:
 // ONNX's shape rules leave these unchecked, and graph JSON has no other check of them (a MaxPool

@@ -14,6 +14,7 @@
 #include <onnx/defs/schema.h>
 
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 #include "placer/util/json_fields.hpp"
 
 namespace placer {
@@ -55,7 +56,7 @@ void check_attribute_type(const std::string& type, const Attribute& a, const std
   if (ok) return;
   const char* given = a.kind == K::integer ? "an integer" : a.kind == K::real ? "a number" : a.kind == K::text ? "a string" : "a list";
   throw Error(where + ": attribute '" + a.name + "' of " + type + " must be " + expected + " (as in ONNX), got " + given +
-              (a.kind == K::text ? " ('" + a.s.substr(0, 40) + "')" : ""));
+              (a.kind == K::text ? " ('" + utf8_prefix(a.s, 40) + "')" : ""));
 }
 
 // The fewest inputs and outputs an ONNX op type takes, over every version of it the linked ONNX
@@ -420,10 +421,10 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       if (const Attribute* a = spec.attrs.find(attr))
         if (a->kind != Attribute::Kind::text || b.find_tensor(a->s) == kNoId)
           throw Error(where + ": attribute '" + attr + "' must name a tensor in 'tensors'" +
-                      (a->kind == Attribute::Kind::text ? ", got '" + a->s.substr(0, 80) + "'" : std::string()));
+                      (a->kind == Attribute::Kind::text ? ", got '" + utf8_prefix(a->s, 80) + "'" : std::string()));
     // A module path is names joined by dots: "encoder.layers.0", or "" for the model itself.
     if (!spec.module.empty() && (spec.module.front() == '.' || spec.module.back() == '.' || spec.module.find("..") != std::string::npos))
-      throw Error(where + ": module path '" + spec.module.substr(0, 80) + (spec.module.size() > 80 ? "..." : "") +
+      throw Error(where + ": module path '" + utf8_prefix(spec.module, 80) + (spec.module.size() > 80 ? "..." : "") +
                   "' has an empty part (a dot at an end, or two in a row)");
     std::string name = spec.name;
     OpId id;

@@ -554,7 +554,7 @@ static Graph import_onnx(const std::string& path, const OnnxImportOptions& optio
   for (const auto& node : graph->node()) {
     std::string p = literal_module_path(node.name());
     if (const auto depth = std::count(p.begin(), p.end(), '.') + 1; depth > kMaxModuleDepth)
-      throw Error("'" + path + "': node '" + node.name().substr(0, 80) + "...': its module path is " + std::to_string(depth) +
+      throw Error("'" + path + "': node '" + utf8_prefix(node.name(), 80) + "...': its module path is " + std::to_string(depth) +
                   " levels deep (at most " + std::to_string(kMaxModuleDepth) + ")");
     while (!p.empty()) {
       if (!known_modules.emplace(p, true).second) break;
@@ -777,7 +777,7 @@ static Graph import_onnx(const std::string& path, const OnnxImportOptions& optio
       if (const Attribute* a = spec.attrs.find("approximate");
           a && (a->kind != Attribute::Kind::text || (a->s != "none" && a->s != "tanh")))
         throw Error("op '" + spec.name + "' (Gelu): attribute 'approximate' is " +
-                    (a->kind == Attribute::Kind::text ? "'" + a->s.substr(0, 40) + "'" : std::string("not a string")) + " ('none' or 'tanh')");
+                    (a->kind == Attribute::Kind::text ? "'" + utf8_prefix(a->s, 40) + "'" : std::string("not a string")) + " ('none' or 'tanh')");
     if (node.domain().empty() || node.domain() == "ai.onnx")
       if (const std::string wrong = attribute_mismatch(spec.type, spec.attrs, ins); !wrong.empty())
         throw Error("op '" + spec.name + "' (" + spec.type + "): " + wrong);

@@ -23,6 +23,7 @@
 #include "placer/io/onnx_shapes.hpp"
 #include "placer/io/onnx_uses.hpp"
 #include "placer/util/error.hpp"
+#include "placer/util/text.hpp"
 
 namespace placer {
 
@@ -220,15 +221,15 @@ void reads_of(const onnx::NodeProto& node, std::vector<std::string>& out) {
 // "graph 'main'", or "a graph" for one without a name.
 std::string graph_label(const onnx::GraphProto& graph) {
   if (graph.name().empty()) return "a graph";
-  return "graph '" + graph.name().substr(0, 80) + (graph.name().size() > 80 ? "...'" : "'");
+  return "graph '" + utf8_prefix(graph.name(), 80) + (graph.name().size() > 80 ? "...'" : "'");
 }
 
 // "node 'name' (Type)"; a node without a name by its first output ("node making 'y' (Type)",
 // where onnx_shapes.cpp's messages write "node 'y'"), or by its position.
 std::string node_label(const onnx::NodeProto& node, int index) {
-  const std::string type = node.op_type().substr(0, 60);
+  const std::string type = utf8_prefix(node.op_type(), 60);
   std::string label;
-  auto quoted = [&](const std::string& name) { label.append("'").append(name, 0, 80).append(name.size() > 80 ? "...'" : "'"); };
+  auto quoted = [&](const std::string& name) { label.append("'").append(utf8_prefix(name, 80)).append(name.size() > 80 ? "...'" : "'"); };
   if (!node.name().empty()) {
     label.append("node ");
     quoted(node.name());
@@ -271,7 +272,7 @@ bool sort_graph(onnx::GraphProto& graph) {
         const auto& direct = graph.node(i).input();
         throw Error(graph_label(graph) + " has a cycle: " + node_label(graph.node(i), i) +
                     (std::find(direct.begin(), direct.end(), in) != direct.end() ? " reads '" : " has a subgraph that reads '") +
-                    in.substr(0, 80) + (in.size() > 80 ? "..." : "") + "', which it makes");
+                    utf8_prefix(in, 80) + (in.size() > 80 ? "..." : "") + "', which it makes");
       }
     for (const auto& name : reads)
       if (auto it = producer.find(name); it != producer.end() && it->second != i) {
@@ -329,7 +330,7 @@ bool sort_graph(onnx::GraphProto& graph) {
             text += " -> ...";
             k = length - 2;
           }
-          text += " -[" + names[k].substr(0, 80) + "]-> " + node_label(graph.node(nodes[k + 1]), nodes[k + 1]);
+          text += " -[" + utf8_prefix(names[k], 80) + "]-> " + node_label(graph.node(nodes[k + 1]), nodes[k + 1]);
         }
         throw Error(graph_label(graph) + " has a cycle of " +
                     std::to_string(length) + " node(s): " + text);
@@ -357,7 +358,7 @@ void check_names_made(const onnx::GraphProto& graph, std::vector<const std::unor
     const onnx::NodeProto& node = graph.node(i);
     for (const auto& in : node.input())
       if (!in.empty() && !known(in))
-        throw Error(where + ": " + node_label(node, i) + " reads '" + in.substr(0, 80) + "', which no node makes and which is no input " +
+        throw Error(where + ": " + node_label(node, i) + " reads '" + utf8_prefix(in, 80) + "', which no node makes and which is no input " +
                     (outer.empty() ? "or initializer of the graph" : "or initializer of its graph or of a graph around it"));
     outer.push_back(&made);
     for (const auto& a : node.attribute()) {
@@ -368,7 +369,7 @@ void check_names_made(const onnx::GraphProto& graph, std::vector<const std::unor
   }
   for (const auto& y : graph.output())
     if (!known(y.name()))
-      throw Error(where + ": its output '" + y.name().substr(0, 80) + "' is made by no node and is no input or initializer" +
+      throw Error(where + ": its output '" + utf8_prefix(y.name(), 80) + "' is made by no node and is no input or initializer" +
                   (outer.empty() ? "" : " of its graph or of a graph around it"));
 }
 

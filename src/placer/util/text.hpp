@@ -11,6 +11,15 @@
 
 namespace placer {
 
+// The first `max` bytes of `s` or fewer, cut at a character boundary (a cut inside a UTF-8
+// sequence showed as an escaped byte in messages).
+inline std::string utf8_prefix(std::string_view s, std::size_t max) {
+  if (s.size() <= max) return std::string(s);
+  std::size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(s.substr(0, cut));
+}
+
 // 'name' — how messages quote a name from the user's input. A name longer than 200 bytes is cut
 // (at a character boundary) and its length given, so that a message stays readable.
 inline std::string in_quotes(std::string_view s) {
@@ -21,9 +30,7 @@ inline std::string in_quotes(std::string_view s) {
     out.append(1, '\'').append(s).append(1, '\'');
     return out;
   }
-  std::size_t cut = kMax;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
-  out.append(1, '\'').append(s.substr(0, cut)).append("...' (").append(std::to_string(s.size())).append(" bytes)");
+  out.append(1, '\'').append(utf8_prefix(s, kMax)).append("...' (").append(std::to_string(s.size())).append(" bytes)");
   return out;
 }
 
