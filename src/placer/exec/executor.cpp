@@ -2669,8 +2669,10 @@ void Engine::run_forward(bool keep_values) {
       const TensorId t = inputs[s];
       if (t == kNoId || folded_[t].defined() || sources_[t].defined()) continue;
       if (std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(s), t) != inputs.begin() + static_cast<std::ptrdiff_t>(s)) continue;
-      if (--remaining_[t] == 0 && !is_output[t]) {
-        values_[t].reset();
+      // (A graph output keeps its own value for outputs_; its copies on other devices go as any
+      // tensor's: they lived to the next step, into its start_bytes; a review.)
+      if (--remaining_[t] == 0) {
+        if (!is_output[t]) values_[t].reset();
         for (DeviceId dd = 0; dd < num_devices_; ++dd) copies_on_[std::size_t{t} * num_devices_ + dd].reset();
       }
     }
@@ -2707,7 +2709,7 @@ void Engine::step(bool keep_values) {
   for (const torch::Tensor& p : parameters()) p.mutable_grad().reset();  // as zero_grad(set_to_none=True)
   run_forward(keep_values);
   // Loss: the sum over the graph outputs the training step seeds (floating, produced by an op,
-  // carrying a gradient) of their mean, summed on the first output's device.
+  // carrying a gradient) of their mean, summed on the first such output's device.
   torch::Tensor loss;
   const auto outputs = graph_.outputs();
   const auto loss_start = std::chrono::steady_clock::now();
@@ -2783,8 +2785,10 @@ void Engine::trace_slice(std::string name, const char* category, DeviceId device
 }
 
 DeviceId Engine::loss_device() const {
+  // The first output the loss sums (made by an op, floating-point; an integer output before it
+  // put the trace's loss and update slices on its device: a review).
   for (TensorId t : graph_.outputs())
-    if (graph_.producer(t) != kNoId) return op_device_[graph_.producer(t)];
+    if (graph_.producer(t) != kNoId && is_floating(graph_.tensor_dtype(t))) return op_device_[graph_.producer(t)];
   return 0;
 }
 
