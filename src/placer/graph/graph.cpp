@@ -337,9 +337,9 @@ Graph GraphBuilder::build() && {
   to_csr(num_ops, [&](std::size_t o) -> const std::vector<TensorId>& { return ops_[o].outputs; }, g.op_output_begin_,
          g.op_outputs_);
   {
-    // An op reading a tensor twice is one of its consumers: the op that last counted each tensor
-    // (a search of the op's earlier inputs instead was quadratic in them: 22 s for one Sum of
-    // 200,000 inputs, a QA pass).
+    // An op reading a tensor twice counts once among its consumers: each tensor remembers the
+    // op that last counted it (a search of the op's earlier inputs instead was quadratic in
+    // them: 22 s for one Sum of 200,000 inputs, a QA pass).
     std::vector<std::uint32_t> count(num_tensors + 1, 0);
     std::vector<OpId> counted_by(num_tensors, kNoId);
     for (std::size_t o = 0; o < num_ops; ++o)
