@@ -374,7 +374,11 @@ struct RealModel {
   RealModel(const std::string& name, const std::string& preset)
       : graph(load_model(test::shared_model(name), ModelOptions{})), cluster(cluster_preset(preset)),
         costs(graph, cluster, CostModel::defaults()) {}
-  Problem problem() const { return Problem{graph, cluster, costs, {}}; }
+  Problem problem(double memory_fraction = 1.0) const {
+    Problem p{graph, cluster, costs, {}};
+    p.sim.memory_fraction = memory_fraction;
+    return p;
+  }
 };
 
 const RealModel& real_model(const std::string& name) {
@@ -440,9 +444,7 @@ TEST_P(SchedRealModels, EverySchedulerSpreadsAModelThatFitsOnNoSingleGpu) {
 // measured), with every GPU over half full.
 TEST(SchedRealModels, EverySchedulerUsesTheGpusWhenTheCpuMustTakeTheOverflow) {
   REQUIRE_SHARED_MODELS();
-  const RealModel& m = real_model("gpt2");
-  Problem p = m.problem();
-  p.sim.memory_fraction = 0.07;
+  const Problem p = real_model("gpt2").problem(0.07);
   for (const std::string& algo : kAll) {
     SCOPED_TRACE(algo);
     const PlacementResult r = run_placer(algo, p);
@@ -455,9 +457,7 @@ TEST(SchedRealModels, EverySchedulerUsesTheGpusWhenTheCpuMustTakeTheOverflow) {
 
 TEST(SchedRealModels, EveryTimeAwareSchedulerFitsNmtInAThirdOfTheMemory) {
   REQUIRE_SHARED_MODELS();
-  const RealModel& m = real_model("nmt");
-  Problem p = m.problem();
-  p.sim.memory_fraction = 0.3;
+  const Problem p = real_model("nmt").problem(0.3);
   for (const std::string& algo : kTimeAware) {
     SCOPED_TRACE(algo);
     const PlacementResult r = run_placer(algo, p);
@@ -470,9 +470,7 @@ TEST(SchedRealModels, EveryTimeAwareSchedulerFitsNmtInAThirdOfTheMemory) {
 // k80x4 takes 11-12 schedules, 5-6 simulated, to fit).
 TEST(SchedRealModels, TheMemoryRepairStopsAtItsSeconds) {
   REQUIRE_SHARED_MODELS();
-  const RealModel& m = real_model("resnet50");
-  Problem p = m.problem();
-  p.sim.memory_fraction = 0.015;
+  const Problem p = real_model("resnet50").problem(0.015);
   for (const std::string& algo : kAll) {
     SCOPED_TRACE(algo);
     const PlacementResult timed = run_placer(algo, p, {.seconds = 1e-9});

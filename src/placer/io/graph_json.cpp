@@ -363,13 +363,11 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
         spec.attrs.set(std::move(a));
       }
     }
-    {
-      std::vector<TensorDesc> ins;
-      for (TensorId t : spec.inputs)
-        ins.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{b.tensor_shape(t), b.tensor_dtype(t), true});
-      if (const std::string wrong = attribute_mismatch(spec.type, spec.attrs, ins); !wrong.empty())
-        throw Error(where + " (" + spec.type + "): " + wrong);
-    }
+    std::vector<TensorDesc> ins;
+    for (TensorId t : spec.inputs)
+      ins.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{b.tensor_shape(t), b.tensor_dtype(t), true});
+    if (const std::string wrong = attribute_mismatch(spec.type, spec.attrs, ins); !wrong.empty())
+      throw Error(where + " (" + spec.type + "): " + wrong);
     if (op.contains("flops")) {
       spec.work.flops = field_as<double>(op, "flops", where);
       spec.work.bytes_read = optional_as<double>(op, "bytes_read", 0.0, where);
@@ -386,9 +384,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
         throw Error(where + ": flops and bytes must not be negative");
     } else {
       check_operand_counts(spec, where);
-      std::vector<TensorDesc> ins, outs;
-      for (TensorId t : spec.inputs)
-        ins.push_back(t == kNoId ? TensorDesc{{}, DType::unknown, false} : TensorDesc{b.tensor_shape(t), b.tensor_dtype(t), true});
+      std::vector<TensorDesc> outs;
       for (TensorId t : spec.outputs) outs.push_back(TensorDesc{b.tensor_shape(t), b.tensor_dtype(t), true});
       try {
         spec.work = op_work(spec.type, spec.attrs, ins, outs, unknown_op_default);
