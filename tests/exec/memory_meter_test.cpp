@@ -1018,5 +1018,52 @@ TEST(MemoryMeter, AnOutputsCopyOnAnotherDeviceIsFreedAfterItsLastReader) {
   std::remove(path.c_str());
 }
 
+// A data input read on another device: its copy there is let go of after its last reader there, as
+// the simulator frees it (a source's copies lived all step, into the step's peak).
+TEST(MemoryMeter, ASourcesCopyOnAnotherDeviceIsFreedAfterItsLastReaderThere) {
+  exec::configure_threads(1);
+  // x -> Neg -> w (an output) on cpu:0, x's home (its first reader); Add(x, w) -> a -> Concat(a, a)
+  // -> c (an output) on gpu:0, which reads x once. x, w and a 1 MiB each, c 2 MiB.
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("source_read_elsewhere");
+  auto value = [](onnx::ValueInfoProto* v, const std::string& name, std::int64_t rows) {
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (std::int64_t d : {rows, std::int64_t{1024}}) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value(g->add_input(), "x", 256);
+  value(g->add_output(), "w", 256);
+  value(g->add_output(), "c", 512);
+  for (const auto& [type, in, out] : {std::tuple{"Neg", "x", "w"}, std::tuple{"Add", "x", "a"}, std::tuple{"Concat", "a", "c"}}) {
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type(type), n->set_name(std::string("/") + type), n->add_input(in), n->add_output(out);
+    if (std::string(type) == "Add") n->add_input("w");
+    if (std::string(type) == "Concat") {
+      n->add_input(in);
+      onnx::AttributeProto* axis = n->add_attribute();
+      axis->set_name("axis"), axis->set_type(onnx::AttributeProto::INT), axis->set_i(0);
+    }
+  }
+  const std::string path = test::temp_path("source_read_elsewhere.onnx");
+  {
+    std::ofstream file(path, std::ios::binary);
+    m.SerializeToOstream(&file);
+  }
+  ModelOptions options;
+  options.mode = Mode::inference;
+  Executor ex(path, options, virtual_cluster(), std::vector<DeviceId>{0, 1, 1}, ExecOptions{.mode = Mode::inference, .seed = 3, .all_on_cpu = true});
+  ex.measure(1, 1);
+  const auto& memory = ex.measured_memory().at(0);
+  // Before the step, x alone (its copy of the warm-up step lived on into it); beside x, w, then the
+  // copies of x and w and a (both copies freed after the Add), then w, a and c: 5 MiB at most (6
+  // MiB while x's copy lived all step).
+  EXPECT_EQ(memory.start_bytes, 1u << 20);
+  EXPECT_EQ(memory.peak_bytes, 5u << 20);
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace placer

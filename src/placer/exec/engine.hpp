@@ -145,10 +145,12 @@ class Engine {
   std::vector<std::vector<torch::Tensor>> param_parts_;      // per such tensor: its leaves
   std::vector<std::vector<torch::Tensor>> op_layer_params_;  // per such op: PyTorch's list of its leaves
   std::vector<std::uint32_t> uses_;     // per tensor: readers among executed ops
+  std::vector<std::uint32_t> uses_on_;  // per tensor x device: those readers on the device
   // Per step.
   std::vector<torch::Tensor> values_;   // per tensor: value on its producer's device
   std::vector<torch::Tensor> copies_on_;  // per tensor x device: copy made this step
-  std::vector<std::uint32_t> remaining_;
+  std::vector<std::uint32_t> remaining_;     // per tensor: readers still to run
+  std::vector<std::uint32_t> remaining_on_;  // per tensor x device: those on the device
   std::vector<torch::Tensor> kept_;
   std::vector<torch::Tensor> outputs_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

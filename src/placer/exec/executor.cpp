@@ -2228,6 +2228,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
   // Readers of every tensor among the ops that run each step, each op once, value slots included
   // (a value slot reads the producer's tensor in place: it must live until then too).
   uses_.assign(graph_.num_tensors(), 0);
+  uses_on_.assign(graph_.num_tensors() * num_devices_, 0);
   folded_on_.assign(graph_.num_tensors(), {});
   for (OpId op = 0; op < num_ops; ++op) {
     if (op_skip_[op] || op_folded_[op]) continue;
@@ -2246,7 +2247,7 @@ Engine::Engine(const std::string& model_path, const ModelOptions& model, const C
         continue;
       }
       if (std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(s), t) == inputs.begin() + static_cast<std::ptrdiff_t>(s))
-        ++uses_[t];
+        ++uses_[t], ++uses_on_[std::size_t{t} * num_devices_ + op_device_[op]];
     }
   }
   if (training()) make_optimizer();
@@ -2604,6 +2605,7 @@ void Engine::run_forward(bool keep_values) {
   values_.assign(nt, torch::Tensor());
   copies_on_.assign(nt * num_devices_, torch::Tensor());
   remaining_ = uses_;
+  remaining_on_ = uses_on_;
   copies_ = 0;
   *gradient_copies_ = 0;
   if (keep_values) {
@@ -2664,17 +2666,19 @@ void Engine::run_forward(bool keep_values) {
       // 2026-11-30 it lived to the next step, into the timed steps' start_bytes.
       if (uses_[t] > 0 || is_output[t]) values_[t] = out;
     }
-    // Drop our reference after the last reader (autograd keeps what the backward pass needs).
+    // Drop our references after the last reader (autograd keeps what the backward pass needs): a
+    // copy on this device after the last reader here, as the simulator frees it; the value after
+    // the last reader anywhere. A graph output keeps its own value for outputs_ (its copies go as
+    // any tensor's: they lived to the next step, into its start_bytes; a review), a source (a
+    // parameter, a data input) lives all step on its device (its copies lived all step too until
+    // 2026-12-02, and a tensor's copies until its last reader on any device).
     for (std::size_t s = 0; s < inputs.size(); ++s) {
       const TensorId t = inputs[s];
-      if (t == kNoId || folded_[t].defined() || sources_[t].defined()) continue;
+      if (t == kNoId || folded_[t].defined()) continue;
       if (std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(s), t) != inputs.begin() + static_cast<std::ptrdiff_t>(s)) continue;
-      // (A graph output keeps its own value for outputs_; its copies on other devices go as any
-      // tensor's: they lived to the next step, into its start_bytes; a review.)
-      if (--remaining_[t] == 0) {
-        if (!is_output[t]) values_[t].reset();
-        for (DeviceId dd = 0; dd < num_devices_; ++dd) copies_on_[std::size_t{t} * num_devices_ + dd].reset();
-      }
+      const std::size_t here = std::size_t{t} * num_devices_ + d;
+      if (--remaining_on_[here] == 0) copies_on_[here].reset();
+      if (--remaining_[t] == 0 && !sources_[t].defined() && !is_output[t]) values_[t].reset();
     }
   }
   checked_shapes_ = true;
