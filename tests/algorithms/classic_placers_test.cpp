@@ -342,6 +342,25 @@ TEST(MemoryMaps, SimulateWithinTheSampleBudget) {
   }
 }
 
+// The partitioners' repair says it was cut short only when --samples stopped it (it said so
+// whenever --samples was under repair-rounds, even when nothing was left to move: a review).
+TEST(Partitioners, SayTheRepairWasCutShortOnlyWhenItWas) {
+  NullObserver quiet;
+  Priced p(module_chain(4, 2000), cpu_and_gpus(2, 1000, 1000));  // fits nowhere
+  for (const char* algo : {"metis", "scotch"}) {
+    SCOPED_TRACE(algo);
+    const PlacementResult full = run(algo, p.problem());
+    ASSERT_FALSE(full.sim.fits);
+    EXPECT_THAT(full.note, ::testing::HasSubstr("still overflows device memory after the repair pass"));
+    EXPECT_THAT(full.note, ::testing::Not(::testing::HasSubstr("cut short")));
+    const PlacementResult cut = make_placer(algo, PlacerOptions{})->place(p.problem(), Budget{.samples = 1}, quiet, 1);
+    EXPECT_THAT(cut.note, ::testing::HasSubstr("(cut short by --samples)"));
+    // Budgets above what the repair needs say nothing of a cut either.
+    const PlacementResult ample = make_placer(algo, PlacerOptions{})->place(p.problem(), Budget{.samples = 20}, quiet, 1);
+    EXPECT_THAT(ample.note, ::testing::Not(::testing::HasSubstr("cut short")));
+  }
+}
+
 // optimal searches the GPUs by default and says when devices are left out; its hint to add them
 // (devices=all) led to an error on a cluster of more than 8 devices, which it cannot take.
 TEST(Optimal, SaysHowToUseTheDevicesItLeftOut) {
@@ -465,6 +484,17 @@ TEST(Expert, AskingForACpuTheClusterLacksIsNoted) {
   EXPECT_THAT(cpu.note, ::testing::HasSubstr("embedding=cpu: the cluster has no CPU, so the embedding stays with the first layer it feeds"));
   EXPECT_THAT(cpu.note, ::testing::HasSubstr("head=cpu: the cluster has no CPU, so the head stays with the last layer"));
   EXPECT_EQ(plain.note.find("no CPU"), std::string::npos);
+}
+
+// Neither one layer per GPU nor any split fits: the recurrent placement, with every placement
+// simulated counted (it said 1 sample: a review) and the note saying that the splits failed too.
+TEST(Expert, CountsTheSplitsItTriedWhenNothingFits) {
+  Priced p(tiny_lstm(), cpu_and_gpus(4, 1'000));
+  const PlacementResult r = run("expert", p.problem());
+  EXPECT_FALSE(r.sim.fits);
+  EXPECT_GT(r.samples, 1u);
+  EXPECT_THAT(r.note, ::testing::HasSubstr("one recurrent layer per GPU does not fit the memory limits"));
+  EXPECT_THAT(r.note, ::testing::HasSubstr("no split of consecutive layers over the GPUs fits either"));
 }
 
 TEST(Expert, DealsLayersToGpusInTurnWhenThereAreMoreLayersThanGpus) {

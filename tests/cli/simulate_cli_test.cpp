@@ -293,6 +293,27 @@ TEST(SimulateCli, JsonChannelBytesAreIntegers) {
   for (const auto& ch : j["channels"]) EXPECT_TRUE(ch["bytes"].is_number_unsigned()) << ch;
 }
 
+// Byte counts past 2^63 (six copies of a 2^61-byte input): llround overflowed and wrote 2^63 (a
+// QA pass); below 2^64 they stay integers.
+TEST(SimulateCli, JsonByteCountsPast2To63AreExact) {
+  nlohmann::json g = {{"format", "placer-graph"}, {"version", 1}, {"name", "big"}, {"outputs", nlohmann::json::array()}};
+  g["tensors"] = {{{"name", "x"}, {"shape", {std::int64_t{1} << 58}}, {"kind", "data"}, {"dtype", "float64"}}};
+  nlohmann::json placement = {{"default", "cpu:0"}, {"devices", nlohmann::json::object()}};
+  for (int i = 0; i < 7; ++i) {
+    const std::string out = "y" + std::to_string(i), op = "op" + std::to_string(i);
+    g["tensors"].push_back({{"name", out}, {"shape", {1}}});
+    g["ops"].push_back({{"name", op}, {"type", "Foo"}, {"inputs", {"x"}}, {"outputs", {out}}, {"flops", 1}, {"class", "elementwise"}});
+    g["outputs"].push_back(out);
+    if (i > 0) placement["devices"][op] = "gpu:" + std::to_string(i - 1);
+  }
+  auto run = placer({"simulate", "--model", write("big.json", g.dump()), "--cluster", "k80x8", "--mode", "inference", "--placement",
+                     write("big-placement.json", placement.dump()), "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto j = nlohmann::json::parse(run.out);
+  ASSERT_TRUE(j["transfer_bytes"].is_number_unsigned()) << j["transfer_bytes"];
+  EXPECT_EQ(j["transfer_bytes"].get<std::uint64_t>(), 6 * (std::uint64_t{1} << 61));
+}
+
 // A step whose only op reads a constant is done before the step: nothing runs, and the critical
 // path is empty (it named the folded op, which has no slice and counts on no device: a QA pass).
 TEST(SimulateCli, NothingRunsNoCriticalPath) {

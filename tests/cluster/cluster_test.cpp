@@ -240,6 +240,17 @@ TEST(ClusterLookups, ADeviceNameWithACommaIsRefused) {
               AllOf(HasSubstr("'gpu,0'"), HasSubstr("may not contain ','")));
 }
 
+// Names go into tables and one-line messages: a newline in a device's name split simulate's table
+// (a QA pass).
+TEST(ClusterLookups, NamesWithControlCharactersAreRefused) {
+  EXPECT_THAT(error_of([] { Cluster::build("c", {cpu("cpu:0"), gpu("gpu\n1")}, {}, {link("cpu:0", "gpu\n1", 10 * kGB, 0)}); }),
+              HasSubstr("device #1's name has a control character"));
+  EXPECT_THAT(error_of([] { Cluster::build("c\t", {cpu("cpu:0"), gpu("gpu:0")}, {}, {link("cpu:0", "gpu:0", 10 * kGB, 0)}); }),
+              HasSubstr("the cluster's name has a control character"));
+  EXPECT_THAT(error_of([] { Cluster::build("c", {cpu("cpu:0"), gpu("gpu:0")}, {"sw\x1b"}, {link("cpu:0", "gpu:0", 10 * kGB, 0)}); }),
+              HasSubstr("switch #0's name has a control character"));
+}
+
 // ---- Presets ------------------------------------------------------------------------------------
 
 TEST(ClusterPresets, NamesAreTheDocumentedOnes) {

@@ -121,6 +121,23 @@ TEST(PlacementFile, AKeyNamingAModuleWithoutForwardOpsIsAnError) {
               ::testing::ThrowsMessage<Error>(HasSubstr("key 'optimizer' names a module that holds no forward op")));
 }
 
+// A key naming a backward or update op, or a parameter, says what it names and what to key
+// instead (it read "matches no forward op and no module", as if misspelt: a QA pass).
+TEST(PlacementFile, AKeyNamingABackwardOpOrAParameterSaysWhatToKey) {
+  const Graph step = derive_training_step(modular_graph(), Optimizer::sgd);
+  std::string grad;
+  for (OpId o = step.num_forward_ops(); o < step.num_ops(); ++o)
+    if (step.forward_op(o) != kNoId && step.op_name(step.forward_op(o)) == "/fc/Gemm") grad = step.op_name(o);
+  ASSERT_FALSE(grad.empty());
+  EXPECT_THAT([&] { resolve(R"({"default": "gpu:0", "devices": {")" + grad + R"(": "gpu:1"}})", step); },
+              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("names a backward, loss or update op"),
+                                                    HasSubstr("('/fc/Gemm'): key that op or its module"))));
+  EXPECT_THAT([&] { resolve(R"({"default": "gpu:0", "devices": {"fc.weight": "gpu:1"}})", step); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("names a tensor, not an op: a parameter or input lives where its first reader runs ('/fc/Gemm')")));
+  EXPECT_THAT([&] { resolve(R"({"default": "gpu:0", "devices": {"t1": "gpu:1"}})", step); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("key 't1' names a tensor, not an op (keys name forward ops and modules)")));
+}
+
 TEST(PlacementFile, MissingDeviceIsAnErrorNamingIt) {
   try {
     resolve(R"({"default": "gpu:7"})", modular_graph());

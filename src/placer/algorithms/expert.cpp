@@ -170,6 +170,9 @@ class ExpertPlacer final : public Placer {
         split.note = "one recurrent layer per GPU does not fit the memory limits; consecutive layers split instead";
         return split;
       }
+      // Neither fits: the recurrent placement, counting the splits simulated too (it said 1 sample).
+      r.samples += split.samples;
+      r.note += "; no split of consecutive layers over the GPUs fits either";
       return r;
     }
     return place_layered(p, rank, observer);

@@ -225,7 +225,8 @@ std::vector<std::uint32_t> partition_scotch(const WeightedGraph& w, std::uint64_
 // its peak: on nmt with a twentieth of k80x4's memory, one group went back and forth between two
 // GPUs for every round while the CPU had gigabytes free, a QA pass), and the placement that
 // overflowed least of those simulated is kept.
-void repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph& gg, const std::vector<DeviceId>& targets,
+// Returns whether it stopped at `max_rounds` or the deadline with moves left to try.
+bool repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph& gg, const std::vector<DeviceId>& targets,
                           std::vector<DeviceId>& group_device, std::size_t max_rounds, Evaluator& eval,
                           const Deadline& deadline) {
   const std::vector<std::uint64_t> limits = memory_limits(p);
@@ -241,13 +242,17 @@ void repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph&
   std::vector<DeviceId> best = group_device;
   double best_over = std::numeric_limits<double>::infinity();
   bool evaluated = true;  // the current placement has been simulated, or needs no comparison (no round ran)
+  bool stopped = true;    // by max_rounds or the deadline (not by a fit, nor by having nothing to move)
   for (std::size_t round = 0; round < max_rounds && !deadline.passed(); ++round) {
     const SimResult& r = eval.evaluate(expand_groups(grouping, group_device));
     evaluated = true;
     double over_total = 0.0;
     for (const auto& [d, over] : r.shortfalls) over_total += static_cast<double>(over);
     if (over_total < best_over) best_over = over_total, best = group_device;
-    if (r.fits) break;
+    if (r.fits) {
+      stopped = false;
+      break;
+    }
     std::vector<double> free(nd);
     for (DeviceId d = 0; d < nd; ++d) free[d] = static_cast<double>(limits[d]) - static_cast<double>(r.devices[d].peak_memory_bytes);
     bool moved_any = false;
@@ -280,7 +285,10 @@ void repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph&
         moved_any = true;
       }
     }
-    if (!moved_any) break;
+    if (!moved_any) {
+      stopped = false;
+      break;
+    }
     evaluated = false;
   }
   // The last round's moves (simulated by no round) may overflow more than the best seen: simulated
@@ -295,6 +303,7 @@ void repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph&
     if (over_total < best_over) best_over = over_total, best = group_device;
   }
   group_device = best;
+  return stopped;
 }
 
 class PartitionPlacer final : public Placer {
@@ -365,14 +374,16 @@ class PartitionPlacer final : public Placer {
     std::size_t rounds = static_cast<std::size_t>(repair_rounds_);
     if (budget.samples > 0) rounds = std::min(rounds, budget.samples);
     const Deadline deadline = Deadline::after(budget.seconds, began);
-    repair_memory(p, grouping, gg, targets, group_device, rounds, eval, deadline);
+    const bool stopped = repair_memory(p, grouping, gg, targets, group_device, rounds, eval, deadline);
     observer.on_progress({.samples = eval.evaluations()});
     PlacementResult r = finish(p, expand_groups(grouping, group_device), eval.evaluations(), note);
     if (!r.sim.fits)
       r.note += (r.note.empty() ? "" : "; ") + std::string("the partition still overflows device memory after the repair pass") +
-                (rounds < static_cast<std::size_t>(repair_rounds_) || deadline.passed()
-                     ? " (cut short by --samples or --seconds)"
-                     : "");
+                // Said only when the limit stopped it (whenever --samples was under repair-rounds
+                // before, even when the repair had nothing left to move: a review).
+                (stopped && deadline.passed()                                          ? " (cut short by --seconds)"
+                 : stopped && rounds < static_cast<std::size_t>(repair_rounds_) ? " (cut short by --samples)"
+                                                                                  : "");
     return r;
   }
 

@@ -150,15 +150,13 @@ FamilyMemory family_memory(const Problem& problem) {
         if (const OpId o = g.forward_op(b); o != kNoId && o < g.num_forward_ops()) m.partial_gradient_bytes[o] += g.tensor_bytes(ins[i]);
       }
     }
-  std::vector<OpId> families;
+  std::vector<TensorId> charged_for(g.num_ops(), kNoId);  // per family anchor, the last set-up value charged to it
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     if (g.tensor_folded(t)) {
       // A set-up value is in the memory of every device that reads it: charged to each reading
       // family (once per family; families on one device share it in the simulator).
-      families.clear();
       for (OpId c : g.consumers(t))
-        if (!g.op_folded(c) && std::find(families.begin(), families.end(), anchor[c]) == families.end()) families.push_back(anchor[c]);
-      for (OpId f : families) m.static_bytes[f] += g.tensor_bytes(t);
+        if (!g.op_folded(c) && charged_for[anchor[c]] != t) charged_for[anchor[c]] = t, m.static_bytes[anchor[c]] += g.tensor_bytes(t);
       continue;
     }
     if (g.producer(t) == kNoId) {

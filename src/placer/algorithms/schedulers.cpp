@@ -14,12 +14,14 @@
 //   Uncontended transfers (contention=0) misjudge models with many small cross-device tensors
 //   badly: on rnnlm/k80x4, m-ETF's own estimate was 0.11 s for a placement the simulator ran in
 //   0.41 s (0.18 s with contention), worse than one GPU (0.27 s).
-//   m-ETF, m-SCT and critical-path schedule ops about in time order, so a channel is free once
-//   the last transfer reserved on it ends (a transfer queues behind those sent before it, as in the
-//   simulator). HEFT schedules in rank order, far from time order, so its channels keep lists of
-//   busy intervals and a transfer takes the first gap, from when its tensor is there, that is long
-//   enough on every channel of its route: behind a single "busy until" it would wait for every
-//   transfer reserved before it, even ones that start much later. (Measured on 2026-11-28 over
+//   m-ETF and m-SCT schedule ops about in time order, and critical-path (which takes ready ops in
+//   HEFT's order of bottom levels) appends each op after its device's last one, so a channel is
+//   free once the last transfer reserved on it ends (a transfer queues behind those sent before
+//   it, as in the simulator). HEFT inserts ops into idle gaps of their devices, reserving far from
+//   time order, so its channels keep lists of busy intervals and a transfer takes the first gap,
+//   from when its tensor is there, that is long enough on every channel of its route: behind a
+//   single "busy until" it would wait for every transfer reserved before it, even ones that start
+//   much later. (Measured on 2026-11-28 over
 //   the training steps of ten shared models on k80x2, k80x4 and p100x4: with gaps, HEFT's
 //   placements ran 0.8% faster in geometric mean, m-ETF's, m-SCT's and critical-path's 0.4-1.6%
 //   slower.)

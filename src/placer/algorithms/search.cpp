@@ -374,10 +374,19 @@ class LocalSearchPlacer final : public Placer {
       PlacementResult r;
       try {
         r = make_placer(name, {})->place(p, left, inner, seed);
-      } catch (const Error& e) {
+      } catch (...) {
+        // Any start's failure is skipped when another start is left (it skipped placer's errors only:
+        // a solver library's exception, CBC's CoinError being none of std::exception's, or running
+        // out of memory in one start ended the whole search; a review).
         if (inits.size() == 1) throw;
         failed.push_back(name);  // e.g. a scheduler whose families fit nowhere
-        reasons.push_back(e.what());
+        try {
+          throw;
+        } catch (const std::exception& e) {
+          reasons.push_back(e.what());
+        } catch (...) {
+          reasons.push_back("an error in a solver library");
+        }
         continue;
       }
       start_samples += r.samples;
@@ -792,6 +801,7 @@ class OptimalPlacer final : public Placer {
     std::uint64_t closest_shortfall = std::numeric_limits<std::uint64_t>::max();
     std::string status;
     bool timed_out = false;  // a round ended at the time limit without any solution
+    bool one_devices_failed = false;  // the first round simulated every one-device placement: none fits
     // The simulations stay within --samples (at least one is made): the program's solutions and
     // the one-device placements are simulated best first until it is spent.
     bool cut = false;
@@ -818,12 +828,16 @@ class OptimalPlacer final : public Placer {
         continue;
       }
       // The program's solutions (best first), then every group on one device: the simulator picks.
+      // The one-device placements are simulated in the first round only: none fitted if a later
+      // round runs, and the closest of them is kept already (each round simulated them again,
+      // spending --samples: a review).
+      const std::size_t one_device = round == 0 ? nd : 0;
       Candidate best;
       std::string picked;
       std::vector<DeviceId> group_devices(ng);
       std::size_t simulated = 0;
       std::vector<std::pair<DeviceId, std::uint64_t>> first_shortfalls;  // the program's best solution's
-      for (std::size_t i = 0; i < solutions.size() + nd; ++i) {
+      for (std::size_t i = 0; i < solutions.size() + one_device; ++i) {
         if (!best.devices.empty() && out_of_samples()) {
           cut = true;
           break;
@@ -847,6 +861,7 @@ class OptimalPlacer final : public Placer {
                           (cut ? " (cut short by --samples: the first " + std::to_string(simulated) + " simulated)" : std::string()) +
                           " the simulator kept " + picked);
       if (best.shortfall_bytes < closest_shortfall) closest = best.devices, closest_shortfall = best.shortfall_bytes;
+      if (round == 0 && !cut) one_devices_failed = true;  // every one simulated, none fits
       if (cut || out_of_samples()) {
         cut = true;
         break;
@@ -859,7 +874,7 @@ class OptimalPlacer final : public Placer {
     // No solution within the time limit, or none at all (CBC called the program infeasible even
     // with activations left out: with op times of 1e20 s that is the numbers, not the memory):
     // the best one-device placement that fits, if any.
-    if (timed_out || !closest) {
+    if ((timed_out || !closest) && !one_devices_failed) {
       Candidate best;
       std::string on;
       bool tried = false;

@@ -35,8 +35,13 @@ struct SimulateArgs {
 };
 
 // Bytes summed as doubles (exact up to 2^53, 8 PiB), written as the integers they are, as every
-// other byte count.
-std::uint64_t whole_bytes(double bytes) { return static_cast<std::uint64_t>(std::llround(bytes)); }
+// other byte count; from 2^64 on as the double itself (llround overflowed past 2^63 and wrote 2^63
+// for 10 EiB: a QA pass).
+nlohmann::json whole_bytes(double bytes) {
+  const double rounded = std::round(bytes);
+  if (rounded < 0x1p64) return static_cast<std::uint64_t>(rounded);
+  return rounded;
+}
 
 nlohmann::json result_json(const LoadedProblem& p, const Simulator& sim, const SimResult& r, const std::string& label) {
   const nlohmann::json devices = devices_json(p.cluster, r);

@@ -84,6 +84,9 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
                        std::vector<Link> links) {
   const std::string where = "cluster " + in_quotes(name);
   if (name.empty()) throw Error("cluster has an empty name");
+  // Names go into tables, traces and one-line messages: a newline in a device's name split the
+  // table of `simulate` (a QA pass).
+  if (has_control_char(name)) throw Error("the cluster's name has a control character (a newline, a tab, ...)");
   if (devices.empty()) throw Error(where + " has no devices");
 
   // Node ids: devices 0..n-1, then switches n..n+s-1.
@@ -95,6 +98,7 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
     const std::string dev = where + ": device " + in_quotes(d.name);
     // Commands take lists of devices as comma-separated names (simulate's and validate's --on).
     if (d.name.find(',') != std::string::npos) throw Error(dev + ": a device name may not contain ',' (lists of devices are comma-separated)");
+    if (has_control_char(d.name)) throw Error(where + ": device #" + std::to_string(i) + "'s name has a control character (a newline, a tab, ...)");
     if (!positive_finite(d.peak_flops))
       throw Error(dev + ": peak_flops must be positive and finite, got " + format_number(d.peak_flops));
     if (!positive_finite(d.memory_bandwidth_bytes_per_s))
@@ -138,6 +142,7 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
   for (std::size_t s = 0; s < switches.size(); ++s) {
     const std::string& sw = switches[s];
     if (sw.empty()) throw Error(where + ": switch #" + std::to_string(s) + " has an empty name");
+    if (has_control_char(sw)) throw Error(where + ": switch #" + std::to_string(s) + "'s name has a control character (a newline, a tab, ...)");
     auto [it, inserted] = node_of.emplace(sw, n + static_cast<std::uint32_t>(s));
     if (!inserted)
       throw Error(where + ": switch " + in_quotes(sw) + " is declared twice (or shares its name with a device)");
@@ -162,6 +167,7 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
   std::unordered_map<std::string, std::size_t> link_of;
   for (std::size_t l = 0; l < links.size(); ++l) {
     Link& link = links[l];
+    if (has_control_char(link.name)) throw Error(where + ": link #" + std::to_string(l) + "'s name has a control character (a newline, a tab, ...)");
     if (link.name.empty()) link.name = link.a + "<->" + link.b;
     const std::string lk = where + ": link " + in_quotes(link.name);
     if (!link_of.emplace(link.name, l).second)

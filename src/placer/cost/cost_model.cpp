@@ -201,6 +201,7 @@ nlohmann::json Profile::to_json() const {
         if (!model_->prices[k]) continue;
         const std::string kind_name(device_kind_name(kind));
         for (int c = 0; c < kNumOpClasses; ++c) {
+          if (static_cast<OpClass>(c) == OpClass::alias) continue;  // costs nothing: no efficiency (written until 2026-12-02)
           const Efficiency& e = model_->of(kind, static_cast<OpClass>(c), backward);
           eff[backward][kind_name][std::string(op_class_name(static_cast<OpClass>(c)))] = {{"compute", e.compute}, {"memory", e.memory}};
         }

@@ -330,7 +330,7 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
     spec.type = field_as<std::string>(op, "type", where);
     // An op type is a name (ONNX's, or one of the file's own): an empty one, or one with control
     // characters, was accepted when the op gave its FLOPs (a fuzzing pass).
-    if (spec.type.empty() || std::ranges::any_of(spec.type, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    if (spec.type.empty() || has_control_char(spec.type))
       throw Error(where + ": field 'type' is " + json_excerpt(op["type"]) + ", not an op type (a name without control characters)");
     for (const json& in : list_field(op, "inputs", where))
       spec.inputs.push_back(in.is_null() ? kNoId : tensor_id(in, where));

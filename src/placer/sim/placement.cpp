@@ -100,7 +100,19 @@ std::vector<DeviceId> resolve_forward_placement(const PlacementSpec& spec, const
     else if (key.empty())  // the "(top level)" row of `placer inspect`: no module path to name
       throw Error(source + ": key '' names no op or module: ops outside every module (inspect's \"(top level)\") are placed by "
                   "their op names, or by 'default'");
-    else throw Error(source + ": key '" + key + "' matches no forward op and no module of the model");
+    else if (o != kNoId) {
+      // A backward, loss or update op of the step: it follows its forward op (the message read as a
+      // misspelt name: a QA pass).
+      OpId f = g.forward_op(o);
+      if (f == kNoId && g.updated_param(o) != kNoId) f = g.param_home(g.updated_param(o));
+      throw Error(source + ": key '" + key + "' names a backward, loss or update op, which runs where its forward op runs" +
+                  (f != kNoId && f < n ? " ('" + g.op_name(f) + "'): key that op or its module" : std::string(": keys place forward ops")));
+    } else if (const TensorId t = g.find_tensor(key); t != kNoId) {
+      const OpId home = g.producer(t) == kNoId ? g.param_home(t) : kNoId;
+      throw Error(source + ": key '" + key + "' names a tensor, not an op" +
+                  (home != kNoId && home < n ? ": a parameter or input lives where its first reader runs ('" + g.op_name(home) + "')"
+                                             : std::string(" (keys name forward ops and modules)")));
+    } else throw Error(source + ": key '" + key + "' matches no forward op and no module of the model");
   }
   const DeviceId fallback =
       spec.default_device.empty() ? kUnset : device_of(spec.default_device, spec.devices.empty() && source == "--on" ? "" : "'default'");

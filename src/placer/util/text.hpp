@@ -20,6 +20,14 @@ inline std::string utf8_prefix(std::string_view s, std::size_t max) {
   return std::string(s.substr(0, cut));
 }
 
+// Whether `s` holds an ASCII control character (a newline, a tab, ESC, DEL): names printed in
+// tables and one-line messages refuse them.
+inline bool has_control_char(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
 // 'name' — how messages quote a name from the user's input. A name longer than 200 bytes is cut
 // (at a character boundary) and its length given, so that a message stays readable.
 inline std::string in_quotes(std::string_view s) {
