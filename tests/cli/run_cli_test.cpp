@@ -65,6 +65,60 @@ TEST(ValidateCli, SetsTheSimulatedPeakBesideTheMeasuredOne) {
   EXPECT_THAT(other.err, HasSubstr("this machine's CPU, which runs the steps, is '"));
 }
 
+// A placement the simulation finds over the cluster's memory is marked, in the text and the JSON
+// (validate printed its error with nothing said: a review).
+TEST(ValidateCli, SaysWhenThePlacementDoesNotFitInTheSimulation) {
+  const std::string model = test::example("cifarnet.onnx");
+  const std::string cluster = test::temp_path("tiny-memory.cluster.json");
+  std::ofstream(cluster) << R"({"format": "placer-cluster", "version": 1, "name": "tiny", "devices": [{"name": "cpu:0", "kind": "cpu",
+      "peak_flops": 1e11, "memory_bandwidth": 1e10, "memory_bytes": 1000000, "op_overhead_s": 0}], "links": []})";
+  auto text = placer({"validate", "--model", model, "--cluster", cluster, "--on", "cpu:0", "--steps", "1", "--warmup", "0"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("DOES NOT FIT in the simulation (cpu:0 over by "));
+  auto json = placer({"validate", "--model", model, "--cluster", cluster, "--on", "cpu:0", "--steps", "1", "--warmup", "0", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json row = nlohmann::json::parse(json.out).at("placements").at(0);
+  EXPECT_EQ(row.at("fits"), false);
+  ASSERT_EQ(row.at("shortfalls").size(), 1u);
+  EXPECT_EQ(row.at("shortfalls").at(0).at("device"), "cpu:0");
+  auto fits = placer({"validate", "--model", model, "--cluster", "local", "--on", "cpu:0", "--steps", "1", "--warmup", "0", "--json"});
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(nlohmann::json::parse(fits.out).at("placements").at(0).at("fits"), true);
+}
+
+// A placement file found under other options is said to be, as simulate says it (run and validate
+// said nothing: a review).
+TEST(RunCli, APlacementFoundUnderOtherOptionsIsWarnedAbout) {
+  const std::string model = test::example("cifarnet.onnx");
+  const std::string placement = test::temp_path("found-for-inference.placement.json");
+  std::ofstream(placement) << R"({"default": "cpu:0", "devices": {}, "meta": {"mode": "inference", "cluster": "local", "step_time_s": "0.01"}})";
+  auto run = placer({"run", "--model", model, "--placement", placement, "--steps", "1", "--warmup", "0"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("was found for --mode inference (here training); its step time there: 0.01 s"));
+  auto validate = placer({"validate", "--model", model, "--cluster", "local", "--placements", placement, "--mode", "inference", "--steps", "1",
+                          "--warmup", "0"});
+  ASSERT_EQ(validate.exit_code, 0) << validate.err;
+  EXPECT_THAT(validate.err, Not(HasSubstr("was found for"))) << validate.err;
+}
+
+// profile times this machine's CPU: a cluster that describes another one is said to (the profile
+// stored the times as the Xeon's with nothing said: a review); and a fit from few op times too.
+TEST(ProfileCli, ACpuOfAnotherMachineAndAFitOfFewTimesAreWarnedAbout) {
+  const std::string out = test::temp_path("other-cpu.profile.json");
+  const auto other = placer({"profile", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x4", "-o", out, "--repeats", "1",
+                             "--steps", "1", "--warmup", "0", "--mode", "inference"});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("cluster 'k80x4' describes cpu:0 as 'Intel Xeon E5-2699 v3"));
+  EXPECT_THAT(other.err, HasSubstr("which times the ops"));
+  // CifarNet's forward pass alone has 11 ops: too few to fit a roofline by, as `fit` says (the fit
+  // was stored without a word: a review).
+  EXPECT_THAT(other.err, HasSubstr("the cpu devices' fitted roofline rests on 11 op times only (fewer than 20)"));
+  const auto local = placer({"profile", "--model", test::example("cifarnet.onnx"), "--cluster", "local", "-o", out, "--repeats", "1",
+                             "--steps", "1", "--warmup", "0", "--mode", "inference", "--no-fit"});
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  EXPECT_THAT(local.err, Not(HasSubstr("this machine's CPU"))) << local.err;
+}
+
 // `run --trace`: one more step recorded as a Chrome trace: every forward op that runs once on its
 // device's track, autograd's nodes, the loss and the update, and the host's live bytes, whose most
 // is the measured peak. `validate --trace`: the simulated step beside it, in a process of its own.

@@ -500,6 +500,21 @@ TEST(SimulateCli, AProfileOfAnotherModelIsWarnedAbout) {
 // its times price (every one of the measured device's kind) whose model differs, also when the
 // measured device's name is not here (a review). A model may hold "; ". A `machine` of free text
 // says nothing.
+// A profile whose update ops were timed with another optimizer's update type: their times do not
+// apply, and the warning says which --optimizer would use them (nothing was said: a review).
+TEST(SimulateCli, AProfileOfAnotherOptimizerIsWarnedAbout) {
+  const std::string profile = write("adam.profile.json", R"J({"format": "placer-profile", "version": 1,
+      "times_s": {"cpu": {"ops": {"update/conv1.weight": 0.001}}}, "op_signatures": {"update/conv1.weight": "AdamUpdate(64x3x5x5)"}})J");
+  auto sgd = placer({"simulate", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x4", "--on", "cpu:0", "--profile", profile});
+  ASSERT_EQ(sgd.exit_code, 0) << sgd.err;
+  EXPECT_THAT(sgd.err, HasSubstr("timed this step's update ops as AdamUpdate (here SGDUpdate)"));
+  EXPECT_THAT(sgd.err, HasSubstr("give --optimizer adam to use them"));
+  auto adam = placer({"simulate", "--model", test::example("cifarnet.onnx"), "--cluster", "k80x4", "--on", "cpu:0", "--optimizer", "adam",
+                      "--profile", profile});
+  ASSERT_EQ(adam.exit_code, 0) << adam.err;
+  EXPECT_THAT(adam.err, Not(HasSubstr("update ops as")));
+}
+
 TEST(SimulateCli, AProfileOfAnotherMachineIsWarnedAbout) {
   const std::string cifarnet = test::example("cifarnet.onnx");
   const std::string cluster = write("machine_cluster.json", R"({"format": "placer-cluster", "version": 1, "name": "c", "devices": [

@@ -126,9 +126,32 @@ void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mod
                model);
 }
 
+void warn_other_optimizer(const Profile& profile, const Graph& step, const std::string& path) {
+  std::set<std::string> theirs, ours;
+  for (OpId o = 0; o < step.num_ops(); ++o) {
+    if (step.op_role(o) != OpRole::update) continue;
+    const std::string* signature = profile.op_signature_of(step.op_name(o));
+    if (signature == nullptr) continue;
+    const std::string type = signature->substr(0, signature->find('('));
+    if (type != step.op_type(o)) theirs.insert(type), ours.insert(std::string(step.op_type(o)));
+  }
+  if (theirs.empty()) return;
+  auto option = [](const std::string& type) {  // "AdamUpdate" -> "adam"
+    for (Optimizer o : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam})
+      if (type == update_op_type(o)) return " --optimizer " + std::string(optimizer_name(o));
+    return std::string();
+  };
+  fmt::print(stderr,
+             "placer: warning: the profile '{}' timed this step's update ops as {} (here {}): measured with another optimizer, its "
+             "update times do not apply and the cost model prices them{}\n",
+             path, fmt::join(theirs, ", "), fmt::join(ours, ", "),
+             theirs.size() == 1 && !option(*theirs.begin()).empty() ? "; give" + option(*theirs.begin()) + " to use them" : "");
+}
+
 void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
                             const std::string& model) {
   if (profile.size() == 0) return;
+  warn_other_optimizer(profile, g, path);
   // Update ops do not count (as in `placer fit`): their signatures are parameter shapes that models share.
   bool updates = false;  // some update op is timed: its times apply (said, so that "priced by the cost model" is not read as all ops)
   for (OpId o = 0; o < g.num_ops(); ++o)
@@ -285,6 +308,31 @@ std::vector<std::pair<std::string, std::string>> problem_inputs(const ProblemArg
 
 std::string step_optimizer_name(const Graph& step, const ProblemArgs& args) {
   return std::string(optimizer_name(step_optimizer(step, parse_optimizer(args.model_args.optimizer))));
+}
+
+void warn_placement_made_otherwise(const PlacementSpec& spec, const std::string& file, const PlacementUse& here) {
+  std::string differ;
+  auto differs = [&](const std::string& key, const std::string& value, const std::string& what) {
+    const std::string there = spec.meta_value(key);
+    if (!value.empty() && !there.empty() && there != value) differ += (differ.empty() ? "" : ", ") + what + " " + there + " (here " + value + ")";
+  };
+  differs("mode", here.mode, "--mode");
+  // The updates of the step simulated (a saved step's own, whatever --optimizer says).
+  if (here.mode == "training" && spec.meta_value("mode") == "training") differs("optimizer", here.optimizer, "--optimizer");
+  if (here.memory_fraction) {
+    // A number, compared as one: "1.0" written by hand is the default 1.
+    const std::string fraction = spec.meta_value("memory_fraction");
+    char* end = nullptr;
+    const double there = fraction.empty() ? 0.0 : std::strtod(fraction.c_str(), &end);
+    if (fraction.empty() || end == fraction.c_str() || *end != '\0' || there != *here.memory_fraction)
+      differs("memory_fraction", fmt::format("{:g}", *here.memory_fraction), "--memory-fraction");
+  }
+  if (here.mode == "training") differs("gradient_sums", here.gradient_sums, "--gradient-sums");
+  differs("cluster", here.cluster, "cluster");
+  if (differ.empty()) return;
+  const std::string step = spec.meta_value("step_time_s");
+  fmt::print(stderr, "placer: warning: placement file '{}' was found for {}{}\n", file, differ,
+             step.empty() ? std::string() : "; its step time there: " + step + " s");
 }
 
 nlohmann::json shortfalls_json(const Cluster& cluster, const SimResult& r) {

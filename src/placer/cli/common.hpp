@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "placer/cluster/cluster.hpp"
 #include "placer/cost/cost_model.hpp"
 #include "placer/io/model.hpp"
+#include "placer/sim/placement.hpp"
 #include "placer/sim/simulator.hpp"
 #include "placer/util/text.hpp"
 #include "placer/util/units.hpp"
@@ -61,6 +63,13 @@ LoadedProblem load_problem(const ProblemArgs& args);
 void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mode);
 // A warning on stderr when a profile with times matched none of a model's forward or backward ops
 // (`path`: the profile's file): measured on another model, it was used silently.
+// Fewer op times than this make a fitted roofline a matter of chance: `fit` and `profile` warn.
+inline constexpr std::size_t kFewFitTimes = 20;
+
+// A warning when `profile` timed the update ops of `step` (by name) with another optimizer's update
+// type: their times do not apply, and the model prices them (a profile of an Adam step paired
+// with the default SGD said nothing: a review). warn_unmatched_profile calls it.
+void warn_other_optimizer(const Profile& profile, const Graph& step, const std::string& path);
 void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
                             const std::string& model);
 // A warning on stderr when a profile was measured on other devices than `cluster` describes: its
@@ -196,6 +205,17 @@ std::string cluster_input_file(const std::string& cluster);
 // The name of the optimizer whose updates the problem's step holds (a saved step's own, whatever
 // --optimizer says; --optimizer's when the graph holds no update).
 std::string step_optimizer_name(const Graph& step, const ProblemArgs& args);
+
+// A placement file `place -o` wrote records the options it was found under (its "meta"): used
+// under others (a placement found for inference, simulated as a training step: 33 ms became 116
+// ms without a word, found by a review; `run` and `validate` said nothing until 2026-12-02, a
+// review), a warning on stderr names the options that differ and the step time the file records.
+// Empty fields of `here` are not compared.
+struct PlacementUse {
+  std::string mode, optimizer, gradient_sums, cluster;
+  std::optional<double> memory_fraction;
+};
+void warn_placement_made_otherwise(const PlacementSpec& spec, const std::string& file, const PlacementUse& here);
 
 // A simulation's devices as `--json` prints them ({name, ops, busy_s, peak_memory_bytes,
 // static_memory_bytes, capacity_bytes} each), and its shortfalls ({device, bytes}: what a

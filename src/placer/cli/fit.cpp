@@ -69,6 +69,7 @@ void run_fit(const FitArgs& args) {
     steps.push_back(load_model(args.models[i], options));
     profiles.push_back(Profile::load(args.profiles[i]));
     warn_other_machine(profiles.back(), cluster, args.profiles[i]);  // a fit of another machine's times describes that machine
+    warn_other_optimizer(profiles.back(), steps.back(), args.profiles[i]);  // its update times then fit nothing
     // Paired by op name (and the signature each name was measured with), else by signature: a
     // profile that times none of its model's ops was given in the wrong order, or measured on
     // another model or step.
@@ -100,11 +101,10 @@ void run_fit(const FitArgs& args) {
     if (samples.empty()) continue;
     // An overhead and up to a dozen efficiencies from a handful of times: what they say is chance
     // (one op time put 989 ms into the per-op overhead: a review). Fitted all the same, and said.
-    constexpr std::size_t kFewTimes = 20;
-    if (samples.size() < kFewTimes)
+    if (samples.size() < kFewFitTimes)
       fmt::print(stderr, "placer: warning: the {} devices' fit rests on {} op time{} only (fewer than {}): its overhead and efficiencies "
                          "are poorly determined; profile a whole model (placer profile)\n",
-                 device_kind_name(kind), samples.size(), samples.size() == 1 ? "" : "s", kFewTimes);
+                 device_kind_name(kind), samples.size(), samples.size() == 1 ? "" : "s", kFewFitTimes);
     CostModel model = CostModel::defaults();
     const FitResult fit = fit_roofline(samples, kind, model, first.op_overhead_s, first.backward_overhead_s());
     nlohmann::json classes[2] = {nlohmann::json::object(), nlohmann::json::object()};

@@ -19,6 +19,7 @@
 #include "placer/util/error.hpp"
 #include "placer/util/host.hpp"
 #include "placer/util/json_fields.hpp"
+#include "placer/util/stats.hpp"
 
 namespace placer::cli {
 namespace {
@@ -113,6 +114,22 @@ void print_memory(const nlohmann::json& memory) {
   }
 }
 
+// This machine runs the steps (and the profiler's ops); a cluster that describes the CPU devices
+// among `devices` as another model (a preset's Xeon) makes a comparison of two machines (-94.7%
+// for CifarNet on k80x4's CPU, with nothing said: a QA pass), and a profile of one machine's times
+// under the other's name (a review): a warning naming both.
+void warn_cpus_of_another_machine(const Cluster& cluster, const std::set<DeviceId>& devices, const char* what_it_does,
+                                  const char* consequence) {
+  const std::string host = host_cpu_model();
+  std::vector<std::string> other;
+  for (DeviceId d : devices)
+    if (cluster.device(d).kind == DeviceKind::cpu && cluster.device(d).model.find(host) == std::string::npos)
+      other.push_back(fmt::format("{} as '{}'", cluster.device(d).name, cluster.device(d).model));
+  if (!other.empty())
+    fmt::print(stderr, "placer: warning: cluster '{}' describes {}, and this machine's CPU, which {}, is '{}': {} (--cluster local describes this one)\n",
+               cluster.name(), fmt::join(other, ", "), what_it_does, host, consequence);
+}
+
 void run_run(const RunArgs& args) {
   if (args.placement.empty() == args.on.empty()) throw UsageError("give exactly one of --placement FILE or --on DEVICE");
   if (args.steps < 1 || args.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
@@ -131,6 +148,9 @@ void run_run(const RunArgs& args) {
   // A run names devices and reads no figure of theirs: the `local` preset's benchmarks are skipped.
   const Cluster cluster = args.cluster == "local" ? exec::local_cluster_layout() : resolve_cluster(args.cluster);
   const PlacementSpec spec = args.on.empty() ? load_placement_file(args.placement) : PlacementSpec{.default_device = args.on};
+  if (args.on.empty())
+    warn_placement_made_otherwise(spec, args.placement,
+                                  PlacementUse{.mode = args.model_args.mode, .optimizer = args.model_args.optimizer, .cluster = cluster.name()});
   const std::string label = args.on.empty() ? args.placement : "all on " + args.on;
   const std::vector<DeviceId> devices =
       resolve_forward_placement(spec, forward, cluster, args.on.empty() ? "placement file '" + args.placement + "'" : "--on");
@@ -184,10 +204,15 @@ void run_profile(const ProfileArgs& args) {
   exec::configure_threads(args.threads);
   const ModelOptions options = args.model_args.resolve();
   const Cluster cluster = resolve_cluster(args.cluster);
-  check_not_an_input(args.output, "-o", {{"--model", args.model}, {"--cluster", args.cluster}});
+  check_not_an_input(args.output, "-o", {{"--model", args.model}, {"--cluster", cluster_input_file(args.cluster)}});
   check_writable(args.output, "profile file");  // before the measurement, not after it
   exec::ProfileOptions po{.mode = options.mode, .optimizer = options.optimizer, .repeats = args.repeats, .steps = args.steps,
                           .warmup = args.warmup, .seed = args.seed, .fit = !args.no_fit};
+  {
+    std::set<DeviceId> cpus;
+    for (DeviceId d : cluster.device_ids(DeviceKind::cpu)) cpus.insert(d);
+    warn_cpus_of_another_machine(cluster, cpus, "times the ops", "the profile records this machine's times as that CPU's");
+  }
   const exec::ProfileReport report = exec::profile_model(args.model, options, cluster, po);
   report.profile.save(args.output);
   for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::gpu}) {
@@ -196,6 +221,14 @@ void run_profile(const ProfileArgs& args) {
       fmt::print(stderr, "placer: note: the cluster's {} devices were not measured (this machine cannot run them{})\n",
                  device_kind_name(kind), kind == DeviceKind::gpu ? ": no CUDA in this libtorch, or no GPU" : "");
   }
+  // A fit from a handful of op times says little, as `fit` warns (one op's profile stored a fitted
+  // roofline without a word: a review).
+  for (const auto& k : report.kinds)
+    if (!args.no_fit && k.fit_samples < kFewFitTimes)
+      fmt::print(stderr,
+                 "placer: warning: the {} devices' fitted roofline rests on {} op time{} only (fewer than {}): its overhead and "
+                 "efficiencies, which price the ops the profile does not time, are poorly determined\n",
+                 device_kind_name(k.kind), k.fit_samples, k.fit_samples == 1 ? "" : "s", kFewFitTimes);
   nlohmann::json kinds = nlohmann::json::array();
   for (const auto& k : report.kinds) {
     kinds.push_back({{"kind", std::string(device_kind_name(k.kind))},
@@ -270,8 +303,12 @@ void run_validate(const ValidateArgs& args) {
   std::vector<std::pair<std::string, std::vector<DeviceId>>> runs;
   for (const auto& device : args.on)
     runs.push_back({"all on " + device, resolve_forward_placement(PlacementSpec{.default_device = device}, graph, cluster, "--on")});
-  for (const auto& file : args.placements)
-    runs.push_back({file, resolve_forward_placement(load_placement_file(file), graph, cluster, "placement file '" + file + "'")});
+  for (const auto& file : args.placements) {
+    const PlacementSpec spec = load_placement_file(file);
+    warn_placement_made_otherwise(spec, file,
+                                  PlacementUse{.mode = args.model_args.mode, .optimizer = args.model_args.optimizer, .cluster = cluster.name()});
+    runs.push_back({file, resolve_forward_placement(spec, graph, cluster, "placement file '" + file + "'")});
+  }
   if (!args.trace.empty() && runs.size() != 1)
     throw UsageError("--trace writes one placement's step: give one --on DEVICE or one --placements FILE (got " + std::to_string(runs.size()) + ")");
   if (!args.trace.empty()) {
@@ -286,6 +323,7 @@ void run_validate(const ValidateArgs& args) {
   std::vector<TraceEvent> simulated_trace;  // --trace: the one placement's simulated step
   std::vector<double> simulations;
   std::vector<std::vector<std::uint64_t>> simulated_peaks;  // per run, per cluster device
+  std::vector<nlohmann::json> simulated_shortfalls;          // per run: devices over their memory in the simulation
   for (const auto& run : runs) {
     exec::check_devices_available(cluster, run.second);
     const SimResult& r = args.trace.empty() ? sim.simulate(expand_placement(graph, run.second))
@@ -293,6 +331,7 @@ void run_validate(const ValidateArgs& args) {
     simulations.push_back(r.step_time_s);
     simulated_peaks.emplace_back();
     for (const DeviceResult& dr : r.devices) simulated_peaks.back().push_back(dr.peak_memory_bytes);
+    simulated_shortfalls.push_back(shortfalls_json(cluster, r));
     std::set<DeviceId> cpus;
     for (DeviceId d : run.second)
       if (cluster.device(d).kind == DeviceKind::cpu) cpus.insert(d);
@@ -303,24 +342,12 @@ void run_validate(const ValidateArgs& args) {
                  run.first, cpus.size());
   }
 
-  // The runs are this machine's; the simulations the cluster's. A CPU the cluster describes as
-  // another model (a preset's Xeon) makes the comparison one of two machines (-94.7% for CifarNet
-  // on k80x4's CPU, with nothing said: a QA pass).
+  // The runs are this machine's; the simulations the cluster's.
   {
-    const std::string host = host_cpu_model();
     std::set<DeviceId> used;
     for (const auto& run : runs)
-      for (DeviceId d : run.second)
-        if (cluster.device(d).kind == DeviceKind::cpu) used.insert(d);
-    std::vector<std::string> other;
-    for (DeviceId d : used)
-      if (cluster.device(d).model.find(host) == std::string::npos)
-        other.push_back(fmt::format("{} as '{}'", cluster.device(d).name, cluster.device(d).model));
-    if (!other.empty())
-      fmt::print(stderr,
-                 "placer: warning: cluster '{}' describes {}, and this machine's CPU, which runs the steps, is '{}': the simulated "
-                 "times are the cluster's machine's (--cluster local describes this one)\n",
-                 cluster.name(), fmt::join(other, ", "), host);
+      for (DeviceId d : run.second) used.insert(d);
+    warn_cpus_of_another_machine(cluster, used, "runs the steps", "the simulated times are the cluster's machine's");
   }
 
   nlohmann::json rows = nlohmann::json::array();
@@ -340,6 +367,10 @@ void run_validate(const ValidateArgs& args) {
     row["placement"] = label;
     row["simulated_s"] = simulated;
     row["error"] = error;
+    // Whether the placement fits the cluster's memory in the simulation (validate said nothing of a
+    // placement that does not, while simulate marks it: a review).
+    row["fits"] = simulated_shortfalls[i].empty();
+    row["shortfalls"] = simulated_shortfalls[i];
     row["copies_per_step"] = executor.copies_last_step();
     row["memory"] = memory_json(executor, cluster, &simulated_peaks[i]);
     if (!args.trace.empty()) {
@@ -350,14 +381,19 @@ void run_validate(const ValidateArgs& args) {
       write_chrome_trace_events(args.trace, std::move(events));
     }
     if (!args.json) {
-      fmt::print("{:<40} {:>12} {:>12} {:>+7.1f}%\n", label, human_seconds(t.median_s), human_seconds(simulated), 100 * error);
+      std::string over;
+      for (const auto& sf : simulated_shortfalls[i])
+        over += fmt::format("{}{} over by {}", over.empty() ? "" : ", ", sf["device"].get<std::string>(),
+                            human_bytes(static_cast<double>(sf["bytes"].get<std::uint64_t>())));
+      fmt::print("{:<40} {:>12} {:>12} {:>+7.1f}%{}\n", label, human_seconds(t.median_s), human_seconds(simulated), 100 * error,
+                 over.empty() ? "" : "  DOES NOT FIT in the simulation (" + over + ")");
       print_memory(row["memory"]);
     }
     rows.push_back(row);
   }
   std::vector<double> sorted = errors;
   std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  const double median = median_of(sorted);
   if (args.json) {
     nlohmann::json out{{"model", args.model},
                                 {"cluster", cluster.name()},

@@ -144,34 +144,6 @@ void run_random(const SimulateArgs& args, const LoadedProblem& p) {
              ops_per_second / 1e6, simulations / wall, human_seconds(mean));
 }
 
-// A placement file `place -o` wrote records the options it was found under (its "meta"): simulated
-// under others (a placement found for inference, simulated as a training step: 33 ms became
-// 116 ms without a word, found by a review), a warning says which.
-void warn_other_options(const PlacementSpec& spec, const std::string& file, const ProblemArgs& args, const LoadedProblem& p) {
-  const Cluster& cluster = p.cluster;
-  std::string differ;
-  auto differs = [&](const std::string& key, const std::string& here, const std::string& what) {
-    const std::string there = spec.meta_value(key);
-    if (!there.empty() && there != here) differ += (differ.empty() ? "" : ", ") + what + " " + there + " (here " + here + ")";
-  };
-  differs("mode", args.model_args.mode, "--mode");
-  // The updates of the step simulated (a saved step's own, whatever --optimizer says).
-  if (args.model_args.mode == "training" && spec.meta_value("mode") == "training")
-    differs("optimizer", step_optimizer_name(p.graph, args), "--optimizer");
-  // A number, compared as one: "1.0" written by hand is the default 1.
-  const std::string fraction = spec.meta_value("memory_fraction");
-  char* end = nullptr;
-  const double there = fraction.empty() ? 0.0 : std::strtod(fraction.c_str(), &end);
-  if (fraction.empty() || end == fraction.c_str() || *end != '\0' || there != args.memory_fraction)
-    differs("memory_fraction", fmt::format("{:g}", args.memory_fraction), "--memory-fraction");
-  if (args.model_args.mode == "training") differs("gradient_sums", args.gradient_sums, "--gradient-sums");
-  differs("cluster", cluster.name(), "cluster");
-  if (differ.empty()) return;
-  const std::string step = spec.meta_value("step_time_s");
-  fmt::print(stderr, "placer: warning: placement file '{}' was found for {}{}\n", file, differ,
-             step.empty() ? std::string() : "; its step time there: " + step + " s");
-}
-
 void run_simulate(const SimulateArgs& args) {
   if (args.random == 0 && args.placements.empty() && args.on.empty())
     throw UsageError("give --placement FILE, --on DEVICE or --random N (N at least 1)");
@@ -199,7 +171,12 @@ void run_simulate(const SimulateArgs& args) {
   }
   for (const auto& file : args.placements) {
     const PlacementSpec spec = load_placement_file(file);
-    warn_other_options(spec, file, args.problem, p);
+    warn_placement_made_otherwise(spec, file,
+                                  PlacementUse{.mode = args.problem.model_args.mode,
+                                               .optimizer = step_optimizer_name(p.graph, args.problem),
+                                               .gradient_sums = args.problem.gradient_sums,
+                                               .cluster = p.cluster.name(),
+                                               .memory_fraction = args.problem.memory_fraction});
     runs.push_back({file, resolve_forward_placement(spec, p.graph, p.cluster, "placement file '" + file + "'")});
   }
 

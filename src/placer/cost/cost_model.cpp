@@ -158,6 +158,11 @@ void Profile::set_by_signature(DeviceKind kind, std::string signature, double se
 
 void Profile::set_op_signature(std::string op_name, std::string signature) { op_signature_[std::move(op_name)] = std::move(signature); }
 
+const std::string* Profile::op_signature_of(std::string_view op_name) const {
+  auto it = op_signature_.find(op_name);
+  return it == op_signature_.end() ? nullptr : &it->second;
+}
+
 std::optional<double> Profile::find_by_name(DeviceKind kind, const std::string& op_name, const std::string& signature) const {
   const auto k = static_cast<std::size_t>(kind);
   auto it = by_name_[k].find(op_name);

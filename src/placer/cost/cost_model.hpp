@@ -140,6 +140,8 @@ class Profile {
   // The signature of the op a name was measured on: a time by name then applies only to an op of
   // that name *and* signature (exporters reuse names such as '/conv1/Conv' across models).
   void set_op_signature(std::string op_name, std::string signature);
+  // The signature recorded for an op name, or null.
+  const std::string* op_signature_of(std::string_view op_name) const;
   // By name (checked against the recorded signature, if any), else by signature.
   std::optional<double> find(DeviceKind kind, const std::string& op_name, const std::string& signature) const;
   std::optional<double> find_by_name(DeviceKind kind, const std::string& op_name, const std::string& signature) const;

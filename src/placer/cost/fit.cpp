@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "placer/util/error.hpp"
+#include "placer/util/stats.hpp"
 
 namespace placer {
 namespace {
@@ -29,11 +30,7 @@ std::vector<FitSample> with_group_medians(std::span<const FitSample> samples) {
   std::map<Key, std::vector<double>> groups;
   for (const FitSample& s : samples) groups[key(s)].push_back(s.t);
   std::map<Key, double> median;
-  for (auto& [k, times] : groups) {
-    std::sort(times.begin(), times.end());
-    const std::size_t n = times.size();
-    median[k] = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-  }
+  for (auto& [k, times] : groups) median[k] = median_of(times);
   std::vector<FitSample> out(samples.begin(), samples.end());
   for (FitSample& s : out) s.t = median.at(key(s));
   return out;
@@ -94,8 +91,7 @@ FitResult fit_roofline(std::span<const FitSample> measured, DeviceKind kind, Cos
   std::vector<double> errors;  // against the times as measured
   for (const FitSample& s : measured)
     errors.push_back(std::fabs(predict(s, model, kind, s.backward ? r.backward_overhead_s : r.overhead_s) - s.t) / s.t);
-  std::nth_element(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(errors.size() / 2), errors.end());
-  r.median_abs_error = errors[errors.size() / 2];
+  r.median_abs_error = median_of(errors);
   return r;
 }
 
@@ -142,16 +138,9 @@ std::optional<TypeFit> fit_type_efficiency(std::span<const Graph> steps, std::sp
       else if (bytes > 0) memory.push_back(bytes / (device.bandwidth_for(bytes) * kernel_s));
     }
   }
-  auto median = [](std::vector<double>& v) {
-    const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-    std::nth_element(v.begin(), mid, v.end());
-    double m = *mid;
-    if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), mid)) / 2;
-    return m;
-  };
   // A type's ops have FLOPs or they do not (a copy); where both occur, the FLOPs' fit prices it.
-  if (!compute.empty()) return TypeFit{.compute = median(compute), .memory = 0, .samples = compute.size()};
-  if (!memory.empty()) return TypeFit{.compute = 0, .memory = median(memory), .samples = memory.size()};
+  if (!compute.empty()) return TypeFit{.compute = median_of(compute), .memory = 0, .samples = compute.size()};
+  if (!memory.empty()) return TypeFit{.compute = 0, .memory = median_of(memory), .samples = memory.size()};
   return std::nullopt;
 }
 

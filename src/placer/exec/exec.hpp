@@ -162,6 +162,7 @@ struct KindSummary {
   double fitted_overhead_s = 0;   // per-op overhead of the fitted roofline (forward and update ops)
   double fitted_backward_overhead_s = 0;  // of backward ops (0 when none was measured)
   double fit_median_abs_error = 0;// of the fitted roofline over the measured ops (relative)
+  std::size_t fit_samples = 0;    // op times the roofline was fitted to
 };
 struct ProfileReport {
   Profile profile;

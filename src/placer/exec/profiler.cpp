@@ -211,6 +211,7 @@ ProfileReport profile_model(const std::string& model_path, const ModelOptions& m
           fit_roofline(fit_samples(step, report.profile, by_class), kind, fitted, device.op_overhead_s, device.backward_overhead_s());
       const double overhead = fit.overhead_s;
       summary.fit_median_abs_error = fit.median_abs_error;
+      summary.fit_samples = fit.samples;
       summary.fitted_overhead_s = overhead;
       if (fit.backward_samples > 0) summary.fitted_backward_overhead_s = fit.backward_overhead_s;
       // Overhead scales of this kind (the common pair, which older readers use for every kind,

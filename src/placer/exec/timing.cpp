@@ -6,6 +6,8 @@
 #include <chrono>
 #include <vector>
 
+#include "placer/util/stats.hpp"
+
 namespace placer::exec::detail {
 
 namespace {
@@ -50,8 +52,7 @@ TimedRuns time_runs(int repeats, const std::function<void()>& body, std::uint64_
   r.clean = static_cast<int>(clean.size());
   r.faulted = static_cast<int>(faulted.size());
   std::vector<double>& times = clean.empty() ? faulted : clean;
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  r.median_s = times[times.size() / 2];
+  r.median_s = median_of(times);
   return r;
 }
 
