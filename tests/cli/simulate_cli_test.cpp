@@ -296,22 +296,30 @@ TEST(SimulateCli, JsonChannelBytesAreIntegers) {
 // Byte counts past 2^63 (six copies of a 2^61-byte input): llround overflowed and wrote 2^63 (a
 // QA pass); below 2^64 they stay integers.
 TEST(SimulateCli, JsonByteCountsPast2To63AreExact) {
-  nlohmann::json g = {{"format", "placer-graph"}, {"version", 1}, {"name", "big"}, {"outputs", nlohmann::json::array()}};
-  g["tensors"] = {{{"name", "x"}, {"shape", {std::int64_t{1} << 58}}, {"kind", "data"}, {"dtype", "float64"}}};
-  nlohmann::json placement = {{"default", "cpu:0"}, {"devices", nlohmann::json::object()}};
-  for (int i = 0; i < 7; ++i) {
-    const std::string out = "y" + std::to_string(i), op = "op" + std::to_string(i);
-    g["tensors"].push_back({{"name", out}, {"shape", {1}}});
-    g["ops"].push_back({{"name", op}, {"type", "Foo"}, {"inputs", {"x"}}, {"outputs", {out}}, {"flops", 1}, {"class", "elementwise"}});
-    g["outputs"].push_back(out);
-    if (i > 0) placement["devices"][op] = "gpu:" + std::to_string(i - 1);
-  }
-  auto run = placer({"simulate", "--model", write("big.json", g.dump()), "--cluster", "k80x8", "--mode", "inference", "--placement",
-                     write("big-placement.json", placement.dump()), "--json"});
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  auto j = nlohmann::json::parse(run.out);
-  ASSERT_TRUE(j["transfer_bytes"].is_number_unsigned()) << j["transfer_bytes"];
-  EXPECT_EQ(j["transfer_bytes"].get<std::uint64_t>(), 6 * (std::uint64_t{1} << 61));
+  // x, 2^61 bytes, read on cpu:0 and on `copies` GPUs of k80x8.
+  auto transfer_bytes = [](int copies) {
+    nlohmann::json g = {{"format", "placer-graph"}, {"version", 1}, {"name", "big"}, {"outputs", nlohmann::json::array()}};
+    g["tensors"] = {{{"name", "x"}, {"shape", {std::int64_t{1} << 58}}, {"kind", "data"}, {"dtype", "float64"}}};
+    nlohmann::json placement = {{"default", "cpu:0"}, {"devices", nlohmann::json::object()}};
+    for (int i = 0; i <= copies; ++i) {
+      const std::string out = "y" + std::to_string(i), op = "op" + std::to_string(i);
+      g["tensors"].push_back({{"name", out}, {"shape", {1}}});
+      g["ops"].push_back({{"name", op}, {"type", "Foo"}, {"inputs", {"x"}}, {"outputs", {out}}, {"flops", 1}, {"class", "elementwise"}});
+      g["outputs"].push_back(out);
+      if (i > 0) placement["devices"][op] = "gpu:" + std::to_string(i - 1);
+    }
+    auto run = placer({"simulate", "--model", write("big.json", g.dump()), "--cluster", "k80x8", "--mode", "inference", "--placement",
+                       write("big-placement.json", placement.dump()), "--json"});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return run.exit_code == 0 ? nlohmann::json::parse(run.out).at("transfer_bytes") : nlohmann::json();
+  };
+  const nlohmann::json six = transfer_bytes(6);
+  ASSERT_TRUE(six.is_number_unsigned()) << six;
+  EXPECT_EQ(six.get<std::uint64_t>(), 6 * (std::uint64_t{1} << 61));
+  // 2^64 and past: the number as a double (no integer type of JSON's readers holds it).
+  const nlohmann::json eight = transfer_bytes(8);
+  ASSERT_TRUE(eight.is_number_float()) << eight;
+  EXPECT_EQ(eight.get<double>(), 0x1p64);
 }
 
 // A step whose only op reads a constant is done before the step: nothing runs, and the critical
@@ -495,11 +503,6 @@ TEST(SimulateCli, AProfileOfAnotherModelIsWarnedAbout) {
   EXPECT_THAT(run.err, Not(HasSubstr("warning"))) << run.err;
 }
 
-// A profile names the devices it was measured on, with the models the cluster gave them then: one
-// of another machine was applied without a word (a QA pass), now a warning names each device here
-// its times price (every one of the measured device's kind) whose model differs, also when the
-// measured device's name is not here (a review). A model may hold "; ". A `machine` of free text
-// says nothing.
 // A profile whose update ops were timed with another optimizer's update type: their times do not
 // apply, and the warning says which --optimizer would use them (nothing was said: a review).
 TEST(SimulateCli, AProfileOfAnotherOptimizerIsWarnedAbout) {
@@ -513,8 +516,49 @@ TEST(SimulateCli, AProfileOfAnotherOptimizerIsWarnedAbout) {
                       "--profile", profile});
   ASSERT_EQ(adam.exit_code, 0) << adam.err;
   EXPECT_THAT(adam.err, Not(HasSubstr("update ops as")));
+  // A saved step's updates are its own: no --optimizer to give (the hint named one, which such a
+  // model refuses: a review).
+  const std::string step = test::temp_path("cifarnet-step.json");
+  ASSERT_EQ(placer({"inspect", test::example("cifarnet.onnx"), "--save-graph", step}).exit_code, 0);
+  auto saved = placer({"simulate", "--model", step, "--cluster", "k80x4", "--on", "cpu:0", "--profile", profile});
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  EXPECT_THAT(saved.err, HasSubstr("timed this step's update ops as AdamUpdate (here SGDUpdate)"));
+  EXPECT_THAT(saved.err, Not(HasSubstr("give --optimizer")));
 }
 
+// optimal simulates the one-device placements once, in the first round whose program has
+// solutions: when the first round had none (infeasible with activations counted in full), no
+// round simulated them, and a model that one GPU holds was "does not fit" within --samples 4 (a
+// review). A chain of 40 ops of 25 MB outputs; gpu:0 holds it, gpu:1 (faster) does not.
+TEST(PlaceCli, OptimalTriesTheOneDevicePlacementsWhenItsFirstRoundHasNoSolution) {
+  nlohmann::json g = {{"format", "placer-graph"}, {"version", 1}, {"name", "chain40"}};
+  g["tensors"] = {{{"name", "x"}, {"shape", {1024}}, {"kind", "data"}}};
+  std::string prev = "x";
+  for (int i = 0; i < 40; ++i) {
+    const std::string out = "a" + std::to_string(i);
+    g["tensors"].push_back({{"name", out}, {"shape", {6250000}}});
+    g["ops"].push_back({{"name", "op" + std::to_string(i)}, {"type", "Foo"}, {"inputs", {prev}}, {"outputs", {out}}, {"flops", 1e10},
+                        {"class", "elementwise"}});
+    prev = out;
+  }
+  g["outputs"] = {prev};
+  const std::string model = write("chain40.json", g.dump());
+  const std::string cluster = write("two-gpus.cluster.json", R"({"format": "placer-cluster", "version": 1, "name": "two", "devices": [
+      {"name": "gpu:0", "kind": "gpu", "peak_flops": 1e12, "memory_bandwidth": 1e13, "memory_bytes": 80000000, "op_overhead_s": 0},
+      {"name": "gpu:1", "kind": "gpu", "peak_flops": 1e13, "memory_bandwidth": 1e13, "memory_bytes": 40000000, "op_overhead_s": 0}],
+      "links": [{"a": "gpu:0", "b": "gpu:1", "bandwidth": 1e12, "latency_s": 0}]})");
+  auto r = placer({"place", "--model", model, "--cluster", cluster, "--mode", "inference", "--algo", "optimal", "--opt", "method=ip",
+                   "--samples", "4", "--json", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("fits"), true) << j.dump();
+}
+
+// A profile names the devices it was measured on, with the models the cluster gave them then: one
+// of another machine was applied without a word (a QA pass), now a warning names each device here
+// its times price (every one of the measured device's kind) whose model differs, also when the
+// measured device's name is not here (a review). A model may hold "; ". A `machine` of free text
+// says nothing.
 TEST(SimulateCli, AProfileOfAnotherMachineIsWarnedAbout) {
   const std::string cifarnet = test::example("cifarnet.onnx");
   const std::string cluster = write("machine_cluster.json", R"({"format": "placer-cluster", "version": 1, "name": "c", "devices": [

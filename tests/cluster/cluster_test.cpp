@@ -249,6 +249,10 @@ TEST(ClusterLookups, NamesWithControlCharactersAreRefused) {
               HasSubstr("the cluster's name has a control character"));
   EXPECT_THAT(error_of([] { Cluster::build("c", {cpu("cpu:0"), gpu("gpu:0")}, {"sw\x1b"}, {link("cpu:0", "gpu:0", 10 * kGB, 0)}); }),
               HasSubstr("switch #0's name has a control character"));
+  Link named = link("cpu:0", "gpu:0", 10 * kGB, 0);
+  named.name = "pcie\n0";
+  EXPECT_THAT(error_of([&] { Cluster::build("c", {cpu("cpu:0"), gpu("gpu:0")}, {}, {named}); }),
+              HasSubstr("link #0's name has a control character"));
 }
 
 // ---- Presets ------------------------------------------------------------------------------------

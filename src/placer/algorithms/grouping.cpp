@@ -60,12 +60,13 @@ struct DirectedEdge {
 // Edges between groups with the bytes they carry; set-up values (never sent, Graph::op_folded) and
 // what folded ops read (a Shape reads no data) count as edges of no bytes when `structure`
 // (coarsening follows the graph's shape), else not at all.
-std::vector<DirectedEdge> group_edges(const Graph& g, const std::vector<std::uint32_t>& group_of, bool structure = true) {
+std::vector<DirectedEdge> group_edges(const Graph& g, const Grouping& grouping, bool structure = true) {
+  const std::vector<std::uint32_t>& group_of = grouping.group_of;
   const std::size_t nf = g.num_forward_ops();
   std::map<std::pair<std::uint32_t, std::uint32_t>, double> bytes;
   // Per group, the last tensor that counted it (a list searched per reader was quadratic in a
   // tensor's readers: a review).
-  std::vector<TensorId> counted_for(group_of.empty() ? 0 : *std::max_element(group_of.begin(), group_of.end()) + std::size_t{1}, kNoId);
+  std::vector<TensorId> counted_for(grouping.num_groups, kNoId);
   for (OpId p = 0; p < nf; ++p) {
     for (TensorId t : g.op_outputs(p)) {
       const bool folded = g.tensor_folded(t);
@@ -340,7 +341,7 @@ Grouping colocation_groups(const Graph& g) {
   // Zero-cost ops (shapes, constants, reshapes) that feed several ops join the earliest of them,
   // or else their producer, whichever merge keeps the group graph acyclic.
   std::vector<double> unit(base.num_groups, 1.0);
-  Quotient q(base.num_groups, group_edges(g, base.group_of), unit);
+  Quotient q(base.num_groups, group_edges(g, base), unit);
   for (OpId o : g.topological_order()) {
     if (o >= nf || !is_zero_cost(g, o)) continue;
     std::vector<OpId> partners;
@@ -392,7 +393,7 @@ Grouping coarsen(const Problem& problem, const Grouping& initial, std::size_t ma
   // hub's group took 97% of the work and `metis` ran slower than one device (a review).
   const double cap = 2.0 * total / static_cast<double>(max_groups);
 
-  Quotient q(initial.num_groups, group_edges(g, initial.group_of), weight);
+  Quotient q(initial.num_groups, group_edges(g, initial), weight);
   using Entry = std::pair<double, std::uint32_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> lightest;
   for (std::uint32_t x = 0; x < initial.num_groups; ++x) lightest.push({weight[x], x});
@@ -531,7 +532,7 @@ GroupGraph group_graph(const Problem& problem, const Grouping& grouping) {
     if (a == b) return;
     pair_bytes[{std::min(a, b), std::max(a, b)}] += bytes;
   };
-  for (const auto& e : group_edges(g, grouping.group_of, /*structure=*/false)) add(e.from, e.to, e.bytes);
+  for (const auto& e : group_edges(g, grouping, /*structure=*/false)) add(e.from, e.to, e.bytes);
   std::vector<TensorId> counted_for(ng, kNoId);  // per group, the last parameter that counted it
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     if (g.producer(t) != kNoId || g.tensor_folded(t)) continue;

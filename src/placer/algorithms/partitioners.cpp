@@ -224,9 +224,10 @@ std::vector<std::uint32_t> partition_scotch(const WeightedGraph& w, std::uint64_
 // goes only to a device it has not been moved to before (the resident bytes it is moved by are an estimate below
 // its peak: on nmt with a twentieth of k80x4's memory, one group went back and forth between two
 // GPUs for every round while the CPU had gigabytes free, a QA pass), and the placement that
-// overflowed least of those simulated is kept.
-// Returns whether it stopped at `max_rounds` or the deadline with moves left to try.
-bool repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph& gg, const std::vector<DeviceId>& targets,
+// overflowed least of those simulated is kept. Returns what stopped the rounds before a fit or the
+// end of the moves to try, if anything.
+enum class RepairCut { none, rounds, deadline };
+RepairCut repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph& gg, const std::vector<DeviceId>& targets,
                           std::vector<DeviceId>& group_device, std::size_t max_rounds, Evaluator& eval,
                           const Deadline& deadline) {
   const std::vector<std::uint64_t> limits = memory_limits(p);
@@ -291,6 +292,9 @@ bool repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph&
     }
     evaluated = false;
   }
+  // Which limit ended the rounds, judged as they end (the deadline may pass during the last
+  // simulation below: a review).
+  const RepairCut cut = !stopped ? RepairCut::none : deadline.passed() ? RepairCut::deadline : RepairCut::rounds;
   // The last round's moves (simulated by no round) may overflow more than the best seen: simulated
   // once more to compare, as finish() simulates a result (not one of the budget's samples: the
   // placement it simulates is the one finish() would have simulated before this comparison).
@@ -303,7 +307,7 @@ bool repair_memory(const Problem& p, const Grouping& grouping, const GroupGraph&
     if (over_total < best_over) best_over = over_total, best = group_device;
   }
   group_device = best;
-  return stopped;
+  return cut;
 }
 
 class PartitionPlacer final : public Placer {
@@ -374,16 +378,16 @@ class PartitionPlacer final : public Placer {
     std::size_t rounds = static_cast<std::size_t>(repair_rounds_);
     if (budget.samples > 0) rounds = std::min(rounds, budget.samples);
     const Deadline deadline = Deadline::after(budget.seconds, began);
-    const bool stopped = repair_memory(p, grouping, gg, targets, group_device, rounds, eval, deadline);
+    const RepairCut cut = repair_memory(p, grouping, gg, targets, group_device, rounds, eval, deadline);
     observer.on_progress({.samples = eval.evaluations()});
     PlacementResult r = finish(p, expand_groups(grouping, group_device), eval.evaluations(), note);
     if (!r.sim.fits)
       r.note += (r.note.empty() ? "" : "; ") + std::string("the partition still overflows device memory after the repair pass") +
                 // Said only when the limit stopped it (whenever --samples was under repair-rounds
                 // before, even when the repair had nothing left to move: a review).
-                (stopped && deadline.passed()                                          ? " (cut short by --seconds)"
-                 : stopped && rounds < static_cast<std::size_t>(repair_rounds_) ? " (cut short by --samples)"
-                                                                                  : "");
+                (cut == RepairCut::deadline                                                      ? " (cut short by --seconds)"
+                 : cut == RepairCut::rounds && rounds < static_cast<std::size_t>(repair_rounds_) ? " (cut short by --samples)"
+                                                                                                   : "");
     return r;
   }
 

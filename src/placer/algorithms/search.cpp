@@ -801,7 +801,7 @@ class OptimalPlacer final : public Placer {
     std::uint64_t closest_shortfall = std::numeric_limits<std::uint64_t>::max();
     std::string status;
     bool timed_out = false;  // a round ended at the time limit without any solution
-    bool one_devices_failed = false;  // the first round simulated every one-device placement: none fits
+    bool one_devices_failed = false;  // a round simulated every one-device placement: none fits
     // The simulations stay within --samples (at least one is made): the program's solutions and
     // the one-device placements are simulated best first until it is spent.
     bool cut = false;
@@ -828,10 +828,10 @@ class OptimalPlacer final : public Placer {
         continue;
       }
       // The program's solutions (best first), then every group on one device: the simulator picks.
-      // The one-device placements are simulated in the first round only: none fitted if a later
-      // round runs, and the closest of them is kept already (each round simulated them again,
-      // spending --samples: a review).
-      const std::size_t one_device = round == 0 ? nd : 0;
+      // The one-device placements are simulated once, in the first round that has solutions: none
+      // fitted if a later round runs, and the closest of them is kept already (each round
+      // simulated them again, spending --samples: a review).
+      const std::size_t one_device = one_devices_failed ? 0 : nd;
       Candidate best;
       std::string picked;
       std::vector<DeviceId> group_devices(ng);
@@ -856,12 +856,12 @@ class OptimalPlacer final : public Placer {
       if (best.fits)
         return finish(p, std::move(best.devices), eval.evaluations(),
                       "integer program (CBC) over " + std::to_string(ng) + " groups, " + status +
-                          " for the load + communication model; of its " + std::to_string(solutions.size()) + " solution(s) and the " +
-                          std::to_string(nd) + " one-device placements" +
+                          " for the load + communication model; of its " + std::to_string(solutions.size()) + " solution(s)" +
+                          (one_device > 0 ? " and the " + std::to_string(nd) + " one-device placements" : std::string()) +
                           (cut ? " (cut short by --samples: the first " + std::to_string(simulated) + " simulated)" : std::string()) +
                           " the simulator kept " + picked);
       if (best.shortfall_bytes < closest_shortfall) closest = best.devices, closest_shortfall = best.shortfall_bytes;
-      if (round == 0 && !cut) one_devices_failed = true;  // every one simulated, none fits
+      if (one_device > 0 && !cut) one_devices_failed = true;  // every one simulated, none fits
       if (cut || out_of_samples()) {
         cut = true;
         break;

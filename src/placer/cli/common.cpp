@@ -126,7 +126,7 @@ void warn_without_data_inputs(const Graph& g, const std::string& model, Mode mod
                model);
 }
 
-void warn_other_optimizer(const Profile& profile, const Graph& step, const std::string& path) {
+void warn_other_optimizer(const Profile& profile, const Graph& step, const std::string& path, bool can_choose) {
   std::set<std::string> theirs, ours;
   for (OpId o = 0; o < step.num_ops(); ++o) {
     if (step.op_role(o) != OpRole::update) continue;
@@ -145,13 +145,14 @@ void warn_other_optimizer(const Profile& profile, const Graph& step, const std::
              "placer: warning: the profile '{}' timed this step's update ops as {} (here {}): measured with another optimizer, its "
              "update times do not apply and the cost model prices them{}\n",
              path, fmt::join(theirs, ", "), fmt::join(ours, ", "),
-             theirs.size() == 1 && !option(*theirs.begin()).empty() ? "; give" + option(*theirs.begin()) + " to use them" : "");
+             can_choose && theirs.size() == 1 && !option(*theirs.begin()).empty() ? "; give" + option(*theirs.begin()) + " to use them"
+                                                                                  : "");
 }
 
 void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
                             const std::string& model) {
   if (profile.size() == 0) return;
-  warn_other_optimizer(profile, g, path);
+  warn_other_optimizer(profile, g, path, !is_graph_json_file(model));
   // Update ops do not count (as in `placer fit`): their signatures are parameter shapes that models share.
   bool updates = false;  // some update op is timed: its times apply (said, so that "priced by the cost model" is not read as all ops)
   for (OpId o = 0; o < g.num_ops(); ++o)

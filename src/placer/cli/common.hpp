@@ -69,7 +69,9 @@ inline constexpr std::size_t kFewFitTimes = 20;
 // A warning when `profile` timed the update ops of `step` (by name) with another optimizer's update
 // type: their times do not apply, and the model prices them (a profile of an Adam step paired
 // with the default SGD said nothing: a review). warn_unmatched_profile calls it.
-void warn_other_optimizer(const Profile& profile, const Graph& step, const std::string& path);
+// `can_choose`: the step's optimizer follows --optimizer (an ONNX model, not a saved step), so the
+// warning may say which to give.
+void warn_other_optimizer(const Profile& profile, const Graph& step, const std::string& path, bool can_choose);
 void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTable& costs, const std::string& path,
                             const std::string& model);
 // A warning on stderr when a profile was measured on other devices than `cluster` describes: its

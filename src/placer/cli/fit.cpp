@@ -69,7 +69,7 @@ void run_fit(const FitArgs& args) {
     steps.push_back(load_model(args.models[i], options));
     profiles.push_back(Profile::load(args.profiles[i]));
     warn_other_machine(profiles.back(), cluster, args.profiles[i]);  // a fit of another machine's times describes that machine
-    warn_other_optimizer(profiles.back(), steps.back(), args.profiles[i]);  // its update times then fit nothing
+    warn_other_optimizer(profiles.back(), steps.back(), args.profiles[i], !is_graph_json_file(args.models[i]));  // its update times fit nothing
     // Paired by op name (and the signature each name was measured with), else by signature: a
     // profile that times none of its model's ops was given in the wrong order, or measured on
     // another model or step.

@@ -148,9 +148,9 @@ void run_run(const RunArgs& args) {
   // A run names devices and reads no figure of theirs: the `local` preset's benchmarks are skipped.
   const Cluster cluster = args.cluster == "local" ? exec::local_cluster_layout() : resolve_cluster(args.cluster);
   const PlacementSpec spec = args.on.empty() ? load_placement_file(args.placement) : PlacementSpec{.default_device = args.on};
+  // (Not the cluster: a run reads no figure of it, and a placement found on a preset runs here.)
   if (args.on.empty())
-    warn_placement_made_otherwise(spec, args.placement,
-                                  PlacementUse{.mode = args.model_args.mode, .optimizer = args.model_args.optimizer, .cluster = cluster.name()});
+    warn_placement_made_otherwise(spec, args.placement, PlacementUse{.mode = args.model_args.mode, .optimizer = args.model_args.optimizer});
   const std::string label = args.on.empty() ? args.placement : "all on " + args.on;
   const std::vector<DeviceId> devices =
       resolve_forward_placement(spec, forward, cluster, args.on.empty() ? "placement file '" + args.placement + "'" : "--on");
