@@ -980,24 +980,30 @@ TEST(MemoryMeter, WarmUpStepsLeaveNothingInTheStartBytes) {
   EXPECT_EQ(start_bytes(1), start_bytes(0));
 }
 
+// An empty ONNX model (IR 8, opset 17) named `name`, and a float value of [rows, 1024] (rows x 4 KiB).
+onnx::ModelProto tiny_model(const std::string& name) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  m.mutable_graph()->set_name(name);
+  return m;
+}
+void rows_of_1024_floats(onnx::ValueInfoProto* v, const std::string& name, std::int64_t rows) {
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (std::int64_t d : {rows, std::int64_t{1024}}) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
 // A graph output read on another device: its copy there is let go of after its last reader, as
 // any tensor's (it lived to the next step, into the timed steps' start_bytes: a review).
 TEST(MemoryMeter, AnOutputsCopyOnAnotherDeviceIsFreedAfterItsLastReader) {
   exec::configure_threads(1);
   // x -> Relu -> y (an output) -> Sigmoid -> z (an output), the Sigmoid on another device.
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
+  onnx::ModelProto m = tiny_model("output_read_elsewhere");
   onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("output_read_elsewhere");
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name) {
-    v->set_name(name);
-    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-    for (std::int64_t d : {256, 1024}) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  value(g->add_input(), "x");
-  value(g->add_output(), "y");
-  value(g->add_output(), "z");
+  rows_of_1024_floats(g->add_input(), "x", 256);
+  rows_of_1024_floats(g->add_output(), "y", 256);
+  rows_of_1024_floats(g->add_output(), "z", 256);
   for (const auto& [type, in, out] : {std::tuple{"Relu", "x", "y"}, std::tuple{"Sigmoid", "y", "z"}}) {
     onnx::NodeProto* n = g->add_node();
     n->set_op_type(type), n->set_name(std::string("/") + type), n->add_input(in), n->add_output(out);
@@ -1024,19 +1030,11 @@ TEST(MemoryMeter, ASourcesCopyOnAnotherDeviceIsFreedAfterItsLastReaderThere) {
   exec::configure_threads(1);
   // x -> Neg -> w (an output) on cpu:0, x's home (its first reader); Add(x, w) -> a -> Concat(a, a)
   // -> c (an output) on gpu:0, which reads x once. x, w and a 1 MiB each, c 2 MiB.
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
+  onnx::ModelProto m = tiny_model("source_read_elsewhere");
   onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("source_read_elsewhere");
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name, std::int64_t rows) {
-    v->set_name(name);
-    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-    for (std::int64_t d : {rows, std::int64_t{1024}}) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  value(g->add_input(), "x", 256);
-  value(g->add_output(), "w", 256);
-  value(g->add_output(), "c", 512);
+  rows_of_1024_floats(g->add_input(), "x", 256);
+  rows_of_1024_floats(g->add_output(), "w", 256);
+  rows_of_1024_floats(g->add_output(), "c", 512);
   for (const auto& [type, in, out] : {std::tuple{"Neg", "x", "w"}, std::tuple{"Add", "x", "a"}, std::tuple{"Concat", "a", "c"}}) {
     onnx::NodeProto* n = g->add_node();
     n->set_op_type(type), n->set_name(std::string("/") + type), n->add_input(in), n->add_output(out);
