@@ -134,6 +134,36 @@ TEST(ClusterRoutes, FastTwoHopPathBeatsSlowDirectLink) {
   EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->sw", "sw->gpu:1"));
 }
 
+// Found by an audit: routes were chosen as if each hop were crossed in turn (the sum of each hop's
+// latency + 1 MiB / bandwidth) but priced cut-through, so a slow direct link beat a faster path of
+// three hops: a 4 MiB transfer took 2.1 ms where the other path would take 0.84 ms.
+TEST(ClusterRoutes, RoutesAreChosenByTheCutThroughTimeTheyArePricedAt) {
+  for (const double hop_latency : {0.0, 200 * kUs}) {
+    const Cluster c = Cluster::build("fabric", {gpu("gpu:0"), gpu("gpu:1")}, {"s1", "s2"},
+                                     {link("gpu:0", "gpu:1", 2 * kGB, 0), link("gpu:0", "s1", 5 * kGB, hop_latency),
+                                      link("s1", "s2", 5 * kGB, hop_latency), link("s2", "gpu:1", 5 * kGB, hop_latency)});
+    const double mib = 1024.0 * 1024.0;
+    if (hop_latency == 0.0) {
+      // 1 MiB: 210 us over the switches against 524 us direct (as hops crossed in turn: 629 us).
+      EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->s1", "s1->s2", "s2->gpu:1"));
+      EXPECT_DOUBLE_EQ(c.transfer_time_s(0, 1, 4 * mib), 4 * mib / (5 * kGB));
+    } else {
+      // Three latencies of 200 us: 810 us over the switches, the direct link wins.
+      EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->gpu:1"));
+    }
+  }
+  // Neither the path of least latency nor that of most bandwidth: three ways from gpu:0 to gpu:1
+  // (latency, bandwidth): direct (0, 1 GB/s), via a (100 us, 100 GB/s), via b (20 us, 20 GB/s);
+  // for 1 MiB: 1049, 110.5 and 72.4 us. (Hops crossed in turn, via a came first: 121 us against
+  // 124.9 us.)
+  const Cluster three = Cluster::build("three", {gpu("gpu:0"), gpu("gpu:1")}, {"a", "b"},
+                                       {link("gpu:0", "gpu:1", 1 * kGB, 0), link("gpu:0", "a", 100 * kGB, 50 * kUs),
+                                        link("a", "gpu:1", 100 * kGB, 50 * kUs), link("gpu:0", "b", 20 * kGB, 10 * kUs),
+                                        link("b", "gpu:1", 20 * kGB, 10 * kUs)});
+  EXPECT_THAT(channel_names(three, 0, 1), ElementsAre("gpu:0->b", "b->gpu:1"));
+  EXPECT_THAT(channel_names(three, 1, 0), ElementsAre("gpu:1->b", "b->gpu:0"));
+}
+
 TEST(ClusterRoutes, SlowHopsKeepTheirOrderWhateverTheirSize) {
   // Two one-switch paths of hops costing hours (bandwidths written in GB/s instead of bytes/s):
   // the faster path wins whichever is listed first, as for ordinary figures.
@@ -171,9 +201,11 @@ TEST(ClusterRoutes, EqualPathsTieOnFewerHopsThenLowerChannel) {
 // Found by a QA pass: costs rounded hop by hop broke exact ties, and one absurd link that no route
 // takes made every other hop round to nothing.
 TEST(ClusterRoutes, EqualCostsTieWhateverTheRoundingAndAbsurdLinksElsewhereChangeNothing) {
-  // 1 MiB over 1.5 GB/s is twice 1 MiB over 3 GB/s: the direct link, one hop, wins the tie.
+  // 1 MiB over 1.5 GB/s is 1 MiB over 3 GB/s plus two latencies of 1 MiB over 6 GB/s, whatever
+  // the rounding of each: the direct link, one hop, wins the tie.
+  constexpr double kMiB = 1024.0 * 1024.0;
   const Cluster tie = Cluster::build("tie", {gpu("gpu:0"), gpu("gpu:1")}, {"sw"},
-                                     {link("gpu:0", "gpu:1", 1.5e9, 0), link("gpu:0", "sw", 3e9, 0), link("sw", "gpu:1", 3e9, 0)});
+                                     {link("gpu:0", "gpu:1", 1.5e9, 0), link("gpu:0", "sw", 3e9, kMiB / 6e9), link("sw", "gpu:1", 3e9, kMiB / 6e9)});
   EXPECT_THAT(channel_names(tie, 0, 1), ElementsAre("gpu:0->gpu:1"));
   // A link 10,000 times slower than the switch path stays unused beside a spare link of absurd
   // bandwidth (a unit slip) that joins a third GPU to a switch of its own.
@@ -193,7 +225,7 @@ TEST(ClusterRoutes, EqualCostsTieWhateverTheRoundingAndAbsurdLinksElsewhereChang
   // The latency of a link nothing takes changes no route (it did through the unit it set).
   for (const double latency : {0.0, 2.0, 123.456, 1e6}) {
     const Cluster c = Cluster::build("far", {gpu("gpu:0"), gpu("gpu:1"), gpu("gpu:9")}, {"sw"},
-                                     {link("gpu:0", "sw", 2e9, 0), link("sw", "gpu:1", 2e9, 0), link("gpu:0", "gpu:1", 1e9, 0),
+                                     {link("gpu:0", "sw", 2e9, 0), link("sw", "gpu:1", 2e9, 0), link("gpu:0", "gpu:1", 4e9, 0),
                                       link("gpu:9", "sw", 1e9, latency)});
     EXPECT_THAT(channel_names(c, 0, 1), ElementsAre("gpu:0->gpu:1")) << "latency " << latency;
   }

@@ -941,6 +941,29 @@ TEST(CostTable, DepthwiseConvolutionsAndReflectPadsArePricedByTheirOwnKeys) {
   EXPECT_GT(after.time_s(6, 0), before.time_s(6, 0)) << "the depthwise gradient by its own key";
   EXPECT_GT(after.time_s(7, 0), before.time_s(7, 0)) << "the reflect pad's gradient by its own key";
   EXPECT_DOUBLE_EQ(after.time_s(8, 0), before.time_s(8, 0)) << "a partial sum keeps its type";
+
+  // The entry of Pad leaves the edge pad to its class: said (an audit: a cluster fitted before
+  // these keys priced its ops so without a word). With PadEdge named, or without Pad, nothing.
+  Device cpu1 = cpu;
+  cpu1.name = "cpu:1";
+  const std::vector<Link> link{{.a = "cpu:0", .b = "cpu:1", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9}};
+  const auto apart = efficiency_types_keyed_apart(g, Cluster::build("t", {cpu, cpu1}, {}, link));
+  ASSERT_EQ(apart.size(), 1u);
+  EXPECT_EQ(apart[0].key, "Pad");
+  EXPECT_EQ(apart[0].priced, "PadEdge");
+  EXPECT_THAT(apart[0].devices, ::testing::ElementsAre("cpu:0", "cpu:1"));
+  EXPECT_EQ(apart[0].ops, 1u);
+  cpu1.efficiency_by_type["PadEdge"] = {.compute = 0, .memory = 0.5};
+  cpu.efficiency_by_type.erase("Pad");
+  cpu.efficiency_by_type["Conv"] = {.compute = 0.9, .memory = 0};
+  cpu.efficiency_by_type.erase("ConvDepthwise");
+  cpu.efficiency_by_type.erase("ConvDepthwiseStrided");
+  const auto convs = efficiency_types_keyed_apart(g, Cluster::build("t", {cpu, cpu1}, {}, link));
+  ASSERT_EQ(convs.size(), 2u);
+  EXPECT_EQ(convs[0].priced, "ConvDepthwise");
+  EXPECT_EQ(convs[1].priced, "ConvDepthwiseStrided");
+  EXPECT_THAT(convs[1].devices, ::testing::ElementsAre("cpu:0"));
+  EXPECT_EQ(convs[0].ops + convs[1].ops, 2u);
 }
 
 // A device that measured its products by their smallest dimension (Device::

@@ -1,4 +1,4 @@
-// `placer clusters`: the built-in cluster presets.
+// `placer clusters [PRESET...]`: the built-in cluster presets, listed or shown in full.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,12 +9,54 @@
 #include "placer/cli/common.hpp"
 
 namespace placer::cli {
+namespace {
+
+// One preset in full: its devices, switches and links.
+void print_preset(const Cluster& c) {
+  fmt::print("{}: {} devices, {} switches, {} links\n", c.name(), c.num_devices(), c.switches().size(), c.links().size());
+  fmt::print("  {:<8} {:<4} {:>14} {:>12} {:>10} {:>9} {:>7}  {}\n", "device", "kind", "peak", "memory bw", "memory", "overhead", "streams",
+             "model");
+  for (const Device& d : c.devices())
+    fmt::print("  {:<8} {:<4} {:>14} {:>12} {:>10} {:>9} {:>7}  {}\n", d.name, device_kind_name(d.kind),
+               fmt::format("{:.2f} TFLOP/s", d.peak_flops / 1e12), fmt::format("{:.1f} GB/s", d.memory_bandwidth_bytes_per_s / 1e9),
+               human_bytes(static_cast<double>(d.memory_bytes)), fmt::format("{:.1f} us", d.op_overhead_s * 1e6), d.streams, d.model);
+  if (!c.switches().empty()) {
+    std::string names;
+    for (const auto& s : c.switches()) names += (names.empty() ? "" : ", ") + s;
+    fmt::print("  switches: {}\n", names);
+  }
+  fmt::print("  {:<24} {:>22} {:>10}\n", "link", "bandwidth a->b / b->a", "latency");
+  for (const Link& l : c.links())
+    fmt::print("  {:<24} {:>22} {:>10}\n", l.a + " <-> " + l.b,
+               fmt::format("{:.1f} / {:.1f} GB/s", l.bandwidth_ab_bytes_per_s / 1e9, l.bandwidth_ba_bytes_per_s / 1e9),
+               fmt::format("{:.1f} us", l.latency_s * 1e6));
+}
+
+}  // namespace
 
 void register_clusters(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
+  auto names = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand("clusters", "List the built-in cluster presets (devices, peak FLOP/s, memory, links by bandwidth per direction)");
-  cmd->add_flag("--json", *json, "print every preset as placer cluster JSON");
-  cmd->callback([json] {
+  cmd->add_option("presets", *names,
+                  "presets to show in full (devices, switches, links); with --json, one preset is printed as one cluster file");
+  cmd->add_flag("--json", *json, "print the presets as placer cluster JSON: an array of every preset, or one preset's cluster file");
+  cmd->callback([json, names] {
+    if (!names->empty()) {
+      std::vector<Cluster> presets;
+      for (const auto& name : *names) presets.push_back(cluster_preset(name));  // an unknown name: an error listing the presets
+      if (*json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& c : presets) out.push_back(cluster_to_json(c));
+        std::cout << (out.size() == 1 ? out[0] : out).dump(2) << "\n";
+        return;
+      }
+      for (std::size_t i = 0; i < presets.size(); ++i) {
+        if (i > 0) fmt::print("\n");
+        print_preset(presets[i]);
+      }
+      return;
+    }
     if (*json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& name : cluster_preset_names()) out.push_back(cluster_to_json(cluster_preset(name)));
@@ -24,7 +66,7 @@ void register_clusters(CLI::App& app) {
     fmt::print("{:<10} {:>7}  {}\n", "preset", "devices", "what");
     for (const auto& name : cluster_preset_names()) {
       Cluster c = cluster_preset(name);
-      // Devices grouped by model: "1 x Intel Xeon ... ; 4 x NVIDIA Tesla K80 (4.4 TFLOP/s, 12.0 GiB)".
+      // Devices grouped by model: "1 x Intel Xeon ... ; 4 x NVIDIA Tesla K80 (4.37 TFLOP/s, 12.0 GiB)".
       std::vector<std::pair<const Device*, int>> groups;
       for (const auto& d : c.devices()) {
         auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first->model == d.model; });

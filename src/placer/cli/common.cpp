@@ -208,6 +208,15 @@ void warn_other_machine(const Profile& profile, const Cluster& cluster, const st
 }
 
 void warn_unmatched_efficiency_types(const Graph& g, const Cluster& cluster) {
+  const std::string model = g.name().empty() ? "the model" : "'" + g.name() + "'";
+  for (const EfficiencyKeyedApart& e : efficiency_types_keyed_apart(g, cluster))
+    fmt::print(stderr, "placer: warning: {}\n",
+               printable(fmt::format("cluster '{}': efficiency_by_type's '{}' ({}) does not price {} {} of that type in {}: {} priced "
+                                     "as '{}' (docs/cost-model.md#op-types), which the cluster does not name, so {} {} class's "
+                                     "efficiency (a cluster fitted before that key existed? `placer fit` writes it)",
+                                     cluster.name(), e.key, fmt::join(e.devices, ", "), e.ops, e.ops == 1 ? "op" : "ops", model,
+                                     e.ops == 1 ? "it is" : "they are", e.priced, e.ops == 1 ? "it takes" : "they take",
+                                     e.ops == 1 ? "its" : "their")));
   const std::vector<std::string> unmatched = unmatched_efficiency_types(g, cluster);
   if (unmatched.empty()) return;
   // (Names as the files have them, control characters escaped.)

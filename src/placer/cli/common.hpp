@@ -81,7 +81,9 @@ void warn_unmatched_profile(const Profile& profile, const Graph& g, const CostTa
 // times are that machine's. A `machine` of another form (written by hand) is taken as it is.
 void warn_other_machine(const Profile& profile, const Cluster& cluster, const std::string& path);
 // A warning on stderr naming the cluster's efficiency_by_type keys that price no op of `g` and
-// that placer knows nowhere (unmatched_efficiency_types): a misspelt type is otherwise ignored.
+// that placer knows nowhere (unmatched_efficiency_types): a misspelt type is otherwise ignored;
+// and one per key that leaves ops of its type to their class because they are priced under
+// another key the cluster does not name (efficiency_types_keyed_apart).
 void warn_unmatched_efficiency_types(const Graph& g, const Cluster& cluster);
 
 // `place` found a placement, printed and wrote it, but it does not fit in memory: main prints the

@@ -15,14 +15,15 @@
 namespace placer {
 namespace {
 
-// Routes minimise the time a 1 MiB message would take if each hop were crossed in turn; the
-// probe size weighs bandwidth against latency the way mid-sized tensors do.
+// Routes minimise the time a 1 MiB message takes over them (cut-through: the latencies' sum plus
+// 1 MiB over the slowest hop); the probe size weighs bandwidth against latency the way mid-sized
+// tensors do.
 constexpr double kRouteProbeBytes = 1024.0 * 1024.0;
-// Path costs within a billionth of each other are equal paths (fewer hops win): sums of the same
-// hops taken in different orders, or 1 MiB over 1.5 GB/s against twice 1 MiB over 3 GB/s, differ
-// by rounding alone. (Costs were once rounded hop by hop to picoseconds, and to 2^-40 of the
-// costliest hop when that was coarser: an exact tie could then go either way, and one absurd
-// link that no route takes made every other hop round to nothing: a QA pass.)
+// Costs and latencies within a billionth of each other are equal (fewer hops win): sums of the
+// same hops taken in different orders differ by rounding alone. (Costs were once rounded hop by
+// hop to picoseconds, and to 2^-40 of the costliest hop when that was coarser: an exact tie could
+// then go either way, and one absurd link that no route takes made every other hop round to
+// nothing: a QA pass.)
 constexpr double kTieRelative = 1e-9;
 
 
@@ -227,65 +228,98 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
     std::vector<std::uint32_t> fill(out_begin.begin(), out_begin.end() - 1);
     for (ChannelId ch = 0; ch < num_channels; ++ch) out_channels[fill[c.channel_source_node_[ch]]++] = ch;
   }
-  std::vector<double> hop_s(num_channels);
-  for (ChannelId ch = 0; ch < num_channels; ++ch)  // finite even for a bandwidth so small that 1 MiB over it overflows a double
-    hop_s[ch] = std::min(c.channel_latency_s_[ch] + kRouteProbeBytes / c.channel_bandwidth_[ch], 1e300);
-
-  // Dijkstra from every device on (cost, hops), ties broken by the lower id of the last channel.
+  // Routes: from every device, a label-setting search over (latency, bottleneck bandwidth)
+  // (Martins' multi-criteria Dijkstra): each node keeps the paths to it that no other path beats
+  // on both latency and bandwidth, taken in order of latency; then each destination takes the path
+  // of least `latency + 1 MiB / bandwidth`, the time Cluster::transfer_time_s gives a 1 MiB
+  // message over it (cut-through, as the simulator prices it). Costs and latencies within a
+  // billionth of each other are equal (fewer hops win, then the lower id of the last channel).
   // Devices other than the source are never expanded: they end routes, they do not relay them.
-  constexpr double kUnreached = std::numeric_limits<double>::infinity();
   constexpr ChannelId kNoChannel = std::numeric_limits<ChannelId>::max();
+  constexpr std::uint32_t kNoLabel = std::numeric_limits<std::uint32_t>::max();
   struct Label {
-    double cost_s = kUnreached;
+    double latency_s = 0;  // capped at 1e300: sums of absurd latencies stay comparable
+    double bandwidth = std::numeric_limits<double>::infinity();
     std::uint32_t hops = 0;
     ChannelId via = kNoChannel;
-    bool better_than(const Label& o) const {
-      if (o.cost_s == kUnreached || std::abs(cost_s - o.cost_s) > kTieRelative * std::max(cost_s, o.cost_s)) return cost_s < o.cost_s;
-      return std::tie(hops, via) < std::tie(o.hops, o.via);
-    }
+    std::uint32_t node = 0;
+    std::uint32_t pred = kNoLabel;
+    bool taken = false;  // taken from the queue (its extensions are out)
+    bool dead = false;   // covered by a later label before it was taken
   };
-  using QueueEntry = std::tuple<double, std::uint32_t, std::uint32_t>;  // cost, hops, node
-  std::vector<Label> label(num_nodes);
-  std::vector<char> settled(num_nodes);
+  auto near = [](double x, double y) { return !(std::abs(x - y) > kTieRelative * std::max(x, y)); };
+  // Whether `a` makes `b` useless: no less bandwidth, and less latency, or the same latency and more
+  // bandwidth, or the same of both and no more hops (then the lower last channel).
+  auto covers = [&](const Label& a, const Label& b) {
+    if (a.bandwidth < b.bandwidth) return false;
+    if (!near(a.latency_s, b.latency_s)) return a.latency_s < b.latency_s;
+    if (a.bandwidth > b.bandwidth) return true;
+    return std::tie(a.hops, a.via) <= std::tie(b.hops, b.via);
+  };
+  using QueueEntry = std::tuple<double, double, std::uint32_t, ChannelId, std::uint32_t>;  // latency, -bandwidth, hops, via, label
+  std::vector<Label> labels;
+  std::vector<std::vector<std::uint32_t>> at(num_nodes);  // labels kept at each node
   std::vector<ChannelId> path;
   c.route_begin_.assign(std::size_t{n} * n + 1, 0);
   c.route_latency_s_.assign(std::size_t{n} * n, 0.0);
   c.route_bandwidth_.assign(std::size_t{n} * n, std::numeric_limits<double>::infinity());
   for (std::uint32_t from = 0; from < n; ++from) {
-    std::fill(label.begin(), label.end(), Label{});
-    std::fill(settled.begin(), settled.end(), 0);
+    labels.clear();
+    for (auto& kept : at) kept.clear();
     std::priority_queue<QueueEntry, std::vector<QueueEntry>, std::greater<>> queue;
-    label[from] = Label{0, 0, kNoChannel};
-    queue.emplace(0, 0, from);
+    labels.push_back(Label{0.0, std::numeric_limits<double>::infinity(), 0, kNoChannel, from, kNoLabel, false, false});
+    at[from].push_back(0);
+    queue.emplace(0.0, -std::numeric_limits<double>::infinity(), 0, kNoChannel, 0);
     while (!queue.empty()) {
-      const auto [cost, hops, v] = queue.top();
+      const std::uint32_t id = std::get<4>(queue.top());
       queue.pop();
-      // An entry its node's label has replaced since (a tie with fewer hops) is stale.
-      if (settled[v] || cost != label[v].cost_s || hops != label[v].hops) continue;
-      settled[v] = 1;
+      if (labels[id].dead) continue;
+      labels[id].taken = true;
+      const std::uint32_t v = labels[id].node;
       if (v < n && v != from) continue;
       for (std::uint32_t i = out_begin[v]; i < out_begin[v + 1]; ++i) {
         const ChannelId ch = out_channels[i];
         const std::uint32_t t = c.channel_target_node_[ch];
-        // A device relays nothing, so its label may still take a tie with fewer hops once settled;
-        // a switch's may not (the routes through it took its hops).
-        if (settled[t] && !(t < n)) continue;
-        const Label candidate{label[v].cost_s + hop_s[ch], label[v].hops + 1, ch};
-        if (candidate.better_than(label[t])) {
-          label[t] = candidate;
-          queue.emplace(candidate.cost_s, candidate.hops, t);
-        }
+        if (t == from) continue;
+        const Label& l = labels[id];
+        Label candidate{std::min(l.latency_s + c.channel_latency_s_[ch], 1e300), std::min(l.bandwidth, c.channel_bandwidth_[ch]),
+                        l.hops + 1, ch, t, id, false, false};
+        auto& kept = at[t];
+        if (std::any_of(kept.begin(), kept.end(), [&](std::uint32_t x) { return covers(labels[x], candidate); })) continue;
+        // Labels still in the queue that the candidate covers are dropped; those already taken
+        // stay (their extensions are out), and the final choice weighs them like the others.
+        std::erase_if(kept, [&](std::uint32_t x) {
+          Label& other = labels[x];
+          if (other.taken || !covers(candidate, other)) return false;
+          other.dead = true;
+          return true;
+        });
+        const auto cid = static_cast<std::uint32_t>(labels.size());
+        labels.push_back(candidate);
+        kept.push_back(cid);
+        queue.emplace(candidate.latency_s, -candidate.bandwidth, candidate.hops, ch, cid);
       }
     }
     for (std::uint32_t to = 0; to < n; ++to) {
       const std::size_t k = std::size_t{from} * n + to;
       path.clear();
       if (to != from) {
-        if (label[to].cost_s == kUnreached)
+        // The path of least 1 MiB time; ties go to fewer hops, then to the lower last channel,
+        // then to the path found first.
+        std::uint32_t best = kNoLabel;
+        double best_cost = 0;
+        for (std::uint32_t x : at[to]) {
+          const Label& l = labels[x];
+          const double cost = std::min(l.latency_s + kRouteProbeBytes / l.bandwidth, 1e300);
+          if (best == kNoLabel || (!near(cost, best_cost) ? cost < best_cost
+                                                          : std::tie(l.hops, l.via, x) < std::tie(labels[best].hops, labels[best].via, best)))
+            best = x, best_cost = cost;
+        }
+        if (best == kNoLabel)
           throw Error(where + ": no route from device " + in_quotes(c.devices_[from].name) + " to device " +
                       in_quotes(c.devices_[to].name) +
                       " (routes pass only through switches, never through another device)");
-        for (std::uint32_t v = to; v != from; v = c.channel_source_node_[label[v].via]) path.push_back(label[v].via);
+        for (std::uint32_t x = best; labels[x].pred != kNoLabel; x = labels[x].pred) path.push_back(labels[x].via);
         std::reverse(path.begin(), path.end());
         double latency = 0, bandwidth = std::numeric_limits<double>::infinity();
         for (ChannelId ch : path) {

@@ -201,10 +201,11 @@ Link parse_link(const json& j, const std::string& where) {
 }  // namespace
 
 Cluster parse_cluster_json(const json& j, const std::string& source) {
-  // `placer clusters --json` prints a list of every preset: the one wanted is an entry of it.
+  // `placer clusters --json` prints a list of every preset: the one wanted is an entry of it, or
+  // `placer clusters NAME --json`.
   if (j.is_array())
     throw Error(source + " is a list (" + std::to_string(j.size()) + " entries), not one cluster: a cluster file is one object, such "
-                         "as one entry of `placer clusters --json`");
+                         "as one entry of `placer clusters --json`, or what `placer clusters NAME --json` prints");
   require_object(j, source);
   const json* format = j.contains("format") ? &j["format"] : nullptr;
   if (format == nullptr || !format->is_string() || format->get<std::string>() != kFormat)

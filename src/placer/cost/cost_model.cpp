@@ -975,6 +975,32 @@ std::vector<std::string> unmatched_efficiency_types(const Graph& g, const Cluste
   return unmatched;
 }
 
+std::vector<EfficiencyKeyedApart> efficiency_types_keyed_apart(const Graph& g, const Cluster& c) {
+  std::vector<DeviceId> with_types;
+  for (DeviceId d = 0; d < c.num_devices(); ++d)
+    if (!c.device(d).efficiency_by_type.empty()) with_types.push_back(d);
+  if (with_types.empty()) return {};
+  std::map<std::pair<std::string, std::string>, EfficiencyKeyedApart> found;
+  for (OpId o = 0; o < g.num_ops(); ++o) {
+    const std::string& type = g.op_type(o);
+    const std::string_view priced = priced_type(g, o);
+    if (priced == type) continue;
+    EfficiencyKeyedApart* entry = nullptr;
+    for (DeviceId d : with_types) {
+      const auto& types = c.device(d).efficiency_by_type;
+      if (!types.contains(type) || types.contains(std::string(priced))) continue;
+      if (!entry) {
+        entry = &found[{type, std::string(priced)}];
+        entry->key = type, entry->priced = priced, ++entry->ops;
+      }
+      if (entry->ops == 1) entry->devices.push_back(c.device(d).name);
+    }
+  }
+  std::vector<EfficiencyKeyedApart> out;
+  for (auto& [key, entry] : found) out.push_back(std::move(entry));
+  return out;
+}
+
 CostTable::CostTable(const Graph& g, const Cluster& c, const CostModel& model, const Profile* profile)
     : num_devices_(c.num_devices()) {
   const bool fitted = profile && profile->model();

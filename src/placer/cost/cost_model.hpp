@@ -130,6 +130,18 @@ std::string_view priced_type(const Graph& g, OpId op, std::optional<bool> traini
 // are not refused). One entry per key: "'Maxpool' (cpu:0, cpu:1)".
 std::vector<std::string> unmatched_efficiency_types(const Graph& g, const Cluster& c);
 
+// Keys of the devices' efficiency_by_type that name an op type of `g` whose ops (some or all) are
+// priced under another key (priced_type: batch statistics, depthwise convolutions, reflect and
+// edge pads, their gradients) that the device does not name: those ops take their class's
+// efficiency, not the entry of their type (a cluster fitted before those keys existed). One entry
+// per (key, priced key): the devices and the number of ops.
+struct EfficiencyKeyedApart {
+  std::string key, priced;
+  std::vector<std::string> devices;
+  std::size_t ops = 0;
+};
+std::vector<EfficiencyKeyedApart> efficiency_types_keyed_apart(const Graph& g, const Cluster& c);
+
 // Measured op times, per device kind: by exact op name, or by op signature (type and input
 // shapes, see op_signature). JSON format "placer-profile" in docs/formats.md. It may also carry a
 // fitted cost model (efficiencies), used for ops it has no time for.
