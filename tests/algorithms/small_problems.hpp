@@ -80,6 +80,25 @@ struct Priced {
   Problem problem() const { return Problem{graph, cluster, costs, {}}; }
 };
 
+// Two ops in a chain, a CPU and a GPU: each device's total time is finite (1e308 s and 1e300 s),
+// but op0 on the GPU then op1 on the CPU adds up past what a double holds, which the simulator
+// refuses with an error (a profile's absurd figures).
+inline Priced overflowing_chain() {
+  Sketch s;
+  const TensorId x = s.tensor("x", 1000, TensorKind::data), a = s.tensor("a", 1000), b = s.tensor("b", 1000);
+  s.op("op0", {x}, {a}, 1e308);
+  s.op("op1", {a}, {b}, 1e300);
+  s.profile.set_by_name(DeviceKind::cpu, "op0", 1e300);
+  s.profile.set_by_name(DeviceKind::cpu, "op1", 1e308);
+  s.b.mark_output(b);
+  auto device = [](std::string name, DeviceKind kind) {
+    return Device{.name = std::move(name), .kind = kind, .model = "t", .peak_flops = 1e12, .memory_bandwidth_bytes_per_s = 1e12,
+                  .memory_bytes = 1 << 30, .op_overhead_s = 0, .streams = 1};
+  };
+  return Priced(std::move(s), Cluster::build("t", {device("cpu:0", DeviceKind::cpu), device("gpu:0", DeviceKind::gpu)}, {},
+                                             {Link{.a = "cpu:0", .b = "gpu:0", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9}}));
+}
+
 inline PlacementResult run_placer(const std::string& name, const Problem& p, Budget budget = {}, std::uint64_t seed = 1,
                                   std::map<std::string, std::string> options = {}) {
   NullObserver quiet;

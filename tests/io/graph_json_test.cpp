@@ -536,6 +536,10 @@ TEST(GraphJsonBadInput, AWholeNumberOutOfRangeIsSaidToBe) {
   // (A scalar's expected type names its range.)
   expect_error(one("[4]", "99999999999999999999"), "field 'call' must be an integer from 0 to 4294967295, got 1e+20");
   expect_error(one("[4.5]", "0"), "field 'shape' must be a list of integers, got [4.5]");  // not whole: no range to speak of
+  // A whole number in range written as a float is said to be one (it read "out of range": a QA pass).
+  expect_error(one("[32, 128.0]", "0"), "got [32,128.0] (128.0 is written as a float: write the integer without a decimal point or exponent)");
+  expect_error(one("[1e2]", "0"), "(100.0 is written as a float");
+  expect_error(one("[9223372036854775808.0]", "0"), "is out of range: -9223372036854775808 to 9223372036854775807)");
 }
 
 // An empty op or tensor name, or an op type that is empty or holds control characters, is refused

@@ -119,6 +119,29 @@ TEST(Features, GroupsCountTheirOpsTypes) {
   }
 }
 
+// A group far slower on one device than on another (a profile's absurd 1e305 s against 1e-6 s)
+// still gets finite features: the quotient of the two overflowed to inf and its standardised
+// column to NaN, which made the policy NaN from its first update (a review).
+TEST(Features, AreFiniteForAbsurdlyUnevenTimes) {
+  Sketch s;
+  const TensorId x = s.tensor("x", 1000, TensorKind::data), a = s.tensor("a", 1000), b = s.tensor("b", 1000);
+  s.op("op0", {x}, {a}, 1e305);
+  s.op("op1", {a}, {b}, 1e-3);
+  s.profile.set_by_name(DeviceKind::cpu, "op0", 1e-6);
+  s.profile.set_by_name(DeviceKind::cpu, "op1", 1e-3);
+  Cluster cluster = Cluster::build(
+      "t",
+      {Device{.name = "cpu:0", .kind = DeviceKind::cpu, .model = "t", .peak_flops = 1e12, .memory_bandwidth_bytes_per_s = 1e12,
+              .memory_bytes = 1 << 30, .op_overhead_s = 0, .streams = 1},
+       Device{.name = "gpu:0", .kind = DeviceKind::gpu, .model = "t", .peak_flops = 1e12, .memory_bandwidth_bytes_per_s = 1e12,
+              .memory_bytes = 1 << 30, .op_overhead_s = 0, .streams = 1}},
+      {}, {Link{.a = "cpu:0", .b = "gpu:0", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9}});
+  Priced pr(std::move(s), std::move(cluster));
+  ASSERT_EQ(pr.costs.time_s(0, 1), 1e305);
+  const Features f = FeatureBuilder(pr.problem()).ops();
+  for (float v : f.numeric) EXPECT_TRUE(std::isfinite(v)) << v;
+}
+
 TEST(Reward, IsMinusSqrtStepTimeAndPenalizesWhatDoesNotFit) {
   SimResult fits;
   fits.step_time_s = 0.25;
@@ -152,6 +175,18 @@ TEST(Environment, ScoresInSampleOrderWhateverTheThreads) {
     EXPECT_EQ(a[i].step_time_s, b[i].step_time_s);
     EXPECT_EQ(a[i].step_time_s, eval.evaluate(batch[i]).step_time_s);
   }
+}
+
+// A simulation that throws on a simulator thread is rethrown by wait(), once the batch is done (it
+// aborted the process: a review), and the pool goes on with the next batch.
+TEST(Environment, ASimulationErrorIsRethrownByWait) {
+  Priced pr = test::overflowing_chain();
+  const Problem p = pr.problem();
+  Environment env(p, 2, 2.0);
+  EXPECT_THAT([&] { env.evaluate({{0, 0}, {1, 0}, {1, 1}}); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("overflows")));
+  const auto scores = env.evaluate({{0, 0}, {1, 1}});
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_DOUBLE_EQ(scores[0].step_time_s, 1e308 + 1e300);  // all on the CPU: op0 then op1
 }
 
 TEST(Environment, RejectsNothingFittingAsBest) {
@@ -239,7 +274,8 @@ void resume_equals_uninterrupted(const std::string& algo, std::map<std::string, 
   const Problem p = pr.problem();
   const std::string whole = temp(algo + "_whole.ckpt"), parts = temp(algo + "_parts.ckpt");
   std::filesystem::remove(parts);
-  const Budget budget{.samples = 96, .threads = 2, .checkpoint_path = whole};
+  Budget budget{.samples = 96, .threads = 2, .checkpoint_path = whole};
+  budget.curve_path = temp(algo + "_whole.csv");
   opts["checkpoint-every"] = "2";
   register_learned_placers();
   NullObserver quiet;
@@ -247,6 +283,7 @@ void resume_equals_uninterrupted(const std::string& algo, std::map<std::string, 
 
   Budget first = budget;
   first.checkpoint_path = parts;
+  first.curve_path = temp(algo + "_parts.csv");
   StopAfter stop(5);  // Ctrl-C after 5 updates
   const PlacementResult early = make_placer(algo, PlacerOptions(opts))->place(p, first, stop, 5);
   EXPECT_LT(early.samples, uninterrupted.samples);
@@ -258,6 +295,19 @@ void resume_equals_uninterrupted(const std::string& algo, std::map<std::string, 
   EXPECT_EQ(resumed.sim.step_time_s, uninterrupted.sim.step_time_s);
   EXPECT_THAT(resumed.note, ::testing::Not(::testing::HasSubstr("nothing more was run")));
   expect_same_policy(whole, parts);
+  // The curve files: a row per update, written whole at first and appended at each checkpoint
+  // (every 2 updates), whole again on resume; the same but for the wall time.
+  auto rows = [](const std::string& path) {
+    std::vector<std::string> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) out.push_back(line.substr(0, line.rfind(',')));
+    return out;
+  };
+  const std::vector<std::string> whole_rows = rows(budget.curve_path);
+  const std::size_t batch = opts.contains("batch") ? std::stoul(opts.at("batch")) : 4;  // (HDP's default)
+  EXPECT_EQ(whole_rows.size(), 1 + 96 / batch);
+  EXPECT_EQ(whole_rows.front(), "sample,mean_step_time_s,best_step_time_s");
+  EXPECT_EQ(rows(first.curve_path), whole_rows);
   // A --samples the checkpoint had reached runs nothing, and says so (it returned the checkpoint's
   // result without a word: a QA pass).
   Budget again = budget;

@@ -25,7 +25,13 @@ namespace placer::cli {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
+// The first Ctrl-C asks the algorithm to stop and keep its best so far; a second one ends the
+// process at once (a search finishing its update and writing its checkpoint could otherwise not
+// be cut short: a review).
+extern "C" void on_sigint(int) {
+  g_interrupted = true;
+  std::signal(SIGINT, SIG_DFL);
+}
 
 // Progress on stderr: a line redrawn in place on a terminal, plain periodic lines otherwise.
 // Ctrl-C asks the algorithm to stop and keep its best placement so far.

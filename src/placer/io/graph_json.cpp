@@ -156,10 +156,16 @@ bool integer_fits(const json& v) {
 // " (N is out of range: ...)" when `v` is a whole number that T cannot hold (a number past 64
 // bits is read as a float, 1.8446744073709552e+19, and a shape's dimension past the range was
 // "must be a list of integers" though it is one: a fuzzing pass); "" otherwise.
+// A whole number within the range written as a float (128.0, 1e2) says so: it read "out of range"
+// (a QA pass).
 template <typename T>
 std::string out_of_range_note(const json& v) {
   const bool whole = v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) && std::trunc(v.get<double>()) == v.get<double>());
   if (!whole || integer_fits<T>(v)) return "";
+  // (2^63 as a double is past an int64's largest; the lowest is exact.)
+  if (v.is_number_float() && v.get<double>() >= static_cast<double>(std::numeric_limits<T>::min()) &&
+      v.get<double>() < 2.0 * (static_cast<double>(std::numeric_limits<T>::max() / 2 + 1)))
+    return " (" + json_excerpt(v) + " is written as a float: write the integer without a decimal point or exponent)";
   return " (" + json_excerpt(v) + " is out of range: " + std::to_string(std::numeric_limits<T>::min()) + " to " +
          std::to_string(std::numeric_limits<T>::max()) + ")";
 }

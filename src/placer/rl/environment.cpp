@@ -71,6 +71,7 @@ std::vector<Score> Environment::wait() {
   double total = 0.0;
   for (double& s : worker_seconds_) total += std::exchange(s, 0.0);
   sim_seconds_ += total;
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
   return std::move(scores_);
 }
 
@@ -84,9 +85,18 @@ void Environment::work(std::size_t worker) {
       const std::size_t i = next_++;
       lock.unlock();
       const auto start = std::chrono::steady_clock::now();
-      const Score s = score_of(evaluators_[worker]->evaluate(batch_[i]), limits_, penalty_);
+      // A simulation that throws (a step time past what a double holds) ends the search with its
+      // error, rethrown by wait(): thrown out of the thread it aborted the process (a review).
+      Score s;
+      std::exception_ptr failed;
+      try {
+        s = score_of(evaluators_[worker]->evaluate(batch_[i]), limits_, penalty_);
+      } catch (...) {
+        failed = std::current_exception();
+      }
       const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       lock.lock();
+      if (failed && !failure_) failure_ = failed;
       scores_[i] = s;
       worker_seconds_[worker] += took;
       if (++finished_ == batch_.size()) done_.notify_all();

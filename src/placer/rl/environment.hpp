@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -42,7 +43,8 @@ class Environment {
 
   // Starts scoring `placements` (each one device per forward op). REQUIRES: no batch in flight.
   void submit(std::vector<std::vector<DeviceId>> placements);
-  // Waits for the batch submitted last; scores in sample order.
+  // Waits for the batch submitted last; scores in sample order. Rethrows the first error a
+  // simulation of the batch threw (after the whole batch is done).
   std::vector<Score> wait();
   std::vector<Score> evaluate(std::vector<std::vector<DeviceId>> placements) {
     submit(std::move(placements));
@@ -67,6 +69,7 @@ class Environment {
   std::size_t next_ = 0, finished_ = 0, generation_ = 0;
   bool stop_ = false;
   double sim_seconds_ = 0.0;
+  std::exception_ptr failure_;  // the first error of the batch's simulations, rethrown by wait()
 };
 
 }  // namespace placer::rl

@@ -83,9 +83,16 @@ Features FeatureBuilder::groups(std::span<const std::uint32_t> group_of, std::si
     for (std::size_t d = 0; d < nd; ++d) fastest = std::min(fastest, time[gr * nd + d]);
     row[0] = static_cast<float>(std::log1p(out[gr] / 1e6));
     row[1] = static_cast<float>(std::log1p(stat[gr] / 1e6));
-    row[2] = static_cast<float>(std::log1p(fastest / 1e-6));
-    for (std::size_t d = 0; d < nd; ++d)
-      row[3 + d] = fastest > 0 ? static_cast<float>(std::log(time[gr * nd + d] / fastest)) : 0.0f;
+    // Finite logs of finite times, however large (a sum of op times may pass a double's largest): a
+    // huge time over a tiny one overflowed to inf, and the standardised column to NaN (a review).
+    constexpr double kLargest = std::numeric_limits<double>::max();
+    row[2] = static_cast<float>(std::log1p(std::min(fastest / 1e-6, kLargest)));
+    for (std::size_t d = 0; d < nd; ++d) {
+      const double ratio = time[gr * nd + d] / fastest;  // (as ever where finite: the searches are fragile to a bit)
+      row[3 + d] = !(fastest > 0) ? 0.0f
+                   : std::isfinite(ratio) ? static_cast<float>(std::log(ratio))
+                                          : static_cast<float>(std::log(std::min(time[gr * nd + d], kLargest)) - std::log(std::min(fastest, kLargest)));
+    }
     row[3 + nd] = size[gr] > 0 ? static_cast<float>(first[gr] / static_cast<double>(std::max<std::size_t>(num_ops_, 1))) : 0.0f;
     row[4 + nd] = static_cast<float>(std::log1p(size[gr]));
     const auto ins = heaviest(in[gr]), outs = heaviest(outn[gr]);

@@ -75,7 +75,7 @@ PlacerInfo hdp_info() {
   info.summary = "HDP (Mirhoseini et al. 2018): feed-forward grouper + seq2seq placer trained jointly, REINFORCE";
   info.options = common_option_docs(defaults());
   for (auto& d : seq2seq_option_docs(Seq2SeqOptions{})) info.options.push_back(d);
-  info.options.push_back({"groups", "0", "groups of the grouper's softmax (0: min(256, 20 x devices))"});
+  info.options.push_back({"groups", "0", "groups of the grouper's softmax (0: min(256, 20 x devices); at most 256, or the graph's forward ops where more)"});
   info.options.push_back({"grouper-hidden", "64", "hidden size of the feed-forward grouper (1 to 8192)"});
   info.make = [docs = info.options](const PlacerOptions& opts) {
     const TrainOptions train = read_common_options(opts, defaults(), docs);

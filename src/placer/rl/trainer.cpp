@@ -79,11 +79,26 @@ struct State {
   double elapsed_before_s = 0.0;             // wall seconds of earlier runs (resume)
 };
 
-void write_curve(const std::string& path, const std::vector<std::array<double, 4>>& curve) {
-  if (path.empty()) return;
-  std::string text = "sample,mean_step_time_s,best_step_time_s,wall_s\n";
-  for (const auto& row : curve) text += fmt::format("{:.0f},{:.9g},{:.9g},{:.3f}\n", row[0], row[1], row[2], row[3]);
-  write_text_file(path, text, "learning curve");
+// Writes the curve's rows from `written` on: the whole file (through a temporary, write_text_file)
+// the first time, then appended, so that a long search does not format its whole curve at every
+// checkpoint (a review) and a stream (--curve /dev/stdout, a pipe) gets each row once. Returns the
+// rows written in all.
+std::size_t write_curve(const std::string& path, const std::vector<std::array<double, 4>>& curve, std::size_t written) {
+  if (path.empty() || (written == curve.size() && written > 0)) return written;
+  std::string text = written == 0 ? "sample,mean_step_time_s,best_step_time_s,wall_s\n" : "";
+  for (std::size_t i = written; i < curve.size(); ++i)
+    text += fmt::format("{:.0f},{:.9g},{:.9g},{:.3f}\n", curve[i][0], curve[i][1], curve[i][2], curve[i][3]);
+  if (written == 0) {
+    write_text_file(path, text, "learning curve");
+  } else if (const auto fd = output_descriptor(path)) {
+    if (!write_to_descriptor(*fd, text)) throw Error("failed writing learning curve file " + in_quotes(path));
+  } else {
+    std::ofstream out(output_target(path), std::ios::binary | std::ios::app);
+    out << text;
+    out.flush();
+    if (!out) throw Error("failed writing learning curve file " + in_quotes(path) + " (disk full?)");
+  }
+  return curve.size();
 }
 
 struct Fingerprint {
@@ -210,10 +225,12 @@ void save_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   rs << rng;
   ar.write("rng", c10::IValue(rs.str()));
   ar.write("checksum", c10::IValue(content_checksum(s, rs.str(), module, optimizer)));
-  torch::Tensor curve = torch::zeros({static_cast<std::int64_t>(s.curve.size()), 4}, torch::kFloat64);
-  for (std::size_t i = 0; i < s.curve.size(); ++i)
-    for (std::size_t j = 0; j < 4; ++j) curve[static_cast<std::int64_t>(i)][static_cast<std::int64_t>(j)] = s.curve[i][j];
-  ar.write("curve", curve);
+  // The rows are contiguous doubles: copied whole (element by element, each checkpoint's cost grew
+  // with the curve, a long search's quadratically: a review).
+  static_assert(sizeof(std::array<double, 4>) == 4 * sizeof(double));
+  const auto rows = static_cast<std::int64_t>(s.curve.size());
+  ar.write("curve", rows == 0 ? torch::zeros({0, 4}, torch::kFloat64)
+                              : torch::from_blob(const_cast<double*>(s.curve.front().data()), {rows, 4}, torch::kFloat64).clone());
   torch::serialize::OutputArchive policy, opt;
   module.save(policy);
   optimizer.save(opt);
@@ -272,8 +289,8 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
                 "--gradient-sums, mode or optimizer)" +
                 // Measured anew by every process, the `local` preset's op times differ from run to run (a review).
                 (fp.cluster_name == "local" ? std::string("; the 'local' cluster is measured anew by each process, so a search on it "
-                                                          "resumes only from a saved description (placer clusters --json, its 'local' "
-                                                          "entry, as --cluster FILE) or with a --profile")
+                                                          "resumes only from a saved description (placer clusters local --json > FILE, "
+                                                          "then --cluster FILE) or with a --profile")
                                             : std::string()));
   if (c10::IValue links; ar.try_read("links", links) && (!links.isInt() || links.toInt() != fp.links))
     throw Error("checkpoint '" + path + "' was written for another cluster (its devices' streams or the links its routes share differ)");
@@ -307,8 +324,12 @@ void load_checkpoint(const std::string& path, const TrainOptions& o, const Finge
   if (!in_range || (!s.best.empty() && s.best.size() != static_cast<std::size_t>(fp.forward_ops)))
     throw Error("checkpoint '" + path + "': its best placement does not match this problem");
   s.curve.clear();
-  for (std::int64_t i = 0; i < curve.size(0); ++i)
-    s.curve.push_back({curve[i][0].item<double>(), curve[i][1].item<double>(), curve[i][2].item<double>(), curve[i][3].item<double>()});
+  if (curve.dim() != 2 || curve.size(1) != 4 || curve.scalar_type() != torch::kFloat64)
+    throw Error("checkpoint '" + path + "': its curve is not a table of 4 columns of doubles");
+  const torch::Tensor rows = curve.contiguous();
+  const double* values = rows.data_ptr<double>();
+  s.curve.resize(static_cast<std::size_t>(rows.size(0)));
+  for (std::size_t i = 0; i < s.curve.size(); ++i) std::copy_n(values + 4 * i, 4, s.curve[i].begin());
   const std::string rng_state = read_value<std::string>(ar, path, "rng");
   std::istringstream rs(rng_state);
   rs >> rng;
@@ -383,12 +404,15 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     }
   };
   // The checkpoint and, with it, the curve.
+  std::size_t curve_written = 0;  // rows of the curve file written by this run
+  auto write_curve_rows = [&] { warn_on_failure([&] { curve_written = write_curve(budget.curve_path, s.curve, curve_written); }); };
   auto checkpoint = [&] {
     if (budget.checkpoint_path.empty()) return;
-    State copy = s;
-    copy.elapsed_before_s = elapsed();
-    warn_on_failure([&] { save_checkpoint(budget.checkpoint_path, o, fp, copy, rng, module, optimizer); });
-    warn_on_failure([&] { write_curve(budget.curve_path, s.curve); });
+    const double before = s.elapsed_before_s, now = elapsed();  // saved as the wall time so far, without copying the state
+    s.elapsed_before_s = now;
+    warn_on_failure([&] { save_checkpoint(budget.checkpoint_path, o, fp, s, rng, module, optimizer); });
+    s.elapsed_before_s = before;
+    write_curve_rows();
   };
 
   bool stopped = false;
@@ -441,8 +465,13 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     // a result.
     if (!std::isfinite(loss.item<double>()) || !std::isfinite(grad_norm))
       throw Error(fmt::format("{}: training diverged at update {} (the policy's loss is not a number): lower lr, entropy, tanh or "
-                              "penalty, or raise temperature",
-                              o.algo, s.updates + 1));
+                              "penalty, or raise temperature{}",
+                              o.algo, s.updates + 1,
+                              // Rewards past what a float holds come from the problem, not the options (a review).
+                              mean_time > 1e30 ? fmt::format("; or check the cluster's and the profile's figures: the batch's mean "
+                                                             "step time is {:g} s",
+                                                             mean_time)
+                                               : std::string()));
     optimizer.step();
     g_update_s += since(t2);
     s.baseline = o.baseline_decay * s.baseline + (1.0 - o.baseline_decay) * mean_reward;
@@ -469,8 +498,10 @@ PlacementResult train(const Problem& problem, const Budget& budget, Observer& ob
     observer.on_progress(p);
     if (o.checkpoint_every > 0 && s.updates % static_cast<std::int64_t>(o.checkpoint_every) == 0) checkpoint();
   }
-  checkpoint();
-  if (budget.checkpoint_path.empty()) warn_on_failure([&] { write_curve(budget.curve_path, s.curve); });
+  // (Stopped before any update of this run, nothing changed: no checkpoint of an untrained policy
+  // written on the way to an error, a review.)
+  if (s.updates > first_update) checkpoint();
+  write_curve_rows();
   g_stats.samples = static_cast<std::size_t>(s.samples);
   g_stats.updates = static_cast<std::size_t>(s.updates);
   g_stats.wall_s = since(start);
@@ -543,7 +574,7 @@ TrainOptions read_common_options(const PlacerOptions& opts, TrainOptions d, cons
   d.clip_norm = opts.get_double("clip", d.clip_norm);
   if (!(d.clip_norm >= 0) || d.clip_norm > 1e37) throw Error("option clip must be from 0 (none) to 1e37");
   d.penalty = opts.get_double("penalty", d.penalty);
-  if (d.penalty < 1) throw Error("option penalty must be at least 1");
+  if (!(d.penalty >= 1) || d.penalty > 1e37) throw Error("option penalty must be from 1 to 1e37");
   const std::int64_t every = opts.get_int("checkpoint-every", static_cast<std::int64_t>(d.checkpoint_every));
   if (every < 0) throw Error("option checkpoint-every must be >= 0");
   d.checkpoint_every = static_cast<std::size_t>(every);
@@ -595,7 +626,9 @@ Seq2SeqOptions read_seq2seq_options(const PlacerOptions& opts, Seq2SeqOptions d)
   d.tanh_constant = opts.get_double("tanh", d.tanh_constant);
   if (!(d.tanh_constant >= 0) || d.tanh_constant > 1e37) throw Error("option tanh must be from 0 (none) to 1e37");
   d.temperature = opts.get_double("temperature", d.temperature);
-  if (d.temperature <= 0) throw Error("option temperature must be positive");
+  // (Past a float, the policy's logits all came out 0: a uniform policy that learnt nothing and
+  // said nothing, a review.)
+  if (!(d.temperature > 0) || d.temperature > 1e37) throw Error("option temperature must be positive, at most 1e37");
   return d;
 }
 
