@@ -623,8 +623,8 @@ TEST(ClustersCli, ListsEveryPreset) {
 }
 
 // `placer clusters NAME --json` is one cluster file (the docs' recipe for keeping a preset, printed
-// as the array of every preset, failed to load: an audit), and NAME alone shows the preset in full.
-TEST(ClustersCli, OnePresetIsShownInFullOrWrittenAsAClusterFile) {
+// as the array of every preset, failed to load: an audit), and NAME alone shows its devices and links.
+TEST(ClustersCli, OnePresetIsShownOrWrittenAsAClusterFile) {
   auto json = placer({"clusters", "k80x4", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const auto cluster = nlohmann::json::parse(json.out);
@@ -652,7 +652,7 @@ TEST(ClustersCli, OnePresetIsShownInFullOrWrittenAsAClusterFile) {
 }
 
 // A cluster whose efficiency_by_type names BatchNormalization prices a training step's batch norms
-// by BatchNormalizationTraining only: said when the cluster does not name that (an audit: an older
+// by BatchNormalizationTraining only: said when the device does not name that (an audit: an older
 // fitted cluster's entry stopped pricing them without a word), not in inference.
 TEST(SimulateCli, AnEfficiencyEntryThatLeavesOpsOfItsTypeToTheirClassIsWarnedAbout) {
   auto cluster = nlohmann::json::parse(placer({"clusters", "k80x2", "--json"}).out);

@@ -947,18 +947,24 @@ TEST(CostTable, DepthwiseConvolutionsAndReflectPadsArePricedByTheirOwnKeys) {
   Device cpu1 = cpu;
   cpu1.name = "cpu:1";
   const std::vector<Link> link{{.a = "cpu:0", .b = "cpu:1", .bandwidth_ab_bytes_per_s = 1e9, .bandwidth_ba_bytes_per_s = 1e9}};
-  const auto apart = efficiency_types_keyed_apart(g, Cluster::build("t", {cpu, cpu1}, {}, link));
+  const Cluster both = Cluster::build("t", {cpu, cpu1}, {}, link);
+  const auto apart = efficiency_types_keyed_apart(g, both, CostTable(g, both, defaults));
   ASSERT_EQ(apart.size(), 1u);
   EXPECT_EQ(apart[0].key, "Pad");
   EXPECT_EQ(apart[0].priced, "PadEdge");
   EXPECT_THAT(apart[0].devices, ::testing::ElementsAre("cpu:0", "cpu:1"));
   EXPECT_EQ(apart[0].ops, 1u);
+  // An op a profile times takes no efficiency at all: not counted (a review).
+  Profile timed;
+  timed.set_by_name(DeviceKind::cpu, "edge", 1e-3);
+  EXPECT_THAT(efficiency_types_keyed_apart(g, both, CostTable(g, both, defaults, &timed)), ::testing::IsEmpty());
   cpu1.efficiency_by_type["PadEdge"] = {.compute = 0, .memory = 0.5};
   cpu.efficiency_by_type.erase("Pad");
   cpu.efficiency_by_type["Conv"] = {.compute = 0.9, .memory = 0};
   cpu.efficiency_by_type.erase("ConvDepthwise");
   cpu.efficiency_by_type.erase("ConvDepthwiseStrided");
-  const auto convs = efficiency_types_keyed_apart(g, Cluster::build("t", {cpu, cpu1}, {}, link));
+  const Cluster after_refit = Cluster::build("t", {cpu, cpu1}, {}, link);
+  const auto convs = efficiency_types_keyed_apart(g, after_refit, CostTable(g, after_refit, defaults));
   ASSERT_EQ(convs.size(), 2u);
   EXPECT_EQ(convs[0].priced, "ConvDepthwise");
   EXPECT_EQ(convs[1].priced, "ConvDepthwiseStrided");

@@ -384,7 +384,7 @@ class LocalSearchPlacer final : public Placer {
           (observer.stop_requested() || (budget.samples > 0 && start_samples >= start_budget.samples) ||
            (budget.seconds > 0.0 && elapsed() >= start_budget.seconds)))
         continue;
-      if (always && observer.stop_requested()) break;
+      if (always && observer.stop_requested() && !best.devices.empty()) break;
       // Each start gets what the starts before it left of the start's half (each had all of it:
       // with --samples 60, m-sct, heft and m-etf took 43), at least a sample and a millisecond.
       Budget left = start_budget;

@@ -1,4 +1,4 @@
-// `placer clusters [PRESET...]`: the built-in cluster presets, listed or shown in full.
+// `placer clusters [PRESET...]`: the built-in cluster presets, listed, or named ones' devices and links.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 namespace placer::cli {
 namespace {
 
-// One preset in full: its devices, switches and links.
+// One preset: its devices, switches and links (its efficiencies and curves are in its JSON).
 void print_preset(const Cluster& c) {
   fmt::print("{}: {} devices, {} switches, {} links\n", c.name(), c.num_devices(), c.switches().size(), c.links().size());
   fmt::print("  {:<8} {:<4} {:>14} {:>12} {:>10} {:>9} {:>7}  {}\n", "device", "kind", "peak", "memory bw", "memory", "overhead", "streams",
@@ -25,11 +25,12 @@ void print_preset(const Cluster& c) {
     for (const auto& s : c.switches()) names += (names.empty() ? "" : ", ") + s;
     fmt::print("  switches: {}\n", names);
   }
+  // (A link named otherwise than after its ends, a parallel one, shows its name.)
   fmt::print("  {:<24} {:>22} {:>10}\n", "link", "bandwidth a->b / b->a", "latency");
   for (const Link& l : c.links())
-    fmt::print("  {:<24} {:>22} {:>10}\n", l.a + " <-> " + l.b,
+    fmt::print("  {:<24} {:>22} {:>10}\n", l.a + " <-> " + l.b + (l.name == l.a + "<->" + l.b ? "" : " [" + l.name + "]"),
                fmt::format("{:.1f} / {:.1f} GB/s", l.bandwidth_ab_bytes_per_s / 1e9, l.bandwidth_ba_bytes_per_s / 1e9),
-               fmt::format("{:.1f} us", l.latency_s * 1e6));
+               fmt::format("{:g} us", l.latency_s * 1e6));
 }
 
 }  // namespace
@@ -39,7 +40,7 @@ void register_clusters(CLI::App& app) {
   auto names = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand("clusters", "List the built-in cluster presets (devices, peak FLOP/s, memory, links by bandwidth per direction)");
   cmd->add_option("presets", *names,
-                  "presets to show in full (devices, switches, links); with --json, one preset is printed as one cluster file");
+                  "presets to show: their devices, switches and links (--json: every figure, one preset as one cluster file)");
   cmd->add_flag("--json", *json, "print the presets as placer cluster JSON: an array of every preset, or one preset's cluster file");
   cmd->callback([json, names] {
     if (!names->empty()) {

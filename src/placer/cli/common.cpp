@@ -207,15 +207,16 @@ void warn_other_machine(const Profile& profile, const Cluster& cluster, const st
              path, cluster.name(), fmt::join(differ, "; "));
 }
 
-void warn_unmatched_efficiency_types(const Graph& g, const Cluster& cluster) {
+void warn_unmatched_efficiency_types(const Graph& g, const Cluster& cluster, const CostTable& costs) {
   const std::string model = g.name().empty() ? "the model" : "'" + g.name() + "'";
-  for (const EfficiencyKeyedApart& e : efficiency_types_keyed_apart(g, cluster))
+  for (const EfficiencyKeyedApart& e : efficiency_types_keyed_apart(g, cluster, costs))
     fmt::print(stderr, "placer: warning: {}\n",
                printable(fmt::format("cluster '{}': efficiency_by_type's '{}' ({}) does not price {} {} of that type in {}: {} priced "
-                                     "as '{}' (docs/cost-model.md#op-types), which the cluster does not name, so {} {} class's "
+                                     "as '{}' (docs/cost-model.md#op-types), which {} does not name, so {} {} class's "
                                      "efficiency (a cluster fitted before that key existed? `placer fit` writes it)",
                                      cluster.name(), e.key, fmt::join(e.devices, ", "), e.ops, e.ops == 1 ? "op" : "ops", model,
-                                     e.ops == 1 ? "it is" : "they are", e.priced, e.ops == 1 ? "it takes" : "they take",
+                                     e.ops == 1 ? "it is" : "they are", e.priced, e.devices.size() == 1 ? "that device" : "those devices",
+                                     e.ops == 1 ? "it takes" : "they take",
                                      e.ops == 1 ? "its" : "their")));
   const std::vector<std::string> unmatched = unmatched_efficiency_types(g, cluster);
   if (unmatched.empty()) return;
@@ -234,7 +235,7 @@ LoadedProblem load_problem(const ProblemArgs& args) {
   std::optional<Profile> profile;
   if (!args.profile.empty()) profile = Profile::load(args.profile);
   CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
-  warn_unmatched_efficiency_types(graph, cluster);
+  warn_unmatched_efficiency_types(graph, cluster, costs);
   if (profile) {
     warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
     warn_other_machine(*profile, cluster, args.profile);

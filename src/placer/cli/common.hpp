@@ -84,7 +84,7 @@ void warn_other_machine(const Profile& profile, const Cluster& cluster, const st
 // that placer knows nowhere (unmatched_efficiency_types): a misspelt type is otherwise ignored;
 // and one per key that leaves ops of its type to their class because they are priced under
 // another key the cluster does not name (efficiency_types_keyed_apart).
-void warn_unmatched_efficiency_types(const Graph& g, const Cluster& cluster);
+void warn_unmatched_efficiency_types(const Graph& g, const Cluster& cluster, const CostTable& costs);
 
 // `place` found a placement, printed and wrote it, but it does not fit in memory: main prints the
 // message as an error and exits with kExitDoesNotFit (an error without a placement exits 1), so

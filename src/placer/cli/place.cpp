@@ -43,7 +43,8 @@ class TerminalObserver final : public Observer {
   }
   ~TerminalObserver() override {
     if (tty_ && drawn_) std::fputs("\n", stderr);
-    std::signal(SIGINT, previous_);
+    // (After a Ctrl-C the default stays: a second one ends the process, in compare too.)
+    std::signal(SIGINT, g_interrupted.load() ? SIG_DFL : previous_);
   }
   void on_progress(const Progress& p) override {
     if (quiet_) return;
@@ -294,7 +295,7 @@ void run_compare(const PlaceArgs& args) {
   // One Ctrl-C ends the comparison, also while it loads: the algorithms not yet run are skipped.
   struct SigintGuard {
     void (*previous)(int) = std::signal(SIGINT, on_sigint);
-    ~SigintGuard() { std::signal(SIGINT, previous); }
+    ~SigintGuard() { std::signal(SIGINT, g_interrupted.load() ? SIG_DFL : previous); }
   } guard;
   // Split here, not by CLI11, which dropped empty names ("random,,heft") and let a lone ","
   // take the next argument as the list.

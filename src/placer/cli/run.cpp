@@ -290,7 +290,7 @@ void run_validate(const ValidateArgs& args) {
   std::optional<Profile> profile;
   if (!args.profile.empty()) profile = Profile::load(args.profile);
   const CostTable costs(graph, cluster, CostModel::defaults(), profile ? &*profile : nullptr);
-  warn_unmatched_efficiency_types(graph, cluster);
+  warn_unmatched_efficiency_types(graph, cluster, costs);
   if (profile) {
     warn_unmatched_profile(*profile, graph, costs, args.profile, args.model);
     warn_other_machine(*profile, cluster, args.profile);

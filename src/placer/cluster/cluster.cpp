@@ -248,14 +248,24 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
     bool dead = false;   // covered by a later label before it was taken
   };
   auto near = [](double x, double y) { return !(std::abs(x - y) > kTieRelative * std::max(x, y)); };
-  // Whether `a` makes `b` useless: no less bandwidth, and less latency, or the same latency and more
-  // bandwidth, or the same of both and no more hops (then the lower last channel).
+  // Whether `a` makes `b` useless, whatever either is extended by: no less bandwidth, no more hops
+  // and no more latency (within a billionth); when equal in all three, the lower last channel. (A
+  // path of fewer hops is kept beside a faster one of more hops: the two may end in a tie, which
+  // fewer hops win. Dropped, a link no route took could change routes: a review.)
   auto covers = [&](const Label& a, const Label& b) {
-    if (a.bandwidth < b.bandwidth) return false;
-    if (!near(a.latency_s, b.latency_s)) return a.latency_s < b.latency_s;
-    if (a.bandwidth > b.bandwidth) return true;
-    return std::tie(a.hops, a.via) <= std::tie(b.hops, b.via);
+    if (a.bandwidth < b.bandwidth || a.hops > b.hops) return false;
+    const bool same_latency = near(a.latency_s, b.latency_s);
+    if (!same_latency && a.latency_s > b.latency_s) return false;
+    if (!same_latency || a.bandwidth > b.bandwidth || a.hops < b.hops) return true;
+    return a.via <= b.via;
   };
+  auto cost_of = [](const Label& l) { return std::min(l.latency_s + kRouteProbeBytes / l.bandwidth, 1e300); };
+  // Labels a node keeps at most: real machines need a handful (one per bandwidth its paths may
+  // have). A ladder of parallel fast-narrow and slow-wide links gave a switch as many as its rungs
+  // before it (1,500 switches: 15 s to build, a review); past the cap, a candidate takes the place
+  // of the waiting label of greatest 1 MiB time if it is quicker, else it is dropped, so that
+  // routes are exact up to that many labels per node and near-best beyond.
+  constexpr std::size_t kMaxLabels = 32;
   using QueueEntry = std::tuple<double, double, std::uint32_t, ChannelId, std::uint32_t>;  // latency, -bandwidth, hops, via, label
   std::vector<Label> labels;
   std::vector<std::vector<std::uint32_t>> at(num_nodes);  // labels kept at each node
@@ -294,6 +304,14 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
           other.dead = true;
           return true;
         });
+        if (kept.size() >= kMaxLabels) {
+          auto worst = kept.end();
+          for (auto it = kept.begin(); it != kept.end(); ++it)
+            if (!labels[*it].taken && (worst == kept.end() || cost_of(labels[*it]) > cost_of(labels[*worst]))) worst = it;
+          if (worst == kept.end() || !(cost_of(candidate) < cost_of(labels[*worst]))) continue;
+          labels[*worst].dead = true;
+          kept.erase(worst);
+        }
         const auto cid = static_cast<std::uint32_t>(labels.size());
         labels.push_back(candidate);
         kept.push_back(cid);
@@ -310,7 +328,7 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
         double best_cost = 0;
         for (std::uint32_t x : at[to]) {
           const Label& l = labels[x];
-          const double cost = std::min(l.latency_s + kRouteProbeBytes / l.bandwidth, 1e300);
+          const double cost = cost_of(l);
           if (best == kNoLabel || (!near(cost, best_cost) ? cost < best_cost
                                                           : std::tie(l.hops, l.via, x) < std::tie(labels[best].hops, labels[best].via, best)))
             best = x, best_cost = cost;

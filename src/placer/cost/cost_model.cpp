@@ -975,7 +975,7 @@ std::vector<std::string> unmatched_efficiency_types(const Graph& g, const Cluste
   return unmatched;
 }
 
-std::vector<EfficiencyKeyedApart> efficiency_types_keyed_apart(const Graph& g, const Cluster& c) {
+std::vector<EfficiencyKeyedApart> efficiency_types_keyed_apart(const Graph& g, const Cluster& c, const CostTable& costs) {
   std::vector<DeviceId> with_types;
   for (DeviceId d = 0; d < c.num_devices(); ++d)
     if (!c.device(d).efficiency_by_type.empty()) with_types.push_back(d);
@@ -988,12 +988,13 @@ std::vector<EfficiencyKeyedApart> efficiency_types_keyed_apart(const Graph& g, c
     EfficiencyKeyedApart* entry = nullptr;
     for (DeviceId d : with_types) {
       const auto& types = c.device(d).efficiency_by_type;
-      if (!types.contains(type) || types.contains(std::string(priced))) continue;
+      if (!types.contains(type) || types.contains(std::string(priced)) || costs.source(o, d) != CostSource::modelled) continue;
       if (!entry) {
         entry = &found[{type, std::string(priced)}];
         entry->key = type, entry->priced = priced, ++entry->ops;
       }
-      if (entry->ops == 1) entry->devices.push_back(c.device(d).name);
+      if (std::find(entry->devices.begin(), entry->devices.end(), c.device(d).name) == entry->devices.end())
+        entry->devices.push_back(c.device(d).name);
     }
   }
   std::vector<EfficiencyKeyedApart> out;

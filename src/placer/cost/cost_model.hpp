@@ -133,14 +133,16 @@ std::vector<std::string> unmatched_efficiency_types(const Graph& g, const Cluste
 // Keys of the devices' efficiency_by_type that name an op type of `g` whose ops (some or all) are
 // priced under another key (priced_type: batch statistics, depthwise convolutions, reflect and
 // edge pads, their gradients) that the device does not name: those ops take their class's
-// efficiency, not the entry of their type (a cluster fitted before those keys existed). One entry
-// per (key, priced key): the devices and the number of ops.
+// efficiency, not the entry of their type (a cluster fitted before those keys existed). Only ops
+// the table prices by the model on that device count (not a profile's times, aliases or folded
+// ops). One entry per (key, priced key): the devices and the number of ops.
 struct EfficiencyKeyedApart {
   std::string key, priced;
   std::vector<std::string> devices;
   std::size_t ops = 0;
 };
-std::vector<EfficiencyKeyedApart> efficiency_types_keyed_apart(const Graph& g, const Cluster& c);
+class CostTable;
+std::vector<EfficiencyKeyedApart> efficiency_types_keyed_apart(const Graph& g, const Cluster& c, const CostTable& costs);
 
 // Measured op times, per device kind: by exact op name, or by op signature (type and input
 // shapes, see op_signature). JSON format "placer-profile" in docs/formats.md. It may also carry a

@@ -43,9 +43,19 @@ inline std::string in_quotes(std::string_view s) {
 }
 
 // A shape as messages write it: "[32,3,224,224]" ("[]" for a scalar).
+// A shape of absurd rank shows its first 16 and last 4 dimensions and its rank (one of 10,002
+// dimensions made an error line of 20,178 characters: a QA pass).
 inline std::string dims_text(std::span<const std::int64_t> dims) {
+  constexpr std::size_t kHead = 16, kTail = 4;
   std::string out = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) out.append(i ? "," : "").append(std::to_string(dims[i]));
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims.size() > kHead + kTail + 1 && i == kHead) {
+      out.append(",...(" + std::to_string(dims.size()) + " dimensions)...");
+      i = dims.size() - kTail - 1;
+      continue;
+    }
+    out.append(i ? "," : "").append(std::to_string(dims[i]));
+  }
   return out + "]";
 }
 
