@@ -228,9 +228,9 @@ Cluster Cluster::build(std::string name, std::vector<Device> devices, std::vecto
     std::vector<std::uint32_t> fill(out_begin.begin(), out_begin.end() - 1);
     for (ChannelId ch = 0; ch < num_channels; ++ch) out_channels[fill[c.channel_source_node_[ch]]++] = ch;
   }
-  // Routes: from every device, a label-setting search over (latency, bottleneck bandwidth)
+  // Routes: from every device, a label-setting search over (latency, bottleneck bandwidth, hops)
   // (Martins' multi-criteria Dijkstra): each node keeps the paths to it that no other path beats
-  // on both latency and bandwidth, taken in order of latency; then each destination takes the path
+  // on all three (covers, below), taken in order of latency; then each destination takes the path
   // of least `latency + 1 MiB / bandwidth`, the time Cluster::transfer_time_s gives a 1 MiB
   // message over it (cut-through, as the simulator prices it). Costs and latencies within a
   // billionth of each other are equal (fewer hops win, then the lower id of the last channel).
