@@ -520,6 +520,21 @@ TEST(GraphJsonBadInput, AttributesTheRulesReadAreCheckedAgainstTheInput) {
                "ops[0] 'a' (RoiAlign): attribute 'sampling_ratio' is -3 (0 for adaptive, or a positive count)");
 }
 
+// A training step's Loss op is a backward op that reads what its gradient starts from (one with role
+// "update", or no input, was taken as written: a QA pass).
+TEST(GraphJsonBadInput, ALossOpIsABackwardOpWithAnInput) {
+  const auto step = [](const std::string& role, const std::string& inputs) {
+    return R"({"format": "placer-graph", "version": 1, "tensors": [{"name": "x", "shape": [4], "kind": "data"},
+      {"name": "y", "shape": [4]}, {"name": "gy", "shape": [4], "kind": "gradient"}],
+      "ops": [{"name": "r", "type": "Relu", "inputs": ["x"], "outputs": ["y"]},
+              {"name": "loss", "type": "Loss", "inputs": )" + inputs + R"(, "outputs": ["gy"], "role": ")" + role +
+           R"(", "flops": 4, "forward_op": "r"}], "outputs": ["y"]})";
+  };
+  expect_error(step("update", R"(["y"])"), "ops[1] 'loss': a 'Loss' op starts the backward pass: its role must be 'backward', not 'update'");
+  expect_error(step("backward", "[]"), "ops[1] 'loss': a 'Loss' op reads the output its gradient starts from: it has no input");
+  expect_error(step("backward", "[null]"), "it has no input");
+}
+
 // A whole number the field's type cannot hold is said to be out of range (it was "must be a list
 // of integers, got [18446744073709551615]": a fuzzing pass), also one past 64 bits, which JSON
 // readers hold as a float.

@@ -13,6 +13,7 @@
 
 #include <onnx/defs/schema.h>
 
+#include "placer/graph/training.hpp"
 #include "placer/util/error.hpp"
 #include "placer/util/text.hpp"
 #include "placer/util/json_fields.hpp"
@@ -348,6 +349,15 @@ Graph graph_from_json(const json& j, const std::string& source, std::optional<Op
       spec.role = parse_op_role(role);
     } catch (const Error& e) {
       throw Error(where + ": " + e.what());
+    }
+    // A training step's loss starts its backward pass from what it reads: a backward op with an
+    // input (one with role "update", or none to read, was taken as written: a QA pass; inspect
+    // then counted it among the updates).
+    if (spec.type == kLossOpType && spec.role != OpRole::forward) {
+      if (spec.role != OpRole::backward)
+        throw Error(where + ": a '" + std::string(kLossOpType) + "' op starts the backward pass: its role must be 'backward', not '" + role + "'");
+      if (std::none_of(spec.inputs.begin(), spec.inputs.end(), [](TensorId t) { return t != kNoId; }))
+        throw Error(where + ": a '" + std::string(kLossOpType) + "' op reads the output its gradient starts from: it has no input");
     }
     if (auto it = op.find("param"); it != op.end()) spec.param = tensor_id(*it, where);
     // Outputs that share the storage of the first input (a gradient passed through unchanged).
