@@ -20,11 +20,7 @@ void print_preset(const Cluster& c) {
     fmt::print("  {:<8} {:<4} {:>14} {:>12} {:>10} {:>9} {:>7}  {}\n", d.name, device_kind_name(d.kind),
                fmt::format("{:.2f} TFLOP/s", d.peak_flops / 1e12), fmt::format("{:.1f} GB/s", d.memory_bandwidth_bytes_per_s / 1e9),
                human_bytes(static_cast<double>(d.memory_bytes)), fmt::format("{:.1f} us", d.op_overhead_s * 1e6), d.streams, d.model);
-  if (!c.switches().empty()) {
-    std::string names;
-    for (const auto& s : c.switches()) names += (names.empty() ? "" : ", ") + s;
-    fmt::print("  switches: {}\n", names);
-  }
+  if (!c.switches().empty()) fmt::print("  switches: {}\n", fmt::join(c.switches(), ", "));
   // (A link named otherwise than after its ends, a parallel one, shows its name.)
   fmt::print("  {:<24} {:>22} {:>10}\n", "link", "bandwidth a->b / b->a", "latency");
   for (const Link& l : c.links())
@@ -43,25 +39,19 @@ void register_clusters(CLI::App& app) {
                   "presets to show: their devices, switches and links (--json: every figure, one preset as one cluster file)");
   cmd->add_flag("--json", *json, "print the presets as placer cluster JSON: an array of every preset, or one preset's cluster file");
   cmd->callback([json, names] {
-    if (!names->empty()) {
-      std::vector<Cluster> presets;
-      for (const auto& name : *names) presets.push_back(cluster_preset(name));  // an unknown name: an error listing the presets
-      if (*json) {
-        nlohmann::json out = nlohmann::json::array();
-        for (const auto& c : presets) out.push_back(cluster_to_json(c));
-        std::cout << (out.size() == 1 ? out[0] : out).dump(2) << "\n";
-        return;
-      }
-      for (std::size_t i = 0; i < presets.size(); ++i) {
-        if (i > 0) fmt::print("\n");
-        print_preset(presets[i]);
-      }
+    if (*json) {
+      // Every preset, or the named ones (an unknown name: an error listing the presets); one named
+      // preset alone is one cluster file.
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& name : names->empty() ? cluster_preset_names() : *names) out.push_back(cluster_to_json(cluster_preset(name)));
+      std::cout << (names->size() == 1 ? out[0] : out).dump(2) << "\n";
       return;
     }
-    if (*json) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& name : cluster_preset_names()) out.push_back(cluster_to_json(cluster_preset(name)));
-      std::cout << out.dump(2) << "\n";
+    if (!names->empty()) {
+      for (std::size_t i = 0; i < names->size(); ++i) {
+        if (i > 0) fmt::print("\n");
+        print_preset(cluster_preset((*names)[i]));
+      }
       return;
     }
     fmt::print("{:<10} {:>7}  {}\n", "preset", "devices", "what");
